@@ -1,0 +1,89 @@
+"""The metrics kvgate measures: the contract between the pipelines that produce measured results
+and the gate files whose checks read them.
+
+A metric path is dotted; a ``*`` segment stands for each node, storage target or concurrency
+(``c8``, ``c16``...). A check on a path with ``*`` is evaluated for every match and passes only
+when every match passes. ``validate`` refuses a gate check whose metric no pipeline produces.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from harness.units import UnitKind
+
+
+@dataclass(frozen=True)
+class MetricInfo:
+    path: str
+    kind: UnitKind
+    gate: str
+    produced_by: str
+    description: str
+    sampled: bool = False  # True: the measured value carries samples, so an interval can be computed
+
+
+_METRICS: list[MetricInfo] = [
+    # G1: arrival acceptance. Booleans compare node facts with the inventory's expectations.
+    MetricInfo("nodes.*.reachable", UnitKind.BOOL, "G1", "remote", "the node answered over its executor"),
+    MetricInfo("nodes.*.accelerators.match", UnitKind.BOOL, "G1", "facts",
+               "accelerator model, count and memory as in the inventory"),
+    MetricInfo("nodes.*.storage.*.drives.match", UnitKind.BOOL, "G1", "facts", "NVMe drive count and models"),
+    MetricInfo("nodes.*.storage.*.raid.match", UnitKind.BOOL, "G1", "facts", "RAID level and members"),
+    MetricInfo("nodes.*.storage.*.capacity.match", UnitKind.BOOL, "G1", "facts", "capacity within 5%"),
+    MetricInfo("nodes.*.storage.*.mounted", UnitKind.BOOL, "G1", "facts", "target path exists and is writable"),
+    MetricInfo("nodes.*.network.*.speed.match", UnitKind.BOOL, "G1", "facts", "link speed"),
+    MetricInfo("nodes.*.network.*.roce.match", UnitKind.BOOL, "G1", "facts", "RoCE version of the RDMA GIDs"),
+    MetricInfo("nodes.*.software.match", UnitKind.BOOL, "G1", "facts", "expected software versions present"),
+    MetricInfo("nodes.*.storage.*.fio.seq_read_bw", UnitKind.BANDWIDTH, "G1", "probes.fio",
+               "sequential read bandwidth, 1 MiB, direct I/O"),
+    MetricInfo("nodes.*.storage.*.fio.seq_write_bw", UnitKind.BANDWIDTH, "G1", "probes.fio",
+               "sequential write bandwidth, 1 MiB, direct I/O"),
+    # G2: single-node baseline.
+    MetricInfo("baseline.complete", UnitKind.BOOL, "G2", "pipeline.G2",
+               "every sweep point and repetition was measured"),
+    MetricInfo("baseline.failed_ratio", UnitKind.PERCENT, "G2", "load", "failed requests / all requests"),
+    MetricInfo("baseline.ttft_p50_cv.*", UnitKind.PERCENT, "G2", "load",
+               "coefficient of variation of TTFT p50 across repetitions, per concurrency"),
+    MetricInfo("baseline.throughput_cv.*", UnitKind.PERCENT, "G2", "load",
+               "coefficient of variation of output throughput across repetitions, per concurrency"),
+    MetricInfo("baseline.fio.seq_read_bw", UnitKind.BANDWIDTH, "G2", "probes.fio", "baseline target read bandwidth"),
+    MetricInfo("baseline.checkpoint.write_bw", UnitKind.BANDWIDTH, "G2", "probes.checkpoint",
+               "sustained checkpoint write bandwidth"),
+    MetricInfo("baseline.modelload.read_bw", UnitKind.BANDWIDTH, "G2", "probes.modelload", "model load bandwidth"),
+    # G3: candidate vs baseline.
+    MetricInfo("compare.ttft_p50_reduction.*", UnitKind.PERCENT, "G3", "pipeline.G3",
+               "1 - candidate TTFT p50 / baseline TTFT p50, per concurrency", sampled=True),
+    MetricInfo("compare.throughput_gain_best", UnitKind.PERCENT, "G3", "pipeline.G3",
+               "candidate / baseline output throughput - 1 at the candidate's best point", sampled=True),
+    MetricInfo("compare.recompute_speedup.*", UnitKind.RATIO, "G3", "pipeline.G3",
+               "recompute TTFT p50 / candidate TTFT p50, per concurrency", sampled=True),
+    MetricInfo("candidate.fio.seq_read_bw", UnitKind.BANDWIDTH, "G3", "probes.fio",
+               "candidate target read bandwidth"),
+    MetricInfo("candidate.failed_ratio", UnitKind.PERCENT, "G3", "load", "failed requests in the candidate arm"),
+    # G4: 72-hour stability.
+    MetricInfo("soak.duration", UnitKind.DURATION, "G4", "pipeline.G4", "time under load"),
+    MetricInfo("soak.failed_ratio", UnitKind.PERCENT, "G4", "load", "failed requests / all requests"),
+    MetricInfo("soak.engine_restarts", UnitKind.COUNT, "G4", "engines", "engine crashes or restarts"),
+    MetricInfo("soak.ttft_p50_drift", UnitKind.PERCENT, "G4", "load",
+               "|last window TTFT p50 / first window - 1|", sampled=True),
+    MetricInfo("soak.throughput_drift", UnitKind.PERCENT, "G4", "load",
+               "|last window throughput / first window - 1|"),
+    MetricInfo("soak.read_bw_retention", UnitKind.PERCENT, "G4", "probes.fio",
+               "read bandwidth after the soak / before"),
+    MetricInfo("soak.storage_errors", UnitKind.COUNT, "G4", "facts", "storage errors in the kernel log"),
+]
+
+METRICS: dict[str, MetricInfo] = {m.path: m for m in _METRICS}
+
+
+def metric_info(path: str) -> MetricInfo | None:
+    """The catalog entry for ``path`` (a pattern with ``*`` or a concrete path), or None."""
+    if path in METRICS:
+        return METRICS[path]
+    parts = path.split(".")
+    for m in _METRICS:
+        pat = m.path.split(".")
+        if len(pat) == len(parts) and all(p == "*" or p == q for p, q in zip(pat, parts)):
+            return m
+    return None

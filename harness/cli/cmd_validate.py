@@ -1,0 +1,36 @@
+"""``kvgate validate FILE...``: check inventory, profile and gate files before any node is touched."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from harness.config.validation import validate_files
+from harness.exitcodes import ExitCode
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser(
+        "validate",
+        help="validate inventory, profile and gate files",
+        description="Validate YAML files (kind detected from content). With several files, also check "
+        "them against each other: arms vs inventory targets, overrides vs gate checks. Exit 2 on any "
+        "problem, with file:line:column and the field path.",
+    )
+    p.add_argument("files", nargs="+", metavar="FILE", help="inventory, profile or gate YAML files")
+    p.add_argument("--kind", choices=["inventory", "profile", "gate"], help="treat every FILE as this kind")
+    p.add_argument("-q", "--quiet", action="store_true", help="print only problems")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    report = validate_files(args.files, kind=args.kind)
+    for path, kind in report.ok:
+        if not args.quiet:
+            print(f"ok       {kind:<9} {path}")
+    for err in report.errors:
+        print(f"error    {err.message}", file=sys.stderr)
+    if report.errors:
+        print(f"kvgate: {len(report.errors)} problem(s) in {len(args.files)} file(s)", file=sys.stderr)
+        return int(ExitCode.USAGE_ERROR)
+    return int(ExitCode.OK)

@@ -1,0 +1,112 @@
+"""Checks that span files: an arm's storage target must exist in the inventory, jump hosts must
+exist and not loop, a gate's metric must be one that kvgate measures, overrides must name real
+checks."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from harness.catalog import METRICS, metric_info
+from harness.config.gatespec import GateSpec
+from harness.config.inventory import Inventory
+from harness.config.profile import Profile
+from harness.config.yamlsource import YamlDocument
+from harness.errors import ConfigError
+from harness.units import UnitParseError, parse_quantity
+
+
+def _err(doc: YamlDocument | None, loc: tuple[object, ...], msg: str, path: str) -> ConfigError:
+    line, col = doc.locate(loc) if doc else (None, None)  # type: ignore[arg-type]
+    from harness.config.yamlsource import dotted_path
+
+    return ConfigError(msg, path=path, line=line, column=col, field=dotted_path(loc) or None)  # type: ignore[arg-type]
+
+
+def check_inventory(inv: Inventory, doc: YamlDocument | None = None, path: str = "<inventory>") -> list[ConfigError]:
+    """Jump hosts exist and do not form a cycle."""
+    errors: list[ConfigError] = []
+    names = {n.name for n in inv.nodes}
+    for i, node in enumerate(inv.nodes):
+        if node.jump is not None and node.jump not in names:
+            errors.append(_err(doc, ("nodes", i, "jump"),
+                               f"jump host {node.jump!r} is not a node of this inventory; known: "
+                               f"{', '.join(sorted(names))}", path))
+        if node.connection == "local" and node.jump is not None:
+            errors.append(_err(doc, ("nodes", i, "jump"), "a local node cannot have a jump host", path))
+    by_name = {n.name: n for n in inv.nodes}
+    for i, node in enumerate(inv.nodes):
+        chain = [node.name]
+        cur = node
+        while cur.jump is not None and cur.jump in by_name:
+            if cur.jump in chain:
+                chain.append(cur.jump)
+                errors.append(_err(doc, ("nodes", i, "jump"),
+                                   f"jump hosts form a cycle: {' -> '.join(chain)}", path))
+                break
+            chain.append(cur.jump)
+            cur = by_name[cur.jump]
+    return errors
+
+
+def check_gate(gate: GateSpec, doc: YamlDocument | None = None, path: str = "<gate>") -> list[ConfigError]:
+    """Every check reads a metric that some pipeline produces."""
+    errors: list[ConfigError] = []
+    for i, check in enumerate(gate.checks):
+        info = metric_info(check.metric)
+        if info is None:
+            close = [m for m in METRICS if m.split(".")[0] == check.metric.split(".")[0]]
+            hint = f"; metrics under {check.metric.split('.')[0]!r}: {', '.join(close)}" if close else \
+                f"; known roots: {', '.join(sorted({m.split('.')[0] for m in METRICS}))}"
+            errors.append(_err(doc, ("checks", i, "metric"),
+                               f"metric {check.metric!r} is not measured by any kvgate pipeline{hint}", path))
+        elif check.statistic.kind == "interval" and not info.sampled:
+            errors.append(_err(doc, ("checks", i, "statistic", "kind"),
+                               f"metric {check.metric!r} is a single figure without samples; use statistic "
+                               "kind 'point'", path))
+    return errors
+
+
+def check_profile(profile: Profile, inventories: Sequence[Inventory], gates: Sequence[GateSpec],
+                  doc: YamlDocument | None = None, path: str = "<profile>") -> list[ConfigError]:
+    """Arms name storage targets the inventory has; overrides name real checks with fitting units."""
+    errors: list[ConfigError] = []
+    # With several inventories, the profile must fit at least one of them (it is meant for one
+    # cluster); the problems reported are those against the best-fitting inventory.
+    best: list[ConfigError] | None = None
+    for inv in inventories:
+        found = _target_problems(profile, inv, doc, path)
+        if best is None or len(found) < len(best):
+            best = found
+    if best:
+        errors.extend(best)
+    by_id = {g.id: g for g in gates}
+    for i, ov in enumerate(profile.overrides):
+        gate = by_id.get(ov.gate)
+        if gate is None:
+            continue
+        try:
+            check = gate.check(ov.check)
+        except KeyError as exc:
+            errors.append(_err(doc, ("overrides", i, "check"), str(exc.args[0]), path))
+            continue
+        try:
+            parse_quantity(ov.threshold, check.unit_kind)
+        except UnitParseError as exc:
+            errors.append(_err(doc, ("overrides", i, "threshold"), str(exc), path))
+    return errors
+
+
+def _target_problems(profile: Profile, inv: Inventory, doc: YamlDocument | None, path: str) -> list[ConfigError]:
+    errors: list[ConfigError] = []
+    targets = {t.name for n in inv.nodes for t in n.storage}
+    for i, arm in enumerate(profile.arms):
+        if arm.storage is not None and arm.storage not in targets:
+            errors.append(_err(doc, ("arms", i, "storage"),
+                               f"arm {arm.name!r} names storage target {arm.storage!r}, which inventory "
+                               f"{inv.cluster!r} does not have; its targets: {', '.join(sorted(targets)) or 'none'}",
+                               path))
+    for j, name in enumerate(profile.probes.fio.targets):
+        if name not in targets:
+            errors.append(_err(doc, ("probes", "fio", "targets", j),
+                               f"fio target {name!r} is not in inventory {inv.cluster!r}", path))
+    return errors

@@ -1,0 +1,159 @@
+"""The inventory: which nodes a campaign uses, how to reach them, and what they should contain."""
+
+from __future__ import annotations
+
+from typing import Literal, Optional
+
+from pydantic import Field, SecretStr, field_validator, model_validator
+
+from harness.config.common import BitRate, Bytes, Duration, StrictModel
+
+Platform = Literal["mi308x", "ascend910b", "cuda", "cpu"]
+Role = Literal["server", "client", "storage"]
+StorageKind = Literal["local-nvme", "nvmeof-raid", "nfs", "tmpfs", "other"]
+RaidLevel = Literal["raid0", "raid1", "raid5", "raid6", "raid10", "none"]
+
+PLATFORMS: tuple[str, ...] = ("mi308x", "ascend910b", "cuda", "cpu")
+
+
+class AcceleratorSpec(StrictModel):
+    """Accelerators a node is expected to carry (checked in G1)."""
+
+    model: str = Field(description="Product name as the vendor tool reports it, e.g. 'MI308X', 'Ascend910B3'")
+    count: int = Field(ge=0, description="Number of devices (cards or NPUs) on the node")
+    memory: Optional[Bytes] = Field(default=None, description="Memory per device, e.g. '192 GB'")
+
+
+class StorageTarget(StrictModel):
+    """A storage tier on a node: where fio probes run and where LMCache's disk tier can live."""
+
+    name: str = Field(min_length=1, description="Name the profile's arms use to refer to it")
+    path: str = Field(min_length=1, description="Mount point or directory on the node, e.g. /mnt/fx100")
+    kind: StorageKind = Field(default="other", description="What the tier is")
+    device: Optional[str] = Field(default=None, description="Block device behind it (e.g. /dev/md0)")
+    capacity: Optional[Bytes] = Field(default=None, description="Expected capacity, e.g. '14 TB'")
+    drives: Optional[int] = Field(default=None, ge=0, description="Expected number of NVMe drives")
+    drive_models: list[str] = Field(default_factory=list, description="Expected drive model names")
+    raid: Optional[RaidLevel] = Field(default=None, description="Expected RAID level")
+    raid_members: list[str] = Field(default_factory=list, description="Expected RAID member devices")
+    allow_destructive: bool = Field(
+        default=False, description="Allow raw-device writes (fio on the device itself). Off by default."
+    )
+    min_free: Optional[Bytes] = Field(default=None, description="Refuse probes when less than this is free")
+
+
+class NetworkSpec(StrictModel):
+    """A network interface a node is expected to have (storage fabric, RoCE)."""
+
+    interface: str = Field(description="Interface name, e.g. ens1f0")
+    speed: Optional[BitRate] = Field(default=None, description="Expected link speed, e.g. '200 Gb/s'")
+    roce: Optional[Literal["v1", "v2"]] = Field(default=None, description="Expected RoCE version")
+    rdma_device: Optional[str] = Field(default=None, description="RDMA device name, e.g. mlx5_0")
+
+
+class ConnectionSettings(StrictModel):
+    """How to reach a node; every field may be set once under ``defaults`` and per node."""
+
+    user: Optional[str] = Field(default=None, description="SSH user")
+    port: Optional[int] = Field(default=None, ge=1, le=65535, description="SSH port (22)")
+    identity_file: Optional[str] = Field(default=None, description="Private key file; '~' is expanded")
+    use_agent: Optional[bool] = Field(default=None, description="Also try keys from the SSH agent")
+    passphrase: Optional[SecretStr] = Field(default=None, description="Key passphrase (prefer _env/_file)")
+    passphrase_env: Optional[str] = Field(default=None, description="Environment variable holding the passphrase")
+    passphrase_file: Optional[str] = Field(default=None, description="File holding the passphrase")
+    known_hosts: Optional[str] = Field(default=None, description="known_hosts file used to verify host keys")
+    accept_new_host_keys: Optional[bool] = Field(
+        default=None,
+        description="Trust-on-first-use: accept and record an unknown host key. Off by default; a "
+        "changed key is always refused.",
+    )
+    connect_timeout: Optional[Duration] = Field(default=None, description="TCP connect and banner timeout")
+    command_timeout: Optional[Duration] = Field(default=None, description="Default timeout per command")
+    keepalive: Optional[Duration] = Field(default=None, description="Interval of the liveness check")
+    python: Optional[str] = Field(default=None, description="Python interpreter on the node (python3)")
+    workdir: Optional[str] = Field(default=None, description="Scratch directory on the node")
+
+
+class Defaults(ConnectionSettings):
+    """Values every node inherits unless it sets its own."""
+
+
+CONNECTION_DEFAULTS: dict[str, object] = {
+    "user": None,
+    "port": 22,
+    "identity_file": None,
+    "use_agent": True,
+    "known_hosts": "~/.ssh/known_hosts",
+    "accept_new_host_keys": False,
+    "connect_timeout": 10.0,
+    "command_timeout": 600.0,
+    "keepalive": 5.0,
+    "python": "python3",
+    "workdir": "/tmp/kvgate",
+}
+
+
+class Node(ConnectionSettings):
+    """One machine of the cluster."""
+
+    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$", description="Unique node name")
+    host: str = Field(min_length=1, description="Address or DNS name")
+    connection: Literal["ssh", "local"] = Field(default="ssh", description="`local` runs on this machine")
+    jump: Optional[str] = Field(default=None, description="Name of the node to jump through (ProxyJump)")
+    roles: list[Role] = Field(default_factory=lambda: ["server", "client"], description="What the node does")
+    platform: Literal["mi308x", "ascend910b", "cuda", "cpu"] = Field(default="cpu", description="Accelerator platform")
+    accelerators: Optional[AcceleratorSpec] = Field(default=None, description="Expected accelerators")
+    storage: list[StorageTarget] = Field(default_factory=list, description="Storage targets on this node")
+    network: list[NetworkSpec] = Field(default_factory=list, description="Expected network interfaces")
+    software: dict[str, str] = Field(
+        default_factory=dict,
+        description="Expected software versions (name -> version or '*' for present), e.g. vllm: 0.20.1",
+    )
+
+    @field_validator("storage")
+    @classmethod
+    def _unique_targets(cls, v: list[StorageTarget]) -> list[StorageTarget]:
+        seen: set[str] = set()
+        for t in v:
+            if t.name in seen:
+                raise ValueError(f"storage target name {t.name!r} is used twice on this node")
+            seen.add(t.name)
+        return v
+
+    def target(self, name: str) -> Optional[StorageTarget]:
+        return next((t for t in self.storage if t.name == name), None)
+
+
+class Inventory(StrictModel):
+    """A cluster: the nodes of one campaign."""
+
+    cluster: str = Field(min_length=1, description="Cluster name, shown in reports")
+    defaults: Defaults = Field(default_factory=Defaults, description="Connection values every node inherits")
+    nodes: list[Node] = Field(min_length=1, description="The nodes")
+
+    @model_validator(mode="after")
+    def _unique_nodes(self) -> "Inventory":
+        seen: set[str] = set()
+        for n in self.nodes:
+            if n.name in seen:
+                raise ValueError(f"node name {n.name!r} is used twice")
+            seen.add(n.name)
+        return self
+
+    def node(self, name: str) -> Node:
+        for n in self.nodes:
+            if n.name == name:
+                return n
+        raise KeyError(f"no node named {name!r}; known: {', '.join(n.name for n in self.nodes)}")
+
+    def setting(self, node: Node, key: str) -> object:
+        """A connection setting of ``node``: its own, else the inventory default, else kvgate's."""
+        value = getattr(node, key)
+        if value is None:
+            value = getattr(self.defaults, key)
+        if value is None:
+            value = CONNECTION_DEFAULTS.get(key)
+        return value
+
+    def nodes_with_role(self, role: str) -> list[Node]:
+        return [n for n in self.nodes if role in n.roles]

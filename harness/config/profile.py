@@ -1,0 +1,266 @@
+"""The profile: the workload of a campaign (model, engine, storage arms, load, probes, soak)."""
+
+from __future__ import annotations
+
+from typing import Literal, Optional
+
+from pydantic import Field, PositiveInt, field_validator, model_validator
+
+from harness.config.common import Bytes, Duration, Fraction, StrictModel
+
+
+class KVGeometry(StrictModel):
+    """What one token's KV cache weighs: 2 (K and V) x layers x kv_heads x head_dim x dtype_bytes.
+
+    MLA models (DeepSeek V2/V3) store one latent of ``latent_dim`` per layer instead."""
+
+    layers: PositiveInt = Field(description="Transformer layers")
+    kv_heads: PositiveInt = Field(default=1, description="KV heads (after GQA)")
+    head_dim: PositiveInt = Field(default=128, description="Dimension of one head")
+    dtype_bytes: PositiveInt = Field(default=2, description="Bytes per element (2 for bf16/fp16)")
+    latent_dim: Optional[PositiveInt] = Field(default=None, description="MLA latent width; set for MLA models")
+
+    @property
+    def bytes_per_token(self) -> int:
+        if self.latent_dim is not None:
+            return self.layers * self.latent_dim * self.dtype_bytes
+        return 2 * self.layers * self.kv_heads * self.head_dim * self.dtype_bytes
+
+
+# Named geometries. moe-480b is the example of the context notes (62 x 8 x 128 x 2 B x 2).
+GEOMETRY_PRESETS: dict[str, KVGeometry] = {
+    "moe-480b": KVGeometry(layers=62, kv_heads=8, head_dim=128, dtype_bytes=2),
+    "deepseek-r1-distill-qwen-32b": KVGeometry(layers=64, kv_heads=8, head_dim=128, dtype_bytes=2),
+    "deepseek-r1-distill-llama-70b": KVGeometry(layers=80, kv_heads=8, head_dim=128, dtype_bytes=2),
+    "llama-3-8b": KVGeometry(layers=32, kv_heads=8, head_dim=128, dtype_bytes=2),
+    "tiny": KVGeometry(layers=4, kv_heads=2, head_dim=64, dtype_bytes=2),
+}
+
+
+class ModelSpec(StrictModel):
+    """The model served in every arm."""
+
+    name: str = Field(description="Model name or path passed to the engine (vllm serve NAME)")
+    served_name: Optional[str] = Field(default=None, description="--served-model-name; defaults to name")
+    path: Optional[str] = Field(default=None, description="Local directory of the weights on the node")
+    tensor_parallel_size: PositiveInt = Field(default=1, description="--tensor-parallel-size")
+    instances_per_node: PositiveInt = Field(default=1, description="Engine instances per node (TP4x2 -> 2)")
+    nodes_per_instance: PositiveInt = Field(default=1, description=">1 spans nodes with vLLM's Ray backend")
+    max_model_len: Optional[PositiveInt] = Field(default=None, description="--max-model-len")
+    preset: Optional[str] = Field(default=None, description=f"KV geometry preset: {', '.join(GEOMETRY_PRESETS)}")
+    geometry: Optional[KVGeometry] = Field(default=None, description="KV geometry, when no preset is named")
+
+    @model_validator(mode="after")
+    def _geometry(self) -> "ModelSpec":
+        if self.preset is not None and self.preset not in GEOMETRY_PRESETS:
+            raise ValueError(f"unknown preset {self.preset!r}; known: {', '.join(GEOMETRY_PRESETS)}")
+        if self.preset is None and self.geometry is None:
+            raise ValueError("give either 'preset' or 'geometry' (the KV size per token depends on it)")
+        if self.preset is not None and self.geometry is not None:
+            raise ValueError("give 'preset' or 'geometry', not both")
+        return self
+
+    @property
+    def kv_geometry(self) -> KVGeometry:
+        return self.geometry if self.geometry is not None else GEOMETRY_PRESETS[self.preset or ""]
+
+
+class SimSettings(StrictModel):
+    """The KV emulator's compute model (only for engine kind ``sim``)."""
+
+    prefill_tokens_per_s: float = Field(default=20000.0, gt=0, description="Emulated prefill rate per request")
+    decode_tokens_per_s: float = Field(default=50.0, gt=0, description="Emulated decode rate per request")
+    max_batch: PositiveInt = Field(default=16, description="Requests served at once; the rest queue")
+    hbm_tokens: PositiveInt = Field(default=8192, description="Tokens of KV the emulated HBM holds (LRU)")
+    kv_scale: float = Field(
+        default=1.0, gt=0, le=1.0,
+        description="Fraction of the model geometry's KV bytes really written and read (to fit small disks)",
+    )
+
+
+class EngineSpec(StrictModel):
+    """The serving engine."""
+
+    kind: Literal["vllm", "sim"] = Field(description="vllm: the real engine; sim: kvgate's KV emulator")
+    command: Optional[str] = Field(default=None, description="Engine executable on the node (default: vllm)")
+    port: int = Field(default=8000, ge=1, le=65535, description="First port; instances count up from it")
+    host: str = Field(default="127.0.0.1", description="Address the engine listens on")
+    extra_args: list[str] = Field(default_factory=list, description="Extra engine arguments, passed as given")
+    env: dict[str, str] = Field(default_factory=dict, description="Extra environment variables")
+    ready_timeout: Duration = Field(default=900.0, description="How long to wait for /health")
+    sim: SimSettings = Field(default_factory=SimSettings, description="Emulator settings (kind sim)")
+    api_key_env: Optional[str] = Field(default=None, description="Environment variable with the API key")
+
+
+class LMCacheSettings(StrictModel):
+    """LMCache configuration for one arm (keys as in lmcache/v1/config.py)."""
+
+    chunk_size: PositiveInt = Field(default=256, description="Tokens per KV chunk")
+    local_cpu: bool = Field(default=False, description="Use the CPU DRAM tier")
+    max_local_cpu_size: float = Field(default=5.0, ge=0, description="CPU tier size in GB")
+    max_local_disk_size: float = Field(default=100.0, ge=0, description="Disk tier size in GB")
+    remote_url: Optional[str] = Field(default=None, description="Remote tier, e.g. lm://host:port")
+    remote_serde: Optional[str] = Field(default=None, description="Remote serializer, e.g. naive")
+    save_unfull_chunk: Optional[bool] = Field(default=None, description="Save a last partial chunk")
+    enable_async_loading: Optional[bool] = Field(default=None, description="Asynchronous loading")
+    use_gds: Optional[bool] = Field(default=None, description="GPUDirect Storage")
+    gds_path: Optional[str] = Field(default=None, description="GDS path")
+    cache_policy: Optional[str] = Field(default=None, description="Eviction policy, e.g. LRU")
+    extra_config: dict[str, object] = Field(default_factory=dict, description="extra_config, e.g. use_odirect")
+
+
+class Arm(StrictModel):
+    """One storage configuration under test (baseline, candidate, recompute, ...)."""
+
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9_-]*$", description="Arm name, e.g. baseline")
+    description: str = Field(default="", description="What this arm is, for the report")
+    storage: Optional[str] = Field(default=None, description="Storage target (inventory) for LMCache's disk tier")
+    offload: bool = Field(default=True, description="false: no KV connector at all (the recompute arm)")
+    lmcache: LMCacheSettings = Field(default_factory=LMCacheSettings, description="LMCache settings")
+
+    @model_validator(mode="after")
+    def _storage_needed(self) -> "Arm":
+        if self.offload and self.storage is None and not self.lmcache.local_cpu and not self.lmcache.remote_url:
+            raise ValueError("an offloading arm needs 'storage', lmcache.local_cpu or lmcache.remote_url")
+        return self
+
+
+Workload = Literal["random", "shared-prefix", "multi-round", "long-doc", "trace"]
+
+
+class LoadSpec(StrictModel):
+    """The request load of every sweep point."""
+
+    workload: Workload = Field(default="long-doc", description="Workload kind")
+    api: Literal["completions", "chat"] = Field(default="completions", description="OpenAI endpoint")
+    input_len: PositiveInt = Field(default=1024, description="Input tokens (random) or document length")
+    output_len: PositiveInt = Field(default=64, description="Output tokens per request")
+    range_ratio: float = Field(default=0.0, ge=0, lt=1, description="Length spread for random: +-ratio")
+    prefix_len: int = Field(default=0, ge=0, description="Shared prefix tokens (shared-prefix)")
+    num_groups: PositiveInt = Field(default=4, description="Prefix groups (shared-prefix), users (multi-round)")
+    num_rounds: PositiveInt = Field(default=2, description="Rounds per user (multi-round)")
+    hit_ratio: Fraction = Field(default=1.0, description="Share of queries that hit a warmed document")
+    trace: Optional[str] = Field(default=None, description="JSONL trace file (workload trace)")
+    concurrency: list[PositiveInt] = Field(default_factory=lambda: [8, 16, 32], min_length=1,
+                                           description="Concurrency levels to sweep")
+    prompts_per_point: PositiveInt = Field(default=64, description="Measured requests per point")
+    warmup: int = Field(default=4, ge=0, description="Warm-up requests per point, excluded")
+    repetitions: PositiveInt = Field(default=3, description="Repetitions per point (repeatability, G2)")
+    mode: Literal["closed", "open"] = Field(default="closed", description="closed: fixed concurrency")
+    request_rate: Optional[float] = Field(default=None, gt=0, description="Open loop: requests/s")
+    burstiness: float = Field(default=1.0, gt=0, description="Open loop: gamma shape (1 = Poisson)")
+    seed: int = Field(default=0, description="Seed for every random choice")
+    cold_restore: bool = Field(default=True, description="Populate, evict, drop caches, then measure")
+    request_timeout: Duration = Field(default=600.0, description="Per-request timeout")
+    ttft_slo: Optional[Duration] = Field(default=None, description="SLO for goodput")
+
+    @field_validator("concurrency")
+    @classmethod
+    def _sorted_unique(cls, v: list[int]) -> list[int]:
+        if len(set(v)) != len(v):
+            raise ValueError("concurrency levels must be unique")
+        return sorted(v)
+
+    @model_validator(mode="after")
+    def _mode(self) -> "LoadSpec":
+        if self.mode == "open" and self.request_rate is None:
+            raise ValueError("open-loop load needs request_rate")
+        if self.workload == "trace" and not self.trace:
+            raise ValueError("workload 'trace' needs 'trace' (a JSONL file)")
+        return self
+
+
+FioJobSet = Literal["seq-read", "seq-write", "rand-read", "mixed"]
+
+
+class FioSpec(StrictModel):
+    """fio bandwidth probes."""
+
+    job_sets: list[FioJobSet] = Field(default_factory=lambda: ["seq-read", "seq-write"], min_length=1,
+                                      description="Named fio job sets")
+    size: Bytes = Field(default=4 * 2**30, description="File size per job")
+    runtime: Duration = Field(default=30.0, description="Runtime per job set")
+    ramp_time: Duration = Field(default=5.0, description="Ramp time excluded from results")
+    numjobs: PositiveInt = Field(default=4, description="Parallel jobs")
+    iodepth: PositiveInt = Field(default=32, description="Queue depth (sequential)")
+    block_size: Bytes = Field(default=2**20, description="Block size (sequential)")
+    ioengine: Optional[str] = Field(default=None, description="libaio, io_uring, psync; default: best available")
+    targets: list[str] = Field(default_factory=list, description="Targets to probe; default all")
+
+
+class CheckpointSpec(StrictModel):
+    """Checkpoint write probe (R1)."""
+
+    size: Bytes = Field(default=2**30, description="Snapshot size, e.g. '65.6 GB'")
+    files: PositiveInt = Field(default=8, description="Files in one snapshot")
+    writers: PositiveInt = Field(default=8, description="Parallel writers")
+    read_back: bool = Field(default=False, description="Read the snapshot back cold")
+    target: Optional[str] = Field(default=None, description="Storage target; default the candidate's")
+
+
+class ModelLoadSpec(StrictModel):
+    """Model load probe (R9)."""
+
+    directory: Optional[str] = Field(default=None, description="Weights directory on the node")
+    readers: PositiveInt = Field(default=8, description="Parallel readers")
+    targets: list[str] = Field(default_factory=list, description="Targets holding a copy of the weights")
+    synthetic_size: Optional[Bytes] = Field(default=None, description="Write synthetic shards of this size")
+
+
+class ProbesSpec(StrictModel):
+    fio: FioSpec = Field(default_factory=FioSpec, description="fio probes")
+    checkpoint: Optional[CheckpointSpec] = Field(default=None, description="Checkpoint write probe")
+    modelload: Optional[ModelLoadSpec] = Field(default=None, description="Model load probe")
+
+
+class SoakSpec(StrictModel):
+    """G4 sustained load."""
+
+    duration: Duration = Field(default=72 * 3600.0, description="Total soak time")
+    window: Duration = Field(default=3600.0, description="Window for drift statistics")
+    concurrency: PositiveInt = Field(default=16, description="Concurrency held during the soak")
+    request_rate: Optional[float] = Field(default=None, gt=0, description="Open-loop rate instead")
+
+
+class ThresholdOverride(StrictModel):
+    """A profile's change of one gate threshold; reports list it with its reason."""
+
+    gate: Literal["G1", "G2", "G3", "G4"] = Field(description="Gate id")
+    check: str = Field(description="Check id within the gate")
+    threshold: str = Field(description="New threshold with its unit")
+    reason: str = Field(min_length=10, description="Why; printed in every report")
+
+
+class Profile(StrictModel):
+    """A workload profile."""
+
+    name: str = Field(description="Profile name")
+    description: str = Field(default="", description="What this profile models")
+    model: ModelSpec
+    engine: EngineSpec
+    arms: list[Arm] = Field(min_length=1, description="Storage arms")
+    baseline: str = Field(default="baseline", description="Arm measured in G2 and compared against in G3")
+    candidate: str = Field(default="candidate", description="Arm under test in G3")
+    recompute: Optional[str] = Field(default=None, description="No-offload arm for the speed-up figure")
+    load: LoadSpec = Field(default_factory=LoadSpec)
+    probes: ProbesSpec = Field(default_factory=ProbesSpec)
+    soak: SoakSpec = Field(default_factory=SoakSpec)
+    overrides: list[ThresholdOverride] = Field(default_factory=list, description="Threshold overrides")
+
+    @model_validator(mode="after")
+    def _arms(self) -> "Profile":
+        names = [a.name for a in self.arms]
+        dup = {n for n in names if names.count(n) > 1}
+        if dup:
+            raise ValueError(f"arm names used twice: {', '.join(sorted(dup))}")
+        for role in ("baseline", "candidate", "recompute"):
+            arm = getattr(self, role)
+            if arm is not None and arm not in names:
+                raise ValueError(f"{role} arm {arm!r} is not one of the arms: {', '.join(names)}")
+        return self
+
+    def arm(self, name: str) -> Arm:
+        for a in self.arms:
+            if a.name == name:
+                return a
+        raise KeyError(f"no arm named {name!r}; known: {', '.join(a.name for a in self.arms)}")

@@ -1,0 +1,92 @@
+"""The kvgate exception tree.
+
+Every error a user can cause or meet carries the context needed to act on it, and maps to an
+exit code (``harness.exitcodes.ExitCode``)::
+
+    KvgateError                      base; .exit_code
+    ├── InputError                   bad file or argument (exit 2)
+    │   ├── ConfigError              a YAML file: .path, .line, .column, .field
+    │   │   └── ConfigErrors         several ConfigError at once
+    │   └── UnitError                a quantity string with an unknown or wrong unit
+    ├── InfraError                   something outside kvgate failed (exit 4)
+    │   └── (remote.errors.RemoteError and its subclasses: host, command, exit code, output tail)
+    └── NotAvailableError            a part that is not built yet (exit 2, never a pass)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from harness.exitcodes import ExitCode
+
+
+class KvgateError(Exception):
+    """Base of every error kvgate raises on purpose."""
+
+    exit_code: ExitCode = ExitCode.INTERNAL_ERROR
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class InputError(KvgateError):
+    """A user input (file, argument, value) is wrong; nothing was touched."""
+
+    exit_code = ExitCode.USAGE_ERROR
+
+
+class UnitError(InputError, ValueError):
+    """A quantity string could not be parsed into the expected kind of unit."""
+
+
+class ConfigError(InputError):
+    """One problem in a configuration file, located as precisely as possible."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        path: str | None = None,
+        line: int | None = None,
+        column: int | None = None,
+        field: str | None = None,
+    ) -> None:
+        self.path = path
+        self.line = line
+        self.column = column
+        self.field = field
+        super().__init__(message)
+        self.message = self._render(message)
+
+    def _render(self, message: str) -> str:
+        where = self.path or "<input>"
+        if self.line is not None:
+            where += f":{self.line}"
+            if self.column is not None:
+                where += f":{self.column}"
+        field = f" [{self.field}]" if self.field else ""
+        return f"{where}:{field} {message}"
+
+
+class ConfigErrors(InputError):
+    """Several configuration problems, all reported at once."""
+
+    def __init__(self, errors: Sequence[ConfigError]) -> None:
+        self.errors = list(errors)
+        super().__init__("\n".join(e.message for e in self.errors))
+
+
+class InfraError(KvgateError):
+    """Something outside kvgate failed: a node, a network link, an engine, a disk."""
+
+    exit_code = ExitCode.INFRA_FAULT
+
+
+class NotAvailableError(KvgateError):
+    """A feature that is not built yet. It must never be mistaken for a pass."""
+
+    exit_code = ExitCode.USAGE_ERROR

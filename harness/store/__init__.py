@@ -1,0 +1,1 @@
+"""The campaign store: reports/<campaign>/ with evidence, result files and resumable state."""

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Installs the system tools the tests and the demo run for real: fio and OpenSSH (sshd on
+# loopback). Quiet and quick when they are already there.
+set -euo pipefail
+need=()
+command -v fio >/dev/null 2>&1 || need+=(fio)
+[ -x /usr/sbin/sshd ] || need+=(openssh-server)
+command -v ssh >/dev/null 2>&1 || need+=(openssh-client)
+command -v ssh-keygen >/dev/null 2>&1 || need+=(openssh-client)
+[ ${#need[@]} -eq 0 ] && exit 0
+if [ "$(id -u)" -ne 0 ]; then
+  echo "kvgate: missing system packages: ${need[*]}; install them (as root: apt-get install ${need[*]})" >&2
+  exit 1
+fi
+echo "kvgate: installing ${need[*]} with apt-get"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
