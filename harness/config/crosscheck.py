@@ -34,12 +34,17 @@ def check_inventory(inv: Inventory, doc: YamlDocument | None = None, path: str =
         if node.connection == "local" and node.jump is not None:
             errors.append(_err(doc, ("nodes", i, "jump"), "a local node cannot have a jump host", path))
     by_name = {n.name: n for n in inv.nodes}
+    reported: set[frozenset[str]] = set()
     for i, node in enumerate(inv.nodes):
         chain = [node.name]
         cur = node
         while cur.jump is not None and cur.jump in by_name:
             if cur.jump in chain:
                 chain.append(cur.jump)
+                cycle = frozenset(chain[chain.index(cur.jump):])
+                if cycle in reported:
+                    break
+                reported.add(cycle)
                 errors.append(_err(doc, ("nodes", i, "jump"),
                                    f"jump hosts form a cycle: {' -> '.join(chain)}", path))
                 break

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal, Optional
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from harness.catalog import metric_info
 from harness.config.common import StrictModel
@@ -37,20 +37,26 @@ class Check(StrictModel):
     severity: Literal["blocker", "advisory"] = Field(default="blocker", description="blocker decides the gate")
     statistic: Statistic = Field(default_factory=Statistic)
 
+    @field_validator("threshold")
+    @classmethod
+    def _threshold_unit(cls, v: Optional[str], info: ValidationInfo) -> Optional[str]:
+        if v is None:
+            return v
+        metric = info.data.get("metric")
+        m = metric_info(metric) if isinstance(metric, str) else None
+        try:
+            parse_quantity(v, m.kind if m else None)
+        except UnitParseError as exc:
+            raise ValueError(str(exc)) from None
+        return v
+
     @model_validator(mode="after")
-    def _threshold_fits(self) -> "Check":
+    def _threshold_needed(self) -> "Check":
         if self.comparator in ("is_true", "is_false"):
             if self.threshold is not None:
                 raise ValueError(f"comparator {self.comparator} takes no threshold")
-            return self
-        if self.threshold is None:
+        elif self.threshold is None:
             raise ValueError(f"comparator {self.comparator!r} needs a threshold")
-        info = metric_info(self.metric)
-        kind = info.kind if info else None
-        try:
-            parse_quantity(self.threshold, kind)
-        except UnitParseError as exc:
-            raise ValueError(f"threshold: {exc}") from None
         return self
 
     @property

@@ -54,31 +54,22 @@ def _model_at(model: type[BaseModel], loc: PathKey) -> type[BaseModel] | None:
     """Walk ``loc`` through the model's field annotations to the model that holds the last key."""
     current: Any = model
     for part in loc:
-        if isinstance(current, type) and issubclass(current, BaseModel):
-            if isinstance(part, int):
-                return None
-            field = current.model_fields.get(str(part))
-            if field is None:
-                return None
-            current = field.annotation
-        candidates = _unwrap(current)
-        nxt = None
-        for cand in candidates:
+        nxt: Any = None
+        for cand in _unwrap(current):
             origin = typing.get_origin(cand)
-            if origin in (list, tuple) and isinstance(part, int):
-                nxt = typing.get_args(cand)[0]
-            elif origin is dict and not isinstance(part, int):
-                nxt = typing.get_args(cand)[1]
+            if isinstance(part, int):
+                if origin in (list, tuple):
+                    nxt = typing.get_args(cand)[0]
             elif isinstance(cand, type) and issubclass(cand, BaseModel):
-                nxt = cand
+                field = cand.model_fields.get(part)
+                nxt = field.annotation if field is not None else None
+            elif origin is dict:
+                nxt = typing.get_args(cand)[1]
             if nxt is not None:
                 break
         if nxt is None:
             return None
         current = nxt
-        # a list/dict step consumed this part; a model step must consume the next one
-        if isinstance(current, type) and issubclass(current, BaseModel) and isinstance(part, int):
-            continue
     for cand in _unwrap(current):
         if isinstance(cand, type) and issubclass(cand, BaseModel):
             return cand
