@@ -13,6 +13,7 @@ Stdlib only: the node agent imports it.
 
 from __future__ import annotations
 
+import decimal
 import enum
 import math
 import re
@@ -162,10 +163,12 @@ def parse_quantity(text: Union[str, int, float, bool], kind: UnitKind | None = N
             raise UnitParseError(msg)
         # Duration 'm' (minutes) vs nothing else: every unit belongs to exactly one kind.
         kind = kinds[0]
-    if unit in _EXACT and all(c.isdigit() for c in num_text.lstrip("+-")):
-        value: float = float(int(num_text) * _EXACT[unit])
-    else:
-        value = float(num_text) * _UNITS_BY_KIND[kind][unit]
+    # Decimal arithmetic so "65.6 GB" is exactly 65_600_000_000 bytes, not 65599999999.99999.
+    multiplier = _EXACT[unit] if unit in _EXACT else decimal.Decimal(repr(_UNITS_BY_KIND[kind][unit]))
+    try:
+        value = float(decimal.Decimal(num_text) * multiplier)
+    except decimal.InvalidOperation:
+        raise UnitParseError(f"{text!r} is not a number with a unit") from None
     if not math.isfinite(value):
         raise UnitParseError(f"{text!r} is not a finite number")
     return Quantity(value, kind, text.strip())
