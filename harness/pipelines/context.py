@@ -1,0 +1,115 @@
+"""What one gate run carries from step to step: the validated inputs, the campaign directory,
+one executor per node (opened lazily, closed at the end), and the faults met on the way."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+from harness.config.gatespec import GateSpec
+from harness.config.inventory import Inventory, Node
+from harness.config.profile import Profile
+from harness.errors import InputError
+from harness.remote.base import Executor, RemoteError
+from harness.store.campaign import Campaign, GateDir
+
+
+@dataclass
+class GateRun:
+    gate: str
+    spec: GateSpec
+    inventory: Inventory
+    profile: Profile
+    campaign: Campaign
+    gate_dir: GateDir
+    accept_new_host_keys: bool = False
+    progress: bool = True
+    faults: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    _executors: dict[str, Executor] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def path(self) -> Path:
+        return Path(self.gate_dir.path)
+
+    def executor(self, node: str) -> Executor:
+        """The node's executor, connected on first use. Raises a RemoteError when unreachable."""
+        from harness.remote.connect import executor_for
+
+        with self._lock:
+            ex = self._executors.get(node)
+        if ex is None:
+            ex = executor_for(self.inventory, node, accept_new_host_keys=self.accept_new_host_keys)
+            with self._lock:
+                self._executors[node] = ex
+        return ex
+
+    def fault(self, what: str, exc: Optional[BaseException] = None) -> None:
+        text = what if exc is None else f"{what}: {exc}"
+        with self._lock:
+            self.faults.append(text)
+        self.gate_dir.append_jsonl("faults.jsonl", {"fault": text})
+
+    def close(self) -> None:
+        with self._lock:
+            executors = list(self._executors.values())
+            self._executors.clear()
+        for ex in executors:
+            try:
+                ex.close()
+            except (RemoteError, OSError):
+                pass
+
+    # Node roles ----------------------------------------------------------------------------
+    def server_nodes(self) -> list[Node]:
+        nodes = self.inventory.nodes_with_role("server")
+        if not nodes:
+            raise InputError(f"inventory {self.inventory.cluster!r} has no node with role 'server'")
+        return nodes
+
+    def client_node(self, server: Node) -> Node:
+        """The node that runs the load next to ``server``: the server itself when it is a client."""
+        if "client" in server.roles:
+            return server
+        clients = self.inventory.nodes_with_role("client")
+        return clients[0] if clients else server
+
+    def node_with_target(self, target: str) -> Node:
+        servers = self.server_nodes()
+        for n in servers + self.inventory.nodes:
+            if n.target(target) is not None:
+                return n
+        raise InputError(f"no node of inventory {self.inventory.cluster!r} has storage target {target!r}")
+
+
+def summary_of(run: GateRun) -> dict[str, Any]:
+    """What was tested, for the first page of the report."""
+    inv = run.inventory
+    prof = run.profile
+    return {
+        "inventory": {
+            "cluster": inv.cluster,
+            "nodes": [{"name": n.name, "host": n.host, "platform": n.platform, "roles": list(n.roles),
+                       "accelerators": n.accelerators.model_dump(mode="json") if n.accelerators else None,
+                       "storage": [t.name for t in n.storage]} for n in inv.nodes],
+        },
+        "profile": {
+            "name": prof.name,
+            "description": prof.description,
+            "model": prof.model.served_name or prof.model.name,
+            "tensor_parallel_size": prof.model.tensor_parallel_size,
+            "instances_per_node": prof.model.instances_per_node,
+            "kv_bytes_per_token": prof.model.kv_geometry.bytes_per_token,
+            "engine": prof.engine.kind,
+            "arms": [{"name": a.name, "description": a.description, "storage": a.storage, "offload": a.offload,
+                      "lmcache": a.lmcache.model_dump(mode="json", exclude_none=True) if a.offload else None}
+                     for a in prof.arms],
+            "baseline": prof.baseline,
+            "candidate": prof.candidate,
+            "recompute": prof.recompute,
+            "load": prof.load.model_dump(mode="json"),
+        },
+    }

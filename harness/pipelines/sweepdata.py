@@ -1,0 +1,195 @@
+"""Pure functions from sweep samples to the measured results the gate checks read.
+
+A sweep is, per arm, per concurrency, a list of repetitions; each repetition is the summary of one
+load run (``vllm bench serve`` key names) plus the TTFT of every successful measured request.
+Nothing here does I/O, so every rule (what "complete" means, how the coefficient of variation is
+computed, which point is "best") is tested on its own.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from harness.gates.stats import percentile
+
+
+@dataclass
+class Repetition:
+    """One measured repetition of one concurrency of one arm."""
+
+    arm: str
+    concurrency: int
+    repetition: int
+    summary: dict[str, Any]
+    ttft_ms: list[float]
+    evidence: list[str] = field(default_factory=list)
+
+    @property
+    def output_throughput(self) -> float:
+        return float(self.summary.get("output_throughput") or 0.0)
+
+    @property
+    def completed(self) -> int:
+        return int(self.summary.get("completed") or 0)
+
+    @property
+    def failed(self) -> int:
+        return int(self.summary.get("failed") or 0)
+
+
+Sweep = dict[int, list[Repetition]]  # concurrency -> repetitions
+
+
+def point_key(concurrency: int) -> str:
+    return f"c{concurrency}"
+
+
+def pooled_ttft(reps: Sequence[Repetition]) -> list[float]:
+    return [t for r in reps for t in r.ttft_ms]
+
+
+def cv(values: Sequence[float]) -> Optional[float]:
+    """Sample coefficient of variation (stdev with n-1 / mean); None below two values."""
+    if len(values) < 2:
+        return None
+    mean = statistics.fmean(values)
+    if mean == 0:
+        return None
+    return statistics.stdev(values) / mean
+
+
+def _m(value: Any, text: str = "", detail: str = "", evidence: Sequence[str] = (),
+       samples: Optional[dict[str, Any]] = None) -> dict[str, Any]:
+    out: dict[str, Any] = {"value": value, "text": text, "detail": detail, "evidence": list(evidence)}
+    if samples is not None:
+        out["samples"] = samples
+    return out
+
+
+def sweep_table(sweep: Sweep) -> dict[str, dict[str, Any]]:
+    """Per concurrency: pooled TTFT p50/p99, mean throughput, counts (for charts and tables)."""
+    table: dict[str, dict[str, Any]] = {}
+    for conc in sorted(sweep):
+        reps = sweep[conc]
+        ttft = pooled_ttft(reps)
+        thr = [r.output_throughput for r in reps]
+        table[str(conc)] = {
+            "ttft_p50_ms": percentile(ttft, 50) if ttft else None,
+            "ttft_p99_ms": percentile(ttft, 99) if ttft else None,
+            "output_throughput": statistics.fmean(thr) if thr else None,
+            "request_throughput": statistics.fmean([float(r.summary.get("request_throughput") or 0) for r in reps])
+            if reps else None,
+            "completed": sum(r.completed for r in reps),
+            "failed": sum(r.failed for r in reps),
+            "repetitions": len(reps),
+            "mean_queue_ms": statistics.fmean([float(r.summary.get("mean_queue_ms") or 0) for r in reps])
+            if reps else None,
+        }
+    return table
+
+
+def baseline_measured(sweep: Sweep, concurrencies: Sequence[int], repetitions: int) -> dict[str, Any]:
+    """The G2 subtree ``baseline.*`` (without the probe figures, which the pipeline adds)."""
+    missing = [f"c{c}/rep{r}" for c in concurrencies for r in range(1, repetitions + 1)
+               if not any(x.repetition == r and x.completed > 0 for x in sweep.get(c, []))]
+    out: dict[str, Any] = {
+        "complete": _m(not missing, "all points measured" if not missing else f"{len(missing)} missing",
+                       detail=("missing: " + ", ".join(missing)) if missing else
+                       f"{len(concurrencies)} concurrencies x {repetitions} repetitions"),
+    }
+    total = sum(r.completed + r.failed for reps in sweep.values() for r in reps)
+    failed = sum(r.failed for reps in sweep.values() for r in reps)
+    out["failed_ratio"] = _m(failed / total if total else None, f"{failed} of {total}",
+                             detail="" if total else "no request was sent")
+    out["ttft_p50_cv"] = {}
+    out["throughput_cv"] = {}
+    for conc in concurrencies:
+        reps = sweep.get(conc, [])
+        p50s = [percentile(r.ttft_ms, 50) for r in reps if r.ttft_ms]
+        thr = [r.output_throughput for r in reps if r.completed]
+        for key, values, label in (("ttft_p50_cv", p50s, "TTFT p50 (ms)"),
+                                   ("throughput_cv", thr, "output tok/s")):
+            value = cv(values)
+            detail = f"{label} per repetition: " + ", ".join(f"{v:.1f}" for v in values)
+            if value is None:
+                detail = f"needs at least 2 repetitions with a non-zero mean; have {len(values)}"
+            out[key][point_key(conc)] = _m(value, detail=detail)
+    return out
+
+
+def best_point(sweep: Sweep) -> Optional[int]:
+    """The candidate's best operating point: the concurrency with the highest mean output throughput."""
+    best: Optional[int] = None
+    best_thr = -math.inf
+    for conc, reps in sweep.items():
+        thr = [r.output_throughput for r in reps if r.completed]
+        if thr and statistics.fmean(thr) > best_thr:
+            best, best_thr = conc, statistics.fmean(thr)
+    return best
+
+
+def compare_measured(candidate: Sweep, baseline: Sweep, recompute: Optional[Sweep] = None) -> dict[str, Any]:
+    """The G3 subtree ``compare.*``: per-concurrency TTFT p50 reduction with its samples, the
+    throughput gain at the candidate's best point, and the speed-up over the recompute arm."""
+    out: dict[str, Any] = {"ttft_p50_reduction": {}, "recompute_speedup": {}}
+    for conc in sorted(set(candidate) | set(baseline)):
+        a = pooled_ttft(candidate.get(conc, []))
+        b = pooled_ttft(baseline.get(conc, []))
+        key = point_key(conc)
+        if not a or not b:
+            out["ttft_p50_reduction"][key] = _m(
+                None, detail=f"no TTFT samples for the {'candidate' if not a else 'baseline'} at concurrency {conc}")
+            continue
+        pa, pb = percentile(a, 50), percentile(b, 50)
+        value = 1 - pa / pb if pb else None
+        out["ttft_p50_reduction"][key] = _m(
+            value, f"{pb / 1000:.3f} s -> {pa / 1000:.3f} s",
+            detail=f"baseline p50 {pb:.1f} ms (n={len(b)}), candidate p50 {pa:.1f} ms (n={len(a)})",
+            samples={"kind": "ratio", "a": a, "b": b, "stat": "p50", "transform": "reduction"})
+        if recompute is not None:
+            r = pooled_ttft(recompute.get(conc, []))
+            if r:
+                pr = percentile(r, 50)
+                out["recompute_speedup"][key] = _m(
+                    pr / pa if pa else None, f"{pr / 1000:.3f} s -> {pa / 1000:.3f} s",
+                    detail=f"recompute p50 {pr:.1f} ms (n={len(r)}), candidate p50 {pa:.1f} ms",
+                    samples={"kind": "ratio", "a": r, "b": a, "stat": "p50", "transform": "ratio"})
+    best = best_point(candidate)
+    if best is None or not [r for r in baseline.get(best, []) if r.completed]:
+        out["throughput_gain_best"] = _m(None, detail="no throughput measured at a common operating point")
+    else:
+        a_thr = [r.output_throughput for r in candidate[best] if r.completed]
+        b_thr = [r.output_throughput for r in baseline[best] if r.completed]
+        ma, mb = statistics.fmean(a_thr), statistics.fmean(b_thr)
+        out["throughput_gain_best"] = _m(
+            ma / mb - 1 if mb else None, f"c{best}: {mb:.1f} -> {ma:.1f} tok/s",
+            detail=f"best point c{best} (highest candidate throughput); per-repetition output throughput "
+                   f"baseline {', '.join(f'{x:.1f}' for x in b_thr)}; candidate {', '.join(f'{x:.1f}' for x in a_thr)}",
+            samples={"kind": "ratio", "a": a_thr, "b": b_thr, "stat": "mean", "transform": "gain"})
+    return out
+
+
+def failed_ratio(sweep: Sweep) -> dict[str, Any]:
+    total = sum(r.completed + r.failed for reps in sweep.values() for r in reps)
+    failed = sum(r.failed for reps in sweep.values() for r in reps)
+    return _m(failed / total if total else None, f"{failed} of {total}",
+              detail="" if total else "no request was sent")
+
+
+def measurement(value: Any, text: str = "", detail: str = "", evidence: Sequence[str] = ()) -> dict[str, Any]:
+    """A measured leaf in the form the gate evaluator reads."""
+    return _m(value, text, detail, evidence)
+
+
+def merge(into: dict[str, Any], other: Mapping[str, Any]) -> dict[str, Any]:
+    """Deep-merge ``other`` into ``into`` (measured subtrees from several steps)."""
+    for k, v in other.items():
+        if isinstance(v, Mapping) and isinstance(into.get(k), dict) and "value" not in v:
+            merge(into[k], v)
+        else:
+            into[k] = v
+    return into
