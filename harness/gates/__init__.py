@@ -1,0 +1,1 @@
+"""Gate evaluation: metric paths, comparators, bootstrap intervals, verdicts."""

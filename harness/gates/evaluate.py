@@ -1,0 +1,306 @@
+"""Evaluate the checks of a gate against measured results, and decide the gate.
+
+Rules (the report and the exit code follow from them):
+
+* Each check's metric pattern is resolved against the measured dict (``metricpath.resolve``);
+  every match is one :class:`Observation`. A check whose pattern matches nothing is NOT_RUN.
+* A leaf is a number, a bool, or a measurement dict ``{"value", "text", "detail", "evidence",
+  "samples"}``. ``value: None`` is NOT_RUN with ``detail`` as the reason. A string value is parsed
+  as a quantity in the metric's unit kind (a wrong unit is an ERROR naming both units).
+* Comparators ``>= > <= < == !=`` compare with a relative tolerance of 1e-9 (so a threshold met
+  exactly passes ``>=`` and fails ``>``, whatever float rounding did to 25%); ``is_true`` and
+  ``is_false`` need a boolean.
+* ``statistic: point``: the estimate itself is compared; the observation says "point estimate".
+  ``statistic: interval``: the leaf must carry samples; a bootstrap percentile interval
+  (``harness.gates.stats``) is computed: PASS when the whole interval clears the threshold, FAIL
+  when none of it does, INCONCLUSIVE otherwise, with ``needed_samples`` (see
+  ``stats.needed_samples``). Fewer than ``stats.MIN_INTERVAL_SAMPLES`` samples per group is
+  INCONCLUSIVE: one sample resamples to a zero-width interval, which would be a false certainty.
+* Anything that raises while evaluating an observation (malformed samples, zero baseline, NaN,
+  unit mismatch) makes it ERROR with the reason; it counts as failed.
+* A check's verdict is the worst of its observations, in the order ERROR, FAIL, NOT_RUN,
+  INCONCLUSIVE, PASS.
+* Gate verdict (:func:`gate_verdict`) looks at blocker checks only: any blocker ERROR or FAIL ->
+  FAIL (exit 1); else any blocker NOT_RUN -> NOT_RUN (exit 1: not measured is not passed; when
+  the cause was an infrastructure fault the pipeline exits 4 instead); else any blocker
+  INCONCLUSIVE -> INCONCLUSIVE (exit 3); else PASS (exit 0). A gate without any blocker check
+  decides nothing: NOT_RUN (exit 1). Advisory checks are reported, never decide.
+* Profile threshold overrides (``Profile.overrides`` for this gate) replace the check's threshold;
+  the check records the new threshold and ``override_reason``. An override naming an unknown
+  check, a check without threshold, or a threshold in the wrong unit is an ``InputError``
+  (:func:`check_overrides` lets a pipeline find that before it touches a node).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Optional
+
+from harness.config.gatespec import Check, GateSpec
+from harness.config.profile import ThresholdOverride
+from harness.errors import InputError
+from harness.exitcodes import ExitCode
+from harness.gates import stats
+from harness.gates.metricpath import resolve
+from harness.store.schema import CheckResult, Interval, Observation, Verdict
+from harness.units import UnitKind, UnitParseError, format_quantity, parse_quantity
+
+__all__ = ["evaluate_gate", "evaluate_check", "gate_verdict", "check_overrides", "compare", "REL_TOL"]
+
+REL_TOL = 1e-9
+
+_WORST_FIRST = (Verdict.ERROR, Verdict.FAIL, Verdict.NOT_RUN, Verdict.INCONCLUSIVE, Verdict.PASS)
+
+
+class _Threshold:
+    def __init__(self, text: Optional[str], value: Optional[float], reason: Optional[str]) -> None:
+        self.text = text
+        self.value = value
+        self.override_reason = reason
+
+
+def _eq(x: float, t: float) -> bool:
+    return abs(x - t) <= REL_TOL * max(1.0, abs(t))
+
+
+def compare(x: float, op: str, t: float) -> bool:
+    """``x op t`` with a relative tolerance for equality."""
+    eq = _eq(x, t)
+    if op == ">=":
+        return x > t or eq
+    if op == ">":
+        return x > t and not eq
+    if op == "<=":
+        return x < t or eq
+    if op == "<":
+        return x < t and not eq
+    if op == "==":
+        return eq
+    if op == "!=":
+        return not eq
+    raise ValueError(f"unknown comparator {op!r}")
+
+
+def _interval_verdict(low: float, high: float, op: str, t: float) -> Verdict:
+    if op in (">=", ">", "<=", "<"):
+        if compare(low, op, t) and compare(high, op, t):
+            return Verdict.PASS
+        if not compare(low, op, t) and not compare(high, op, t):
+            return Verdict.FAIL
+        return Verdict.INCONCLUSIVE
+    inside = (low < t or _eq(low, t)) and (t < high or _eq(high, t))
+    degenerate = _eq(low, t) and _eq(high, t)
+    if op == "==":
+        return Verdict.PASS if degenerate else (Verdict.INCONCLUSIVE if inside else Verdict.FAIL)
+    if op == "!=":
+        return Verdict.FAIL if degenerate else (Verdict.INCONCLUSIVE if inside else Verdict.PASS)
+    raise ValueError(f"unknown comparator {op!r}")
+
+
+def _expected_text(check: Check, thr: _Threshold) -> str:
+    if check.comparator == "is_true":
+        return "true"
+    if check.comparator == "is_false":
+        return "false"
+    return f"{check.comparator} {thr.text}"
+
+
+def _fmt(v: float, kind: UnitKind) -> str:
+    return format_quantity(v, kind)
+
+
+def _number(value: Any, kind: UnitKind) -> float:
+    if isinstance(value, bool):
+        raise ValueError(f"measured a boolean ({value}) where a {kind.value} was expected")
+    if isinstance(value, (int, float)):
+        if not math.isfinite(value):
+            raise ValueError(f"measured value is not a finite number ({value!r})")
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return parse_quantity(value, kind).value
+        except UnitParseError as exc:
+            raise ValueError(f"unit mismatch: {exc}") from None
+    raise ValueError(f"measured value {value!r} is not a number")
+
+
+def _observe(check: Check, path: str, leaf: Any, thr: _Threshold, rng: random.Random) -> Observation:
+    kind = check.unit_kind
+    expected = _expected_text(check, thr)
+    if isinstance(leaf, Mapping):
+        value = leaf.get("value")
+        text = str(leaf.get("text") or "")
+        detail = str(leaf.get("detail") or "")
+        evidence = [str(e) for e in leaf.get("evidence") or []]
+        samples = leaf.get("samples")
+    else:
+        value, text, detail, evidence, samples = leaf, "", "", [], None
+    base: dict[str, Any] = dict(path=path, expected_text=expected, evidence=evidence)
+
+    if value is None and samples is None:
+        return Observation(**base, measured_text=text or "not measured", verdict=Verdict.NOT_RUN,
+                           reason=detail or "no measured value")
+
+    if check.comparator in ("is_true", "is_false"):
+        if not isinstance(value, bool):
+            raise ValueError(f"{check.comparator} needs a boolean measurement, got {value!r}")
+        want = check.comparator == "is_true"
+        verdict = Verdict.PASS if value is want else Verdict.FAIL
+        return Observation(**base, measured=1.0 if value else 0.0, measured_text=text or str(value).lower(),
+                           verdict=verdict, reason=detail)
+
+    assert thr.value is not None  # validated with the gate file: numeric comparators have thresholds
+    spec = stats.parse_sample_spec(samples) if samples is not None else None
+    if spec is not None:
+        estimate = stats.point_estimate(spec)
+    else:
+        estimate = _number(value, kind)
+    if not math.isfinite(estimate):
+        raise ValueError(f"measured value is not a finite number ({estimate!r})")
+
+    if check.statistic.kind == "point":
+        verdict = Verdict.PASS if compare(estimate, check.comparator, thr.value) else Verdict.FAIL
+        mtext = (text or _fmt(estimate, kind)) + " (point estimate)"
+        reason = "point estimate, no confidence interval"
+        if detail:
+            reason += f"; {detail}"
+        return Observation(**base, measured=estimate, measured_text=mtext, verdict=verdict, reason=reason,
+                           n_samples=spec.n if spec else None)
+
+    if spec is None:
+        raise ValueError("the check asks for a confidence interval but the measurement carries no samples")
+    conf = check.statistic.confidence
+    if spec.n < stats.MIN_INTERVAL_SAMPLES:
+        return Observation(
+            **base, measured=estimate, measured_text=(text or _fmt(estimate, kind)), n_samples=spec.n,
+            needed_samples=stats.MIN_INTERVAL_SAMPLES, verdict=Verdict.INCONCLUSIVE,
+            reason=f"{spec.n} sample(s): an interval needs at least {stats.MIN_INTERVAL_SAMPLES} per group")
+    low, high = stats.bootstrap_interval(spec, confidence=conf, resamples=check.statistic.resamples, rng=rng)
+    verdict = _interval_verdict(low, high, check.comparator, thr.value)
+    interval = Interval(low=low, high=high, confidence=conf, method="bootstrap-percentile",
+                        resamples=check.statistic.resamples)
+    mtext = (f"{text or _fmt(estimate, kind)} [{_fmt(low, kind)}, {_fmt(high, kind)}] "
+             f"({conf * 100:g}% CI, n={spec.n})")
+    needed = None
+    reason = detail
+    if verdict is Verdict.INCONCLUSIVE:
+        needed = stats.needed_samples(spec.n, low, high, estimate, thr.value)
+        why = f"the {conf * 100:g}% interval straddles the threshold {thr.text}"
+        why += f"; about {needed} samples per group would likely decide" if needed else \
+            "; the estimate sits on the threshold, more samples are unlikely to decide"
+        reason = f"{why}; {detail}" if detail else why
+    return Observation(**base, measured=estimate, measured_text=mtext, interval=interval, n_samples=spec.n,
+                       needed_samples=needed, verdict=verdict, reason=reason)
+
+
+def _worst(verdicts: Iterable[Verdict]) -> Verdict:
+    vs = set(verdicts)
+    for v in _WORST_FIRST:
+        if v in vs:
+            return v
+    return Verdict.NOT_RUN
+
+
+def evaluate_check(check: Check, measured: Mapping[str, Any], *, threshold: Optional[str] = None,
+                   override_reason: Optional[str] = None, seed: int = 0) -> CheckResult:
+    """Evaluate one check; ``threshold``/``override_reason`` apply a profile override."""
+    kind = check.unit_kind
+    thr_text = threshold if threshold is not None else check.threshold
+    header: dict[str, Any] = dict(
+        id=check.id, description=check.description, metric=check.metric, comparator=check.comparator,
+        threshold=thr_text, unit_kind=kind.value, severity=check.severity, statistic=check.statistic.kind,
+        confidence=check.statistic.confidence if check.statistic.kind == "interval" else None,
+        override_reason=override_reason,
+    )
+    try:
+        thr_value = parse_quantity(thr_text, kind).value if thr_text is not None else None
+    except UnitParseError as exc:
+        return CheckResult(**header, verdict=Verdict.ERROR, reason=f"threshold {thr_text!r}: {exc}")
+    header["threshold_value"] = thr_value
+    thr = _Threshold(thr_text, thr_value, override_reason)
+
+    matches = resolve(measured, check.metric)
+    if not matches:
+        obs = Observation(path=check.metric, expected_text=_expected_text(check, thr),
+                          measured_text="not measured", verdict=Verdict.NOT_RUN,
+                          reason=f"no measured value at {check.metric}")
+        return CheckResult(**header, verdict=Verdict.NOT_RUN, reason=obs.reason, observations=[obs])
+
+    observations: list[Observation] = []
+    for path, leaf in matches:
+        rng = random.Random(f"{seed}/{check.id}/{path}")
+        try:
+            observations.append(_observe(check, path, leaf, thr, rng))
+        except Exception as exc:  # noqa: BLE001 - a check that raises is failed with its reason
+            observations.append(Observation(
+                path=path, expected_text=_expected_text(check, thr), measured_text="error",
+                verdict=Verdict.ERROR, reason=f"{type(exc).__name__}: {exc}"))
+    verdict = _worst(o.verdict for o in observations)
+    bad = [o for o in observations if o.verdict is verdict and verdict is not Verdict.PASS]
+    if verdict is Verdict.PASS:
+        reason = f"all {len(observations)} passed" if len(observations) > 1 else ""
+    else:
+        reason = "; ".join(f"{o.path}: {o.reason or o.verdict.value}" for o in bad[:5])
+        if len(bad) > 5:
+            reason += f"; and {len(bad) - 5} more"
+    return CheckResult(**header, verdict=verdict, reason=reason, observations=observations)
+
+
+def check_overrides(spec: GateSpec, overrides: Sequence[ThresholdOverride]) -> dict[str, ThresholdOverride]:
+    """The overrides that apply to ``spec``, by check id; raise ``InputError`` for a bad one."""
+    out: dict[str, ThresholdOverride] = {}
+    problems: list[str] = []
+    for ov in overrides:
+        if ov.gate != spec.id:
+            continue
+        try:
+            check = spec.check(ov.check)
+        except KeyError as exc:
+            problems.append(f"override {ov.gate}.{ov.check}: {exc.args[0]}")
+            continue
+        if check.comparator in ("is_true", "is_false"):
+            problems.append(
+                f"override {ov.gate}.{ov.check}: check {check.id} ({check.comparator}) takes no threshold")
+            continue
+        try:
+            parse_quantity(ov.threshold, check.unit_kind)
+        except UnitParseError as exc:
+            problems.append(f"override {ov.gate}.{ov.check}: threshold: {exc}")
+            continue
+        if ov.check in out:
+            problems.append(f"override {ov.gate}.{ov.check}: given twice")
+            continue
+        out[ov.check] = ov
+    if problems:
+        raise InputError("profile overrides: " + "; ".join(problems))
+    return out
+
+
+def evaluate_gate(spec: GateSpec, measured: Mapping[str, Any], *,
+                  overrides: Sequence[ThresholdOverride] = (), seed: int = 0) -> list[CheckResult]:
+    """Evaluate every check of ``spec`` against ``measured`` (deterministic for a given seed)."""
+    ovs = check_overrides(spec, overrides)
+    results: list[CheckResult] = []
+    for check in spec.checks:
+        ov = ovs.get(check.id)
+        results.append(evaluate_check(
+            check, measured, seed=seed,
+            threshold=ov.threshold if ov else None,
+            override_reason=(f"threshold {check.threshold} -> {ov.threshold}: {ov.reason}" if ov else None)))
+    return results
+
+
+def gate_verdict(checks: Sequence[CheckResult]) -> tuple[Verdict, ExitCode]:
+    """The gate's verdict and exit code from its evaluated checks (rules in the module doc)."""
+    blockers = [c.verdict for c in checks if c.severity == "blocker"]
+    if not blockers:
+        return Verdict.NOT_RUN, ExitCode.GATE_FAILED
+    if Verdict.ERROR in blockers or Verdict.FAIL in blockers:
+        return Verdict.FAIL, ExitCode.GATE_FAILED
+    if Verdict.NOT_RUN in blockers:
+        return Verdict.NOT_RUN, ExitCode.GATE_FAILED
+    if Verdict.INCONCLUSIVE in blockers:
+        return Verdict.INCONCLUSIVE, ExitCode.INCONCLUSIVE
+    return Verdict.PASS, ExitCode.OK

@@ -1,0 +1,250 @@
+"""Check evaluation and gate verdicts: every verdict, every edge case of the issue."""
+
+from __future__ import annotations
+
+import math
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.config.gatespec import Check, GateSpec
+from harness.config.loader import load_gate
+from harness.config.profile import ThresholdOverride
+from harness.errors import InputError
+from harness.exitcodes import ExitCode
+from harness.gates.evaluate import evaluate_check, evaluate_gate, gate_verdict
+from harness.gates.metricpath import resolve
+from harness.store.schema import CheckResult, Verdict
+
+GATES = Path(__file__).resolve().parents[2] / "gates"
+
+
+def _check(**kw: Any) -> Check:
+    base: dict[str, Any] = {"id": "c", "description": "d", "metric": "compare.ttft_p50_reduction.*",
+                            "comparator": ">=", "threshold": "25%"}
+    base.update(kw)
+    return Check.model_validate(base)
+
+
+def _ratio(a: list[float], b: list[float], transform: str = "reduction", stat: str = "p50") -> dict[str, Any]:
+    return {"value": None, "samples": {"kind": "ratio", "a": a, "b": b, "stat": stat, "transform": transform}}
+
+
+def _noisy(center: float, n: int, seed: int, sd: float = 0.05) -> list[float]:
+    r = random.Random(seed)
+    return [center * math.exp(r.gauss(0, sd)) for _ in range(n)]
+
+
+INTERVAL = {"kind": "interval", "confidence": 0.95, "resamples": 1000}
+
+
+def test_resolve_wildcards_and_leaves() -> None:
+    m = {"nodes": {"a": {"storage": {"t1": {"raid": {"match": {"value": True}}}, "t2": {}}},
+                   "b": {"storage": {"t1": {"raid": {"match": False}}}}}}
+    assert [p for p, _ in resolve(m, "nodes.*.storage.*.raid.match")] == [
+        "nodes.a.storage.t1.raid.match", "nodes.b.storage.t1.raid.match"]
+    assert resolve(m, "nodes.a.storage.t9.raid.match") == []
+    # a measurement dict is a leaf: nothing below it resolves
+    assert resolve(m, "nodes.a.storage.t1.raid.match.value") == []
+
+
+def test_interval_pass_fail_inconclusive() -> None:
+    check = _check(statistic=INTERVAL)
+    measured = {"compare": {"ttft_p50_reduction": {
+        "c8": _ratio(_noisy(60, 100, 1), _noisy(100, 100, 2)),    # ~40% reduction: clearly passes
+        "c16": _ratio(_noisy(90, 100, 3), _noisy(100, 100, 4)),   # ~10%: clearly fails
+        "c32": _ratio(_noisy(75, 30, 5, 0.3), _noisy(100, 30, 6, 0.3)),  # ~25% with wide noise
+    }}}
+    res = evaluate_check(check, measured)
+    by = {o.path.rsplit(".", 1)[1]: o for o in res.observations}
+    assert by["c8"].verdict is Verdict.PASS and by["c8"].interval is not None
+    assert by["c8"].interval.low >= 0.25
+    assert by["c16"].verdict is Verdict.FAIL and by["c16"].interval is not None
+    assert by["c16"].interval.high < 0.25
+    assert by["c32"].verdict is Verdict.INCONCLUSIVE
+    assert by["c32"].interval is not None and by["c32"].interval.low < 0.25 < by["c32"].interval.high
+    assert by["c32"].needed_samples is not None and by["c32"].needed_samples > 30
+    assert "samples per group" in by["c32"].reason
+    assert res.verdict is Verdict.FAIL  # the worst observation decides the check
+    assert by["c8"].interval.resamples == 1000 and by["c8"].n_samples == 100
+
+
+def test_interval_is_deterministic_for_a_seed() -> None:
+    check = _check(statistic=INTERVAL)
+    m = {"compare": {"ttft_p50_reduction": {"c8": _ratio(_noisy(70, 50, 1, 0.2), _noisy(100, 50, 2, 0.2))}}}
+    a = evaluate_check(check, m, seed=3).observations[0].interval
+    b = evaluate_check(check, m, seed=3).observations[0].interval
+    c = evaluate_check(check, m, seed=4).observations[0].interval
+    assert a == b and a != c
+
+
+def test_all_equal_samples_decide_exactly_at_the_threshold() -> None:
+    # 75 vs 100 everywhere: the reduction is exactly 25%, interval [25%, 25%]
+    m = {"compare": {"ttft_p50_reduction": {"c8": _ratio([75.0] * 10, [100.0] * 10)}}}
+    ge = evaluate_check(_check(statistic=INTERVAL), m)
+    assert ge.verdict is Verdict.PASS
+    gt = evaluate_check(_check(comparator=">", statistic=INTERVAL), m)
+    assert gt.verdict is Verdict.FAIL
+
+
+def test_threshold_exactly_met_point() -> None:
+    check = _check(metric="candidate.fio.seq_read_bw", threshold="5 GB/s")
+    assert evaluate_check(check, {"candidate": {"fio": {"seq_read_bw": 5e9}}}).verdict is Verdict.PASS
+    assert evaluate_check(check, {"candidate": {"fio": {"seq_read_bw": 4.999e9}}}).verdict is Verdict.FAIL
+    gt = _check(metric="candidate.fio.seq_read_bw", comparator=">", threshold="5 GB/s")
+    assert evaluate_check(gt, {"candidate": {"fio": {"seq_read_bw": 5e9}}}).verdict is Verdict.FAIL
+    # float rounding of a computed fraction does not flip an exactly-met threshold
+    le = _check(metric="candidate.failed_ratio", comparator="<=", threshold="1%")
+    assert evaluate_check(le, {"candidate": {"failed_ratio": 0.1 * 0.1}}).verdict is Verdict.PASS
+    eq = _check(metric="candidate.failed_ratio", comparator="==", threshold="0%")
+    assert evaluate_check(eq, {"candidate": {"failed_ratio": 0.0}}).verdict is Verdict.PASS
+    ne = _check(metric="candidate.failed_ratio", comparator="!=", threshold="0%")
+    assert evaluate_check(ne, {"candidate": {"failed_ratio": 0.0}}).verdict is Verdict.FAIL
+
+
+def test_point_statistic_is_labelled() -> None:
+    check = _check(metric="compare.throughput_gain_best", threshold="29%")
+    m = {"compare": {"throughput_gain_best": _ratio([130.0, 131.0, 129.0], [100.0] * 3, transform="gain")}}
+    res = evaluate_check(check, m)
+    o = res.observations[0]
+    assert res.statistic == "point" and o.interval is None
+    assert "point estimate" in o.measured_text and "point estimate" in o.reason
+    assert o.measured == pytest.approx(0.30) and res.verdict is Verdict.PASS
+
+
+def test_one_sample_is_inconclusive_not_a_zero_width_pass() -> None:
+    m = {"compare": {"ttft_p50_reduction": {"c8": _ratio([50.0], [100.0])}}}
+    res = evaluate_check(_check(statistic=INTERVAL), m)
+    o = res.observations[0]
+    assert o.verdict is Verdict.INCONCLUSIVE and o.interval is None
+    assert o.needed_samples == 5 and "1 sample" in o.reason
+
+
+def test_nan_measurements_are_errors() -> None:
+    check = _check(metric="candidate.fio.seq_read_bw", threshold="5 GB/s")
+    res = evaluate_check(check, {"candidate": {"fio": {"seq_read_bw": float("nan")}}})
+    assert res.verdict is Verdict.ERROR and "finite" in res.reason
+    m = {"compare": {"ttft_p50_reduction": {"c8": _ratio([1.0, float("nan")] * 5, [2.0] * 10)}}}
+    res = evaluate_check(_check(statistic=INTERVAL), m)
+    assert res.verdict is Verdict.ERROR and "finite" in res.reason
+
+
+def test_zero_baseline_is_an_error_with_the_reason() -> None:
+    m = {"compare": {"ttft_p50_reduction": {"c8": _ratio([1.0] * 10, [0.0] * 10)}}}
+    res = evaluate_check(_check(statistic=INTERVAL), m)
+    assert res.verdict is Verdict.ERROR
+    assert "baseline statistic is zero" in res.observations[0].reason
+
+
+def test_unit_mismatch_is_an_error_naming_the_units() -> None:
+    check = _check(metric="candidate.fio.seq_read_bw", threshold="5 GB/s")
+    ok = evaluate_check(check, {"candidate": {"fio": {"seq_read_bw": "5.2 GB/s"}}})
+    assert ok.verdict is Verdict.PASS and ok.observations[0].measured == pytest.approx(5.2e9)
+    bad = evaluate_check(check, {"candidate": {"fio": {"seq_read_bw": "40 Gb/s"}}})
+    assert bad.verdict is Verdict.ERROR and "unit mismatch" in bad.reason and "bitrate" in bad.reason
+    boolean = evaluate_check(check, {"candidate": {"fio": {"seq_read_bw": True}}})
+    assert boolean.verdict is Verdict.ERROR and "boolean" in boolean.reason
+
+
+def test_missing_metric_and_value_none_are_not_run() -> None:
+    check = _check(metric="candidate.fio.seq_read_bw", threshold="5 GB/s")
+    res = evaluate_check(check, {})
+    assert res.verdict is Verdict.NOT_RUN and "no measured value" in res.reason
+    res = evaluate_check(check, {"candidate": {"fio": {"seq_read_bw": {
+        "value": None, "detail": "fio exited 1: No space left on device",
+        "evidence": ["evidence/fio.json"]}}}})
+    assert res.verdict is Verdict.NOT_RUN and "No space left" in res.reason
+    assert res.observations[0].evidence == ["evidence/fio.json"]
+
+
+def test_interval_check_without_samples_is_an_error() -> None:
+    m = {"compare": {"ttft_p50_reduction": {"c8": {"value": 0.3}}}}
+    res = evaluate_check(_check(statistic=INTERVAL), m)
+    assert res.verdict is Verdict.ERROR and "no samples" in res.reason
+
+
+def test_boolean_checks() -> None:
+    t = _check(metric="nodes.*.accelerators.match", comparator="is_true", threshold=None)
+    m = {"nodes": {"n1": {"accelerators": {"match": {"value": True, "text": "MI308X x8"}}},
+                   "n2": {"accelerators": {"match": {"value": False, "detail": "expected 8, found 7"}}},
+                   "n3": {"accelerators": {"match": {"value": None, "detail": "amd-smi missing"}}}}}
+    res = evaluate_check(t, m)
+    v = {o.path.split(".")[1]: o for o in res.observations}
+    assert v["n1"].verdict is Verdict.PASS and v["n1"].measured_text == "MI308X x8"
+    assert v["n2"].verdict is Verdict.FAIL and v["n2"].reason == "expected 8, found 7"
+    assert v["n3"].verdict is Verdict.NOT_RUN
+    assert res.verdict is Verdict.FAIL
+    f = _check(metric="nodes.*.accelerators.match", comparator="is_false", threshold=None)
+    assert evaluate_check(f, {"nodes": {"n1": {"accelerators": {"match": False}}}}).verdict is Verdict.PASS
+    # a number is not a boolean
+    assert evaluate_check(t, {"nodes": {"n1": {"accelerators": {"match": 1}}}}).verdict is Verdict.ERROR
+
+
+def test_overrides_are_applied_and_listed() -> None:
+    spec = load_gate(GATES / "G3.yaml")
+    ov = ThresholdOverride(gate="G3", check="read_bandwidth", threshold="3 GB/s",
+                           reason="customer's 2-drive pilot system, agreed in the kickoff")
+    other = ThresholdOverride(gate="G2", check="whatever", threshold="1%", reason="not this gate at all")
+    measured = {"candidate": {"fio": {"seq_read_bw": 4e9}}}
+    res = {c.id: c for c in evaluate_gate(spec, measured, overrides=[ov, other])}
+    rb = res["read_bandwidth"]
+    assert rb.verdict is Verdict.PASS and rb.threshold == "3 GB/s" and rb.threshold_value == 3e9
+    assert rb.override_reason is not None
+    assert "kickoff" in rb.override_reason and "5 GB/s" in rb.override_reason
+    assert res["candidate_failed_requests"].override_reason is None
+
+
+@pytest.mark.parametrize(("check", "threshold", "match"), [
+    ("nope", "3 GB/s", "no check"),
+    ("read_bandwidth", "3 Gb/s", "bitrate"),
+])
+def test_bad_overrides_are_input_errors(check: str, threshold: str, match: str) -> None:
+    spec = load_gate(GATES / "G3.yaml")
+    ov = ThresholdOverride(gate="G3", check=check, threshold=threshold, reason="a reason long enough")
+    with pytest.raises(InputError, match=match):
+        evaluate_gate(spec, {}, overrides=[ov])
+
+
+def _cr(verdict: Verdict, severity: str = "blocker") -> CheckResult:
+    return CheckResult(id="x", description="x", metric="m", comparator="is_true", severity=severity,  # type: ignore[arg-type]
+                       statistic="point", verdict=verdict)
+
+
+@pytest.mark.parametrize(("verdicts", "expected"), [
+    ([Verdict.PASS, Verdict.PASS], (Verdict.PASS, ExitCode.OK)),
+    ([Verdict.PASS, Verdict.FAIL], (Verdict.FAIL, ExitCode.GATE_FAILED)),
+    ([Verdict.PASS, Verdict.ERROR], (Verdict.FAIL, ExitCode.GATE_FAILED)),
+    ([Verdict.PASS, Verdict.NOT_RUN], (Verdict.NOT_RUN, ExitCode.GATE_FAILED)),
+    ([Verdict.INCONCLUSIVE, Verdict.NOT_RUN], (Verdict.NOT_RUN, ExitCode.GATE_FAILED)),
+    ([Verdict.INCONCLUSIVE, Verdict.FAIL], (Verdict.FAIL, ExitCode.GATE_FAILED)),
+    ([Verdict.INCONCLUSIVE, Verdict.PASS], (Verdict.INCONCLUSIVE, ExitCode.INCONCLUSIVE)),
+])
+def test_gate_verdict_rules(verdicts: list[Verdict], expected: tuple[Verdict, ExitCode]) -> None:
+    checks = [_cr(v) for v in verdicts] + [_cr(Verdict.FAIL, "advisory")]
+    assert gate_verdict(checks) == expected
+
+
+def test_advisory_checks_never_decide_and_no_blockers_decides_nothing() -> None:
+    assert gate_verdict([_cr(Verdict.PASS), _cr(Verdict.ERROR, "advisory")]) == (Verdict.PASS, ExitCode.OK)
+    assert gate_verdict([_cr(Verdict.PASS, "advisory")]) == (Verdict.NOT_RUN, ExitCode.GATE_FAILED)
+
+
+def test_full_g1_gate_with_nothing_measured_is_not_run() -> None:
+    spec = load_gate(GATES / "G1.yaml")
+    results = evaluate_gate(spec, {})
+    assert all(c.verdict is Verdict.NOT_RUN for c in results)
+    assert gate_verdict(results) == (Verdict.NOT_RUN, ExitCode.GATE_FAILED)
+
+
+def test_a_gate_spec_from_code_evaluates() -> None:
+    spec = GateSpec.model_validate({"id": "G4", "title": "t", "checks": [
+        {"id": "restarts", "description": "d", "metric": "soak.engine_restarts", "comparator": "==",
+         "threshold": "0"},
+        {"id": "duration", "description": "d", "metric": "soak.duration", "comparator": ">=",
+         "threshold": "72h"},
+    ]})
+    res = evaluate_gate(spec, {"soak": {"engine_restarts": 0, "duration": 71.5 * 3600}})
+    assert [c.verdict for c in res] == [Verdict.PASS, Verdict.FAIL]
+    assert res[1].threshold_value == 72 * 3600
