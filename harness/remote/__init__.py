@@ -9,6 +9,7 @@ from harness.remote.base import (
     HostKeyError,
     ProcessState,
     RemoteError,
+    RemoteFileNotFound,
     RunResult,
     TransferError,
     Unreachable,
@@ -16,5 +17,5 @@ from harness.remote.base import (
 
 __all__ = [
     "CommandFailed", "CommandTimeout", "ConnectionLost", "DetachedHandle", "Executor", "HostKeyError",
-    "ProcessState", "RemoteError", "RunResult", "TransferError", "Unreachable",
+    "ProcessState", "RemoteError", "RemoteFileNotFound", "RunResult", "TransferError", "Unreachable",
 ]

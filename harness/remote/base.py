@@ -126,6 +126,10 @@ class TransferError(RemoteError):
     """A file transfer failed or its checksum did not match."""
 
 
+class RemoteFileNotFound(TransferError):
+    """A file to read or fetch does not exist on the node."""
+
+
 @runtime_checkable
 class Executor(Protocol):
     """Runs commands and moves files on one node (contract)."""

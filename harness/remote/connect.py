@@ -1,0 +1,24 @@
+"""``executor_for``: the right Executor for a node of an inventory."""
+
+from __future__ import annotations
+
+from harness.config.inventory import Inventory
+from harness.errors import InputError
+from harness.remote.base import Executor
+from harness.remote.local import LocalExecutor
+
+
+def executor_for(inventory: Inventory, node_name: str, *, accept_new_host_keys: bool = False) -> Executor:
+    """A LocalExecutor for ``connection: local`` nodes, else an SSHExecutor (connected lazily, on the
+    first command). ``accept_new_host_keys`` is the explicit trust-on-first-use opt-in (it adds to the
+    inventory's own ``accept_new_host_keys`` setting, never removes it)."""
+    try:
+        node = inventory.node(node_name)
+    except KeyError as exc:
+        raise InputError(str(exc.args[0])) from exc
+    if node.connection == "local":
+        timeout = inventory.setting(node, "command_timeout")
+        return LocalExecutor(node.name, default_timeout=float(timeout) if timeout is not None else None)  # type: ignore[arg-type]
+    from harness.remote.ssh import SSHExecutor  # paramiko is only imported when SSH is used
+
+    return SSHExecutor.from_inventory(inventory, node_name, accept_new_host_keys=accept_new_host_keys)

@@ -1,0 +1,253 @@
+"""Detached processes on a node, for any executor that can ``run`` an argument list.
+
+A process is started through two fixed shell scripts (constants below: no user string is ever
+part of a script; the command, paths and names are positional parameters ``"$@"``)::
+
+    env KVGATE_MARKER=<uuid> [K=V ...] sh -c LAUNCH kvgate-detached <out> <err> <pid> <exit> <cwd> argv...
+        └─ setsid sh -c WRAPPER ... argv...   (new session: survives the connection and the controller)
+              ├─ writes its pid to <pid>, ignores nothing (TERM is trapped, so children get the default)
+              ├─ runs argv with stdin /dev/null, stdout/stderr to <out>/<err>
+              └─ writes argv's exit code to <exit> when it ends
+
+The wrapper is the session and process-group leader, so ``pgid == pid`` and stopping signals the
+whole group. The marker in the environment (read back from ``/proc/<pid>/environ``) tells our
+process apart from an unrelated one that reused the pid; the start time from ``/proc/<pid>/stat``
+is the fallback when the environment cannot be read.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from harness.errors import InputError
+from harness.remote.base import DetachedHandle, Executor, ProcessState, RemoteError
+from harness.remote.commands import check_argv, env_prefix
+
+MARKER_VAR = "KVGATE_MARKER"
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+# Runs in the new session; $1 = pid file, $2 = exit file, the rest is the user's command.
+# TERM/INT/HUP are trapped (not ignored) so the command gets the default action while this shell
+# stays alive long enough to record the exit code.
+WRAPPER = r"""pidf=$1 exf=$2
+shift 2
+echo $$ > "$pidf.tmp" && mv -f -- "$pidf.tmp" "$pidf"
+trap : TERM INT HUP
+"$@"
+code=$?
+echo "$code" > "$exf.tmp" && mv -f -- "$exf.tmp" "$exf"
+"""
+
+# Prints "<pid> <start ticks> <btime> <CLK_TCK>" once the wrapper has written its pid file.
+_STAT_FN = r"""
+proc_stat() {
+  st=- ticks=-
+  if read -r line < "/proc/$1/stat" 2>/dev/null; then
+    rest=${line##*) }
+    set -- $rest
+    st=$1
+    shift 19
+    ticks=$1
+  fi
+  bt=-
+  while read -r k v; do if [ "$k" = btime ]; then bt=$v; break; fi; done < /proc/stat
+  clk=$(getconf CLK_TCK 2>/dev/null || echo 100)
+}
+"""
+
+LAUNCH = _STAT_FN + r"""
+out=$1 err=$2 pidf=$3 exf=$4 dir=$5
+shift 5
+mkdir -p -- "$(dirname -- "$out")" "$(dirname -- "$pidf")" || exit 96
+rm -f -- "$pidf" "$exf"
+if [ -n "$dir" ]; then cd -- "$dir" || exit 97; fi
+setsid sh -c '""" + WRAPPER.replace("'", "'\\''") + r"""' kvgate-wrapper "$pidf" "$exf" "$@" \
+  </dev/null >"$out" 2>"$err" &
+i=0
+while [ ! -s "$pidf" ]; do
+  i=$((i + 1))
+  if [ "$i" -gt 2000 ]; then
+    echo "kvgate: the detached process never wrote its pid file $pidf" >&2
+    exit 98
+  fi
+  sleep 0.005
+done
+read -r pid < "$pidf"
+proc_stat "$pid"
+echo "$pid $ticks $bt $clk"
+"""
+
+# $1 = pid, $2 = marker, $3 = exit file. Prints "<state> <ticks> <btime> <clk> <marker> <exit>".
+POLL = _STAT_FN + r"""
+pid=$1 marker=$2 exf=$3
+proc_stat "$pid"
+state=gone
+case "$st" in
+  -) state=gone ;;
+  Z|X|x) state=zombie ;;
+  *) state=alive ;;
+esac
+mk=unknown
+if [ "$state" = alive ]; then
+  if envtext=$(tr '\0' '\n' < "/proc/$pid/environ" 2>/dev/null); then
+    if printf '%s\n' "$envtext" | grep -qxF -e "KVGATE_MARKER=$marker"; then mk=yes; else mk=no; fi
+  fi
+fi
+ex=-
+if [ -f "$exf" ]; then read -r ex < "$exf" || ex=-; fi
+echo "$state $ticks $bt $clk $mk ${ex:--}"
+"""
+
+# $1 = pid, $2 = marker, $3 = signal name. Signals the process group only if the pid is still ours.
+SIGNAL = r"""
+pid=$1 marker=$2 sig=$3
+if envtext=$(tr '\0' '\n' < "/proc/$pid/environ" 2>/dev/null) \
+   && printf '%s\n' "$envtext" | grep -qxF -e "KVGATE_MARKER=$marker"; then
+  kill -s "$sig" -- "-$pid" 2>/dev/null || kill -s "$sig" "$pid"
+  echo sent
+else
+  echo notours
+fi
+"""
+
+# $1 = exit file, $2 = code: records an exit code when the wrapper itself was killed.
+RECORD_EXIT = r"""[ -f "$1" ] || { echo "$2" > "$1.tmp" && mv -f -- "$1.tmp" "$1"; }"""
+
+
+def _start_time(ticks: str, btime: str, clk: str) -> float | None:
+    try:
+        return int(btime) + int(ticks) / int(clk)
+    except ValueError:
+        return None
+
+
+def start_detached(ex: Executor, argv: Sequence[str], *, workdir: str, name: str,
+                   env: Mapping[str, str] | None = None, cwd: str | None = None) -> DetachedHandle:
+    """Start ``argv`` detached on ``ex``'s node; logs and bookkeeping files live in ``workdir``."""
+    args = check_argv(argv)
+    if not _NAME.match(name):
+        raise InputError(f"invalid detached process name {name!r}: expected [A-Za-z0-9][A-Za-z0-9._-]*")
+    if not workdir or "\0" in workdir:
+        raise InputError(f"invalid workdir {workdir!r}")
+    if cwd is not None and (not cwd or "\0" in cwd):
+        raise InputError(f"invalid working directory {cwd!r}")
+    marker = uuid.uuid4().hex
+    base = posixpath.join(workdir, name)
+    paths = {"out": base + ".out", "err": base + ".err", "pid": base + ".pid", "exit": base + ".exit"}
+    user_env = dict(env or {})
+    if MARKER_VAR in user_env:
+        raise InputError(f"{MARKER_VAR} is reserved for kvgate")
+    launcher = [*env_prefix({MARKER_VAR: marker, **user_env}), "sh", "-c", LAUNCH, "kvgate-detached",
+                paths["out"], paths["err"], paths["pid"], paths["exit"], cwd or "", *args]
+    res = ex.run(launcher, timeout=60.0, check=False)
+    fields = res.stdout.split()
+    if res.exit_code != 0 or len(fields) != 4 or not fields[0].isdigit():
+        raise RemoteError("could not start a detached process", host=ex.node, command=args,
+                          exit_code=res.exit_code, stdout=res.stdout, stderr=res.stderr)
+    pid = int(fields[0])
+    start = _start_time(fields[1], fields[2], fields[3])
+    return DetachedHandle(node=ex.node, pid=pid, pgid=pid,
+                          start_time=start if start is not None else time.time(),
+                          marker=marker, workdir=workdir, stdout_path=paths["out"], stderr_path=paths["err"],
+                          pid_path=paths["pid"], exit_path=paths["exit"], command=args)
+
+
+@dataclass(frozen=True)
+class _Probe:
+    state: str  # alive | zombie | gone
+    start_time: float | None
+    marker: str  # yes | no | unknown
+    exit_code: int | None
+
+
+def _probe(ex: Executor, handle: DetachedHandle) -> _Probe:
+    res = ex.run(["sh", "-c", POLL, "kvgate-poll", str(handle.pid), handle.marker, handle.exit_path],
+                 timeout=30.0, check=False)
+    f = res.stdout.split()
+    if res.exit_code != 0 or len(f) != 6:
+        raise RemoteError("could not poll a detached process", host=ex.node, command=handle.command,
+                          exit_code=res.exit_code, stdout=res.stdout, stderr=res.stderr)
+    code = int(f[5]) if f[5].lstrip("-").isdigit() and f[5] != "-" else None
+    return _Probe(state=f[0], start_time=_start_time(f[1], f[2], f[3]), marker=f[4], exit_code=code)
+
+
+def _ours(handle: DetachedHandle, p: _Probe) -> bool:
+    if p.state != "alive":
+        return False
+    if p.marker != "unknown":
+        return p.marker == "yes"
+    # Environment unreadable: fall back to the start time (btime may drift by a second).
+    return p.start_time is not None and abs(p.start_time - handle.start_time) < 1.5
+
+
+def _exited(code: int) -> ProcessState:
+    reason = f"killed by signal {code - 128}" if code > 128 else f"exited with code {code}"
+    return ProcessState(running=False, exit_code=code, reason=reason)
+
+
+def poll(ex: Executor, handle: DetachedHandle) -> ProcessState:
+    """Running, or exited with its recorded exit code, or gone with the reason."""
+    p = _probe(ex, handle)
+    if _ours(handle, p):
+        return ProcessState(running=True)
+    if p.exit_code is not None:
+        return _exited(p.exit_code)
+    if p.state == "alive":
+        return ProcessState(running=False, reason=f"pid {handle.pid} was reused by another process; "
+                            "ours ended without recording an exit code")
+    return ProcessState(running=False, reason="ended without recording an exit code (killed with SIGKILL?)")
+
+
+def _signal(ex: Executor, handle: DetachedHandle, sig: str) -> bool:
+    res = ex.run(["sh", "-c", SIGNAL, "kvgate-signal", str(handle.pid), handle.marker, sig],
+                 timeout=30.0, check=False)
+    return res.stdout.strip() == "sent"
+
+
+def _wait_gone(ex: Executor, handle: DetachedHandle, seconds: float) -> ProcessState:
+    deadline = time.monotonic() + seconds
+    delay = 0.02
+    while True:
+        state = poll(ex, handle)
+        if not state.running or time.monotonic() >= deadline:
+            return state
+        time.sleep(delay)
+        delay = min(delay * 1.5, 0.25)
+
+
+def stop(ex: Executor, handle: DetachedHandle, *, grace: float = 10.0) -> ProcessState:
+    """SIGTERM the process group, SIGKILL after ``grace`` seconds; returns the final state."""
+    state = poll(ex, handle)
+    if not state.running:
+        return state
+    _signal(ex, handle, "TERM")
+    state = _wait_gone(ex, handle, grace)
+    if not state.running:
+        return state
+    _signal(ex, handle, "KILL")
+    state = _wait_gone(ex, handle, 10.0)
+    if state.running:
+        raise RemoteError(f"detached process {handle.pid} survived SIGKILL", host=ex.node,
+                          command=handle.command)
+    if state.exit_code is None:
+        # The wrapper died with its child: record it so later polls agree.
+        ex.run(["sh", "-c", RECORD_EXIT, "kvgate-record", handle.exit_path, "137"], timeout=30.0, check=False)
+        return ProcessState(running=False, exit_code=137,
+                            reason=f"killed by signal 9 after {grace:g} s grace")
+    return state
+
+
+def tail_log(ex: Executor, handle: DetachedHandle, *, stream: str = "stderr", lines: int = 50) -> str:
+    if stream not in ("stdout", "stderr"):
+        raise InputError(f"stream must be 'stdout' or 'stderr', not {stream!r}")
+    path = handle.stdout_path if stream == "stdout" else handle.stderr_path
+    res = ex.run(["tail", "-n", str(int(lines)), "--", path], timeout=30.0, check=False)
+    if res.exit_code != 0:
+        raise RemoteError(f"could not read the {stream} log {path}", host=ex.node, command=handle.command,
+                          exit_code=res.exit_code, stderr=res.stderr)
+    return res.stdout
