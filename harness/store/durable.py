@@ -1,0 +1,90 @@
+"""Crash-safe file writes: whole files replaced atomically, JSON lines appended and fsync'd.
+
+* :func:`write_atomic` writes a temporary file in the same directory, fsyncs it, renames it over
+  the target and fsyncs the directory: a reader sees the old file or the new one, never half.
+* :func:`append_jsonl` appends one JSON object per line and fsyncs. A process killed in the middle
+  of a write leaves a torn last line; the next append first terminates it with a newline so the
+  fragment stays a line of its own, and :func:`read_jsonl` skips lines that are not complete JSON
+  objects. So a record is read back only if it was written whole.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+__all__ = ["write_atomic", "fsync_dir", "append_jsonl", "read_jsonl", "iter_jsonl"]
+
+
+def fsync_dir(path: Path) -> None:
+    """fsync a directory so a rename or a new file in it survives a power cut."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_atomic(path: Path, data: bytes | str) -> None:
+    """Replace ``path`` with ``data`` atomically and durably."""
+    payload = data.encode("utf-8") if isinstance(data, str) else data
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp.{os.getpid()}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        view = memoryview(payload)
+        while view:
+            n = os.write(fd, view)
+            view = view[n:]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    fsync_dir(path.parent)
+
+
+def append_jsonl(path: Path, record: Mapping[str, Any]) -> None:
+    """Append ``record`` as one JSON line; flushed and fsync'd before returning."""
+    line = json.dumps(record, sort_keys=True, separators=(",", ":"), allow_nan=False).encode("utf-8") + b"\n"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    new = not path.exists()
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        size = os.fstat(fd).st_size
+        if size > 0 and os.pread(fd, 1, size - 1) != b"\n":
+            line = b"\n" + line  # close a line torn by a crash so this record stands alone
+        view = memoryview(line)
+        while view:
+            n = os.write(fd, view)
+            view = view[n:]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    if new:
+        fsync_dir(path.parent)
+
+
+def iter_jsonl(path: Path) -> Iterator[dict[str, Any]]:
+    """The complete JSON-object lines of ``path``; torn or foreign lines are skipped."""
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return
+    lines = raw.split(b"\n")
+    # The last element is the text after the final newline: empty, or a line torn by a crash.
+    for chunk in lines[:-1]:
+        if not chunk.strip():
+            continue
+        try:
+            obj = json.loads(chunk)
+        except (ValueError, UnicodeDecodeError):
+            continue
+        if isinstance(obj, dict):
+            yield obj
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    return list(iter_jsonl(path))
