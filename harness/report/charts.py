@@ -1,0 +1,459 @@
+"""Inline SVG charts for the reports, drawn in Python: no JavaScript, no external library, no
+external reference, so a report stays one self-contained file that opens offline.
+
+The data comes from ``GateResult.measurements`` (a free dict written by the gate pipelines) and,
+for the ratio charts, from the checks' observations. The layout the charts read is::
+
+    measurements = {
+      "sweep": {                      # TTFT and throughput charts
+        "<arm>": {                    # e.g. "baseline", "candidate", "recompute"
+          "<concurrency>": {          # "c8" or "8": the number of concurrent requests
+            "ttft_p50_ms": float,     # TTFT percentiles over the point's requests, milliseconds
+            "ttft_p99_ms": float,
+            "output_throughput": float,   # output tokens per second
+            "request_throughput": float,  # requests per second
+            "completed": int,
+            "failed": int,
+          }}},
+      "fio": {                        # bandwidth chart
+        "<node>": {"<target>": {"seq_read_bw": float, "seq_write_bw": float}}},  # bytes per second
+      "checkpoint": {"<arm or node>": {"write_bw": float, "bytes": int, "seconds": float}},
+      "modelload":  {"<arm or node>": {"read_bw": float, "bytes": int, "seconds": float}},
+    }
+
+Every key is optional. A missing or empty section skips its chart with a sentence saying why;
+NaN, infinities, ``None`` and non-numbers are dropped point by point (and counted in the note).
+Other sections are shown as tables by the renderer, not charted.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Optional
+from xml.sax.saxutils import escape, quoteattr
+
+from harness.store.schema import CheckResult, Verdict
+from harness.units import UnitKind
+
+# Okabe-Ito: distinguishable with the common colour-vision deficiencies, and in greyscale print.
+PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#000000", "#F0E442")
+VERDICT_COLOURS = {
+    Verdict.PASS: "#1a7f37",
+    Verdict.FAIL: "#cf222e",
+    Verdict.ERROR: "#8b0000",
+    Verdict.INCONCLUSIVE: "#b35900",
+    Verdict.NOT_RUN: "#6e7781",
+}
+
+WIDTH = 720
+FONT = "font-family:system-ui,-apple-system,'Segoe UI',Roboto,Helvetica,Arial,sans-serif"
+MAX_LABEL = 28
+
+
+@dataclass
+class Chart:
+    """One chart for a report: ``svg`` is None when there was nothing to draw, and ``note`` says
+    why (or mentions points that were left out)."""
+
+    key: str
+    title: str
+    svg: Optional[str] = None
+    note: str = ""
+    caption: str = ""
+    dropped: int = 0
+
+
+@dataclass
+class _Series:
+    name: str
+    points: list[tuple[float, float]] = field(default_factory=list)  # (x index or value, y)
+    colour: str = PALETTE[0]
+    dashed: bool = False
+
+
+# --- small helpers ----------------------------------------------------------------------------
+
+def _num(value: Any) -> Optional[float]:
+    """A finite float, or None for anything that cannot be plotted (None, NaN, inf, text, bool)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    v = float(value)
+    return v if math.isfinite(v) else None
+
+
+def concurrency_of(key: Any) -> Optional[int]:
+    """``"c16"``, ``"16"`` or ``16`` -> 16; anything else -> None."""
+    m = re.fullmatch(r"[cC]?(\d+)", str(key).strip())
+    return int(m.group(1)) if m else None
+
+
+def _short(text: str, limit: int = MAX_LABEL) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "\u2026"
+
+
+def _text(x: float, y: float, body: str, *, anchor: str = "middle", size: int = 11,
+          extra: str = "", full: Optional[str] = None) -> str:
+    title = f"<title>{escape(full)}</title>" if full and full != body else ""
+    return (f'<text x="{x:.1f}" y="{y:.1f}" text-anchor="{anchor}" font-size="{size}"{extra}>'
+            f"{title}{escape(body)}</text>")
+
+
+def nice_ticks(lo: float, hi: float, count: int = 5) -> list[float]:
+    """Round tick values covering [lo, hi] (1, 2, 2.5, 5 x 10^k steps)."""
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        return [0.0, 1.0]
+    if hi < lo:
+        lo, hi = hi, lo
+    if hi == lo:
+        pad = abs(lo) * 0.1 or 1.0
+        lo, hi = lo - pad, hi + pad
+    raw = (hi - lo) / max(1, count)
+    mag = 10 ** math.floor(math.log10(raw))
+    step = next(s * mag for s in (1, 2, 2.5, 5, 10) if s * mag >= raw)
+    start = math.floor(lo / step) * step
+    ticks: list[float] = []
+    v = start
+    while v < hi + step * 0.5 and len(ticks) < 50:
+        ticks.append(round(v, 10))
+        v += step
+    if ticks[-1] < hi:
+        ticks.append(round(ticks[-1] + step, 10))
+    return ticks
+
+
+def _fmt_tick(v: float) -> str:
+    if v == 0:
+        return "0"
+    a = abs(v)
+    if a >= 1e6 or a < 1e-3:
+        return f"{v:.3g}"
+    if float(v).is_integer():
+        return f"{int(v):,}"
+    return f"{v:.3g}" if a < 1 else f"{v:,.2f}".rstrip("0").rstrip(".")
+
+
+def _range(values: Iterable[float], *, zero: bool) -> tuple[float, float]:
+    vals = list(values)
+    lo, hi = min(vals), max(vals)
+    if zero:
+        lo, hi = min(lo, 0.0), max(hi, 0.0)
+    if lo == hi:
+        pad = abs(hi) * 0.5 or 1.0
+        lo, hi = (lo, hi + pad) if zero and lo == 0 else (lo - pad, hi + pad)
+    return lo, hi
+
+
+def _svg_open(height: int, title: str) -> str:
+    return (f'<svg class="chart" role="img" viewBox="0 0 {WIDTH} {height}" width="{WIDTH}" '
+            f'height="{height}" style="{FONT};max-width:100%;height:auto">'
+            f"<title>{escape(title)}</title>"
+            f'<rect x="0" y="0" width="{WIDTH}" height="{height}" fill="#ffffff"/>')
+
+
+def _legend(series: Sequence[_Series], x: float, y: float) -> list[str]:
+    out = []
+    for i, s in enumerate(series):
+        yy = y + i * 18
+        dash = ' stroke-dasharray="6 4"' if s.dashed else ""
+        out.append(f'<line x1="{x:.1f}" y1="{yy:.1f}" x2="{x + 22:.1f}" y2="{yy:.1f}" '
+                   f'stroke={quoteattr(s.colour)} stroke-width="2.5"{dash}/>')
+        out.append(_text(x + 28, yy + 4, _short(s.name, 22), anchor="start", full=s.name))
+    return out
+
+
+# --- line chart against concurrency -----------------------------------------------------------
+
+def _line_chart(title: str, series: list[_Series], xcats: list[int], ylabel: str, *, zero: bool) -> str:
+    height = 330
+    left, right, top, bottom = 72, 190, 34, 56
+    pw, ph = WIDTH - left - right, height - top - bottom
+    ys = [y for s in series for _, y in s.points]
+    lo, hi = _range(ys, zero=zero)
+    ticks = nice_ticks(lo, hi)
+    lo, hi = ticks[0], ticks[-1]
+
+    def px(i: float) -> float:
+        return left + (pw / 2 if len(xcats) == 1 else pw * i / (len(xcats) - 1))
+
+    def py(v: float) -> float:
+        return top + ph - (v - lo) / (hi - lo) * ph
+
+    out = [_svg_open(height, title), _text(left, 20, title, anchor="start", size=13,
+                                           extra=' font-weight="600"')]
+    for t in ticks:
+        y = py(t)
+        out.append(f'<line x1="{left}" y1="{y:.1f}" x2="{left + pw}" y2="{y:.1f}" stroke="#e5e7eb"/>')
+        out.append(_text(left - 6, y + 4, _fmt_tick(t), anchor="end"))
+    for i, c in enumerate(xcats):
+        x = px(i)
+        out.append(f'<line x1="{x:.1f}" y1="{top + ph}" x2="{x:.1f}" y2="{top + ph + 5}" stroke="#57606a"/>')
+        out.append(_text(x, top + ph + 18, str(c)))
+    out.append(f'<rect x="{left}" y="{top}" width="{pw}" height="{ph}" fill="none" stroke="#57606a"/>')
+    out.append(_text(left + pw / 2, height - 12, "concurrency (requests in flight)"))
+    out.append(_text(16, top + ph / 2, ylabel, extra=f' transform="rotate(-90 16 {top + ph / 2:.1f})"'))
+    for s in series:
+        pts = sorted(s.points)
+        coords = " ".join(f"{px(xi):.1f},{py(v):.1f}" for xi, v in pts)
+        dash = ' stroke-dasharray="6 4"' if s.dashed else ""
+        if len(pts) > 1:
+            out.append(f'<polyline points="{coords}" fill="none" stroke={quoteattr(s.colour)} '
+                       f'stroke-width="2.5"{dash}/>')
+        for xi, v in pts:
+            tip = escape(f"{s.name} at c{xcats[int(xi)]}: {_fmt_tick(v)}")
+            out.append(f'<circle cx="{px(xi):.1f}" cy="{py(v):.1f}" r="3.5" fill={quoteattr(s.colour)}>'
+                       f"<title>{tip}</title></circle>")
+    out += _legend(series, left + pw + 14, top + 10)
+    out.append("</svg>")
+    return "".join(out)
+
+
+def _sweep(measurements: Mapping[str, Any]) -> Mapping[str, Any]:
+    sweep = measurements.get("sweep")
+    return sweep if isinstance(sweep, Mapping) else {}
+
+
+def _sweep_series(measurements: Mapping[str, Any], metrics: Sequence[tuple[str, str, bool]]
+                  ) -> tuple[list[_Series], list[int], int]:
+    """Series per (arm, metric); x as an index into the sorted union of concurrencies."""
+    sweep = _sweep(measurements)
+    cats: set[int] = set()
+    for points in sweep.values():
+        if isinstance(points, Mapping):
+            cats.update(c for c in (concurrency_of(k) for k in points) if c is not None)
+    xcats = sorted(cats)
+    index = {c: i for i, c in enumerate(xcats)}
+    series: list[_Series] = []
+    dropped = 0
+    for n, (arm, points) in enumerate(sorted(sweep.items(), key=lambda kv: str(kv[0]))):
+        if not isinstance(points, Mapping):
+            continue
+        colour = PALETTE[n % len(PALETTE)]
+        for metric, suffix, dashed in metrics:
+            s = _Series(f"{arm}{suffix}", colour=colour, dashed=dashed)
+            for ckey, values in points.items():
+                c = concurrency_of(ckey)
+                if c is None or not isinstance(values, Mapping) or metric not in values:
+                    continue
+                v = _num(values.get(metric))
+                if v is None:
+                    dropped += 1
+                    continue
+                s.points.append((float(index[c]), v))
+            if s.points:
+                series.append(s)
+    return series, xcats, dropped
+
+
+def _dropped_note(dropped: int) -> str:
+    return f" {dropped} value(s) were missing or not a finite number and are not drawn." if dropped else ""
+
+
+def ttft_chart(measurements: Mapping[str, Any]) -> Chart:
+    """TTFT p50 (solid) and p99 (dashed) against concurrency, one colour per arm."""
+    chart = Chart("ttft", "TTFT against concurrency")
+    series, xcats, dropped = _sweep_series(
+        measurements, [("ttft_p50_ms", " p50", False), ("ttft_p99_ms", " p99", True)])
+    chart.dropped = dropped
+    if not series:
+        chart.note = ("No TTFT measurements in this gate (measurements.sweep is empty or has no "
+                      "ttft_p50_ms / ttft_p99_ms values), so there is no TTFT chart."
+                      + _dropped_note(dropped))
+        return chart
+    chart.svg = _line_chart(chart.title, series, xcats, "TTFT (ms)", zero=True)
+    chart.caption = ("Time to first token per arm: p50 solid, p99 dashed. Lower is better."
+                     + _dropped_note(dropped))
+    return chart
+
+
+def throughput_chart(measurements: Mapping[str, Any]) -> Chart:
+    """Output token throughput against concurrency, one line per arm."""
+    chart = Chart("throughput", "Output throughput against concurrency")
+    series, xcats, dropped = _sweep_series(measurements, [("output_throughput", "", False)])
+    chart.dropped = dropped
+    if not series:
+        chart.note = ("No throughput measurements in this gate (measurements.sweep has no "
+                      "output_throughput values), so there is no throughput chart." + _dropped_note(dropped))
+        return chart
+    chart.svg = _line_chart(chart.title, series, xcats, "output tokens/s", zero=True)
+    chart.caption = "Output tokens per second per arm. Higher is better." + _dropped_note(dropped)
+    return chart
+
+
+# --- grouped bar chart: fio bandwidth ---------------------------------------------------------
+
+def fio_chart(measurements: Mapping[str, Any]) -> Chart:
+    """Sequential read and write bandwidth (fio, direct I/O) per storage target, per node, GB/s."""
+    chart = Chart("fio", "Storage bandwidth per target (fio, direct I/O)")
+    fio = measurements.get("fio")
+    groups: list[tuple[str, dict[str, float]]] = []
+    dropped = 0
+    metrics = (("seq_read_bw", "read"), ("seq_write_bw", "write"))
+    if isinstance(fio, Mapping):
+        for node, targets in sorted(fio.items(), key=lambda kv: str(kv[0])):
+            if not isinstance(targets, Mapping):
+                continue
+            for target, values in sorted(targets.items(), key=lambda kv: str(kv[0])):
+                if not isinstance(values, Mapping):
+                    continue
+                bars: dict[str, float] = {}
+                for metric, label in metrics:
+                    if metric in values:
+                        v = _num(values[metric])
+                        if v is None:
+                            dropped += 1
+                        else:
+                            bars[label] = v / 1e9
+                if bars:
+                    groups.append((f"{node} / {target}", bars))
+    chart.dropped = dropped
+    if not groups:
+        chart.note = ("No fio bandwidth in this gate (measurements.fio is empty), so there is no "
+                      "bandwidth chart." + _dropped_note(dropped))
+        return chart
+    row_h, bar_h = 44, 16
+    left, right, top = 210, 40, 40
+    height = top + row_h * len(groups) + 50
+    pw = WIDTH - left - right
+    hi = max(v for _, bars in groups for v in bars.values())
+    ticks = nice_ticks(0.0, hi if hi > 0 else 1.0)
+    top_v = ticks[-1]
+
+    def px(v: float) -> float:
+        return left + max(0.0, v) / top_v * pw
+
+    out = [_svg_open(height, chart.title),
+           _text(8, 20, chart.title, anchor="start", size=13, extra=' font-weight="600"')]
+    base = top + row_h * len(groups)
+    for t in ticks:
+        x = px(t)
+        out.append(f'<line x1="{x:.1f}" y1="{top}" x2="{x:.1f}" y2="{base}" stroke="#e5e7eb"/>')
+        out.append(_text(x, base + 16, _fmt_tick(t)))
+    out.append(_text(left + pw / 2, base + 36, "GB/s (decimal: 10^9 bytes per second)"))
+    colours = {"read": PALETTE[0], "write": PALETTE[1]}
+    for g, (label, bars) in enumerate(groups):
+        y0 = top + g * row_h + 4
+        out.append(_text(left - 8, y0 + row_h / 2, _short(label, 30), anchor="end", full=label))
+        for b, (_, name) in enumerate(metrics):
+            if name not in bars:
+                continue
+            v = bars[name]
+            y = y0 + b * (bar_h + 2)
+            tip = escape(f"{label} {name}: {v:.2f} GB/s")
+            out.append(f'<rect x="{left}" y="{y:.1f}" width="{max(1.0, px(v) - left):.1f}" height="{bar_h}" '
+                       f'fill="{colours[name]}"><title>{tip}</title></rect>')
+            out.append(_text(px(v) + 4, y + bar_h - 4, f"{name} {v:.2f}", anchor="start", size=10))
+    out.append(f'<line x1="{left}" y1="{top}" x2="{left}" y2="{base}" stroke="#57606a"/>')
+    out.append("</svg>")
+    chart.svg = "".join(out)
+    chart.caption = ("Sequential 1 MiB read (blue) and write (orange) bandwidth measured by fio with "
+                     "direct I/O, per node and storage target." + _dropped_note(dropped))
+    return chart
+
+
+# --- forest plot: each ratio observation with its interval against the threshold -------------
+
+RATIO_KINDS = (UnitKind.PERCENT.value, UnitKind.RATIO.value)
+
+
+def _scale(kind: str) -> tuple[float, str]:
+    return (100.0, "%") if kind == UnitKind.PERCENT.value else (1.0, "x")
+
+
+def forest_chart(check: CheckResult) -> Chart:
+    """Point estimate and interval of each observation of a ratio check, with the threshold line.
+
+    PASS needs the whole interval on the right side of the line; an interval across it is
+    INCONCLUSIVE. Observations without a measured value are listed in the note, not drawn."""
+    chart = Chart(f"forest-{check.id}", f"{check.id}: estimate and interval against the threshold")
+    factor, unit = _scale(check.unit_kind)
+    rows: list[tuple[str, float, Optional[tuple[float, float]], Verdict]] = []
+    missing: list[str] = []
+    for obs in check.observations:
+        m = _num(obs.measured)
+        if m is None:
+            missing.append(obs.path)
+            continue
+        iv = None
+        if obs.interval is not None:
+            lo_, hi_ = _num(obs.interval.low), _num(obs.interval.high)
+            if lo_ is not None and hi_ is not None:
+                iv = (lo_ * factor, hi_ * factor)
+        label = obs.path[len(check.metric.rstrip("*")):] if check.metric.endswith("*") and \
+            obs.path.startswith(check.metric.rstrip("*")) else obs.path
+        rows.append((label or obs.path, m * factor, iv, obs.verdict))
+    thr = _num(check.threshold_value)
+    thr_s = thr * factor if thr is not None else None
+    chart.dropped = len(missing)
+    if not rows:
+        chart.note = (f"No measured value for {check.id}, so there is no interval chart"
+                      + (f" ({len(missing)} observation(s) without a value)." if missing else "."))
+        return chart
+    vals = [r[1] for r in rows] + [v for r in rows if r[2] for v in r[2]]
+    if thr_s is not None:
+        vals.append(thr_s)
+    lo, hi = _range(vals, zero=False)
+    pad = (hi - lo) * 0.08
+    ticks = nice_ticks(lo - pad, hi + pad)
+    lo, hi = ticks[0], ticks[-1]
+    row_h, left, right, top = 30, 160, 120, 40
+    height = top + row_h * len(rows) + 48
+    pw = WIDTH - left - right
+
+    def px(v: float) -> float:
+        return left + (v - lo) / (hi - lo) * pw
+
+    out = [_svg_open(height, chart.title),
+           _text(8, 20, chart.title, anchor="start", size=13, extra=' font-weight="600"')]
+    base = top + row_h * len(rows)
+    for t in ticks:
+        x = px(t)
+        out.append(f'<line x1="{x:.1f}" y1="{top}" x2="{x:.1f}" y2="{base}" stroke="#eef0f2"/>')
+        out.append(_text(x, base + 16, f"{_fmt_tick(t)}{unit}"))
+    if thr_s is not None:
+        x = px(thr_s)
+        out.append(f'<line x1="{x:.1f}" y1="{top - 8}" x2="{x:.1f}" y2="{base}" stroke="#cf222e" '
+                   f'stroke-width="2" stroke-dasharray="5 3"/>')
+        out.append(_text(x, top - 12, f"threshold {check.comparator} {_fmt_tick(thr_s)}{unit}", size=11,
+                         extra=' fill="#cf222e"'))
+    for r, (label, m, iv, verdict) in enumerate(rows):
+        y = top + r * row_h + row_h / 2
+        colour = VERDICT_COLOURS.get(verdict, "#000000")
+        out.append(_text(left - 8, y + 4, _short(label, 22), anchor="end", full=label))
+        if iv is not None:
+            a, b = px(min(iv)), px(max(iv))
+            out.append(f'<line x1="{a:.1f}" y1="{y:.1f}" x2="{b:.1f}" y2="{y:.1f}" stroke="{colour}" '
+                       f'stroke-width="2"/>')
+            for e in (a, b):
+                out.append(f'<line x1="{e:.1f}" y1="{y - 6:.1f}" x2="{e:.1f}" y2="{y + 6:.1f}" '
+                           f'stroke="{colour}" stroke-width="2"/>')
+        tip = f"{label}: {_fmt_tick(m)}{unit}" + (
+            f" [{_fmt_tick(iv[0])}{unit}, {_fmt_tick(iv[1])}{unit}]" if iv else " (no interval)")
+        out.append(f'<rect x="{px(m) - 5:.1f}" y="{y - 5:.1f}" width="10" height="10" fill="{colour}">'
+                   f"<title>{escape(tip)}</title></rect>")
+        out.append(_text(left + pw + 8, y + 4, verdict.value, anchor="start", size=10,
+                         extra=f' fill="{colour}" font-weight="600"'))
+    out.append(f'<line x1="{left}" y1="{base}" x2="{left + pw}" y2="{base}" stroke="#57606a"/>')
+    out.append("</svg>")
+    chart.svg = "".join(out)
+    conf = ""
+    ivs = [o.interval for o in check.observations if o.interval is not None]
+    if ivs:
+        conf = f" Whiskers: {ivs[0].confidence * 100:g}% interval ({ivs[0].method})."
+    chart.caption = ("Square: point estimate; dashed red line: the threshold." + conf
+                     + (f" Not drawn (no value): {', '.join(missing)}." if missing else ""))
+    return chart
+
+
+def ratio_checks(checks: Sequence[CheckResult]) -> list[CheckResult]:
+    """The checks that get a forest plot: percent or ratio metrics with at least one observation."""
+    return [c for c in checks if c.unit_kind in RATIO_KINDS and c.observations]
+
+
+def gate_charts(measurements: Mapping[str, Any], checks: Sequence[CheckResult]) -> list[Chart]:
+    """Every chart of a gate report, in display order (charts without data carry a note)."""
+    charts = [ttft_chart(measurements), throughput_chart(measurements), fio_chart(measurements)]
+    charts += [forest_chart(c) for c in ratio_checks(checks)]
+    return charts

@@ -1,0 +1,145 @@
+"""Render a gate's reports (HTML, Markdown, JUnit XML) and the campaign summary from the gate
+result files alone, so ``kvgate report`` can redo them at any time with the same bytes.
+
+Output is deterministic (no render time is written): re-rendering a signed gate does not change
+its manifest.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from pathlib import Path
+
+import jinja2
+
+from harness.errors import InputError
+from harness.report.charts import gate_charts
+from harness.report.junit import junit_xml
+from harness.report.loader import RESULT_FILE, ResultFileError, load_gate_result
+from harness.report.view import (
+    EMULATION_NOTICE,
+    GateView,
+    campaign_verdict,
+    fio_rows,
+    gate_view,
+    sweep_rows,
+)
+from harness.store.schema import GateResult, Verdict
+
+REPORT_HTML = "report.html"
+REPORT_MD = "report.md"
+JUNIT_XML = "junit.xml"
+
+
+def _md_cell(value: object) -> str:
+    """Text safe inside a Markdown table cell: pipes escaped, line breaks kept as <br>."""
+    text = "" if value is None else str(value)
+    text = text.replace("\\", "\\\\").replace("|", "\\|").replace("\r", "")
+    # Text that looks like an HTML tag is shown, never interpreted, by Markdown renderers.
+    text = re.sub(r"<(?=[A-Za-z/!?])", r"\\<", text)
+    return text.replace("\n", "<br>")
+
+
+def _environment(*, html: bool) -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("harness.report", "templates"),
+        autoescape=html,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+    env.filters["md"] = _md_cell
+    return env
+
+
+def _write(path: Path, data: bytes) -> Path:
+    """Write via a temporary file and rename, so a crash never leaves half a report."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def render_gate_html(result: GateResult) -> str:
+    view = gate_view(result)
+    return _environment(html=True).get_template("gate.html.j2").render(
+        r=result, v=view, charts=gate_charts(result.measurements, result.checks),
+        sweep_rows=sweep_rows(result.measurements), fio_rows=fio_rows(result.measurements))
+
+
+def render_gate_markdown(result: GateResult) -> str:
+    return _environment(html=False).get_template("gate.md.j2").render(r=result, v=gate_view(result))
+
+
+def render_gate_reports(gate_dir: Path) -> list[Path]:
+    """Read ``gate_dir/result.json`` and write ``report.html``, ``report.md`` and ``junit.xml``
+    next to it. Returns the paths of the four report files (``result.json`` is the JSON report)."""
+    gate_dir = Path(gate_dir)
+    result = load_gate_result(gate_dir)
+    return [
+        gate_dir / RESULT_FILE,
+        _write(gate_dir / REPORT_HTML, render_gate_html(result).encode("utf-8")),
+        _write(gate_dir / REPORT_MD, render_gate_markdown(result).encode("utf-8")),
+        _write(gate_dir / JUNIT_XML, junit_xml([result])),
+    ]
+
+
+def _gate_sort_key(path: Path) -> tuple[str, int, str]:
+    m = re.fullmatch(r"([A-Za-z]*)(\d+)", path.name)
+    return (m.group(1), int(m.group(2)), path.name) if m else (path.name, 0, path.name)
+
+
+def gate_dirs(campaign_dir: Path) -> list[Path]:
+    """The gate directories of a campaign: its subdirectories holding a ``result.json``."""
+    return sorted((p for p in Path(campaign_dir).iterdir() if p.is_dir() and (p / RESULT_FILE).is_file()),
+                  key=_gate_sort_key)
+
+
+def render_campaign_report(campaign_dir: Path) -> list[Path]:
+    """Summarise every gate present in ``campaign_dir`` into ``report.html``, ``report.md`` and
+    ``junit.xml`` at the campaign root. A gate whose result file cannot be read is shown as an
+    error row (and the campaign as not passed), not skipped."""
+    campaign_dir = Path(campaign_dir)
+    if not campaign_dir.is_dir():
+        raise InputError(f"{campaign_dir}: not a campaign directory")
+    views: list[GateView] = []
+    results: list[GateResult] = []
+    unreadable: list[tuple[str, str]] = []
+    rows: list[tuple[str, GateView | None, str]] = []  # in gate order: (name, view, or the error)
+    for d in gate_dirs(campaign_dir):
+        try:
+            result = load_gate_result(d)
+        except ResultFileError as exc:
+            unreadable.append((d.name, str(exc)))
+            rows.append((d.name, None, str(exc)))
+            continue
+        view = gate_view(result)
+        view.dirname = d.name
+        views.append(view)
+        results.append(result)
+        rows.append((d.name, view, ""))
+    if not views and not unreadable:
+        raise InputError(f"{campaign_dir}: no gate directory with a {RESULT_FILE} (nothing to report)")
+    verdicts = [v.verdict for v in views] + [Verdict.ERROR for _ in unreadable]
+    context = dict(
+        name=campaign_dir.name, gates=views, rows=rows, unreadable=unreadable,
+        verdict=campaign_verdict(verdicts),
+        error_verdict=Verdict.ERROR, notice=EMULATION_NOTICE,
+        emulated=[v.result.gate for v in views if v.emulated])
+    html = _environment(html=True).get_template("campaign.html.j2").render(**context)
+    md = _environment(html=False).get_template("campaign.md.j2").render(**context)
+    return [
+        _write(campaign_dir / REPORT_HTML, html.encode("utf-8")),
+        _write(campaign_dir / REPORT_MD, md.encode("utf-8")),
+        _write(campaign_dir / JUNIT_XML, junit_xml(results)),
+    ]

@@ -1,0 +1,350 @@
+"""Turn a ``GateResult`` into plain rows of text for the templates (HTML, Markdown) and JUnit.
+
+All formatting decisions live here, so every output format says the same thing in the same words.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Optional
+from urllib.parse import quote
+
+from harness.store.schema import CheckResult, GateResult, Interval, Observation, Verdict
+from harness.units import UnitKind, format_quantity
+
+EXIT_MEANINGS: dict[int, str] = {
+    0: "every blocker check passed",
+    1: "a blocker check failed or was not run",
+    2: "usage or input error: nothing was measured",
+    3: "inconclusive: not enough samples to decide a blocker check",
+    4: "infrastructure fault: a node, engine or disk failed during the gate",
+    5: "internal error in kvgate",
+    130: "interrupted: results taken so far are kept",
+}
+
+VERDICT_TEXT: dict[Verdict, str] = {
+    Verdict.PASS: "passed",
+    Verdict.FAIL: "failed",
+    Verdict.INCONCLUSIVE: "inconclusive (not passed)",
+    Verdict.NOT_RUN: "not run (not passed)",
+    Verdict.ERROR: "error (not passed)",
+}
+
+EMULATION_NOTICE = (
+    "Compute was emulated by kvgate's KV emulator: no GPU or NPU ran a model. Storage I/O was real "
+    "(KV chunks were written to and read from the configured tiers). These figures are not a "
+    "hardware result.")
+
+
+def fmt(value: Optional[float], unit_kind: str) -> str:
+    """A base-unit value for people; unknown unit kinds fall back to a plain number."""
+    if value is None:
+        return "-"
+    try:
+        return format_quantity(value, UnitKind(unit_kind))
+    except ValueError:
+        return "NaN" if isinstance(value, float) and math.isnan(value) else f"{value:g}"
+
+
+def fmt_interval(interval: Optional[Interval], unit_kind: str) -> str:
+    if interval is None:
+        return "-"
+    return (f"[{fmt(interval.low, unit_kind)}, {fmt(interval.high, unit_kind)}] "
+            f"({interval.confidence * 100:g}%)")
+
+
+def expected_text(check: CheckResult) -> str:
+    if check.threshold is not None:
+        return f"{check.comparator} {check.threshold}"
+    if check.threshold_value is not None:
+        return f"{check.comparator} {fmt(check.threshold_value, check.unit_kind)}"
+    return check.comparator
+
+
+def obs_measured(obs: Observation, unit_kind: str) -> str:
+    return obs.measured_text or fmt(obs.measured, unit_kind)
+
+
+def obs_label(check: CheckResult, obs: Observation) -> str:
+    """The part of the observation path that the check's ``*`` matched, or the whole path."""
+    prefix = check.metric.rstrip("*")
+    if check.metric.endswith("*") and obs.path.startswith(prefix) and len(obs.path) > len(prefix):
+        return obs.path[len(prefix):]
+    return obs.path
+
+
+@dataclass
+class ObsRow:
+    label: str
+    path: str
+    measured: str
+    expected: str
+    interval: str
+    samples: str
+    verdict: Verdict
+    reason: str
+    evidence: list[tuple[str, Optional[str]]]  # (text, href or None when not a safe relative path)
+
+
+@dataclass
+class CheckRow:
+    id: str
+    description: str
+    metric: str
+    severity: str
+    statistic: str
+    expected: str
+    measured: str
+    interval: str
+    verdict: Verdict
+    verdict_text: str
+    reason: str
+    passed: bool
+    override_reason: Optional[str]
+    observations: list[ObsRow] = field(default_factory=list)
+
+
+def _check_measured(check: CheckResult) -> tuple[str, str]:
+    """Measured and interval cells of the checks table: the value itself for one observation,
+    a per-observation list when a ``*`` matched several."""
+    obs = check.observations
+    if not obs:
+        return "-", "-"
+    if len(obs) == 1:
+        return obs_measured(obs[0], check.unit_kind), fmt_interval(obs[0].interval, check.unit_kind)
+    measured = "; ".join(f"{obs_label(check, o)}: {obs_measured(o, check.unit_kind)}" for o in obs)
+    intervals = [f"{obs_label(check, o)}: {fmt_interval(o.interval, check.unit_kind)}"
+                 for o in obs if o.interval is not None]
+    return measured, "; ".join(intervals) or "-"
+
+
+def _check_reason(check: CheckResult) -> str:
+    if check.reason:
+        return check.reason
+    bad = [o for o in check.observations if o.verdict is not Verdict.PASS and o.reason]
+    return "; ".join(f"{obs_label(check, o)}: {o.reason}" for o in bad[:5])
+
+
+def check_row(check: CheckResult) -> CheckRow:
+    measured, interval = _check_measured(check)
+    statistic: str = check.statistic
+    if check.statistic == "interval" and check.confidence:
+        statistic = f"interval ({check.confidence * 100:g}%)"
+    elif check.statistic == "point":
+        statistic = "point estimate"
+    row = CheckRow(
+        id=check.id, description=check.description, metric=check.metric, severity=check.severity,
+        statistic=statistic, expected=expected_text(check), measured=measured, interval=interval,
+        verdict=check.verdict, verdict_text=VERDICT_TEXT[check.verdict], reason=_check_reason(check),
+        passed=check.verdict is Verdict.PASS, override_reason=check.override_reason)
+    for o in check.observations:
+        row.observations.append(ObsRow(
+            label=obs_label(check, o), path=o.path, measured=obs_measured(o, check.unit_kind),
+            expected=o.expected_text or row.expected, interval=fmt_interval(o.interval, check.unit_kind),
+            samples=_samples(o), verdict=o.verdict, reason=o.reason,
+            evidence=[(e, evidence_href(e)) for e in o.evidence]))
+    return row
+
+
+def evidence_href(path: str) -> Optional[str]:
+    """A link target for an evidence path only when it stays relative to the gate directory: a
+    report must never point outside itself (no scheme, no absolute path, no ``..``)."""
+    p = path.strip()
+    if not p or re.match(r"^[A-Za-z][A-Za-z0-9+.-]*:", p) or p.startswith(("/", "\\")):
+        return None
+    if ".." in re.split(r"[/\\]", p):
+        return None
+    return quote(p, safe="/._-~")
+
+
+def _samples(o: Observation) -> str:
+    if o.n_samples is None:
+        return "-"
+    text = str(o.n_samples)
+    if o.needed_samples:
+        text += f" (about {o.needed_samples} needed to decide)"
+    return text
+
+
+# --- free-form dicts (inventory, profile, measurements) as rows of text -----------------------
+
+def _scalar(v: Any) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, float):
+        return f"{v:g}"
+    return str(v)
+
+
+def flatten(data: Any, prefix: str = "", limit: int = 200) -> list[tuple[str, str]]:
+    """Nested dicts/lists as (dotted key, text) rows; lists of scalars joined by commas."""
+    rows: list[tuple[str, str]] = []
+
+    def walk(v: Any, key: str) -> None:
+        if len(rows) >= limit:
+            return
+        if isinstance(v, Mapping):
+            if not v:
+                rows.append((key, "-"))
+            for k, sub in v.items():
+                walk(sub, f"{key}.{k}" if key else str(k))
+        elif isinstance(v, (list, tuple)):
+            if all(not isinstance(x, (Mapping, list, tuple)) for x in v):
+                rows.append((key, ", ".join(_scalar(x) for x in v) or "-"))
+            else:
+                for i, sub in enumerate(v):
+                    name = sub.get("name") if isinstance(sub, Mapping) else None
+                    walk(sub, f"{key}[{name if name is not None else i}]")
+        else:
+            rows.append((key, _scalar(v)))
+
+    walk(data, prefix)
+    if len(rows) >= limit:
+        rows.append(("…", f"truncated at {limit} rows; see result.json"))
+    return rows
+
+
+def _names(value: Any) -> str:
+    if isinstance(value, Mapping):
+        return ", ".join(str(k) for k in value)
+    if isinstance(value, (list, tuple)):
+        out = []
+        for x in value:
+            if isinstance(x, Mapping):
+                out.append(str(x.get("name") or x.get("host") or x))
+            else:
+                out.append(str(x))
+        return ", ".join(out)
+    return _scalar(value)
+
+
+def _pick(d: Mapping[str, Any], *keys: str) -> Any:
+    for k in keys:
+        if k in d and d[k] not in (None, "", [], {}):
+            return d[k]
+    return None
+
+
+def tested_summary(result: GateResult) -> list[tuple[str, str]]:
+    """The "what was tested" block: the usual keys first, whatever layout the pipeline used."""
+    inv, prof = result.inventory, result.profile
+    rows: list[tuple[str, Any]] = [
+        ("Cluster", _pick(inv, "cluster", "name")),
+        ("Nodes", _names(_pick(inv, "nodes")) if _pick(inv, "nodes") is not None else None),
+        ("Platforms", _names(_pick(inv, "platforms", "platform"))
+         if _pick(inv, "platforms", "platform") is not None else None),
+        ("Profile", _pick(prof, "name")),
+        ("Model", _pick(prof, "model")),
+        ("Engine", _pick(prof, "engine")),
+        ("Engine version", _pick(prof, "engine_version", "vllm_version")),
+        ("LMCache version", _pick(prof, "lmcache_version")),
+        ("Arms", _names(_pick(prof, "arms")) if _pick(prof, "arms") is not None else None),
+    ]
+    out = []
+    for k, v in rows:
+        if v is None:
+            continue
+        if isinstance(v, Mapping):
+            v = ", ".join(f"{a}={_scalar(b)}" for a, b in v.items() if not isinstance(b, (Mapping, list)))
+        out.append((k, _scalar(v) if not isinstance(v, str) else v))
+    return out
+
+
+def provenance(result: GateResult) -> list[tuple[str, str]]:
+    return [
+        ("Operator", result.operator or "not recorded"),
+        ("Started", result.started_at),
+        ("Finished", result.finished_at),
+        ("kvgate version", result.kvgate_version),
+        ("Git commit", result.git_commit or "not recorded"),
+        ("Campaign", result.campaign),
+    ]
+
+
+@dataclass
+class GateView:
+    result: GateResult
+    verdict: Verdict
+    verdict_text: str
+    exit_code: int
+    exit_meaning: str
+    checks: list[CheckRow]
+    counts: dict[str, int]
+    blockers_not_passed: list[str]
+    tested: list[tuple[str, str]]
+    provenance: list[tuple[str, str]]
+    overrides: list[CheckRow]
+    emulated: bool
+    emulation_notice: str
+    inventory_rows: list[tuple[str, str]]
+    profile_rows: list[tuple[str, str]]
+    extra_measurements: list[tuple[str, list[tuple[str, str]]]]
+    dirname: str = ""  # the gate's directory name inside its campaign (campaign report links)
+
+
+def gate_view(result: GateResult) -> GateView:
+    rows = [check_row(c) for c in result.checks]
+    counts = {v.value: sum(1 for c in result.checks if c.verdict is v) for v in Verdict}
+    extra = [(name, flatten(value)) for name, value in result.measurements.items()
+             if name not in ("sweep", "fio")]
+    return GateView(
+        result=result, verdict=result.verdict, verdict_text=VERDICT_TEXT[result.verdict],
+        exit_code=result.exit_code, exit_meaning=EXIT_MEANINGS.get(result.exit_code, "unknown exit code"),
+        checks=rows, counts=counts,
+        blockers_not_passed=[r.id for r in rows if r.severity == "blocker" and not r.passed],
+        tested=tested_summary(result), provenance=provenance(result),
+        overrides=[r for r in rows if r.override_reason], emulated=result.emulated,
+        emulation_notice=EMULATION_NOTICE, inventory_rows=flatten(result.inventory),
+        profile_rows=flatten(result.profile), extra_measurements=extra)
+
+
+def sweep_rows(measurements: Mapping[str, Any]) -> list[list[str]]:
+    """The sweep as a table (arm, concurrency, p50, p99, throughput, completed, failed)."""
+    from harness.report.charts import concurrency_of
+
+    sweep = measurements.get("sweep")
+    rows: list[list[str]] = []
+    if not isinstance(sweep, Mapping):
+        return rows
+    for arm, points in sweep.items():
+        if not isinstance(points, Mapping):
+            continue
+        keyed = sorted(points.items(), key=lambda kv: (concurrency_of(kv[0]) or 0, str(kv[0])))
+        for ckey, v in keyed:
+            if not isinstance(v, Mapping):
+                continue
+            rows.append([str(arm), str(ckey)] + [
+                _scalar(v.get(k)) for k in ("ttft_p50_ms", "ttft_p99_ms", "output_throughput",
+                                            "request_throughput", "completed", "failed")])
+    return rows
+
+
+def fio_rows(measurements: Mapping[str, Any]) -> list[list[str]]:
+    fio = measurements.get("fio")
+    rows: list[list[str]] = []
+    if not isinstance(fio, Mapping):
+        return rows
+    for node, targets in fio.items():
+        if not isinstance(targets, Mapping):
+            continue
+        for target, v in targets.items():
+            if not isinstance(v, Mapping):
+                continue
+            rows.append([str(node), str(target)] + [
+                fmt(v.get(k), "bandwidth") if isinstance(v.get(k), (int, float))
+                and not isinstance(v.get(k), bool) else _scalar(v.get(k))
+                for k in ("seq_read_bw", "seq_write_bw")])
+    return rows
+
+
+def campaign_verdict(verdicts: Sequence[Verdict]) -> Verdict:
+    """PASS only when every gate present passed; otherwise the most serious verdict."""
+    for v in (Verdict.ERROR, Verdict.FAIL, Verdict.NOT_RUN, Verdict.INCONCLUSIVE):
+        if v in verdicts:
+            return v
+    return Verdict.PASS if verdicts else Verdict.NOT_RUN

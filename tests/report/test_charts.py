@@ -1,0 +1,147 @@
+from __future__ import annotations
+
+import math
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from harness.report.charts import (
+    concurrency_of,
+    fio_chart,
+    forest_chart,
+    gate_charts,
+    nice_ticks,
+    throughput_chart,
+    ttft_chart,
+)
+from harness.store.schema import Verdict
+
+from .conftest import FIO, SWEEP, make_result
+
+
+def _parse(svg: str | None) -> ET.Element:
+    assert svg is not None
+    root = ET.fromstring(svg)
+    assert root.tag == "svg"
+    assert "http" not in svg  # no namespace URL or link: nothing a browser could fetch
+    return root
+
+
+def _texts(root: ET.Element) -> list[str]:
+    """The visible text of each <text> (a <title> child is a tooltip, not shown)."""
+    out = []
+    for t in root.iter("text"):
+        title = t.find("title")
+        out.append((title.tail if title is not None else t.text) or "")
+    return out
+
+
+def test_ttft_chart_lines_per_arm_and_percentile() -> None:
+    chart = ttft_chart({"sweep": SWEEP})
+    root = _parse(chart.svg)
+    assert len(root.findall("polyline")) == 4  # baseline/candidate x p50/p99
+    assert len(root.findall("circle")) == 12
+    texts = _texts(root)
+    assert "TTFT (ms)" in texts and "concurrency (requests in flight)" in texts
+    assert {"1", "8", "16"} <= set(texts)  # x ticks sorted numerically, not as strings
+    assert texts.index("1") < texts.index("8") < texts.index("16")
+    assert any(t.endswith("candidate p99") for t in texts)
+    assert chart.note == ""
+
+
+def test_throughput_chart() -> None:
+    chart = throughput_chart({"sweep": SWEEP})
+    root = _parse(chart.svg)
+    assert len(root.findall("polyline")) == 2
+    assert "output tokens/s" in _texts(root)
+
+
+def test_fio_chart_in_decimal_gigabytes() -> None:
+    chart = fio_chart({"fio": FIO})
+    root = _parse(chart.svg)
+    assert len(root.findall("rect")) == 1 + 4  # background + 2 targets x read/write
+    texts = _texts(root)
+    assert "read 5.60" in texts and "write 1.80" in texts
+    assert "GB/s (decimal: 10^9 bytes per second)" in texts
+    assert "node-a / nvmeof-raid0" in texts
+
+
+@pytest.mark.parametrize("measurements", [{}, {"sweep": {}}, {"sweep": "garbage"}, {"sweep": {"a": {}}},
+                                          {"fio": {"n": {"t": {}}}}, {"sweep": None, "fio": []}])
+def test_missing_data_skips_charts_with_a_sentence(measurements: dict[str, object]) -> None:
+    for chart in (ttft_chart(measurements), throughput_chart(measurements), fio_chart(measurements)):
+        assert chart.svg is None
+        assert chart.note.startswith("No ") and "so there is no" in chart.note
+
+
+def test_one_point_zero_nan_and_long_labels() -> None:
+    long_arm = "candidate-nvmeof-raid0-with-a-very-long-name-that-goes-on-and-on"
+    sweep = {long_arm: {"c4": {"ttft_p50_ms": 0.0, "ttft_p99_ms": float("nan"), "output_throughput": 0}},
+             "nan-only": {"c4": {"ttft_p50_ms": float("inf"), "ttft_p99_ms": None}}}
+    chart = ttft_chart({"sweep": sweep})
+    root = _parse(chart.svg)
+    assert len(root.findall("circle")) == 1 and root.findall("polyline") == []
+    assert chart.dropped == 3 and "3 value(s) were missing" in chart.caption
+    legend = [t for t in _texts(root) if t.startswith("candidate-")]
+    assert legend == ["candidate-nvmeof-raid\u2026"]  # cut to fit beside the plot
+    titles = ["".join(t.itertext()) for t in root.iter("title")]
+    assert long_arm + " p50" in titles  # the full label stays available as a tooltip
+    for el in root.iter():
+        for v in el.attrib.values():
+            assert "nan" not in v.lower() and "inf" not in v.lower()
+    zero = throughput_chart({"sweep": sweep})
+    _parse(zero.svg)
+    fio = fio_chart({"fio": {"n" * 60: {"t": {"seq_read_bw": 0, "seq_write_bw": float("nan")}}}})
+    _parse(fio.svg)
+    assert fio.dropped == 1
+
+
+def test_forest_plot_threshold_and_intervals() -> None:
+    check = make_result().checks[0]
+    root = _parse(forest_chart(check).svg)
+    texts = _texts(root)
+    assert "threshold >= 25%" in texts
+    assert {"c1", "c8", "c16"} <= set(texts)
+    assert texts.count("INCONCLUSIVE") == 1 and texts.count("PASS") == 2
+    # the threshold line sits between the c8 interval's ends (it straddles it)
+    thr = next(ln for ln in root.iter("line") if ln.get("stroke") == "#cf222e")
+    x_thr = float(thr.get("x1", "nan"))
+    whiskers = [ln for ln in root.iter("line")
+                if ln.get("stroke") == "#b35900" and ln.get("y1") == ln.get("y2")]
+    assert len(whiskers) == 1
+    assert float(whiskers[0].get("x1", "nan")) < x_thr < float(whiskers[0].get("x2", "nan"))
+
+
+def test_forest_plot_without_values() -> None:
+    check = make_result().checks[0]
+    for o in check.observations:
+        o.measured = None
+    chart = forest_chart(check)
+    assert chart.svg is None and "No measured value for ttft_p50_reduction" in chart.note
+    check.observations[1].measured = 0.3
+    check.observations[1].interval = None
+    chart = forest_chart(check)
+    _parse(chart.svg)
+    assert ("Not drawn (no value): compare.ttft_p50_reduction.c1, compare.ttft_p50_reduction.c16"
+            in chart.caption)
+
+
+def test_gate_charts_pick_ratio_checks_only() -> None:
+    r = make_result()
+    keys = [c.key for c in gate_charts(r.measurements, r.checks)]
+    assert keys == ["ttft", "throughput", "fio", "forest-ttft_p50_reduction", "forest-throughput_gain",
+                    "forest-throughput_gain_plausible"]
+    assert r.checks[2].verdict is Verdict.FAIL  # bandwidth check: no forest plot
+
+
+@pytest.mark.parametrize("lo, hi", [(0, 1), (0, 0), (5, 5), (-3, 7), (0.001, 0.002), (0, 1234567), (10, 0)])
+def test_nice_ticks_cover_range(lo: float, hi: float) -> None:
+    ticks = nice_ticks(lo, hi)
+    assert 2 <= len(ticks) <= 12
+    assert ticks[0] <= min(lo, hi) and ticks[-1] >= max(lo, hi)
+    assert all(b > a for a, b in zip(ticks, ticks[1:]))
+    assert nice_ticks(math.nan, 1) == [0.0, 1.0]
+
+
+def test_concurrency_keys() -> None:
+    assert [concurrency_of(k) for k in ("c8", "16", 4, "C2", "x", "c")] == [8, 16, 4, 2, None, None]

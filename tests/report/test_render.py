@@ -1,0 +1,188 @@
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from harness.report import render_campaign_report, render_gate_reports
+from harness.report.loader import ResultFileError, load_gate_result
+from harness.store.schema import Verdict
+
+from .conftest import make_result, write_gate
+from .helpers import external_references, svgs
+
+FIRST_PAGE_END = '<section class="details">'
+
+
+def _first_page(html: str) -> str:
+    assert FIRST_PAGE_END in html
+    return html.split(FIRST_PAGE_END, 1)[0]
+
+
+def test_gate_reports_written_from_result_json(gate_dir: Path) -> None:
+    paths = render_gate_reports(gate_dir)
+    assert [p.name for p in paths] == ["result.json", "report.html", "report.md", "junit.xml"]
+    assert all(p.is_file() and p.stat().st_size > 0 for p in paths)
+
+
+def test_html_first_page_content(gate_dir: Path) -> None:
+    render_gate_reports(gate_dir)
+    html = (gate_dir / "report.html").read_text()
+    first = _first_page(html)
+    # verdict, big and coloured, with the meaning of the exit code
+    assert re.search(r'class="verdict v-FAIL".*?<div class="big">FAIL</div>', first, re.S)
+    assert "Exit code 1: a blocker check failed or was not run." in first
+    # every check in the checks table, with verdicts that are not passes shown as such
+    table = first.split('<table id="checks">', 1)[1].split("</table>", 1)[0]
+    for cid, verdict in [("ttft_p50_reduction", "INCONCLUSIVE"), ("throughput_gain", "PASS"),
+                         ("read_bandwidth", "FAIL"), ("candidate_failed_requests", "NOT_RUN"),
+                         ("checkpoint_bw", "ERROR"), ("recompute_speedup", "NOT_RUN")]:
+        row = re.search(rf'<tr id="check-{cid}"[^>]*>(.*?)</tr>', table, re.S)
+        assert row, cid
+        assert f'class="badge v-{verdict}">{verdict}<' in row.group(1)
+        if verdict != "PASS":
+            assert "notpassed" in row.group(0)
+    assert "2.90 GB/s" in table and "&gt;= 5 GB/s" in table
+    assert "[21.00%, 36.00%] (95%)" in table
+    assert "candidate.failed_ratio was not measured" in table
+    # user text is escaped, never interpreted
+    assert "<script>" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in table
+    # what was tested, when and by whom
+    for text in ("lab-mi308x", "node-a", "mi308x", "Qwen/Qwen3-8B", "vllm", "0.11.0", "0.3.9",
+                 "baseline, candidate", "alice@vendor", "2026-11-29T20:00:00+00:00", "0.1.0", "cede15b"):
+        assert text in first, text
+    # override with its reason, faults, emulation notice
+    assert "Customer contract 2026-11 accepts 20% on this cluster (ticket OPS-1234)" in first
+    assert "node-b: ssh: connection refused (exit 255)" in first
+    assert 'id="emulation-notice"' in first
+    assert "Compute was emulated by kvgate&#39;s KV emulator" in first
+    assert "not a hardware result" in first
+
+
+def test_notice_only_when_emulated(tmp_path: Path) -> None:
+    d = write_gate(tmp_path / "G3", make_result(emulated=False))
+    render_gate_reports(d)
+    html = (d / "report.html").read_text()
+    md = (d / "report.md").read_text()
+    assert "emulat" not in html.lower()
+    assert "emulat" not in md.lower()
+
+
+def test_html_details_observations_and_evidence(gate_dir: Path) -> None:
+    render_gate_reports(gate_dir)
+    details = (gate_dir / "report.html").read_text().split(FIRST_PAGE_END, 1)[1]
+    assert "compare.ttft_p50_reduction.c8" in details
+    assert "40 (about 160 needed to decide)" in details
+    assert '<a href="evidence/candidate/c1.jsonl">evidence/candidate/c1.jsonl</a>' in details
+    assert '<a href="evidence/fio/node-a-read.json">' in details
+    # the sweep and fio tables, and the free-form checkpoint section
+    assert '<table id="sweep">' in details and '<table id="fio">' in details
+    assert "Measurements: checkpoint" in details and "node-a.write_bw" in details
+
+
+def test_html_is_self_contained_and_svg_well_formed(gate_dir: Path) -> None:
+    result = make_result()
+    result.checks[0].observations[0].evidence = [
+        "https://evil.example/x", "//cdn.example/y", "/etc/passwd", "../../other/result.json", "ok/file.json"]
+    write_gate(gate_dir, result)
+    render_gate_reports(gate_dir)
+    html = (gate_dir / "report.html").read_text()
+    assert external_references(html) == []
+    assert '<a href="ok/file.json">' in html
+    assert "<code>https://evil.example/x</code>" in html  # shown as text, not linked
+    charts = svgs(html)
+    # TTFT, throughput, fio, and one forest plot per ratio check with observations (3 of them)
+    assert len(charts) == 6
+    assert all(c.tag == "svg" for c in charts)
+
+
+def test_markdown_content(gate_dir: Path) -> None:
+    render_gate_reports(gate_dir)
+    md = (gate_dir / "report.md").read_text()
+    assert "**Verdict: FAIL**" in md and "Exit code 1" in md
+    for cid in ("ttft_p50_reduction", "throughput_gain", "read_bandwidth", "candidate_failed_requests",
+                "checkpoint_bw", "recompute_speedup", "throughput_gain_plausible"):
+        assert re.search(rf"^\| `{cid}` \|", md, re.M), cid
+    assert "> **Notice:** Compute was emulated" in md
+    assert "ticket OPS-1234" in md
+    # a table row keeps its column count even when a cell holds a pipe; tags are not live
+    row = next(line for line in md.splitlines() if line.startswith("| `checkpoint_bw`"))
+    assert len(re.findall(r"(?<!\\)\|", row)) == 9
+    assert "\\<script>" in row
+
+
+def test_no_data_renders_with_sentences(tmp_path: Path) -> None:
+    result = make_result(with_data=False, verdict=Verdict.PASS, exit_code=0)
+    for c in result.checks:
+        c.observations = []
+    d = write_gate(tmp_path / "G3", result)
+    render_gate_reports(d)
+    html = (d / "report.html").read_text()
+    assert svgs(html) == []
+    assert "No TTFT measurements in this gate" in html
+    assert "No fio bandwidth in this gate" in html
+    assert "No observation recorded" in html
+    assert '<div class="big">PASS</div>' in html and "Exit code 0: every blocker check passed" in html
+
+
+def test_deterministic_output(gate_dir: Path) -> None:
+    render_gate_reports(gate_dir)
+    first = [(gate_dir / n).read_bytes() for n in ("report.html", "report.md", "junit.xml")]
+    render_gate_reports(gate_dir)
+    assert first == [(gate_dir / n).read_bytes() for n in ("report.html", "report.md", "junit.xml")]
+
+
+def test_unknown_schema_version_refused(tmp_path: Path) -> None:
+    d = write_gate(tmp_path / "G3", make_result())
+    raw = json.loads((d / "result.json").read_text())
+    raw["schema_version"] = 2
+    (d / "result.json").write_text(json.dumps(raw))
+    with pytest.raises(ResultFileError, match=r"schema_version\] is 2; this kvgate reads schema_version 1"):
+        render_gate_reports(d)
+    assert not (d / "report.html").exists()
+
+
+@pytest.mark.parametrize("content, message", [
+    (None, "no result file"),
+    ("{not json", r"result.json:1:2: not valid JSON"),
+    ('{"schema_version": 1, "gate": "G3"}', r"not a valid gate result: \[title\] Field required"),
+])
+def test_bad_result_files(tmp_path: Path, content: str | None, message: str) -> None:
+    d = tmp_path / "G3"
+    d.mkdir()
+    if content is not None:
+        (d / "result.json").write_text(content)
+    with pytest.raises(ResultFileError, match=message):
+        load_gate_result(d)
+
+
+def test_campaign_report(tmp_path: Path) -> None:
+    camp = tmp_path / "camp-1"
+    g1 = make_result(emulated=False, verdict=Verdict.PASS, exit_code=0)
+    g1.gate, g1.title, g1.checks = "G1", "Arrival acceptance", g1.checks[1:2]
+    write_gate(camp / "G1", g1)
+    write_gate(camp / "G3", make_result())
+    bad = camp / "G2"
+    bad.mkdir()
+    (bad / "result.json").write_text('{"schema_version": 9}')
+    (camp / "evidence-notes").mkdir()  # not a gate: no result.json
+    paths = render_campaign_report(camp)
+    assert [p.name for p in paths] == ["report.html", "report.md", "junit.xml"]
+    html = (camp / "report.html").read_text()
+    assert external_references(html) == []
+    assert '<div class="big">ERROR</div>' in html  # an unreadable gate makes the campaign not passed
+    assert html.index(">G1<") < html.index(">G2<") < html.index(">G3<")
+    assert "schema_version] is 9" in html
+    assert '<a href="G3/report.html">' in html
+    assert "Gates: G3." in html  # the emulation notice names the emulated gates only
+    md = (camp / "report.md").read_text()
+    assert "| G1 | Arrival acceptance | **PASS** |" in md and "| G3 |" in md
+
+
+def test_campaign_without_gates_is_an_input_error(tmp_path: Path) -> None:
+    from harness.errors import InputError
+
+    with pytest.raises(InputError, match="no gate directory"):
+        render_campaign_report(tmp_path)
