@@ -381,9 +381,12 @@ def forest_chart(check: CheckResult) -> Chart:
             lo_, hi_ = _num(obs.interval.low), _num(obs.interval.high)
             if lo_ is not None and hi_ is not None:
                 iv = (lo_ * factor, hi_ * factor)
-        label = obs.path[len(check.metric.rstrip("*")):] if check.metric.endswith("*") and \
-            obs.path.startswith(check.metric.rstrip("*")) else obs.path
-        rows.append((label or obs.path, m * factor, iv, obs.verdict))
+        prefix = check.metric.rstrip("*")
+        if check.metric.endswith("*") and obs.path.startswith(prefix) and len(obs.path) > len(prefix):
+            label = obs.path[len(prefix):]
+        else:
+            label = obs.path.rsplit(".", 1)[-1]
+        rows.append((label, m * factor, iv, obs.verdict))
     thr = _num(check.threshold_value)
     thr_s = thr * factor if thr is not None else None
     chart.dropped = len(missing)
@@ -398,7 +401,7 @@ def forest_chart(check: CheckResult) -> Chart:
     pad = (hi - lo) * 0.08
     ticks = nice_ticks(lo - pad, hi + pad)
     lo, hi = ticks[0], ticks[-1]
-    row_h, left, right, top = 30, 160, 120, 40
+    row_h, left, right, top = 30, 190, 110, 54
     height = top + row_h * len(rows) + 48
     pw = WIDTH - left - right
 
@@ -414,14 +417,14 @@ def forest_chart(check: CheckResult) -> Chart:
         out.append(_text(x, base + 16, f"{_fmt_tick(t)}{unit}"))
     if thr_s is not None:
         x = px(thr_s)
-        out.append(f'<line x1="{x:.1f}" y1="{top - 8}" x2="{x:.1f}" y2="{base}" stroke="#cf222e" '
+        out.append(f'<line x1="{x:.1f}" y1="{top - 10}" x2="{x:.1f}" y2="{base}" stroke="#cf222e" '
                    f'stroke-width="2" stroke-dasharray="5 3"/>')
-        out.append(_text(x, top - 12, f"threshold {check.comparator} {_fmt_tick(thr_s)}{unit}", size=11,
+        out.append(_text(x, top - 14, f"threshold {check.comparator} {_fmt_tick(thr_s)}{unit}", size=11,
                          extra=' fill="#cf222e"'))
     for r, (label, m, iv, verdict) in enumerate(rows):
         y = top + r * row_h + row_h / 2
         colour = VERDICT_COLOURS.get(verdict, "#000000")
-        out.append(_text(left - 8, y + 4, _short(label, 22), anchor="end", full=label))
+        out.append(_text(left - 8, y + 4, _short(label, 26), anchor="end", full=label))
         if iv is not None:
             a, b = px(min(iv)), px(max(iv))
             out.append(f'<line x1="{a:.1f}" y1="{y:.1f}" x2="{b:.1f}" y2="{y:.1f}" stroke="{colour}" '

@@ -49,11 +49,11 @@ def fmt(value: Optional[float], unit_kind: str) -> str:
         return "NaN" if isinstance(value, float) and math.isnan(value) else f"{value:g}"
 
 
-def fmt_interval(interval: Optional[Interval], unit_kind: str) -> str:
+def fmt_interval(interval: Optional[Interval], unit_kind: str, confidence: bool = True) -> str:
     if interval is None:
         return "-"
-    return (f"[{fmt(interval.low, unit_kind)}, {fmt(interval.high, unit_kind)}] "
-            f"({interval.confidence * 100:g}%)")
+    text = f"[{fmt(interval.low, unit_kind)}, {fmt(interval.high, unit_kind)}]"
+    return f"{text} ({interval.confidence * 100:g}%)" if confidence else text
 
 
 def expected_text(check: CheckResult) -> str:
@@ -116,9 +116,16 @@ def _check_measured(check: CheckResult) -> tuple[str, str]:
     if len(obs) == 1:
         return obs_measured(obs[0], check.unit_kind), fmt_interval(obs[0].interval, check.unit_kind)
     measured = "; ".join(f"{obs_label(check, o)}: {obs_measured(o, check.unit_kind)}" for o in obs)
-    intervals = [f"{obs_label(check, o)}: {fmt_interval(o.interval, check.unit_kind)}"
-                 for o in obs if o.interval is not None]
-    return measured, "; ".join(intervals) or "-"
+    with_iv = [o for o in obs if o.interval is not None]
+    if not with_iv:
+        return measured, "-"
+    confidences = {o.interval.confidence for o in with_iv if o.interval is not None}
+    if len(confidences) == 1:
+        text = "; ".join(f"{obs_label(check, o)}: {fmt_interval(o.interval, check.unit_kind, False)}"
+                         for o in with_iv)
+        return measured, f"{text} ({next(iter(confidences)) * 100:g}%)"
+    return measured, "; ".join(f"{obs_label(check, o)}: {fmt_interval(o.interval, check.unit_kind)}"
+                               for o in with_iv)
 
 
 def _check_reason(check: CheckResult) -> str:
@@ -181,6 +188,22 @@ def _scalar(v: Any) -> str:
     return str(v)
 
 
+def _leaf(key: str, v: Any) -> str:
+    """A measurement leaf, with its unit guessed from the key's suffix (``*_bw`` bytes/s,
+    ``bytes``, ``seconds``, ``*_ms``); anything else as a plain value."""
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        last = key.rsplit(".", 1)[-1]
+        if last.endswith("_bw") or last == "bw":
+            return fmt(float(v), "bandwidth")
+        if last == "bytes" or last.endswith("_bytes"):
+            return fmt(float(v), "bytes")
+        if last in ("seconds", "duration") or last.endswith("_s"):
+            return fmt(float(v), "duration")
+        if last.endswith("_ms"):
+            return f"{v:g} ms"
+    return _scalar(v)
+
+
 def flatten(data: Any, prefix: str = "", limit: int = 200) -> list[tuple[str, str]]:
     """Nested dicts/lists as (dotted key, text) rows; lists of scalars joined by commas."""
     rows: list[tuple[str, str]] = []
@@ -201,7 +224,7 @@ def flatten(data: Any, prefix: str = "", limit: int = 200) -> list[tuple[str, st
                     name = sub.get("name") if isinstance(sub, Mapping) else None
                     walk(sub, f"{key}[{name if name is not None else i}]")
         else:
-            rows.append((key, _scalar(v)))
+            rows.append((key, _leaf(key, v)))
 
     walk(data, prefix)
     if len(rows) >= limit:

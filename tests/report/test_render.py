@@ -42,10 +42,10 @@ def test_html_first_page_content(gate_dir: Path) -> None:
         row = re.search(rf'<tr id="check-{cid}"[^>]*>(.*?)</tr>', table, re.S)
         assert row, cid
         assert f'class="badge v-{verdict}">{verdict}<' in row.group(1)
-        if verdict != "PASS":
-            assert "notpassed" in row.group(0)
+        blocker = cid != "recompute_speedup"
+        assert ("notpassed" in row.group(0)) == (verdict != "PASS" and blocker)
     assert "2.90 GB/s" in table and "&gt;= 5 GB/s" in table
-    assert "[21.00%, 36.00%] (95%)" in table
+    assert "c8: [21.00%, 36.00%]; c16: [27.00%, 35.00%] (95%)" in table
     assert "candidate.failed_ratio was not measured" in table
     # user text is escaped, never interpreted
     assert "<script>" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in table
@@ -79,7 +79,9 @@ def test_html_details_observations_and_evidence(gate_dir: Path) -> None:
     assert '<a href="evidence/fio/node-a-read.json">' in details
     # the sweep and fio tables, and the free-form checkpoint section
     assert '<table id="sweep">' in details and '<table id="fio">' in details
-    assert "Measurements: checkpoint" in details and "node-a.write_bw" in details
+    assert "Measurements: checkpoint" in details
+    assert "<th>node-a.write_bw</th><td>2.10 GB/s</td>" in details
+    assert "<th>node-a.seconds</th><td>3.80 s</td>" in details
 
 
 def test_html_is_self_contained_and_svg_well_formed(gate_dir: Path) -> None:
