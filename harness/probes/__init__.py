@@ -1,0 +1,1 @@
+"""Storage probes: fio (job building, running, JSON parsing, aggregation), checkpoint write, model load."""
