@@ -1,17 +1,22 @@
-"""``kvgate load``: run the load generator against an OpenAI-compatible endpoint. Not built yet: it says so and exits non-zero, never pretends."""
+"""``kvgate load``: run the load generator against an OpenAI-compatible endpoint, or summarize a run.
+
+Parsing and work are delegated to ``harness.load.cli`` (the same parser the node agent uses)."""
 
 from __future__ import annotations
 
 import argparse
 
-from harness.errors import NotAvailableError
+from harness.load import cli as load_cli
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser("load", help=f"run the load generator against an OpenAI-compatible endpoint (not available yet)", description="run the load generator against an OpenAI-compatible endpoint")
-    p.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+    p = sub.add_parser(
+        "load", help="run the load generator against an OpenAI-compatible endpoint",
+        description="Streaming load generator: workloads random, shared-prefix, multi-round, long-doc, "
+        "trace; closed or open loop; per-request records and a summary with vllm bench serve key names.")
+    load_cli.configure(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    raise NotAvailableError("'kvgate load' is not available yet in this version of kvgate")
+    return load_cli.dispatch(args)

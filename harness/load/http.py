@@ -1,0 +1,246 @@
+"""HTTP/1.1 pieces of the streaming client: endpoint URLs, request bytes and an incremental
+response-framing parser (status line, headers, then a chunked, length-delimited or
+close-delimited body).
+
+The parser keeps body bytes as ``(arrival_ns, bytes)`` pieces: the arrival time is stamped by the
+caller when the bytes came off the socket, before any parsing, and travels with the bytes so the
+SSE layer can date each event by the piece that completed it.
+"""
+
+from __future__ import annotations
+
+import urllib.parse
+from dataclasses import dataclass
+from typing import Optional
+
+from harness.load.errors import LoadInputError
+
+
+class ProtocolError(Exception):
+    """The server sent something that is not valid HTTP/1.1 framing."""
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Where requests go: scheme, host, port and the API path prefix (``/v1`` by default)."""
+
+    scheme: str
+    host: str
+    port: int
+    base_path: str
+
+    @property
+    def tls(self) -> bool:
+        return self.scheme == "https"
+
+    @property
+    def host_header(self) -> str:
+        default = 443 if self.tls else 80
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return host if self.port == default else f"{host}:{self.port}"
+
+    def path_for(self, api: str) -> str:
+        suffix = "/chat/completions" if api == "chat" else "/completions"
+        return self.base_path + suffix
+
+    @classmethod
+    def parse(cls, url: str) -> Endpoint:
+        """``http://host:port`` or ``http://host:port/v1`` (a trailing ``/completions`` or
+        ``/chat/completions`` is dropped: the API kind is chosen separately)."""
+        parts = urllib.parse.urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise LoadInputError(f"endpoint {url!r}: expected http://HOST:PORT[/v1] or https://...")
+        try:
+            port = parts.port or (443 if parts.scheme == "https" else 80)
+        except ValueError as exc:
+            raise LoadInputError(f"endpoint {url!r}: bad port ({exc})") from None
+        path = parts.path.rstrip("/")
+        for tail in ("/chat/completions", "/completions"):
+            if path.endswith(tail):
+                path = path[: -len(tail)]
+                break
+        if not path:
+            path = "/v1"
+        return cls(parts.scheme, parts.hostname, port, path)
+
+
+def build_request(endpoint: Endpoint, path: str, body: bytes, request_id: str,
+                  auth_header: Optional[bytes]) -> bytes:
+    """The bytes of one POST request, written to the socket in a single call."""
+    head = (
+        f"POST {path} HTTP/1.1\r\n"
+        f"Host: {endpoint.host_header}\r\n"
+        "User-Agent: kvgate-load\r\n"
+        "Accept: text/event-stream\r\n"
+        "Content-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\n"
+        f"X-Request-Id: {request_id}\r\n"
+        "Connection: keep-alive\r\n"
+    ).encode("latin-1")
+    if auth_header:
+        head += auth_header
+    return head + b"\r\n" + body
+
+
+_HEAD, _SIZE, _DATA, _CRLF, _TRAILER, _LENGTH, _CLOSE, _DONE = range(8)
+
+
+class ResponseParser:
+    """Incremental parser of one HTTP/1.1 response. ``feed`` returns True once it is complete."""
+
+    __slots__ = ("state", "buf", "status", "reason", "headers", "pieces", "remaining",
+                 "keep_alive", "body_bytes", "first_byte_ns", "last_byte_ns")
+
+    def __init__(self) -> None:
+        self.state = _HEAD
+        self.buf = b""
+        self.status = 0
+        self.reason = ""
+        self.headers: dict[str, str] = {}
+        self.pieces: list[tuple[int, bytes]] = []
+        self.remaining = 0
+        self.keep_alive = True
+        self.body_bytes = 0
+        self.first_byte_ns = 0
+        self.last_byte_ns = 0
+
+    @property
+    def done(self) -> bool:
+        return self.state == _DONE
+
+    @property
+    def headers_done(self) -> bool:
+        return self.state != _HEAD
+
+    @property
+    def close_delimited(self) -> bool:
+        return self.state == _CLOSE
+
+    def body(self) -> bytes:
+        return b"".join(p for _, p in self.pieces)
+
+    def eof(self) -> bool:
+        """The peer closed: completes a close-delimited body; False if the response is cut."""
+        if self.state == _CLOSE:
+            self.state = _DONE
+            self.keep_alive = False
+            return True
+        return self.state == _DONE
+
+    def feed(self, data: bytes, t_ns: int) -> bool:
+        if not self.first_byte_ns:
+            self.first_byte_ns = t_ns
+        self.last_byte_ns = t_ns
+        if self.buf:
+            data = self.buf + data
+            self.buf = b""
+        pos = 0
+        n = len(data)
+        while pos < n:
+            state = self.state
+            if state == _DATA or state == _LENGTH:
+                take = min(self.remaining, n - pos)
+                piece = data[pos:pos + take] if (pos or take != n) else data
+                self.pieces.append((t_ns, piece))
+                self.body_bytes += take
+                self.remaining -= take
+                pos += take
+                if self.remaining == 0:
+                    if state == _LENGTH:
+                        self.state = _DONE
+                    else:
+                        self.state = _CRLF
+            elif state == _SIZE:
+                end = data.find(b"\r\n", pos)
+                if end < 0:
+                    self._stash(data, pos, 1024, "chunk-size line")
+                    return False
+                line = data[pos:end].split(b";", 1)[0].strip()
+                try:
+                    size = int(line, 16)
+                except ValueError:
+                    raise ProtocolError(f"bad chunk-size line {line[:40]!r}") from None
+                pos = end + 2
+                if size == 0:
+                    self.state = _TRAILER
+                else:
+                    self.remaining = size
+                    self.state = _DATA
+            elif state == _CRLF:
+                if n - pos < 2:
+                    self.buf = data[pos:]
+                    return False
+                if data[pos:pos + 2] != b"\r\n":
+                    raise ProtocolError("chunk data not followed by CRLF")
+                pos += 2
+                self.state = _SIZE
+            elif state == _TRAILER:
+                if data.startswith(b"\r\n", pos):
+                    pos += 2
+                    self.state = _DONE
+                    continue
+                end = data.find(b"\r\n\r\n", pos)
+                if end < 0:
+                    self._stash(data, pos, 65536, "trailer")
+                    return False
+                pos = end + 4
+                self.state = _DONE
+            elif state == _HEAD:
+                end = data.find(b"\r\n\r\n", pos)
+                if end < 0:
+                    self._stash(data, pos, 65536, "response head")
+                    return False
+                self._head(data[pos:end])
+                pos = end + 4
+            elif state == _CLOSE:
+                piece = data[pos:] if pos else data
+                self.pieces.append((t_ns, piece))
+                self.body_bytes += len(piece)
+                pos = n
+            else:  # _DONE: bytes after the end of the response
+                raise ProtocolError(f"{n - pos} unexpected bytes after the end of the response")
+        return self.state == _DONE
+
+    def _stash(self, data: bytes, pos: int, limit: int, what: str) -> None:
+        rest = data[pos:]
+        if len(rest) > limit:
+            raise ProtocolError(f"{what} longer than {limit} bytes")
+        self.buf = rest
+
+    def _head(self, raw: bytes) -> None:
+        lines = raw.decode("latin-1").split("\r\n")
+        parts = lines[0].split(" ", 2)
+        if len(parts) < 2 or not parts[0].startswith("HTTP/1."):
+            raise ProtocolError(f"bad status line {lines[0][:80]!r}")
+        try:
+            status = int(parts[1])
+        except ValueError:
+            raise ProtocolError(f"bad status code in {lines[0][:80]!r}") from None
+        headers: dict[str, str] = {}
+        for line in lines[1:]:
+            name, sep, value = line.partition(":")
+            if not sep:
+                raise ProtocolError(f"bad header line {line[:80]!r}")
+            key = name.strip().lower()
+            value = value.strip()
+            headers[key] = f"{headers[key]}, {value}" if key in headers else value
+        if 100 <= status < 200:
+            return  # an interim response (100 Continue): the real one follows
+        self.status = status
+        self.reason = parts[2] if len(parts) > 2 else ""
+        self.headers = headers
+        conn = headers.get("connection", "").lower()
+        self.keep_alive = ("close" not in conn) and (parts[0] != "HTTP/1.0" or "keep-alive" in conn)
+        if "chunked" in headers.get("transfer-encoding", "").lower():
+            self.state = _SIZE
+        elif "content-length" in headers:
+            try:
+                self.remaining = int(headers["content-length"])
+            except ValueError:
+                raise ProtocolError(f"bad Content-Length {headers['content-length']!r}") from None
+            self.state = _LENGTH if self.remaining > 0 else _DONE
+        elif status in (204, 304):
+            self.state = _DONE
+        else:
+            self.state = _CLOSE
+            self.keep_alive = False

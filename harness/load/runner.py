@@ -1,0 +1,377 @@
+"""The load runner: closed or open loop over a workload, records as requests complete, a summary.
+
+* Closed loop (no ``request_rate``): ``concurrency`` workers, each sends its next request when its
+  previous one completed. ``queue_ms`` is the time from taking the request to writing it
+  (connection set-up); no request waits for a slot, by construction.
+* Open loop (``request_rate`` set, or a trace with timestamps): arrivals are scheduled up front
+  (Poisson, or gamma with ``burstiness`` as vLLM does; a linear rate ramp over ``ramp_up_s``) and
+  each request is due at its arrival time whatever happens to the others, so a slow server cannot
+  slow the schedule (no coordinated omission). ``concurrency`` caps requests in flight; the time a
+  request spends waiting for a slot or behind schedule is its ``queue_ms`` = send - due.
+* Warm-up requests (the workload's ``warmup`` list) run first, closed loop, into ``warmup.jsonl``;
+  they are not measured. ``duration`` starts after them.
+* Bounds: the workload's requests, ``num_requests`` (cycling the list with new ids when larger),
+  or ``duration_s`` (cycling until the time is up; requests in flight complete).
+* SIGINT/SIGTERM (or ``stop`` set by the caller): no new request is sent, requests in flight are
+  cancelled and recorded as ``cancelled`` with what they had received, the summary is written
+  with ``kvgate.interrupted = true``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import itertools
+import math
+import random
+import signal
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from time import perf_counter_ns
+from typing import Any, Optional
+
+from harness import __version__
+from harness.load.client import TOKEN_RULE, ClientOptions, RequestResult, StreamClient, load_api_key
+from harness.load.errors import LoadInputError
+from harness.load.records import RecordWriter, make_record
+from harness.load.spec import RequestSpec
+from harness.load.summary import DEFAULT_PERCENTILES, Summary
+from harness.load.workloads import Workload, build_workload
+from harness.progress import Progress
+
+RECORDS_FILE = "records.jsonl"
+WARMUP_FILE = "warmup.jsonl"
+SUMMARY_FILE = "summary.json"
+
+
+@dataclass
+class LoadConfig:
+    """Everything a load run needs. Secrets are not held here: the key is read from
+    ``api_key_env`` or ``api_key_file`` when the run starts."""
+
+    endpoint: str
+    model: str
+    api: str = "completions"
+    workload: str = "random"
+    workload_params: dict[str, Any] = field(default_factory=dict)
+    seed: int = 0
+    concurrency: int = 1
+    request_rate: Optional[float] = None  # None or inf: closed loop
+    burstiness: float = 1.0
+    num_requests: Optional[int] = None
+    duration_s: Optional[float] = None
+    ramp_up_s: float = 0.0
+    run_warmup: bool = True
+    timeout_s: float = 600.0
+    idle_timeout_s: Optional[float] = None
+    ignore_eos: bool = True
+    continuous_usage: bool = False
+    extra_body: dict[str, Any] = field(default_factory=dict)
+    api_key_env: Optional[str] = "OPENAI_API_KEY"
+    api_key_file: Optional[str] = None
+    ca_file: Optional[str] = None
+    insecure_tls: bool = False
+    goodput: dict[str, float] = field(default_factory=dict)
+    percentiles: tuple[float, ...] = DEFAULT_PERCENTILES
+    pre_connect: bool = True
+    progress: bool = True
+    label: Optional[str] = None
+
+    def __post_init__(self) -> None:
+        def bad(name: str, value: Any, expected: str) -> LoadInputError:
+            return LoadInputError(f"load config: {name} = {value!r}: expected {expected}")
+
+        if self.api not in ("completions", "chat"):
+            raise bad("api", self.api, "'completions' or 'chat'")
+        if not isinstance(self.concurrency, int) or self.concurrency < 1:
+            raise bad("concurrency", self.concurrency, "an integer >= 1")
+        if self.request_rate is not None and math.isinf(self.request_rate):
+            self.request_rate = None
+        if self.request_rate is not None and not self.request_rate > 0:
+            raise bad("request_rate", self.request_rate, "a rate > 0 requests/s (or none for closed loop)")
+        if not self.burstiness > 0:
+            raise bad("burstiness", self.burstiness, "> 0 (1 = Poisson)")
+        if self.num_requests is not None and self.num_requests < 1:
+            raise bad("num_requests", self.num_requests, "an integer >= 1")
+        if self.duration_s is not None and not self.duration_s > 0:
+            raise bad("duration_s", self.duration_s, "seconds > 0")
+        if self.ramp_up_s < 0:
+            raise bad("ramp_up_s", self.ramp_up_s, "seconds >= 0")
+        if not self.timeout_s > 0:
+            raise bad("timeout_s", self.timeout_s, "seconds > 0")
+        for k, v in self.goodput.items():
+            if k not in ("ttft", "tpot", "e2el") or not isinstance(v, (int, float)) or v < 0:
+                raise bad(f"goodput[{k}]", v, "ttft/tpot/e2el SLOs in ms >= 0")
+        for p in self.percentiles:
+            if not 0 < p < 100:
+                raise bad("percentiles", p, "values between 0 and 100")
+
+    def client_options(self) -> ClientOptions:
+        return ClientOptions(
+            model=self.model, api=self.api, timeout_s=self.timeout_s, idle_timeout_s=self.idle_timeout_s,
+            ignore_eos=self.ignore_eos, continuous_usage=self.continuous_usage, extra_body=dict(self.extra_body),
+            api_key=load_api_key(self.api_key_env, self.api_key_file), ca_file=self.ca_file,
+            insecure_tls=self.insecure_tls)
+
+
+def arrival_offsets(n: int, rate: float, *, burstiness: float = 1.0, ramp_up_s: float = 0.0,
+                    seed: int = 0) -> list[float]:
+    """Arrival times (seconds from the start) of ``n`` requests: gamma inter-arrivals with mean
+    1/rate and shape ``burstiness`` (1 = Poisson); during ``ramp_up_s`` the rate rises linearly
+    from 10% to ``rate``."""
+    rng = random.Random(seed ^ 0x5EED)
+    out: list[float] = []
+    t = 0.0
+    for _ in range(n):
+        r = rate
+        if ramp_up_s > 0 and t < ramp_up_s:
+            r = rate * max(0.1, t / ramp_up_s)
+        t += rng.gammavariate(burstiness, 1.0 / (r * burstiness))
+        out.append(t)
+    return out
+
+
+class _Live:
+    """Counters for the progress line."""
+
+    def __init__(self, progress: Progress) -> None:
+        self.p = progress
+        self.ok = 0
+        self.failed = 0
+        self.tokens = 0
+        self.ttfts: list[float] = []
+        self.t0 = time.monotonic()
+        self.last = 0.0
+
+    def add(self, res: RequestResult) -> None:
+        if res.ok:
+            self.ok += 1
+            self.tokens += res.output_tokens
+            if res.ttft_ms is not None:
+                bisect.insort(self.ttfts, res.ttft_ms)
+        elif res.status == "error":
+            self.failed += 1
+        self.p.done += 1
+        now = time.monotonic()
+        if now - self.last >= 1.0:
+            self.last = now
+            self.p.status(self.text())
+
+    def text(self) -> str:
+        el = max(1e-9, time.monotonic() - self.t0)
+        p50 = self.ttfts[len(self.ttfts) // 2] if self.ttfts else float("nan")
+        return (f"ok {self.ok} failed {self.failed} | {self.ok / el:.1f} req/s "
+                f"{self.tokens / el:.0f} tok/s | TTFT p50 {p50:.1f} ms")
+
+
+class _Run:
+    def __init__(self, cfg: LoadConfig, client: StreamClient, stop: asyncio.Event) -> None:
+        self.cfg = cfg
+        self.client = client
+        self.stop = stop
+        self.inflight: set[asyncio.Task[RequestResult]] = set()
+        self.measured: list[dict[str, Any]] = []
+        self.issued = 0
+
+    async def _one(self, spec: RequestSpec, phase: str, writer: RecordWriter, live: Optional[_Live],
+                   t_ready: int, scheduled_ns: Optional[int]) -> None:
+        task = asyncio.ensure_future(self.client.request(spec))
+        self.inflight.add(task)
+        try:
+            res = await task
+        except asyncio.CancelledError:
+            partial: Optional[RequestResult] = self.client.partial.pop(spec.request_id, None)
+            res = partial or RequestResult(
+                spec.request_id, "cancelled", t_ready, perf_counter_ns(), error_kind="cancelled",
+                error="stopped by the runner", input_tokens=spec.input_tokens)
+        finally:
+            self.inflight.discard(task)
+        ref = scheduled_ns if scheduled_ns is not None else t_ready
+        queue_ms = max(0.0, (res.start_ns - ref) / 1e6)
+        rec = make_record(res, spec, phase=phase, queue_ms=queue_ms, scheduled_ns=scheduled_ns)
+        writer.write(rec)
+        if phase == "measure":
+            self.measured.append(rec)
+        if live is not None:
+            live.add(res)
+
+    async def _wait_stop(self, seconds: float) -> bool:
+        """Sleep up to ``seconds``; True if stop was requested meanwhile."""
+        if seconds <= 0:
+            return self.stop.is_set()
+        try:
+            await asyncio.wait_for(self.stop.wait(), seconds)
+        except asyncio.TimeoutError:
+            return False
+        return True
+
+    async def closed_loop(self, specs: Iterator[RequestSpec], phase: str, writer: RecordWriter,
+                          live: Optional[_Live], deadline_ns: Optional[int], ramp_s: float) -> None:
+        c = self.cfg.concurrency
+
+        async def worker(i: int) -> None:
+            if ramp_s > 0 and await self._wait_stop(ramp_s * i / c):
+                return
+            while not self.stop.is_set():
+                if deadline_ns is not None and perf_counter_ns() >= deadline_ns:
+                    return
+                spec = next(specs, None)
+                if spec is None:
+                    return
+                self.issued += phase == "measure"
+                await self._one(spec, phase, writer, live, perf_counter_ns(), None)
+
+        await asyncio.gather(*(worker(i) for i in range(c)))
+
+    async def open_loop(self, specs: list[RequestSpec], offsets: list[float], writer: RecordWriter,
+                        live: Optional[_Live], deadline_ns: Optional[int]) -> None:
+        sem = asyncio.Semaphore(self.cfg.concurrency)
+        tasks: list[asyncio.Task[None]] = []
+
+        async def limited(spec: RequestSpec, due: int) -> None:
+            async with sem:
+                if self.stop.is_set():
+                    return
+                await self._one(spec, "measure", writer, live, due, due)
+
+        t0 = perf_counter_ns()
+        for spec, off in zip(specs, offsets):
+            due = t0 + int(off * 1e9)
+            if deadline_ns is not None and due >= deadline_ns:
+                break
+            if await self._wait_stop((due - perf_counter_ns()) / 1e9):
+                break
+            self.issued += 1
+            tasks.append(asyncio.ensure_future(limited(spec, due)))
+        await asyncio.gather(*tasks)
+
+    def cancel_inflight(self) -> None:
+        for t in list(self.inflight):
+            t.cancel()
+
+
+def _cycled(specs: Sequence[RequestSpec], limit: Optional[int], cycle: bool) -> Iterator[RequestSpec]:
+    def gen() -> Iterator[RequestSpec]:
+        for k in itertools.count():
+            for s in specs:
+                yield s if k == 0 else s.with_id(f"{s.request_id}-c{k}")
+            if not cycle:
+                return
+
+    it = gen()
+    return itertools.islice(it, limit) if limit is not None else it
+
+
+async def run_load_async(config: LoadConfig, out_dir: Path, *, workload: Optional[Workload] = None,
+                         stop: Optional[asyncio.Event] = None, handle_signals: bool = True) -> Summary:
+    """The async form of :func:`run_load` (for callers that already run an event loop)."""
+    cfg = config
+    wl = workload if workload is not None else build_workload(cfg.workload, cfg.workload_params, cfg.seed)
+    if not wl.measured:
+        raise LoadInputError(f"workload {wl.kind!r} has no measured requests")
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    stop = stop or asyncio.Event()
+    loop = asyncio.get_running_loop()
+    installed: list[signal.Signals] = []
+    interrupted: list[str] = []
+
+    def on_signal(signame: str) -> None:
+        interrupted.append(signame)
+        stop.set()
+
+    if handle_signals and threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            try:
+                loop.add_signal_handler(sig, on_signal, sig.name)
+                installed.append(sig)
+            except (NotImplementedError, RuntimeError):
+                pass
+    started_wall = time.time()
+    client = StreamClient(cfg.endpoint, cfg.client_options(), max_connections=cfg.concurrency)
+    run = _Run(cfg, client, stop)
+    watcher = asyncio.ensure_future(stop.wait())
+    watcher.add_done_callback(lambda _f: run.cancel_inflight())
+    open_loop = cfg.request_rate is not None or any(s.at_s is not None for s in wl.measured)
+    total = cfg.num_requests or (None if cfg.duration_s else len(wl.measured))
+    t_start = t_end = perf_counter_ns()
+    try:
+        if cfg.pre_connect:
+            await client.warm(min(cfg.concurrency, max(len(wl.measured), len(wl.warmup))))
+        if cfg.run_warmup and wl.warmup and not stop.is_set():
+            with RecordWriter(out_dir / WARMUP_FILE) as ww, \
+                    Progress("load warm-up", total=len(wl.warmup), enabled=cfg.progress) as wp:
+                await run.closed_loop(iter(wl.warmup), "warmup", ww, _Live(wp), None, 0.0)
+        with RecordWriter(out_dir / RECORDS_FILE) as writer, \
+                Progress("load", total=total, enabled=cfg.progress) as prog:
+            live = _Live(prog)
+            t_start = perf_counter_ns()
+            deadline = t_start + int(cfg.duration_s * 1e9) if cfg.duration_s else None
+            cycle = cfg.duration_s is not None or (cfg.num_requests or 0) > len(wl.measured)
+            if not open_loop:
+                await run.closed_loop(_cycled(wl.measured, cfg.num_requests, cycle), "measure", writer,
+                                      live, deadline, cfg.ramp_up_s)
+            else:
+                n = cfg.num_requests or len(wl.measured)
+                if cfg.duration_s and cfg.request_rate:
+                    n = max(n, int(cfg.duration_s * cfg.request_rate * 1.5) + 16)
+                specs = list(_cycled(wl.measured, n, cycle))
+                if cfg.request_rate is not None:
+                    offsets = arrival_offsets(len(specs), cfg.request_rate, burstiness=cfg.burstiness,
+                                              ramp_up_s=cfg.ramp_up_s, seed=cfg.seed)
+                else:
+                    offsets = [s.at_s or 0.0 for s in specs]
+                await run.open_loop(specs, offsets, writer, live, deadline)
+            t_end = perf_counter_ns()
+            prog.status(live.text(), force=True)
+    finally:
+        watcher.cancel()
+        client.close()
+        for sig in installed:
+            loop.remove_signal_handler(sig)
+    duration = (t_end - t_start) / 1e9
+    endpoint = client.endpoint
+    setup = {
+        "date": time.strftime("%Y%m%d-%H%M%S", time.localtime(started_wall)),
+        "endpoint_type": "openai-chat" if cfg.api == "chat" else "openai",
+        "backend": "openai-chat" if cfg.api == "chat" else "openai",
+        "label": cfg.label,
+        "model_id": cfg.model,
+        "tokenizer_id": None,
+        "num_prompts": run.issued,
+        "request_rate": cfg.request_rate if cfg.request_rate is not None else "inf",
+        "burstiness": cfg.burstiness,
+        "max_concurrency": cfg.concurrency,
+    }
+    extra = {
+        "tool": f"kvgate-load {__version__}",
+        "endpoint": f"{endpoint.scheme}://{endpoint.host_header}{client.path}",
+        "api": cfg.api,
+        "mode": "open" if open_loop else "closed",
+        "workload": wl.describe(),
+        "warmup_requests": len(wl.warmup) if cfg.run_warmup else 0,
+        "interrupted": bool(interrupted) or stop.is_set(),
+        "signal": interrupted[0] if interrupted else None,
+        "num_requests_bound": cfg.num_requests,
+        "duration_bound_s": cfg.duration_s,
+        "ramp_up_s": cfg.ramp_up_s,
+        "connections_opened": client.connections_opened,
+        "token_rule": TOKEN_RULE,
+        "clock": "time.perf_counter_ns (CLOCK_MONOTONIC)",
+        "started_at_unix": started_wall,
+        "records": RECORDS_FILE,
+    }
+    summary = Summary.from_records(run.measured, duration_s=duration, percentiles=cfg.percentiles,
+                                   goodput=cfg.goodput or None, setup=setup, extra=extra)
+    summary.save(out_dir / SUMMARY_FILE)
+    return summary
+
+
+def run_load(config: LoadConfig, out_dir: Path, *, workload: Optional[Workload] = None) -> Summary:
+    """Run ``config`` (its workload, or ``workload`` when given) and write ``out_dir/records.jsonl``,
+    ``out_dir/warmup.jsonl`` (when there is a warm-up) and ``out_dir/summary.json``.
+    SIGINT/SIGTERM stop it cleanly (``summary['kvgate']['interrupted']``)."""
+    return asyncio.run(run_load_async(config, out_dir, workload=workload))

@@ -1,0 +1,189 @@
+"""Server-sent events of an OpenAI-compatible stream, and what they say about timing.
+
+``SSEDecoder`` splits a byte stream into events wherever the pieces were cut (inside a field
+name, between ``\\r`` and ``\\n``, in the middle of a UTF-8 sequence). ``StreamTimeline`` reads
+the events of one response, each dated by the arrival of the piece that completed it, and derives
+TTFT, per-token ITL, E2EL, token counts, usage and mid-stream errors.
+
+Token counting rule (documented in the record as ``token_rule``):
+
+1. ``usage`` in a chunk that also carries choices (vLLM ``continuous_usage_stats``): the chunk
+   holds ``completion_tokens`` minus the previous value tokens (exact).
+2. Otherwise a chunk holding generated text counts ``max(1, number of whitespace-separated words)``
+   tokens: exact for the kvgate KV emulator (one word = one token) and for vLLM's usual one token
+   per chunk; a multi-word chunk counts each word.
+3. The final ``usage.completion_tokens`` (``stream_options.include_usage``), when the server sends
+   it, is the request's ``output_tokens``; the per-chunk counts only spread the ITL.
+
+Per-token ITL: a chunk with k tokens that arrives g after the previous text chunk adds k values of
+g/k; extra tokens in the first text chunk add zeros (they arrived with the first token). So
+``sum(itl) == last text chunk - first text chunk`` and ``len(itl) == counted tokens - 1``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Optional
+
+
+class SSEDecoder:
+    """Incremental splitter of an event stream into raw event blocks (lines joined by ``\\n``)."""
+
+    __slots__ = ("_buf", "_cr")
+
+    def __init__(self) -> None:
+        self._buf = b""
+        self._cr = False  # the last piece ended in "\r": it may be half of "\r\n"
+
+    def feed(self, data: bytes) -> list[bytes]:
+        if self._cr:
+            data = b"\r" + data
+            self._cr = False
+        if b"\r" in data:
+            if data.endswith(b"\r"):
+                data = data[:-1]
+                self._cr = True
+            data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        if self._buf:
+            data = self._buf + data
+        if b"\n\n" not in data:
+            self._buf = data
+            return []
+        parts = data.split(b"\n\n")
+        self._buf = parts.pop()
+        return [p for p in parts if p.strip(b"\n")]
+
+    def flush(self) -> list[bytes]:
+        """Events left at the end of the stream without their blank line (lenient)."""
+        rest = self._buf + (b"\n" if self._cr else b"")
+        self._buf = b""
+        self._cr = False
+        return [rest] if rest.strip(b"\n") else []
+
+
+def parse_event(block: bytes) -> tuple[str, bytes]:
+    """``(event type, data)`` of one raw event block; comment lines are skipped."""
+    if block.startswith(b"data: ") and b"\n" not in block:
+        return "message", block[6:]
+    event = "message"
+    data: list[bytes] = []
+    for line in block.split(b"\n"):
+        if not line or line.startswith(b":"):
+            continue
+        name, _, value = line.partition(b":")
+        if value.startswith(b" "):
+            value = value[1:]
+        if name == b"data":
+            data.append(value)
+        elif name == b"event":
+            event = value.decode("utf-8", "replace")
+    return event, b"\n".join(data)
+
+
+def _error_text(obj: Any) -> str:
+    if isinstance(obj, dict):
+        err = obj.get("error", obj)
+        if isinstance(err, dict):
+            msg = err.get("message") or err.get("detail") or json.dumps(err)[:300]
+            code = err.get("code") or err.get("type")
+            return f"{msg} ({code})" if code else str(msg)
+        return str(err)
+    return str(obj)
+
+
+class StreamTimeline:
+    """Timing and content of one streamed completion, built from dated SSE events."""
+
+    __slots__ = ("api", "first_ns", "last_text_ns", "last_choice_ns", "itl_ns", "counted", "chunks",
+                 "prompt_tokens", "completion_tokens", "done", "error", "text_parts", "keep_text",
+                 "_usage_ct", "finish_reason")
+
+    def __init__(self, api: str, keep_text: bool = False) -> None:
+        self.api = api
+        self.first_ns = 0
+        self.last_text_ns = 0
+        self.last_choice_ns = 0
+        self.itl_ns: list[float] = []
+        self.counted = 0
+        self.chunks = 0
+        self.prompt_tokens: Optional[int] = None
+        self.completion_tokens: Optional[int] = None
+        self.done = False
+        self.error: Optional[str] = None
+        self.keep_text = keep_text
+        self.text_parts: list[str] = []
+        self._usage_ct = 0
+        self.finish_reason: Optional[str] = None
+
+    def feed_pieces(self, pieces: list[tuple[int, bytes]]) -> None:
+        """Decode a whole body given as ``(arrival_ns, bytes)`` pieces."""
+        dec = SSEDecoder()
+        t = 0
+        for t, piece in pieces:
+            for block in dec.feed(piece):
+                self.on_event(t, block)
+        for block in dec.flush():
+            self.on_event(t, block)
+
+    def on_event(self, t: int, block: bytes) -> None:
+        event, data = parse_event(block)
+        if not data:
+            return
+        if data == b"[DONE]":
+            self.done = True
+            return
+        try:
+            obj = json.loads(data)
+        except ValueError:
+            if event == "error":
+                self.error = data.decode("utf-8", "replace")[:500]
+                return
+            raise ValueError(f"malformed JSON in SSE event: {data[:80]!r}") from None
+        if event == "error" or (isinstance(obj, dict) and "error" in obj and not obj.get("choices")):
+            if self.error is None:
+                self.error = _error_text(obj)[:500]
+            return
+        if not isinstance(obj, dict):
+            return
+        usage = obj.get("usage")
+        choices = obj.get("choices")
+        if choices:
+            self.last_choice_ns = t
+            c0 = choices[0]
+            if self.api == "chat":
+                delta = c0.get("delta") or {}
+                text = delta.get("content") or delta.get("reasoning_content") or ""
+            else:
+                text = c0.get("text") or ""
+            if c0.get("finish_reason"):
+                self.finish_reason = c0.get("finish_reason")
+            if text:
+                self.chunks += 1
+                ct = usage.get("completion_tokens") if isinstance(usage, dict) else None
+                if isinstance(ct, int) and ct > self._usage_ct:
+                    k = ct - self._usage_ct
+                    self._usage_ct = ct
+                else:
+                    k = len(text.split()) or 1
+                if self.keep_text:
+                    self.text_parts.append(text)
+                if not self.first_ns:
+                    self.first_ns = t
+                    if k > 1:
+                        self.itl_ns.extend([0.0] * (k - 1))
+                else:
+                    gap = (t - self.last_text_ns) / k
+                    self.itl_ns.extend([gap] * k)
+                self.last_text_ns = t
+                self.counted += k
+        if isinstance(usage, dict):
+            pt = usage.get("prompt_tokens")
+            ct = usage.get("completion_tokens")
+            if isinstance(pt, int):
+                self.prompt_tokens = pt
+            if isinstance(ct, int):
+                self.completion_tokens = ct
+
+    @property
+    def output_tokens(self) -> int:
+        return self.completion_tokens if self.completion_tokens is not None else self.counted

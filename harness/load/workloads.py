@@ -1,0 +1,272 @@
+"""Workloads: deterministic request lists built under a seed.
+
+Prompts are words drawn from a fixed vocabulary of 1024 lowercase ASCII words, joined by single
+spaces. The KV emulator tokenizes by whitespace (one word = one token), so ``input_tokens`` is
+exact for it; on a real engine the server's ``usage.prompt_tokens`` replaces the client's count
+in the records.
+
+Kinds (``build_workload(kind, params, seed)``; an unknown kind or parameter lists the valid ones):
+
+* ``random``: ``num_requests``, ``input_len``, ``output_len``, ``range_ratio`` (lengths uniform in
+  ``len * [1 - r, 1 + r]``, as vLLM's random dataset), ``warmup`` (extra requests run first, not
+  measured).
+* ``shared-prefix``: ``num_groups`` x ``prompts_per_group`` prompts; each group shares a prefix of
+  ``prefix_len`` words, each prompt adds a ``suffix_len`` suffix; order shuffled under the seed.
+* ``multi-round``: ``num_users`` x ``num_rounds``; round r of a user sends the whole history
+  (first context of ``context_len``, then each question of ``question_len`` and a synthetic answer
+  of ``output_len`` words) plus the new question. Requests go round by round, so each round reuses
+  the previous round's prefix.
+* ``long-doc``: ``num_docs`` documents of ``doc_len`` words; the warm-up list sends each document
+  once (with a question of ``query_len``); the measured list has ``num_queries`` questions, a
+  ``hit_ratio`` fraction on warmed documents and the rest on fresh documents never sent before.
+  The warm-up list is the populate pass of a cold-restore measurement.
+* ``trace``: ``path`` of a JSONL file, one request per line: ``prompt`` (string) or ``input_len``,
+  ``output_len`` (or ``max_tokens``), optional ``timestamp`` (seconds from the start, replayed as
+  the arrival time), optional ``request_id``; other keys are kept as workload keys.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+from harness.load.errors import LoadInputError
+from harness.load.spec import RequestSpec
+
+_CONSONANTS = "bdfgklmnprstvz"
+_VOWELS = "aeiou"
+
+
+def _vocabulary() -> tuple[str, ...]:
+    syl = [c + v for c in _CONSONANTS for v in _VOWELS]  # 70 syllables
+    words = [a + b for a in syl for b in syl]  # 4900 two-syllable words, fixed order
+    return tuple(words[i * 4 + 1] for i in range(1024))
+
+
+VOCABULARY: tuple[str, ...] = _vocabulary()
+
+
+def words(rng: random.Random, n: int) -> str:
+    """``n`` vocabulary words (``n`` tokens for the KV emulator)."""
+    return " ".join(rng.choices(VOCABULARY, k=n)) if n > 0 else ""
+
+
+def count_tokens(text: str) -> int:
+    """The emulator's tokenization: whitespace-separated words."""
+    return len(text.split())
+
+
+@dataclass
+class Workload:
+    """A built workload: ``warmup`` runs first and is not measured; ``measured`` is measured."""
+
+    kind: str
+    params: dict[str, Any]
+    seed: int
+    measured: list[RequestSpec]
+    warmup: list[RequestSpec] = field(default_factory=list)
+
+    def describe(self) -> dict[str, Any]:
+        return {"kind": self.kind, "params": self.params, "seed": self.seed,
+                "warmup_requests": len(self.warmup), "measured_requests": len(self.measured)}
+
+
+_REQUIRED = object()
+
+
+def _params(kind: str, given: Mapping[str, Any], schema: dict[str, tuple[type, Any]]) -> dict[str, Any]:
+    unknown = sorted(set(given) - set(schema))
+    if unknown:
+        raise LoadInputError(f"workload {kind!r}: unknown parameter(s) {', '.join(unknown)}; "
+                             f"accepted: {', '.join(sorted(schema))}")
+    out: dict[str, Any] = {}
+    for name, (typ, default) in schema.items():
+        if name not in given or given[name] is None:
+            if default is _REQUIRED:
+                raise LoadInputError(f"workload {kind!r}: parameter {name!r} is required")
+            out[name] = default
+            continue
+        value = given[name]
+        try:
+            if typ is int:
+                if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+                    raise ValueError
+                value = int(value)
+            elif typ is float:
+                if isinstance(value, bool):
+                    raise ValueError
+                value = float(value)
+            elif typ is str:
+                value = str(value)
+        except (TypeError, ValueError):
+            raise LoadInputError(f"workload {kind!r}: parameter {name!r} = {value!r}: expected "
+                                 f"{typ.__name__}") from None
+        if typ in (int, float) and value < 0:
+            raise LoadInputError(f"workload {kind!r}: parameter {name!r} = {value!r}: expected >= 0")
+        out[name] = value
+    return out
+
+
+def _positive(kind: str, p: Mapping[str, Any], *names: str) -> None:
+    for n in names:
+        if p[n] <= 0:
+            raise LoadInputError(f"workload {kind!r}: parameter {n!r} = {p[n]!r}: expected > 0")
+
+
+def _random(p: dict[str, Any], seed: int) -> Workload:
+    _positive("random", p, "input_len", "output_len")
+    if not 0.0 <= p["range_ratio"] < 1.0:
+        raise LoadInputError(f"workload 'random': range_ratio {p['range_ratio']}: expected 0 <= r < 1")
+    rng = random.Random(seed)
+
+    def length(base: int) -> int:
+        r = p["range_ratio"]
+        lo, hi = max(1, int(base * (1 - r))), max(1, int(base * (1 + r)))
+        return rng.randint(lo, hi)
+
+    def make(prefix: str, n: int) -> list[RequestSpec]:
+        out = []
+        for i in range(n):
+            il, ol = length(p["input_len"]), length(p["output_len"])
+            out.append(RequestSpec(f"{prefix}{i:06d}", words(rng, il), il, ol, meta={"workload": "random"}))
+        return out
+
+    warm = make("rnd-warm-", p["warmup"])
+    return Workload("random", p, seed, make("rnd-", p["num_requests"]), warm)
+
+
+def _shared_prefix(p: dict[str, Any], seed: int) -> Workload:
+    _positive("shared-prefix", p, "num_groups", "prompts_per_group", "output_len")
+    rng = random.Random(seed)
+    specs = []
+    for g in range(p["num_groups"]):
+        prefix = words(rng, p["prefix_len"])
+        for s in range(p["prompts_per_group"]):
+            suffix = words(rng, p["suffix_len"])
+            prompt = f"{prefix} {suffix}".strip()
+            specs.append(RequestSpec(f"sp-g{g:03d}-s{s:04d}", prompt, count_tokens(prompt), p["output_len"],
+                                     meta={"workload": "shared-prefix", "group": g, "prefix_len": p["prefix_len"]}))
+    rng.shuffle(specs)
+    return Workload("shared-prefix", p, seed, specs)
+
+
+def _multi_round(p: dict[str, Any], seed: int) -> Workload:
+    _positive("multi-round", p, "num_users", "num_rounds", "question_len", "output_len")
+    rng = random.Random(seed)
+    history = [words(rng, p["context_len"]) for _ in range(p["num_users"])]
+    chat: list[list[dict[str, str]]] = [[{"role": "system", "content": h}] if h else [] for h in history]
+    specs = []
+    for r in range(p["num_rounds"]):
+        for u in range(p["num_users"]):
+            question = words(rng, p["question_len"])
+            prompt = f"{history[u]} {question}".strip()
+            msgs = tuple(chat[u] + [{"role": "user", "content": question}])
+            specs.append(RequestSpec(f"mr-u{u:03d}-r{r:03d}", prompt, count_tokens(prompt), p["output_len"],
+                                     messages=msgs, meta={"workload": "multi-round", "user": u, "round": r}))
+            answer = words(rng, p["output_len"])  # synthetic: the history must be known up front
+            history[u] = f"{prompt} {answer}"
+            chat[u] = list(msgs) + [{"role": "assistant", "content": answer}]
+    return Workload("multi-round", p, seed, specs)
+
+
+def _long_doc(p: dict[str, Any], seed: int) -> Workload:
+    _positive("long-doc", p, "num_docs", "doc_len", "output_len")
+    if not 0.0 <= p["hit_ratio"] <= 1.0:
+        raise LoadInputError(f"workload 'long-doc': hit_ratio {p['hit_ratio']}: expected 0..1")
+    rng = random.Random(seed)
+    docs = [words(rng, p["doc_len"]) for _ in range(p["num_docs"])]
+    warm = []
+    for d, doc in enumerate(docs):
+        prompt = f"{doc} {words(rng, p['query_len'])}".strip()
+        warm.append(RequestSpec(f"ld-warm-d{d:04d}", prompt, count_tokens(prompt), p["output_len"],
+                                meta={"workload": "long-doc", "doc": d, "phase": "warmup"}))
+    n = p["num_queries"]
+    hits = round(n * p["hit_ratio"])
+    kinds = [True] * hits + [False] * (n - hits)
+    rng.shuffle(kinds)
+    measured = []
+    fresh = 0
+    for i, hit in enumerate(kinds):
+        if hit:
+            d = i % p["num_docs"]
+            doc, doc_id = docs[d], f"d{d:04d}"
+        else:
+            doc, doc_id = words(rng, p["doc_len"]), f"fresh{fresh:04d}"
+            fresh += 1
+        prompt = f"{doc} {words(rng, p['query_len'])}".strip()
+        measured.append(RequestSpec(f"ld-q{i:05d}", prompt, count_tokens(prompt), p["output_len"],
+                                    meta={"workload": "long-doc", "doc": doc_id, "hit": hit, "phase": "query"}))
+    return Workload("long-doc", p, seed, measured, warm)
+
+
+def _trace(p: dict[str, Any], seed: int) -> Workload:
+    path = Path(p["path"])
+    rng = random.Random(seed)
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise LoadInputError(f"trace {path}: {exc.strerror or exc}") from None
+    specs = []
+    for no, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        where = f"{path}:{no}"
+        try:
+            obj = json.loads(line)
+        except ValueError as exc:
+            raise LoadInputError(f"{where}: not a JSON object ({exc})") from None
+        if not isinstance(obj, dict):
+            raise LoadInputError(f"{where}: expected a JSON object, got {type(obj).__name__}")
+        obj = dict(obj)
+        out_len = obj.pop("output_len", obj.pop("max_tokens", None))
+        if not isinstance(out_len, int) or isinstance(out_len, bool) or out_len <= 0:
+            raise LoadInputError(f"{where}: field 'output_len' (or 'max_tokens'): expected a positive integer")
+        prompt = obj.pop("prompt", None)
+        in_len = obj.pop("input_len", None)
+        if prompt is None:
+            if not isinstance(in_len, int) or isinstance(in_len, bool) or in_len <= 0:
+                raise LoadInputError(f"{where}: expected 'prompt' (string) or 'input_len' (positive integer)")
+            prompt = words(rng, in_len)
+        elif not isinstance(prompt, str):
+            raise LoadInputError(f"{where}: field 'prompt': expected a string")
+        ts = obj.pop("timestamp", obj.pop("at_s", None))
+        if ts is not None and (not isinstance(ts, (int, float)) or isinstance(ts, bool) or ts < 0):
+            raise LoadInputError(f"{where}: field 'timestamp': expected seconds >= 0")
+        rid = str(obj.pop("request_id", f"tr-{no:06d}"))
+        meta = {"workload": "trace", "trace_line": no, **obj}
+        specs.append(RequestSpec(rid, prompt, count_tokens(prompt), out_len, meta=meta,
+                                 at_s=float(ts) if ts is not None else None))
+    if not specs:
+        raise LoadInputError(f"trace {path}: no requests")
+    if len({s.request_id for s in specs}) != len(specs):
+        raise LoadInputError(f"trace {path}: request_id values are not unique")
+    return Workload("trace", {"path": str(path)}, seed, specs)
+
+
+_Builder = Callable[[dict[str, Any], int], Workload]
+WORKLOADS: dict[str, tuple[dict[str, tuple[type, Any]], _Builder]] = {
+    "random": ({"num_requests": (int, _REQUIRED), "input_len": (int, _REQUIRED), "output_len": (int, _REQUIRED),
+                "range_ratio": (float, 0.0), "warmup": (int, 0)}, _random),
+    "shared-prefix": ({"num_groups": (int, _REQUIRED), "prompts_per_group": (int, _REQUIRED),
+                       "prefix_len": (int, _REQUIRED), "suffix_len": (int, _REQUIRED),
+                       "output_len": (int, _REQUIRED)}, _shared_prefix),
+    "multi-round": ({"num_users": (int, _REQUIRED), "num_rounds": (int, _REQUIRED), "context_len": (int, 0),
+                     "question_len": (int, _REQUIRED), "output_len": (int, _REQUIRED)}, _multi_round),
+    "long-doc": ({"num_docs": (int, _REQUIRED), "doc_len": (int, _REQUIRED), "query_len": (int, 16),
+                  "num_queries": (int, _REQUIRED), "hit_ratio": (float, 1.0),
+                  "output_len": (int, _REQUIRED)}, _long_doc),
+    "trace": ({"path": (str, _REQUIRED)}, _trace),
+}
+
+
+def build_workload(kind: str, params: Optional[Mapping[str, Any]] = None, seed: int = 0) -> Workload:
+    """Build the requests of workload ``kind`` (deterministic for a given ``params`` and ``seed``)."""
+    try:
+        schema, builder = WORKLOADS[kind]
+    except KeyError:
+        raise LoadInputError(f"unknown workload {kind!r}; known: {', '.join(WORKLOADS)}") from None
+    return builder(_params(kind, params or {}, schema), seed)
