@@ -1,0 +1,239 @@
+"""``kvgate sim serve MODEL --port P [vLLM's flags] [emulator flags]``: run the KV emulator.
+
+It accepts vLLM's command line (unknown vLLM flags are accepted and logged as ignored) and
+LMCache's configuration (``LMCACHE_CONFIG_FILE``), so the vLLM adapter can launch it unchanged
+through the ``vllm`` shim. Stdlib only: it runs on nodes from the agent zipapp.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import errno
+import json
+import logging
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from typing import Optional
+
+from harness.sim.kvstore import KVStore, StoreSettings
+from harness.sim.lmcache_config import LMCacheConfig, LMCacheConfigError, load_config
+from harness.sim.metrics import SimMetrics
+from harness.sim.server import ServerSettings, SimServer
+
+log = logging.getLogger("kvgate.sim")
+
+# Exit codes match harness.exitcodes (not imported: this package stays stdlib-only for the agent).
+EXIT_OK = 0
+EXIT_USAGE = 2
+EXIT_INFRA = 4
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise _UsageError(message)
+
+
+class _UsageError(Exception):
+    pass
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(
+        prog="kvgate sim",
+        description="The KV emulator: an OpenAI-compatible server with emulated "
+        "compute and real storage I/O for LMCache's tiers. Accepts vLLM's command line.",
+    )
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    s = sub.add_parser(
+        "serve",
+        help="serve MODEL like `vllm serve`",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    s.add_argument("model", nargs="?", help="model name or path (as for vllm serve)")
+    s.add_argument("--model", dest="model_opt", help=argparse.SUPPRESS)
+    v = s.add_argument_group("vLLM flags the emulator acts on")
+    v.add_argument("--host", default="127.0.0.1", help="listen address (default 127.0.0.1)")
+    v.add_argument("--port", type=int, default=8000, help="listen port (default 8000)")
+    v.add_argument("--served-model-name", nargs="+", default=None, help="names the API answers to")
+    v.add_argument("--max-model-len", type=int, default=131072, help="context limit (default 131072)")
+    v.add_argument(
+        "--kv-transfer-config",
+        default=None,
+        help="JSON; a kv_connector naming LMCache enables the LMCACHE_CONFIG_FILE tiers",
+    )
+    v.add_argument("--enable-prefix-caching", dest="prefix_caching", action="store_true", default=True)
+    v.add_argument(
+        "--no-enable-prefix-caching",
+        dest="prefix_caching",
+        action="store_false",
+        help="disable reuse of the emulated HBM prefix cache",
+    )
+    g = s.add_argument_group("vLLM flags accepted and recorded (no effect on the emulation)")
+    g.add_argument("--tensor-parallel-size", "-tp", type=int, default=1)
+    g.add_argument("--pipeline-parallel-size", "-pp", type=int, default=1)
+    g.add_argument("--gpu-memory-utilization", type=float, default=0.9)
+    g.add_argument("--distributed-executor-backend", default=None)
+    g.add_argument("--dtype", default=None)
+    g.add_argument("--trust-remote-code", action="store_true")
+    g.add_argument("--disable-log-requests", action="store_true")
+    g.add_argument("--enable-request-id-headers", action="store_true")
+    e = s.add_argument_group("emulator flags")
+    e.add_argument(
+        "--prefill-tokens-per-s", type=float, default=20000.0, help="emulated prefill rate per request"
+    )
+    e.add_argument("--decode-tokens-per-s", type=float, default=50.0, help="emulated decode rate per request")
+    e.add_argument("--max-batch", type=int, default=16, help="requests served at once; the rest wait")
+    e.add_argument("--hbm-tokens", type=int, default=8192, help="tokens of KV the emulated HBM holds (LRU)")
+    e.add_argument(
+        "--kv-bytes-per-token",
+        type=int,
+        default=2048,
+        help="KV bytes per token from the model geometry (2 x layers x kv_heads x head_dim x dtype)",
+    )
+    e.add_argument(
+        "--kv-scale",
+        type=float,
+        default=1.0,
+        help="fraction of those bytes really written and read per chunk (fits small disks)",
+    )
+    e.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    return p
+
+
+def _connector_enabled(kv_transfer_config: Optional[str]) -> tuple[bool, str]:
+    if not kv_transfer_config:
+        return False, ""
+    try:
+        cfg = json.loads(kv_transfer_config)
+    except ValueError as exc:
+        raise _UsageError(f"--kv-transfer-config is not valid JSON: {exc}") from None
+    if not isinstance(cfg, dict) or not isinstance(cfg.get("kv_connector"), str):
+        raise _UsageError("--kv-transfer-config must be a JSON object with a 'kv_connector' string")
+    name = str(cfg["kv_connector"])
+    return "lmcache" in name.lower(), name
+
+
+def _check(args: argparse.Namespace) -> None:
+    for name in ("prefill_tokens_per_s", "decode_tokens_per_s", "kv_scale"):
+        if getattr(args, name) <= 0:
+            raise _UsageError(f"--{name.replace('_', '-')} must be > 0")
+    if args.kv_scale > 1:
+        raise _UsageError("--kv-scale must be <= 1")
+    for name in ("max_batch", "kv_bytes_per_token", "max_model_len"):
+        if getattr(args, name) < 1:
+            raise _UsageError(f"--{name.replace('_', '-')} must be >= 1")
+    if args.hbm_tokens < 0:
+        raise _UsageError("--hbm-tokens must be >= 0")
+    if not 0 <= args.port <= 65535:
+        raise _UsageError("--port must be in 0-65535")
+
+
+def main(argv: Optional[Sequence[str]] = None, environ: Optional[Mapping[str, str]] = None) -> int:
+    """Run the emulator until SIGTERM/SIGINT; returns the exit code."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    env = os.environ if environ is None else environ
+    parser = build_parser()
+    try:
+        args, unknown = parser.parse_known_args(argv)
+    except _UsageError as exc:
+        print(f"kvgate sim: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except SystemExit as exc:  # --help
+        return int(exc.code) if isinstance(exc.code, int) else EXIT_USAGE
+    if args.command != "serve":
+        parser.print_help(sys.stderr)
+        return EXIT_USAGE
+    logging.basicConfig(
+        level=getattr(logging, args.log_level),
+        stream=sys.stderr,
+        format="%(levelname)s %(asctime)s %(name)s: %(message)s",
+    )
+    model = args.model or args.model_opt
+    try:
+        if not model:
+            raise _UsageError("MODEL is required (kvgate sim serve MODEL ...)")
+        _check(args)
+        connector, connector_name = _connector_enabled(args.kv_transfer_config)
+        lmcache = load_config(env) if connector else LMCacheConfig()
+    except (_UsageError, LMCacheConfigError) as exc:
+        print(f"kvgate sim: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    if unknown:
+        log.info("ignoring vLLM arguments the emulator does not model: %s", " ".join(unknown))
+    if not connector and env.get("LMCACHE_CONFIG_FILE"):
+        log.info("LMCACHE_CONFIG_FILE is set but no LMCache kv_connector was given: no external KV tiers")
+    served = args.served_model_name or [model]
+    log.info(
+        "kvgate KV emulator: model=%s served=%s tp=%d connector=%s chunk_size=%d local_cpu=%s "
+        "local_disk=%s max_local_disk_size=%sGB remote=%s kv_bytes_per_token=%d kv_scale=%g",
+        model,
+        ",".join(served),
+        args.tensor_parallel_size,
+        connector_name or "none",
+        lmcache.chunk_size,
+        lmcache.local_cpu,
+        lmcache.local_disk,
+        lmcache.max_local_disk_size,
+        lmcache.remote_url,
+        args.kv_bytes_per_token,
+        args.kv_scale,
+    )
+    try:
+        return asyncio.run(_serve(args, model, served, connector, lmcache))
+    except OSError as exc:
+        if exc.errno in (errno.EADDRINUSE, errno.EACCES, errno.EADDRNOTAVAIL):
+            log.error("cannot listen on %s:%d: %s", args.host, args.port, exc.strerror)
+            print(
+                f"kvgate sim: error: cannot listen on {args.host}:{args.port}: {exc.strerror}",
+                file=sys.stderr,
+            )
+            return EXIT_INFRA
+        log.error("storage tier unusable: %s", exc)
+        print(f"kvgate sim: error: {exc}", file=sys.stderr)
+        return EXIT_INFRA
+    except KeyboardInterrupt:
+        return EXIT_OK
+
+
+async def _serve(
+    args: argparse.Namespace, model: str, served: list[str], connector: bool, lmcache: LMCacheConfig
+) -> int:
+    metrics = SimMetrics(served[0])
+    store = KVStore(
+        StoreSettings(
+            model=model,
+            prefill_tokens_per_s=args.prefill_tokens_per_s,
+            hbm_tokens=args.hbm_tokens,
+            kv_bytes_per_token=args.kv_bytes_per_token,
+            kv_scale=args.kv_scale,
+            prefix_caching=args.prefix_caching,
+            connector=connector,
+            lmcache=lmcache,
+        ),
+        metrics,
+    )
+    server = SimServer(
+        ServerSettings(
+            model=model,
+            served_names=served,
+            host=args.host,
+            port=args.port,
+            max_model_len=args.max_model_len,
+            decode_tokens_per_s=args.decode_tokens_per_s,
+            max_batch=args.max_batch,
+        ),
+        store,
+        metrics,
+    )
+    try:
+        await server.serve_until_signalled()
+    finally:
+        store.close()
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,272 @@
+"""What a request costs: prefix lookup across the tiers, real tier reads, emulated recompute,
+and the write-behind of new chunks.
+
+Tokens are whitespace-separated words (the load generator builds prompts that way). Full chunks
+of ``chunk_size`` tokens get chained hashes (hash of the previous hash and the chunk's token ids,
+seeded with the model name), so a chunk's hash names its whole prefix, as in LMCache.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import hashlib
+import logging
+import time
+import zlib
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Optional
+
+from harness.sim import directio
+from harness.sim.lmcache_config import LMCacheConfig
+from harness.sim.metrics import SimMetrics
+from harness.sim.tiers import ChunkLRU, DirTier, probe_read_mode
+
+log = logging.getLogger("kvgate.sim")
+
+# The CPU tier holds no bytes (it would double the emulator's memory); a hit costs the time a
+# copy at this rate would take, a typical host-to-device rate.
+CPU_COPY_BYTES_PER_S = 20e9
+
+
+def tokenize(text: str) -> list[int]:
+    return [zlib.crc32(w.encode("utf-8", "surrogatepass")) for w in text.split()]
+
+
+def chunk_hashes(model: str, token_ids: list[int], chunk_size: int) -> list[bytes]:
+    """Chained hashes of the full chunks of ``token_ids``."""
+    prev = hashlib.sha256(model.encode()).digest()
+    out: list[bytes] = []
+    for start in range(0, len(token_ids) - chunk_size + 1, chunk_size):
+        h = hashlib.sha256(prev)
+        h.update(b"".join(t.to_bytes(4, "little") for t in token_ids[start : start + chunk_size]))
+        prev = h.digest()
+        out.append(prev)
+    return out
+
+
+@dataclass
+class StoreSettings:
+    model: str
+    prefill_tokens_per_s: float
+    hbm_tokens: int
+    kv_bytes_per_token: int
+    kv_scale: float
+    prefix_caching: bool = True
+    connector: bool = False  # a KV connector (LMCache) is configured
+    lmcache: LMCacheConfig = field(default_factory=LMCacheConfig)
+
+    @property
+    def chunk_size(self) -> int:
+        return self.lmcache.chunk_size
+
+    @property
+    def chunk_bytes(self) -> int:
+        raw = int(self.kv_bytes_per_token * self.chunk_size * self.kv_scale)
+        return directio.aligned_size(max(raw, directio.HEADER))
+
+
+@dataclass
+class PrefillResult:
+    prompt_tokens: int
+    hbm_hit_tokens: int = 0
+    external_hit_tokens: int = 0
+    computed_tokens: int = 0
+    tiers: dict[str, int] = field(default_factory=dict)  # chunks served per tier
+    read_seconds: float = 0.0
+    compute_seconds: float = 0.0
+    new_chunks: list[bytes] = field(default_factory=list)
+
+
+class KVStore:
+    def __init__(self, settings: StoreSettings, metrics: SimMetrics) -> None:
+        self.s = settings
+        self.metrics = metrics
+        cs = settings.chunk_size
+        self.hbm = ChunkLRU(settings.hbm_tokens // cs if settings.prefix_caching else 0)
+        cfg = settings.lmcache
+        self.cpu: Optional[ChunkLRU] = None
+        self.dirs: list[DirTier] = []
+        self.read_modes: dict[str, str] = {}
+        if settings.connector:
+            if cfg.local_cpu:
+                self.cpu = ChunkLRU(cfg.max_local_cpu_bytes // settings.chunk_bytes)
+            if cfg.local_disk:
+                self.dirs.append(DirTier("local_disk", cfg.local_disk, cfg.max_local_disk_bytes))
+            if cfg.remote_dir:
+                self.dirs.append(DirTier("remote", cfg.remote_dir, 0))
+            elif cfg.remote_url:
+                log.warning(
+                    "remote_url %s is not a file:// URL; the emulator ignores that tier", cfg.remote_url
+                )
+        for tier in self.dirs:
+            mode = probe_read_mode(tier.directory)
+            if mode:
+                self.read_modes[tier.name] = mode
+                metrics.sim_read_mode.set(metrics.vllm_labels + (("tier", tier.name), ("mode", mode)), 1.0)
+                log.info(
+                    "tier %s at %s: reads bypass the page cache with %s", tier.name, tier.directory, mode
+                )
+        self._readers = ThreadPoolExecutor(max_workers=4, thread_name_prefix="kv-read")
+        self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kv-write")
+        self._pending_writes: set[asyncio.Future[None]] = set()
+        self.payload_cache: dict[bytes, bytes] = {}
+
+    def close(self) -> None:
+        self._readers.shutdown(wait=True)
+        self._writer.shutdown(wait=True)
+
+    # --- lookup and load -------------------------------------------------------------------------------
+    def _load_external(self, digests: list[bytes]) -> tuple[list[str], float]:
+        """Runs in a reader thread: for each chunk in order, find the fastest tier holding it and
+        read it. Stops at the first chunk no tier has (only a prefix can be reused)."""
+        served: list[str] = []
+        start = time.perf_counter()
+        m = self.metrics
+        for d in digests:
+            tier_name = ""
+            if self.cpu is not None and self.cpu.contains(d):
+                self.cpu.touch(d)
+                time.sleep(self.s.chunk_bytes / CPU_COPY_BYTES_PER_S)
+                tier_name = "local_cpu"
+            else:
+                for tier in self.dirs:
+                    try:
+                        nbytes, _mode = tier.read(d)
+                    except FileNotFoundError:
+                        continue
+                    except (OSError, ValueError) as exc:
+                        reason = errno.errorcode.get(getattr(exc, "errno", 0) or 0, type(exc).__name__)
+                        log.warning("read of chunk %s from %s failed: %s", d.hex()[:16], tier.name, exc)
+                        with m.lock:
+                            m.sim_read_errors.inc(m.tier_labels("reason", reason))
+                        continue
+                    with m.lock:
+                        m.sim_read_bytes.inc(m.tier_labels("tier", tier.name), nbytes)
+                    tier_name = tier.name
+                    break
+            if not tier_name:
+                break
+            served.append(tier_name)
+        return served, time.perf_counter() - start
+
+    async def prefill(self, prompt_ids: list[int]) -> PrefillResult:
+        """Everything before the first token: lookups, tier reads, emulated recompute."""
+        cs = self.s.chunk_size
+        digests = chunk_hashes(self.s.model, prompt_ids, cs)
+        res = PrefillResult(prompt_tokens=len(prompt_ids))
+        i = 0
+        while i < len(digests) and self.hbm.contains(digests[i]):
+            self.hbm.touch(digests[i])
+            i += 1
+        res.hbm_hit_tokens = i * cs
+        if i:
+            res.tiers["hbm"] = i
+        ext_served: list[str] = []
+        if self.s.connector and i < len(digests) and (self.cpu is not None or self.dirs):
+            loop = asyncio.get_running_loop()
+            ext_served, res.read_seconds = await loop.run_in_executor(
+                self._readers, self._load_external, digests[i:]
+            )
+            for name in ext_served:
+                res.tiers[name] = res.tiers.get(name, 0) + 1
+        loaded = len(ext_served)
+        res.external_hit_tokens = loaded * cs
+        res.computed_tokens = res.prompt_tokens - res.hbm_hit_tokens - res.external_hit_tokens
+        res.compute_seconds = res.computed_tokens / self.s.prefill_tokens_per_s
+        if res.compute_seconds > 0:
+            await asyncio.sleep(res.compute_seconds)
+        for d in digests:
+            self.hbm.add(d)
+        res.new_chunks = digests[i + loaded :]
+        m = self.metrics
+        with m.lock:
+            m.prefix_queries.inc(m.vllm_labels, res.prompt_tokens)
+            m.prefix_hits.inc(m.vllm_labels, res.hbm_hit_tokens)
+            m.prompt_tokens.inc(m.vllm_labels, res.prompt_tokens)
+            for name, n in res.tiers.items():
+                m.sim_chunk_hits.inc(m.tier_labels("tier", name), n)
+            if self.s.connector:
+                ext_q = res.prompt_tokens - res.hbm_hit_tokens
+                m.ext_queries.inc(m.vllm_labels, ext_q)
+                m.ext_hits.inc(m.vllm_labels, res.external_hit_tokens)
+                m.lmc_requested.inc(m.lmc_labels, ext_q)
+                m.lmc_hit.inc(m.lmc_labels, res.external_hit_tokens)
+                if loaded:
+                    m.lmc_retrieve_speed.observe(
+                        m.lmc_labels, res.external_hit_tokens / max(res.read_seconds, 1e-9)
+                    )
+        return res
+
+    # --- write-behind --------------------------------------------------------------------------------
+    def _store(self, digests: list[bytes]) -> None:
+        """Runs in the writer thread: put new chunks in every configured tier."""
+        m = self.metrics
+        start = time.perf_counter()
+        stored = 0
+        for d in digests:
+            if self.cpu is not None:
+                before = self.cpu.evicted
+                self.cpu.add(d)
+                with m.lock:
+                    m.sim_evicted.inc(m.tier_labels("tier", "local_cpu"), self.cpu.evicted - before)
+            data = b""
+            for tier in self.dirs:
+                if not data:
+                    data = directio.chunk_payload(d, self.s.chunk_bytes)
+                try:
+                    written, evicted = tier.write(d, data)
+                except OSError as exc:
+                    reason = errno.errorcode.get(exc.errno or 0, "OSError")
+                    log.error(
+                        "store of chunk %s to %s (%s) failed: %s [%s]; the request was served, the "
+                        "chunk will be recomputed next time",
+                        d.hex()[:16],
+                        tier.name,
+                        tier.directory,
+                        exc.strerror or exc,
+                        reason,
+                    )
+                    with m.lock:
+                        m.sim_store_errors.inc(m.tier_labels("reason", reason))
+                    continue
+                with m.lock:
+                    if written:
+                        m.sim_write_bytes.inc(m.tier_labels("tier", tier.name), len(data))
+                    if evicted:
+                        m.sim_evicted.inc(m.tier_labels("tier", tier.name), evicted)
+            stored += 1
+        elapsed = time.perf_counter() - start
+        if stored:
+            tokens = stored * self.s.chunk_size
+            with m.lock:
+                m.lmc_stored.inc(m.lmc_labels, tokens)
+                m.lmc_store_speed.observe(m.lmc_labels, tokens / max(elapsed, 1e-9))
+
+    def store_behind(self, digests: list[bytes]) -> None:
+        """Schedule the write of ``digests`` (call after the response has started)."""
+        if not self.s.connector or not digests or (self.cpu is None and not self.dirs):
+            return
+        fut = asyncio.get_running_loop().run_in_executor(self._writer, self._store, list(digests))
+        self._pending_writes.add(fut)
+        fut.add_done_callback(self._write_done)
+
+    def _write_done(self, fut: asyncio.Future[None]) -> None:
+        self._pending_writes.discard(fut)
+        if not fut.cancelled() and fut.exception() is not None:
+            log.error("write-behind failed: %r", fut.exception())
+
+    async def drain(self) -> None:
+        """Wait for pending write-behind (shutdown, tests)."""
+        while self._pending_writes:
+            await asyncio.gather(*list(self._pending_writes), return_exceptions=True)
+
+    def evict(self, tiers: list[str]) -> dict[str, int]:
+        """Drop in-process tiers (``hbm``, ``local_cpu``), as an engine restart would."""
+        out: dict[str, int] = {}
+        if "hbm" in tiers:
+            out["hbm"] = self.hbm.clear()
+        if "local_cpu" in tiers and self.cpu is not None:
+            out["local_cpu"] = self.cpu.clear()
+        return out

@@ -1,0 +1,155 @@
+"""The emulator's KV tiers: an LRU standing in for HBM, a bounded CPU tier, directory tiers.
+
+Directory tiers (LMCache's local disk, and a ``file://`` remote) hold one file per chunk named by
+its hash, so two emulator instances pointed at one directory reuse each other's chunks (R4).
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import threading
+from collections import OrderedDict
+from typing import Optional
+
+from harness.sim import directio
+
+log = logging.getLogger("kvgate.sim")
+
+SUFFIX = ".kvchunk"
+
+
+class ChunkLRU:
+    """Chunk hashes with a capacity in chunks, least recently used evicted first (HBM, CPU)."""
+
+    def __init__(self, capacity_chunks: int) -> None:
+        self.capacity = max(0, capacity_chunks)
+        self._items: OrderedDict[bytes, None] = OrderedDict()
+        self._lock = threading.Lock()
+        self.evicted = 0
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def contains(self, digest: bytes) -> bool:
+        with self._lock:
+            return digest in self._items
+
+    def touch(self, digest: bytes) -> None:
+        with self._lock:
+            if digest in self._items:
+                self._items.move_to_end(digest)
+
+    def add(self, digest: bytes) -> None:
+        if self.capacity == 0:
+            return
+        with self._lock:
+            self._items[digest] = None
+            self._items.move_to_end(digest)
+            while len(self._items) > self.capacity:
+                self._items.popitem(last=False)
+                self.evicted += 1
+
+    def clear(self) -> int:
+        with self._lock:
+            n = len(self._items)
+            self._items.clear()
+            return n
+
+
+class DirTier:
+    """A directory of chunk files, bounded by ``max_bytes`` (0: unbounded), oldest evicted first."""
+
+    def __init__(self, name: str, directory: str, max_bytes: int) -> None:
+        self.name = name
+        self.directory = directory
+        self.max_bytes = max_bytes
+        self._lock = threading.Lock()
+        os.makedirs(directory, exist_ok=True)
+
+    def path(self, digest: bytes) -> str:
+        return os.path.join(self.directory, digest.hex() + SUFFIX)
+
+    def exists(self, digest: bytes) -> bool:
+        return os.path.exists(self.path(digest))
+
+    def read(self, digest: bytes) -> tuple[int, str]:
+        return directio.read_chunk(self.path(digest), digest)
+
+    def usage(self) -> tuple[int, list[tuple[float, str, int]]]:
+        """Bytes used by chunk files (ours and any other instance's) and the files, oldest first."""
+        files: list[tuple[float, str, int]] = []
+        total = 0
+        try:
+            with os.scandir(self.directory) as it:
+                for entry in it:
+                    if not entry.name.endswith(SUFFIX):
+                        continue
+                    try:
+                        st = entry.stat()
+                    except FileNotFoundError:
+                        continue  # evicted concurrently by another instance
+                    files.append((st.st_mtime, entry.path, st.st_size))
+                    total += st.st_size
+        except FileNotFoundError:
+            os.makedirs(self.directory, exist_ok=True)
+        files.sort()
+        return total, files
+
+    def _make_room(self, nbytes: int) -> int:
+        """Evict the oldest chunk files until ``nbytes`` more fit; returns how many were evicted."""
+        if self.max_bytes <= 0:
+            return 0
+        if nbytes > self.max_bytes:
+            raise OSError(
+                errno.EFBIG, f"a chunk of {nbytes} B exceeds the {self.name} tier size {self.max_bytes} B"
+            )
+        total, files = self.usage()
+        evicted = 0
+        for _, path, size in files:
+            if total + nbytes <= self.max_bytes:
+                break
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
+            total -= size
+            evicted += 1
+        return evicted
+
+    def write(self, digest: bytes, data: bytes) -> tuple[bool, int]:
+        """Store a chunk unless present; returns (written, chunks evicted to make room)."""
+        path = self.path(digest)
+        with self._lock:
+            if os.path.exists(path):
+                return False, 0
+            evicted = self._make_room(len(data))
+            directio.write_chunk(path, data)
+            return True, evicted
+
+    def clear(self) -> int:
+        _, files = self.usage()
+        for _, path, _ in files:
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
+        return len(files)
+
+
+def probe_read_mode(directory: str) -> Optional[str]:
+    """Which page-cache bypass reads in ``directory`` get (write and read back a probe file)."""
+    path = os.path.join(directory, f".kvgate-probe-{os.getpid()}")
+    try:
+        directio.write_chunk(path, directio.chunk_payload(b"\0" * 32, directio.ALIGN))
+        _, mode = directio.read_chunk(path)
+        return mode
+    except OSError as exc:
+        log.warning("cannot probe %s: %s", directory, exc)
+        return None
+    finally:
+        try:
+            os.unlink(path)
+        except OSError:
+            pass

@@ -1,0 +1,359 @@
+"""The KV emulator as a real process on loopback: tiers, real disk reads, errors, sharing."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.sim.simhelpers import CONNECTOR, REPO, SimProc, lmcache_yaml, start_sim, words
+
+# chunk = 256 tokens x 16 KiB = 4 MiB; a 2048-token prompt = 8 chunks = 32 MiB read per disk hit
+KV_ARGS = [
+    "--kv-bytes-per-token",
+    "16384",
+    "--prefill-tokens-per-s",
+    "10000",
+    "--decode-tokens-per-s",
+    "2000",
+]
+
+
+@pytest.fixture
+def sim(tmp_path: Path) -> Iterator[Callable[..., SimProc]]:
+    started: list[SimProc] = []
+
+    def factory(*args: str, env: dict[str, str] | None = None, name: str = "sim") -> SimProc:
+        s = start_sim(tmp_path, args=list(args), env=env, name=name)
+        started.append(s)
+        return s
+
+    yield factory
+    for s in started:
+        s.stop()
+
+
+def _disk_env(tmp_path: Path, disk: Path, **extra: Any) -> dict[str, str]:
+    cfg = lmcache_yaml(
+        tmp_path / f"lmcache-{disk.name}.yaml",
+        chunk_size=256,
+        local_cpu=False,
+        local_disk=f"file://{disk}/",
+        max_local_disk_size=1,
+        **extra,
+    )
+    return {"LMCACHE_CONFIG_FILE": str(cfg)}
+
+
+def _wait_stored(s: SimProc, tokens: float) -> None:
+    # write-behind: poll the stored-token counter instead of sleeping a fixed time
+    import time
+
+    deadline = time.monotonic() + 10
+    while s.metric("lmcache:num_stored_tokens_total") < tokens:
+        assert time.monotonic() < deadline, s.log()
+        time.sleep(0.02)
+
+
+def _evict(s: SimProc) -> dict[str, int]:
+    status, body, _ = s.request("POST", "/kvgate/evict")
+    assert status == 200, body
+    return dict(json.loads(body)["evicted"])
+
+
+def test_memory_hit_faster_than_disk_hit_faster_than_recompute(
+    sim: Callable[..., SimProc], tmp_path: Path
+) -> None:
+    disk = tmp_path / "disk"
+    s = sim("--kv-transfer-config", CONNECTOR, *KV_ARGS, env=_disk_env(tmp_path, disk))
+    recompute, memory, from_disk = [], [], []
+    for i in range(3):
+        prompt = words(2048, f"doc{i}-")
+        recompute.append(s.ttft(prompt))  # cold: nothing anywhere
+        _wait_stored(s, 2048 * (i + 1))
+        memory.append(s.ttft(prompt))  # emulated HBM hit
+        assert _evict(s)["hbm"] >= 8
+        from_disk.append(s.ttft(prompt))  # read back from the disk tier, page cache bypassed
+    rec, mem, dsk = (statistics.median(x) for x in (recompute, memory, from_disk))
+    # 2048 tokens / 10000 tok/s = 0.2 s of emulated prefill
+    assert rec >= 0.2
+    assert mem < dsk < rec, f"memory {mem:.4f}s disk {dsk:.4f}s recompute {rec:.4f}s"
+    assert dsk - mem > 0.002, "a disk hit must cost a measurable real read"
+    # the disk bytes were really read: 3 prompts x 8 chunks x 4 MiB
+    assert s.metric("kvgate_sim:tier_read_bytes_total") == 3 * 8 * 4 * 2**20
+    assert s.metric("vllm:external_prefix_cache_hits_total") == 3 * 2048
+    assert s.metric("lmcache:num_hit_tokens_total") == 3 * 2048
+    assert s.metric("vllm:prefix_cache_hits_total") == 3 * 2048  # the memory hits
+    assert s.metric("vllm:time_to_first_token_seconds_count") == 9
+    assert 'mode="odirect"' in s.metrics()  # ext4 under tmp_path supports O_DIRECT
+    assert len(list(disk.glob("*.kvchunk"))) == 24
+    assert all(p.stat().st_size == 4 * 2**20 for p in disk.glob("*.kvchunk"))
+
+
+def test_partial_prefix_reuse_and_chunk_chaining(sim: Callable[..., SimProc], tmp_path: Path) -> None:
+    s = sim("--kv-transfer-config", CONNECTOR, *KV_ARGS, env=_disk_env(tmp_path, tmp_path / "disk"))
+    base = words(1024, "p")
+    s.ttft(base)
+    _wait_stored(s, 1024)
+    _evict(s)
+    # same first 512 tokens, then different: only the 2 leading chunks can be reused
+    s.ttft(words(512, "p") + " " + words(512, "q"))
+    assert s.metric("lmcache:num_hit_tokens_total") == 512
+    # a different first chunk changes every later chunk hash: nothing reusable
+    s.ttft("zzz " + base)
+    assert s.metric("lmcache:num_hit_tokens_total") == 512
+
+
+def test_two_instances_share_one_disk_tier(sim: Callable[..., SimProc], tmp_path: Path) -> None:
+    disk = tmp_path / "shared"
+    env = _disk_env(tmp_path, disk)
+    a = sim("--kv-transfer-config", CONNECTOR, *KV_ARGS, env=env, name="a")
+    b = sim("--kv-transfer-config", CONNECTOR, *KV_ARGS, env=env, name="b")
+    prompt = words(2048, "shared-")
+    cold_a = a.ttft(prompt)
+    _wait_stored(a, 2048)
+    warm_b = b.ttft(prompt)  # b never saw this prompt; a's chunks come from the shared directory
+    assert b.metric("lmcache:num_hit_tokens_total") == 2048
+    assert b.metric("kvgate_sim:tier_read_bytes_total") == 8 * 4 * 2**20
+    assert b.metric("lmcache:num_stored_tokens_total") == 0  # nothing new to write
+    assert warm_b < cold_a
+
+
+def test_recompute_arm_without_connector_never_touches_disk(
+    sim: Callable[..., SimProc], tmp_path: Path
+) -> None:
+    disk = tmp_path / "disk"
+    s = sim(*KV_ARGS, env=_disk_env(tmp_path, disk))  # LMCACHE_CONFIG_FILE set, no kv connector
+    prompt = words(1024, "r")
+    s.ttft(prompt)
+    _evict(s)
+    assert s.ttft(prompt) >= 0.1  # recomputed: 1024 / 10000 tok/s
+    assert not disk.exists() or not list(disk.iterdir())
+    assert "vllm:external_prefix_cache_queries_total" in s.metrics()
+    assert s.metric("vllm:external_prefix_cache_queries_total") == 0
+    assert "no LMCache kv_connector" in s.log()
+
+
+def test_disk_tier_size_is_respected(sim: Callable[..., SimProc], tmp_path: Path) -> None:
+    disk = tmp_path / "small"
+    # 0.02 GiB = 20.5 MiB: room for 5 chunks of 4 MiB
+    s = sim(
+        "--kv-transfer-config",
+        CONNECTOR,
+        *KV_ARGS,
+        env={
+            "LMCACHE_CONFIG_FILE": str(
+                lmcache_yaml(tmp_path / "l.yaml", local_disk=f"file://{disk}", max_local_disk_size=0.02)
+            )
+        },
+    )
+    for i in range(3):
+        s.ttft(words(1024, f"e{i}-"))
+    _wait_stored(s, 3 * 1024)
+    files = list(disk.glob("*.kvchunk"))
+    assert len(files) == 5
+    assert sum(p.stat().st_size for p in files) <= 0.02 * 2**30
+    assert s.metric("kvgate_sim:evicted_chunks_total") == 7
+
+
+def test_full_disk_is_reported_and_the_server_keeps_serving(
+    sim: Callable[..., SimProc], tmp_path: Path
+) -> None:
+    if os.geteuid() != 0 or not shutil.which("mount"):
+        pytest.skip("needs root to mount a 1 MiB tmpfs as a full disk")
+    full = tmp_path / "full"
+    full.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(full)], capture_output=True)  # noqa: S603 - fixed argv, test code
+    if r.returncode != 0:
+        pytest.skip(f"cannot mount tmpfs here: {r.stderr.decode().strip()}")
+    try:
+        s = sim(
+            "--kv-transfer-config",
+            CONNECTOR,
+            *KV_ARGS,
+            env={
+                "LMCACHE_CONFIG_FILE": str(
+                    lmcache_yaml(tmp_path / "l.yaml", local_disk=f"file://{full}", max_local_disk_size=10)
+                )
+            },
+        )
+        prompt = words(1024, "f")
+        s.ttft(prompt)
+        import time
+
+        deadline = time.monotonic() + 10
+        while s.metric("kvgate_sim:store_errors_total") < 1:
+            assert time.monotonic() < deadline, s.log()
+            time.sleep(0.02)
+        assert 'reason="ENOSPC"' in s.metrics()
+        assert "ENOSPC" in s.log()
+        _evict(s)
+        assert s.ttft(prompt) >= 0.1  # served again, as a recompute
+        assert s.proc.poll() is None
+        assert re.search(r'read_mode_info\{[^}]*mode="(odirect|fadvise)"\} 1', s.metrics())
+        assert s.stop() == 0  # drains the write-behind, then exits cleanly
+        assert not list(full.glob("*.tmp"))  # no torn temp files left behind
+    finally:
+        for p in list(full.iterdir()):
+            p.unlink()
+        subprocess.run(["umount", str(full)], check=False)  # noqa: S603 - fixed argv, test code
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "status", "fragment"),
+    [
+        ("/v1/completions", b"not json", 400, "not valid JSON"),
+        ("/v1/completions", b"[1, 2]", 400, "JSON object"),
+        ("/v1/completions", json.dumps({"max_tokens": 3}).encode(), 400, "'prompt' is required"),
+        ("/v1/completions", json.dumps({"prompt": "a", "max_tokens": -1}).encode(), 400, "max_tokens"),
+        ("/v1/completions", json.dumps({"prompt": "a", "model": "nope"}).encode(), 404, "does not exist"),
+        (
+            "/v1/completions",
+            json.dumps({"prompt": words(200, "x"), "max_tokens": 100}).encode(),
+            400,
+            "maximum context length",
+        ),
+        ("/v1/chat/completions", json.dumps({"messages": "hi"}).encode(), 400, "'messages'"),
+        ("/v1/chat/completions", json.dumps({"messages": [{"content": "x"}]}).encode(), 400, "role"),
+        ("/v1/nope", b"{}", 404, "no route"),
+    ],
+)
+def test_malformed_requests_get_openai_errors(
+    sim: Callable[..., SimProc], path: str, body: bytes, status: int, fragment: str
+) -> None:
+    s = sim("--max-model-len", "256")
+    got, raw, _ = s.request("POST", path, raw=body)
+    assert got == status
+    err = json.loads(raw)["error"]
+    assert fragment in err["message"]
+    assert err["code"] == status
+    assert err["type"] in ("BadRequestError", "NotFoundError")
+    assert s.request("GET", "/health")[0] == 200  # still up
+
+
+def test_api_surface_models_chat_nonstreaming_request_ids(sim: Callable[..., SimProc]) -> None:
+    s = sim("--served-model-name", "m1", "m2", "--decode-tokens-per-s", "5000", "--max-model-len", "4096")
+    status, body, _ = s.request("GET", "/v1/models")
+    models = json.loads(body)
+    assert status == 200 and [m["id"] for m in models["data"]] == ["m1", "m2"]
+    assert models["data"][0]["max_model_len"] == 4096
+    status, body, hdrs = s.request(
+        "POST",
+        "/v1/completions",
+        {"model": "m2", "prompt": "a b c", "max_tokens": 5},
+        headers={"x-request-id": "req-42"},
+    )
+    out = json.loads(body)
+    assert status == 200 and out["usage"] == {"prompt_tokens": 3, "total_tokens": 8, "completion_tokens": 5}
+    assert len(out["choices"][0]["text"].split()) == 5 and hdrs["x-request-id"] == "req-42"
+    status, body, _ = s.request(
+        "POST",
+        "/v1/chat/completions",
+        {"model": "m1", "messages": [{"role": "user", "content": [{"type": "text", "text": "x y"}]}]},
+    )
+    assert json.loads(body)["choices"][0]["message"]["role"] == "assistant"
+    assert s.ttft("hello world", chat=True, max_tokens=3, request_id="chat-7") > 0
+    log = s.log()
+    assert "request req-42 POST /v1/completions 200" in log
+    assert "request chat-7 POST /v1/chat/completions 200" in log
+
+
+def test_bounded_batch_queues_requests(sim: Callable[..., SimProc]) -> None:
+    # 1 slot, each request decodes 40 tokens at 100 tok/s = 0.4 s: the others wait
+    s = sim("--max-batch", "1", "--decode-tokens-per-s", "100")
+    results: list[float] = []
+    threads = [
+        threading.Thread(target=lambda: results.append(s.ttft("a b c", max_tokens=40))) for _ in range(3)
+    ]
+    for t in threads:
+        t.start()
+    import time
+
+    deadline = time.monotonic() + 5
+    seen_waiting = 0.0
+    while time.monotonic() < deadline and seen_waiting < 2:
+        seen_waiting = max(seen_waiting, s.metric("vllm:num_requests_waiting"))
+    for t in threads:
+        t.join()
+    assert seen_waiting == 2
+    assert max(results) >= 0.7  # the last one waited for two full requests
+
+
+def test_keepalive_connection_serves_several_requests(sim: Callable[..., SimProc]) -> None:
+    import http.client
+
+    s = sim()
+    conn = http.client.HTTPConnection("127.0.0.1", s.port, timeout=10)
+    try:
+        for _ in range(3):
+            conn.request("GET", "/health")
+            r = conn.getresponse()
+            r.read()
+            assert r.status == 200 and r.getheader("connection") == "keep-alive"
+    finally:
+        conn.close()
+
+
+def _run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    full = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
+    return subprocess.run(  # noqa: S603 - fixed argv, test code
+        [sys.executable, "-m", "harness.sim.cli", *args],
+        capture_output=True,
+        text=True,
+        env=full,
+        timeout=20,
+        cwd=str(REPO),
+    )
+
+
+def test_bad_command_lines_and_configs_exit_2_with_a_message(tmp_path: Path) -> None:
+    r = _run_cli("serve", "m", "--kv-transfer-config", "{oops")
+    assert r.returncode == 2 and "--kv-transfer-config is not valid JSON" in r.stderr
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("chunk_size: 256\nlocal_disk: s3://bucket\n")
+    r = _run_cli("serve", "m", "--kv-transfer-config", CONNECTOR, env={"LMCACHE_CONFIG_FILE": str(bad)})
+    assert r.returncode == 2 and "local_disk: expected a file:// URL" in r.stderr
+    r = _run_cli("serve", "m", "--kv-scale", "2")
+    assert r.returncode == 2 and "--kv-scale" in r.stderr
+    r = _run_cli("serve", "--help")
+    assert r.returncode == 0 and "--prefill-tokens-per-s" in r.stdout
+
+
+def test_port_in_use_exits_4(sim: Callable[..., SimProc]) -> None:
+    s = sim()
+    r = _run_cli("serve", "m", "--port", str(s.port))
+    assert r.returncode == 4 and "cannot listen" in r.stderr
+
+
+def test_unknown_vllm_flags_are_logged_and_ignored(sim: Callable[..., SimProc]) -> None:
+    s = sim(
+        "--tensor-parallel-size",
+        "8",
+        "--enforce-eager",
+        "--swap-space",
+        "16",
+        "--gpu-memory-utilization",
+        "0.9",
+    )
+    assert "ignoring vLLM arguments the emulator does not model: --enforce-eager --swap-space 16" in s.log()
+
+
+def test_sigterm_stops_cleanly(sim: Callable[..., SimProc]) -> None:
+    s = sim()
+    assert s.stop() == 0
+    assert "Shutting down" in s.log()
+
+
+def test_errno_name_for_enospc_is_known() -> None:
+    assert errno.errorcode[errno.ENOSPC] == "ENOSPC"
