@@ -1,17 +1,63 @@
-"""``kvgate report``: re-render the reports of a campaign from its result files. Not built yet: it says so and exits non-zero, never pretends."""
+"""``kvgate report CAMPAIGN_DIR_OR_NAME [--gate G3]``: re-render the reports of a campaign (every
+gate's HTML, Markdown and JUnit, and the campaign summary) from the result files alone."""
 
 from __future__ import annotations
 
 import argparse
+import sys
+from pathlib import Path
 
-from harness.errors import NotAvailableError
+from harness.errors import InputError
+from harness.exitcodes import ExitCode
+from harness.paths import reports_dir
+from harness.report.loader import RESULT_FILE, ResultFileError
+from harness.report.render import gate_dirs, render_campaign_report, render_gate_reports
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser("report", help=f"re-render the reports of a campaign from its result files (not available yet)", description="re-render the reports of a campaign from its result files")
-    p.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+    p = sub.add_parser(
+        "report",
+        help="re-render the reports of a campaign from its result files",
+        description="Re-render report.html, report.md and junit.xml of every gate of a campaign, and "
+        "the campaign summary at its root, from each gate's result.json alone; print the paths. "
+        "CAMPAIGN is a directory, or a campaign name under reports/. A gate directory also works.",
+    )
+    p.add_argument("campaign", metavar="CAMPAIGN_DIR_OR_NAME", help="campaign directory or name")
+    p.add_argument("--gate", metavar="GATE",
+                   help="re-render this gate only (e.g. G3), then the campaign summary")
     p.set_defaults(func=run)
 
 
+def _resolve(target: str) -> Path:
+    path = Path(target)
+    if path.is_dir():
+        return path
+    named = reports_dir() / target
+    if "/" not in target and named.is_dir():
+        return named
+    raise InputError(f"{target}: no such campaign directory (nor {named})")
+
+
 def run(args: argparse.Namespace) -> int:
-    raise NotAvailableError("'kvgate report' is not available yet in this version of kvgate")
+    path = _resolve(args.campaign)
+    if (path / RESULT_FILE).is_file() and not args.gate:  # a gate directory was named
+        for p in render_gate_reports(path):
+            print(p)
+        return int(ExitCode.OK)
+    gates = gate_dirs(path)
+    if args.gate:
+        gates = [g for g in gates if g.name == args.gate]
+        if not gates:
+            known = ", ".join(g.name for g in gate_dirs(path)) or "none"
+            raise InputError(f"{path}: no gate {args.gate} with a {RESULT_FILE} (gates present: {known})")
+    failed = 0
+    for gate in gates:
+        try:
+            for p in render_gate_reports(gate):
+                print(p)
+        except ResultFileError as exc:  # one unreadable gate must not stop the others
+            print(f"kvgate: error: {exc}", file=sys.stderr)
+            failed += 1
+    for p in render_campaign_report(path):
+        print(p)
+    return int(ExitCode.USAGE_ERROR if failed else ExitCode.OK)
