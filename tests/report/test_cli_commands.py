@@ -1,0 +1,120 @@
+"""``kvgate report``, ``kvgate sign`` and ``kvgate verify`` through the real CLI entry point."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from harness.cli.main import run
+from harness.report.sign import MANIFEST
+
+from .conftest import make_result, write_gate
+
+
+@pytest.fixture
+def campaign(tmp_path: Path) -> Path:
+    camp = tmp_path / "reports" / "camp-9"
+    for gate in ("G1", "G2", "G3"):
+        r = make_result()
+        r.gate = gate
+        write_gate(camp / gate, r)
+    return camp
+
+
+def _key(tmp_path: Path, passphrase: bytes | None = None) -> tuple[Path, bytes]:
+    key = Ed25519PrivateKey.generate()
+    enc = (serialization.BestAvailableEncryption(passphrase) if passphrase
+           else serialization.NoEncryption())
+    pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, enc)
+    path = tmp_path / f"key-{len(list(tmp_path.glob('key-*')))}.pem"
+    path.write_bytes(pem)
+    return path, pem
+
+
+def test_report_rerenders_every_gate_and_the_campaign(campaign: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(["report", str(campaign)]) == 0
+    printed = capsys.readouterr().out.split()
+    for gate in ("G1", "G2", "G3"):
+        for name in ("result.json", "report.html", "report.md", "junit.xml"):
+            assert str(campaign / gate / name) in printed
+            assert (campaign / gate / name).is_file()
+    assert printed[-3:] == [str(campaign / n) for n in ("report.html", "report.md", "junit.xml")]
+
+
+def test_report_one_gate_and_unknown_gate(campaign: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(["report", str(campaign), "--gate", "G2"]) == 0
+    assert (campaign / "G2" / "report.html").is_file() and not (campaign / "G3" / "report.html").exists()
+    capsys.readouterr()
+    assert run(["report", str(campaign), "--gate", "G7"]) == 2
+    assert "no gate G7 with a result.json (gates present: G1, G2, G3)" in capsys.readouterr().err
+
+
+def test_report_by_name_and_errors(campaign: Path, capsys: pytest.CaptureFixture[str],
+                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("harness.cli.cmd_report.reports_dir", lambda: campaign.parent)
+    assert run(["report", "camp-9"]) == 0
+    capsys.readouterr()
+    assert run(["report", "nope"]) == 2
+    assert "nope: no such campaign directory" in capsys.readouterr().err
+    (campaign / "G2" / "result.json").write_text('{"schema_version": 7}')
+    assert run(["report", str(campaign)]) == 2  # the other gates and the campaign are still rendered
+    captured = capsys.readouterr()
+    assert "schema_version] is 7" in captured.err and "Traceback" not in captured.err
+    assert str(campaign / "G3" / "report.html") in captured.out
+    assert str(campaign / "report.html") in captured.out
+
+
+def test_sign_and_verify_commands(campaign: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    gate = campaign / "G3"
+    assert run(["report", str(campaign)]) == 0
+    vendor_key, vendor_pem = _key(tmp_path)
+    customer_key, customer_pem = _key(tmp_path, passphrase=b"hunter2-pass")
+    capsys.readouterr()
+    assert run(["sign", str(gate), "--key", str(vendor_key), "--signer", "Vera", "--role", "vendor"]) == 0
+    monkeypatch.setenv("KVGATE_KEY_PASS", "hunter2-pass")
+    assert run(["sign", str(gate), "--key", str(customer_key), "--signer", "Carl", "--role", "customer",
+                "--passphrase-env", "KVGATE_KEY_PASS"]) == 0
+    out = capsys.readouterr()
+    assert "signatures/vendor-Vera.sig.json" in out.out and "signatures/customer-Carl.sig.json" in out.out
+    for secret in ("hunter2", vendor_pem.decode().splitlines()[1], customer_pem.decode().splitlines()[1]):
+        assert secret not in out.out + out.err
+
+    assert run(["verify", str(gate)]) == 0
+    text = capsys.readouterr().out
+    assert text.strip().endswith("VERIFIED") and "vendor Vera" in text and "customer Carl" in text
+
+    (gate / "report.md").write_text("changed")
+    assert run(["verify", str(gate), "--json"]) == 1
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["ok"] is False and doc["changed"] == ["report.md"]
+    assert {s["role"]: s["valid"] for s in doc["signatures"]} == {"vendor": True, "customer": True}
+
+    assert (gate / MANIFEST).is_file()
+
+
+def test_sign_verify_usage_errors(campaign: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    gate = campaign / "G1"
+    key, _ = _key(tmp_path)
+    assert run(["sign", str(gate), "--key", str(key), "--signer", "x", "--role", "auditor"]) == 2
+    assert run(["sign", str(gate), "--key", str(key), "--signer", "x", "--role", "vendor",
+                "--passphrase-env", "KVGATE_UNSET_VAR_FOR_TEST"]) == 2
+    assert "KVGATE_UNSET_VAR_FOR_TEST is not set" in capsys.readouterr().err
+    assert run(["verify", str(tmp_path / "absent")]) == 2
+    assert run(["verify", str(gate)]) == 1  # a gate that was never signed does not verify
+    assert "never signed" in capsys.readouterr().out
+    bad = tmp_path / "trusted"
+    bad.write_text("ssh-rsa nonsense\n")
+    assert run(["verify", str(gate), "--trusted-keys", str(bad)]) == 2
+    assert f"{bad}:1: not an OpenSSH public key line" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", ["report", "sign", "verify"])
+def test_help(command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert run([command, "--help"]) == 0
+    assert "usage: kvgate " + command in capsys.readouterr().out
