@@ -152,6 +152,7 @@ class SshCluster:
         self.client_key = client_key
         self.known_hosts = known_hosts
         self._inventory_opts = inventory_opts
+        self.login_rc = True
         self.inventory_path = workdir / "inventory.yaml"
         self.inventory: Inventory  # set once the ports are known
 
@@ -160,8 +161,11 @@ class SshCluster:
     @classmethod
     def start(cls, n: int, workdir: Path, keys: KeyStore, *, client_key_kind: str = "ed25519",
               known: bool = True, log_level: str = "VERBOSE", name_prefix: str = "node",
-              **inventory_opts: Any) -> SshCluster:
+              login_rc: bool = False, **inventory_opts: Any) -> SshCluster:
         """Start ``n`` servers. ``known=False`` leaves known_hosts empty (unknown host keys).
+        ``login_rc=False`` (default) sets SHLVL=1 in sessions so bash skips ~/.bashrc, which bash
+        otherwise sources for every SSH command (here ~/.bashrc runs ``pyenv init``: +0.1 s per
+        command); ``login_rc=True`` keeps the user's real login environment.
         ``inventory_opts`` become inventory ``defaults`` (e.g. ``keepalive=1.0``)."""
         if not os.path.exists(SSHD):
             raise SshdError(f"{SSHD} not found: install openssh-server (make system-deps)")
@@ -182,6 +186,7 @@ class SshCluster:
         cluster = cls(workdir, keys, nodes, user=getpass.getuser(),
                       client_key=keys.client_key(client_key_kind), known_hosts=known_hosts,
                       inventory_opts=inventory_opts)
+        cluster.login_rc = login_rc
         try:
             for node in nodes:
                 cluster._launch(node, auth, log_level)
@@ -212,6 +217,7 @@ class SshCluster:
                 "KbdInteractiveAuthentication no",
                 "AllowTcpForwarding yes",
                 "UseDNS no",
+                *([] if self.login_rc else ["SetEnv SHLVL=1"]),
                 "MaxStartups 100:30:200",
                 "MaxSessions 100",
                 "Subsystem sftp internal-sftp",
