@@ -1,0 +1,544 @@
+"""Run fio on nodes through the executor: one node, many nodes in parallel, or fio's client/server
+mode for the aggregate bandwidth of several nodes at once.
+
+Evidence: the raw fio output is copied back byte for byte (``executor.get``) as
+``fio-<node>-<target>.json``, next to the job file and the exact command; the figures in the result
+come from parsing that copy, so what is reported is what fio wrote.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional, Union
+
+from harness.config.inventory import StorageTarget
+from harness.config.profile import FioSpec
+from harness.probes.errors import ProbeError, ProbeRefused
+from harness.probes.fio_jobs import (
+    FioJobFile,
+    build_jobfile,
+    check_target,
+    choose_engine,
+    describe_command,
+    fio_command,
+    inspect_target,
+)
+from harness.probes.fio_parse import (
+    DirectionSummary,
+    FioOutput,
+    GroupSummary,
+    parse_fio_file,
+    summarise_groups,
+)
+from harness.probes.steady import SteadyState, check_steady_state
+from harness.progress import Progress
+from harness.remote.base import DetachedHandle, Executor, RemoteError
+
+ProgressLike = Union[Progress, Callable[[str], None], None]
+
+_SAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def _safe(name: str) -> str:
+    return _SAFE.sub("_", name)
+
+
+def _say(progress: ProgressLike, text: str) -> None:
+    if progress is None:
+        return
+    if isinstance(progress, Progress):
+        progress.status(text, force=True)
+    else:
+        progress(text)
+
+
+@dataclass(frozen=True)
+class JobSetResult:
+    """The figures of one job set on one target (fio's group, summed over its jobs)."""
+
+    name: str
+    read_bw_bytes: Optional[float]
+    write_bw_bytes: Optional[float]
+    read_iops: Optional[float]
+    write_iops: Optional[float]
+    read: Optional[DirectionSummary]
+    write: Optional[DirectionSummary]
+    errors: int
+    steady_state: Optional[SteadyState]
+
+    @classmethod
+    def from_group(cls, name: str, group: GroupSummary, steady: Optional[SteadyState]) -> JobSetResult:
+        return cls(
+            name=name,
+            read_bw_bytes=group.read.bw_bytes if group.read else None,
+            write_bw_bytes=group.write.bw_bytes if group.write else None,
+            read_iops=group.read.iops if group.read else None,
+            write_iops=group.write.iops if group.write else None,
+            read=group.read,
+            write=group.write,
+            errors=group.errors,
+            steady_state=steady,
+        )
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "read_bw_bytes": self.read_bw_bytes,
+            "write_bw_bytes": self.write_bw_bytes,
+            "read_iops": self.read_iops,
+            "write_iops": self.write_iops,
+            "read": self.read.to_json() if self.read else None,
+            "write": self.write.to_json() if self.write else None,
+            "errors": self.errors,
+            "steady_state": self.steady_state.to_json() if self.steady_state else None,
+        }
+
+
+@dataclass(frozen=True)
+class FioProbeResult:
+    """One fio probe of one target on one node (or, in client/server mode, of several nodes)."""
+
+    node: str
+    target: str
+    engine: str
+    fio_version: Optional[str]
+    job_sets: Mapping[str, JobSetResult]
+    raw_output: Path  # fio's output exactly as fio wrote it
+    jobfile: Path
+    command: str
+    bw_logs: tuple[Path, ...] = ()
+    hosts: tuple[str, ...] = ()
+    per_host: Mapping[str, Mapping[str, JobSetResult]] = field(default_factory=dict)
+
+    def to_json(self, relative_to: Optional[Path] = None) -> dict[str, object]:
+        def rel(p: Path) -> str:
+            if relative_to is not None:
+                try:
+                    return str(p.resolve().relative_to(relative_to.resolve()))
+                except ValueError:
+                    pass
+            return str(p)
+
+        out: dict[str, object] = {
+            "node": self.node,
+            "target": self.target,
+            "engine": self.engine,
+            "fio_version": self.fio_version,
+            "job_sets": {k: v.to_json() for k, v in self.job_sets.items()},
+            "evidence": {
+                "raw_output": rel(self.raw_output),
+                "jobfile": rel(self.jobfile),
+                "bw_logs": [rel(p) for p in self.bw_logs],
+            },
+            "command": self.command,
+        }
+        if self.per_host:
+            out["hosts"] = list(self.hosts)
+            out["per_host"] = {
+                h: {k: v.to_json() for k, v in sets.items()} for h, sets in self.per_host.items()
+            }
+        return out
+
+
+# --------------------------------------------------------------------------------------------
+# Bandwidth logs -> steady state
+
+
+def bw_log_series(logs: Mapping[str, bytes], avg_msec: int) -> list[float]:
+    """Sum windowed fio bandwidth logs (one file per job; ``time_ms, KiB/s, ddir, ...``) into one
+    series of bytes/s per window, all jobs and directions together."""
+    buckets: dict[int, float] = {}
+    for name, data in logs.items():
+        for n, line in enumerate(data.decode("utf-8", "replace").splitlines(), 1):
+            parts = [p.strip() for p in line.split(",")]
+            if len(parts) < 2 or not parts[0]:
+                continue
+            try:
+                t_ms, kib_s = int(parts[0]), float(parts[1])
+            except ValueError:
+                raise ProbeError(
+                    f"bandwidth log {name} line {n} is not 'time, value, ...': {line!r}", node="-"
+                ) from None
+            key = max(0, (t_ms + avg_msec // 2) // avg_msec - 1)  # fio logs near each window end
+            buckets[key] = buckets.get(key, 0.0) + kib_s * 1024.0
+    if not buckets:
+        return []
+    # The last window is usually partial (the job stopped inside it); keep complete windows only.
+    keys = sorted(buckets)[:-1] if len(buckets) > 3 else sorted(buckets)
+    return [buckets[k] for k in keys]
+
+
+# --------------------------------------------------------------------------------------------
+# One node
+
+
+def _fio_path(executor: Executor, target: str) -> str:
+    fio = executor.which("fio")
+    if not fio:
+        raise ProbeError(
+            "fio is not installed on the node (not found on PATH)", node=executor.node, target=target
+        )
+    return fio
+
+
+def run_fio_probe(
+    executor: Executor,
+    target: StorageTarget,
+    spec: FioSpec,
+    out_dir: Path,
+    *,
+    job_sets: Optional[Sequence[str]] = None,
+    progress: ProgressLike = None,
+    run_id: Optional[str] = None,
+    steady_state: bool = True,
+) -> FioProbeResult:
+    """Run the profile's fio job sets on ``target`` of the executor's node and parse fio's output.
+
+    Refuses (``ProbeRefused``) before writing anything when the target is a raw device and writes
+    are not allowed, is a memory filesystem, is missing, or lacks free space. The files are written
+    under ``<target.path>/kvgate-fio-<run-id>/`` and removed afterwards, also on failure.
+    """
+    node = executor.node
+    sets = list(job_sets or spec.job_sets)
+    run_id = run_id or time.strftime("%Y%m%d-%H%M%S") + "-" + uuid.uuid4().hex[:6]
+    out_dir.mkdir(parents=True, exist_ok=True)
+    stem = f"fio-{_safe(node)}-{_safe(target.name)}"
+    fio = _fio_path(executor, target.name)
+    info = inspect_target(executor, target.path)
+    check_target(executor, target, sets, int(spec.size) * spec.numjobs, info)
+    raw_device = info.is_block_device or target.path.startswith("/dev/")
+    if raw_device:
+        scratch = f"/tmp/kvgate-fio-{run_id}"
+    else:
+        scratch = f"{target.path.rstrip('/')}/kvgate-fio-{run_id}"
+    remote_out = f"{scratch}/{stem}.json"
+    _say(progress, f"{node}/{target.name}: preparing {scratch}")
+    executor.run(["mkdir", "-p", f"{scratch}/bwlogs"])
+    try:
+        if raw_device:
+            engine = choose_engine(
+                executor,
+                target.path,
+                target=target.name,
+                preferred=spec.ioengine,
+                fio=fio,
+                remove_probe_file=False,
+            )
+        else:
+            engine = choose_engine(
+                executor,
+                f"{scratch}/kvgate-engine-probe",
+                target=target.name,
+                preferred=spec.ioengine,
+                fio=fio,
+            )
+        job = build_jobfile(
+            spec,
+            job_sets=sets,
+            engine=engine,
+            directory=None if raw_device else scratch,
+            filename=target.path if raw_device else None,
+            bw_log_dir=f"{scratch}/bwlogs" if steady_state else None,
+        )
+        jobfile_remote = f"{scratch}/{stem}.fio"
+        executor.write_file(jobfile_remote, job.text.encode())
+        jobfile_local = out_dir / f"{stem}.fio"
+        jobfile_local.write_text(job.text)
+        argv = fio_command(fio, jobfile_remote, remote_out)
+        command = describe_command(argv)
+        (out_dir / f"{stem}.cmd").write_text(command + "\n")
+        budget = len(sets) * (spec.runtime + spec.ramp_time) + 300.0  # plus file layout and start-up
+        _say(
+            progress,
+            f"{node}/{target.name}: fio {', '.join(sets)} with {engine} "
+            f"(~{len(sets) * (spec.runtime + spec.ramp_time):.0f} s)",
+        )
+        res = executor.run(argv, check=False, timeout=budget)
+        raw_local = out_dir / f"{stem}.json"
+        got_output = executor.run(["test", "-s", remote_out], check=False).ok
+        if got_output:
+            executor.get(remote_out, str(raw_local))
+        if not res.ok:
+            raise ProbeError(
+                f"fio exited with {res.exit_code}",
+                node=node,
+                target=target.name,
+                detail=f"command: {command}\n{(res.stderr or res.stdout)[-2000:]}",
+            )
+        if not got_output:
+            raise ProbeError(
+                "fio wrote no output file", node=node, target=target.name, detail=res.stderr[-2000:]
+            )
+        parsed = parse_fio_file(raw_local, node=node)
+        logs = (
+            _fetch_bw_logs(executor, f"{scratch}/bwlogs", out_dir / f"{stem}-bwlogs") if steady_state else {}
+        )
+        results = _job_set_results(parsed, sets, job, logs, node, target.name)
+        return FioProbeResult(
+            node=node,
+            target=target.name,
+            engine=engine,
+            fio_version=parsed.final.fio_version,
+            job_sets=results,
+            raw_output=raw_local,
+            jobfile=jobfile_local,
+            command=command,
+            bw_logs=tuple(sorted(p for paths in logs.values() for p in paths)),
+        )
+    finally:
+        _cleanup(executor, scratch)
+
+
+def _cleanup(executor: Executor, scratch: str) -> None:
+    # Only ever our own run directory (its name is generated above), never the target itself.
+    if "/kvgate-fio-" not in scratch:
+        raise AssertionError(f"refusing to remove {scratch}")
+    try:
+        executor.run(["rm", "-rf", "--", scratch], check=False, timeout=600)
+    except RemoteError:
+        pass  # the node went away: nothing more can be done from here; the error in flight wins
+
+
+def _fetch_bw_logs(executor: Executor, remote_dir: str, local_dir: Path) -> dict[str, list[Path]]:
+    """Copy every bandwidth log back; returns {job set: [local paths]}."""
+    listing = executor.run(["find", remote_dir, "-maxdepth", "1", "-name", "*_bw*.log"], check=False)
+    out: dict[str, list[Path]] = {}
+    names = [ln.strip() for ln in listing.stdout.splitlines() if ln.strip()]
+    if names:
+        local_dir.mkdir(parents=True, exist_ok=True)
+    for remote in names:
+        base = remote.rsplit("/", 1)[-1]
+        set_name = base.split("_bw", 1)[0]
+        local = local_dir / base
+        executor.get(remote, str(local))
+        out.setdefault(set_name, []).append(local)
+    return out
+
+
+def _job_set_results(
+    parsed: FioOutput,
+    sets: Sequence[str],
+    job: FioJobFile,
+    logs: Mapping[str, list[Path]],
+    node: str,
+    target: str,
+) -> dict[str, JobSetResult]:
+    groups = summarise_groups(parsed.final.jobs)
+    by_name = {g.name: g for g in groups}
+    results: dict[str, JobSetResult] = {}
+    for name in sets:
+        group = by_name.get(name)
+        if group is None:
+            raise ProbeError(
+                f"fio output has no result for job set {name!r} (groups: {', '.join(by_name) or 'none'})",
+                node=node,
+                target=target,
+            )
+        steady = None
+        if name in logs and job.log_avg_msec:
+            series = bw_log_series({p.name: p.read_bytes() for p in logs[name]}, job.log_avg_msec)
+            steady = check_steady_state(series, source=f"fio bandwidth log, {job.log_avg_msec} ms windows")
+        results[name] = JobSetResult.from_group(name, group, steady)
+    return results
+
+
+# --------------------------------------------------------------------------------------------
+# Many nodes in parallel
+
+
+@dataclass(frozen=True)
+class ProbeFailure:
+    node: str
+    target: str
+    error: BaseException
+
+
+def run_fio_probes(
+    jobs: Sequence[tuple[Executor, StorageTarget]],
+    spec: FioSpec,
+    out_dir: Path,
+    *,
+    job_sets: Optional[Sequence[str]] = None,
+    progress: ProgressLike = None,
+    max_parallel: int = 16,
+) -> list[Union[FioProbeResult, ProbeFailure]]:
+    """One probe per (node, target), nodes in parallel (targets of one node one after the other, so
+    they do not compete for the same CPU and PCIe links). A failure on one node never hides the
+    others: it is returned in place of that node's result."""
+    by_node: dict[str, list[tuple[Executor, StorageTarget]]] = {}
+    for ex, tgt in jobs:
+        by_node.setdefault(ex.node, []).append((ex, tgt))
+
+    def one_node(items: list[tuple[Executor, StorageTarget]]) -> list[Union[FioProbeResult, ProbeFailure]]:
+        out: list[Union[FioProbeResult, ProbeFailure]] = []
+        for ex, tgt in items:
+            try:
+                out.append(run_fio_probe(ex, tgt, spec, out_dir, job_sets=job_sets, progress=progress))
+            except (ProbeError, ProbeRefused, RemoteError) as exc:
+                out.append(ProbeFailure(ex.node, tgt.name, exc))
+        return out
+
+    results: list[Union[FioProbeResult, ProbeFailure]] = []
+    with ThreadPoolExecutor(max_workers=max(1, min(max_parallel, len(by_node)))) as pool:
+        for chunk in pool.map(one_node, by_node.values()):
+            results.extend(chunk)
+    return results
+
+
+# --------------------------------------------------------------------------------------------
+# Client/server mode: aggregate bandwidth of several nodes
+
+
+@dataclass(frozen=True)
+class ServerSpec:
+    """One node taking part in a client/server run: its executor, its target, and the address the
+    client reaches its fio server on."""
+
+    executor: Executor
+    target: StorageTarget
+    address: str
+    port: int = 8765
+
+
+def _wait_listening(server: ServerSpec, handle: DetachedHandle, timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        state = server.executor.poll(handle)
+        if not state.running:
+            log = server.executor.tail_log(handle, stream="stderr") + server.executor.tail_log(
+                handle, stream="stdout"
+            )
+            raise ProbeError(
+                f"fio --server exited ({state.reason or state.exit_code})",
+                node=server.executor.node,
+                target=server.target.name,
+                detail=log,
+            )
+        text = server.executor.tail_log(handle, stream="stdout", lines=20)
+        if "listening" in text:
+            return
+        time.sleep(0.05)
+    raise ProbeError(
+        f"fio --server did not report listening on {server.address},{server.port} within {timeout:.0f} s",
+        node=server.executor.node,
+        target=server.target.name,
+    )
+
+
+def run_fio_client_server(
+    client: Executor,
+    servers: Sequence[ServerSpec],
+    spec: FioSpec,
+    out_dir: Path,
+    *,
+    job_sets: Optional[Sequence[str]] = None,
+    progress: ProgressLike = None,
+    run_id: Optional[str] = None,
+) -> FioProbeResult:
+    """Start ``fio --server`` detached on every node, run ``fio --client`` from ``client`` with one
+    job file per server, and sum the bandwidth across hosts per job set. fio's own "All clients"
+    figure stays in the raw output; the result reports the per-host sum and each host's figures."""
+    sets = list(job_sets or spec.job_sets)
+    run_id = run_id or time.strftime("%Y%m%d-%H%M%S") + "-" + uuid.uuid4().hex[:6]
+    out_dir.mkdir(parents=True, exist_ok=True)
+    fio_client = _fio_path(client, "client")
+    handles: list[tuple[ServerSpec, DetachedHandle]] = []
+    scratches: list[tuple[Executor, str]] = []
+    client_dir = f"/tmp/kvgate-fio-{run_id}-client"
+    scratches.append((client, client_dir))
+    label_of: dict[str, str] = {}
+    engines: set[str] = set()
+    try:
+        client.run(["mkdir", "-p", client_dir])
+        argv = [fio_client, "--output-format=json+"]
+        local_jobfiles = []
+        for srv in servers:
+            ex = srv.executor
+            fio = _fio_path(ex, srv.target.name)
+            info = inspect_target(ex, srv.target.path)
+            check_target(ex, srv.target, sets, int(spec.size) * spec.numjobs, info)
+            if info.is_block_device:
+                raise ProbeRefused(
+                    "client/server mode probes filesystem targets only", node=ex.node, target=srv.target.name
+                )
+            scratch = f"{srv.target.path.rstrip('/')}/kvgate-fio-{run_id}"
+            ex.run(["mkdir", "-p", scratch])
+            scratches.append((ex, scratch))
+            engine = choose_engine(
+                ex, f"{scratch}/kvgate-engine-probe", target=srv.target.name, preferred=spec.ioengine, fio=fio
+            )
+            engines.add(engine)
+            job = build_jobfile(spec, job_sets=sets, engine=engine, directory=scratch)
+            stem = f"fio-{_safe(ex.node)}-{_safe(srv.target.name)}"
+            remote_job = f"{client_dir}/{stem}.fio"
+            client.write_file(remote_job, job.text.encode())
+            local = out_dir / f"{stem}.fio"
+            local.write_text(job.text)
+            local_jobfiles.append(local)
+            _say(progress, f"{ex.node}: starting fio --server on {srv.address}:{srv.port}")
+            handle = ex.start_detached(
+                [fio, f"--server=ip:{srv.address},{srv.port}"],
+                workdir=f"{scratch}-server",
+                name=f"fio-server-{run_id}",
+            )
+            handles.append((srv, handle))
+            scratches.append((ex, f"{scratch}-server"))
+            _wait_listening(srv, handle)
+            argv += [f"--client=ip:{srv.address},{srv.port}", remote_job]
+            label_of[f"{srv.address}:{srv.port}"] = ex.node
+        remote_out = f"{client_dir}/fio-cluster.json"
+        argv.insert(2, f"--output={remote_out}")
+        command = describe_command(argv)
+        (out_dir / "fio-cluster.cmd").write_text(command + "\n")
+        _say(progress, f"fio --client to {len(servers)} server(s): {', '.join(sets)}")
+        budget = len(sets) * (spec.runtime + spec.ramp_time) + 300.0
+        res = client.run(argv, check=False, timeout=budget)
+        raw_local = out_dir / "fio-cluster.json"
+        if client.run(["test", "-s", remote_out], check=False).ok:
+            client.get(remote_out, str(raw_local))
+        if not res.ok:
+            raise ProbeError(
+                f"fio --client exited with {res.exit_code}",
+                node=client.node,
+                detail=f"command: {command}\n{(res.stderr or res.stdout)[-2000:]}",
+            )
+        if not raw_local.exists():
+            raise ProbeError("fio --client wrote no output", node=client.node, detail=res.stdout[-2000:])
+        parsed = parse_fio_file(raw_local)
+        doc = parsed.final
+        hosts = tuple(dict.fromkeys(label_of.get(j.host, j.host) for j in doc.jobs))
+        cluster = {g.name: g for g in summarise_groups(doc.jobs)}
+        per_host: dict[str, dict[str, JobSetResult]] = {}
+        for host_key, node_name in label_of.items():
+            groups = {g.name: g for g in summarise_groups([j for j in doc.jobs if j.host == host_key])}
+            per_host[node_name] = {
+                n: JobSetResult.from_group(n, groups[n], None) for n in sets if n in groups
+            }
+        missing = [n for n in sets if n not in cluster]
+        if missing:
+            raise ProbeError(f"fio client output lacks job set(s) {', '.join(missing)}", node=client.node)
+        return FioProbeResult(
+            node="+".join(hosts),
+            target="+".join(s.target.name for s in servers),
+            engine="/".join(sorted(engines)),
+            fio_version=doc.fio_version,
+            job_sets={n: JobSetResult.from_group(n, cluster[n], None) for n in sets},
+            raw_output=raw_local,
+            jobfile=local_jobfiles[0] if local_jobfiles else raw_local,
+            command=command,
+            hosts=hosts,
+            per_host=per_host,
+        )
+    finally:
+        for srv, handle in handles:
+            try:
+                srv.executor.stop(handle, grace=5.0)
+            except RemoteError:
+                pass
+        for ex, path in scratches:
+            _cleanup(ex, path)
