@@ -135,6 +135,8 @@ def render_campaign_report(campaign_dir: Path) -> list[Path]:
         name=campaign_dir.name, gates=views, rows=rows, unreadable=unreadable,
         verdict=campaign_verdict(verdicts),
         error_verdict=Verdict.ERROR, notice=EMULATION_NOTICE,
+        not_passed=[f"{name} ({view.verdict.value if view else 'unreadable'})" for name, view, _ in rows
+                    if view is None or view.verdict is not Verdict.PASS],
         emulated=[v.result.gate for v in views if v.emulated])
     html = _environment(html=True).get_template("campaign.html.j2").render(**context)
     md = _environment(html=False).get_template("campaign.md.j2").render(**context)

@@ -175,6 +175,7 @@ def test_campaign_report(tmp_path: Path) -> None:
     html = (camp / "report.html").read_text()
     assert external_references(html) == []
     assert '<div class="big">ERROR</div>' in html  # an unreadable gate makes the campaign not passed
+    assert "Not every gate passed: G2 (unreadable), G3 (FAIL)." in html
     assert html.index(">G1<") < html.index(">G2<") < html.index(">G3<")
     assert "schema_version] is 9" in html
     assert '<a href="G3/report.html">' in html
@@ -188,3 +189,26 @@ def test_campaign_without_gates_is_an_input_error(tmp_path: Path) -> None:
 
     with pytest.raises(InputError, match="no gate directory"):
         render_campaign_report(tmp_path)
+
+
+@pytest.mark.parametrize("measurements, inventory, profile", [
+    ({"sweep": {"a": {"c8": {"ttft_p50_ms": "fast", "ttft_p99_ms": -5.0, "output_throughput": 1e12}}}},
+     {"nodes": {"n1": {"host": "10.0.0.1"}}}, {"arms": ["baseline", "candidate"]}),
+    ({"sweep": {"a": {"warmup": {"ttft_p50_ms": 1.0}, "c2": [1, 2]}}, "fio": {"n": "down"}},
+     {"nodes": "n1,n2", "platforms": "cuda"}, {"model": {"name": "m", "tp": 4}}),
+    ({"sweep": [], "fio": {"n": {"t": {"seq_read_bw": True}}}, "extra": [[1, [2]], {"k": None}]},
+     {}, {}),
+    ({"sweep": {"a": {"c1": {"ttft_p50_ms": 5.0}}, "b": {"c1000000": {"ttft_p50_ms": 5.0}}}},
+     {"cluster": "x" * 300}, {"engine": "<b>vllm</b>"}),
+])
+def test_odd_layouts_render_without_crashing(tmp_path: Path, measurements: dict[str, object],
+                                             inventory: dict[str, object], profile: dict[str, object]) -> None:
+    result = make_result()
+    result.measurements, result.inventory, result.profile = measurements, inventory, profile
+    d = write_gate(tmp_path / "G3", result)
+    render_gate_reports(d)
+    html = (d / "report.html").read_text()
+    assert external_references(html) == []
+    svgs(html)  # every chart drawn is well-formed
+    assert "<b>vllm</b>" not in html
+    (d / "report.md").read_text()
