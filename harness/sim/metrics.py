@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import threading
+import time
 from collections.abc import Sequence
 
 Labels = tuple[tuple[str, str], ...]
@@ -96,6 +97,10 @@ class Counter(_Family):
     def render(self) -> list[str]:
         return [f"{self.name}_total{_fmt_labels(lab)} {_fmt_value(v)}" for lab, v in self.values.items()]
 
+    @property
+    def exposed_name(self) -> str:
+        return self.name + "_total"  # prometheus_client's text format declares counters with _total
+
 
 class Gauge(_Family):
     def __init__(self, name: str, help_text: str) -> None:
@@ -141,6 +146,7 @@ class SimMetrics:
 
     def __init__(self, model_name: str) -> None:
         self.lock = threading.Lock()
+        self.started = time.time()
         self.vllm_labels: Labels = (("engine", "0"), ("model_name", model_name))
         self.lmc_labels: Labels = (("model_name", model_name), ("worker_id", "0"))
         self.ttft = Histogram(
@@ -237,7 +243,14 @@ class SimMetrics:
         lines: list[str] = []
         with self.lock:
             for fam in self.families:
-                lines.append(f"# HELP {fam.name} {fam.help}")
-                lines.append(f"# TYPE {fam.name} {fam.kind}")
+                name = getattr(fam, "exposed_name", fam.name)
+                lines.append(f"# HELP {name} {fam.help}")
+                lines.append(f"# TYPE {name} {fam.kind}")
                 lines.extend(fam.render())  # type: ignore[attr-defined]
+                if fam.kind in ("counter", "histogram"):
+                    # prometheus_client adds a <name>_created gauge per labelled child
+                    lines.append(f"# HELP {fam.name}_created {fam.help}")
+                    lines.append(f"# TYPE {fam.name}_created gauge")
+                    lines.extend(f"{fam.name}_created{_fmt_labels(lab)} {_fmt_value(self.started)}"
+                                 for lab in fam.values)  # type: ignore[attr-defined]
         return "\n".join(lines) + "\n"

@@ -1,0 +1,1 @@
+"""Serving engines behind one protocol: vLLM (+ LMCache) and the KV emulator."""

@@ -1,0 +1,174 @@
+"""The Prometheus exposition parser, snapshots and deltas.
+
+The fixture ``data/vllm_lmcache_metrics.txt`` is laid out exactly as prometheus_client's
+``generate_latest`` writes vLLM's and LMCache's metrics (counter families declared as ``x_total``,
+``_created`` gauges, histograms ending in ``le="+Inf"``); vLLM itself cannot run here.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from harness.engines.prometheus import MetricsParseError, MetricsSnapshot, delta, parse
+
+DATA = Path(__file__).parent / "data"
+
+
+@pytest.fixture
+def vllm_text() -> str:
+    return (DATA / "vllm_lmcache_metrics.txt").read_text()
+
+
+def test_real_vllm_lmcache_exposition(vllm_text: str) -> None:
+    snap = MetricsSnapshot.from_text(vllm_text)
+    assert snap.type_of("vllm:prefix_cache_queries") == "counter"
+    assert snap.value("vllm:prefix_cache_queries") == 1048576.0
+    assert snap.value("vllm:prefix_cache_queries_total") == 1048576.0
+    assert snap.value("vllm:external_prefix_cache_hits") == 655360.0
+    assert snap.value("vllm:num_requests_running", model_name="moe-480b") == 8.0
+    assert snap.value("lmcache:num_hit_tokens") == 2 * 655360.0  # summed over both workers
+    assert snap.value("lmcache:num_hit_tokens", worker_id="1") == 655360.0
+    assert snap.value("vllm:nonexistent") is None
+    h = snap.histogram("vllm:time_to_first_token_seconds")
+    assert h is not None and h.count == 16.0 and h.sum == 41.25
+    assert h.buckets[-1] == (math.inf, 16.0)
+    assert h.mean == pytest.approx(41.25 / 16)
+    p50 = h.quantile(0.5)
+    assert p50 == pytest.approx(1.0)  # rank 8 of 16 is the top of the (0.75, 1.0] bucket, as PromQL says
+    info = snap.samples("vllm:cache_config_info")[0]
+    assert info.label("prefix_caching_hash_algo") == "sha256" and info.value == 1.0
+    assert math.isnan(snap.value("lmcache:local_cache_usage") or 0.0)
+    rs = snap.histogram("lmcache:retrieve_speed")
+    assert rs is not None and rs.count == 10.0
+    # _created belongs to its own gauge family, not to the counter
+    assert (
+        snap.families["vllm:prefix_cache_queries_total"].samples[0].name == "vllm:prefix_cache_queries_total"
+    )
+    assert len(snap.families["vllm:prefix_cache_queries_total"].samples) == 1
+
+
+def test_escapes_timestamps_and_untyped_samples() -> None:
+    text = (
+        "# HELP weird A help with a backslash \\\\ and a\\nnewline\n"
+        "# TYPE weird gauge\n"
+        'weird{path="C:\\\\dir",quote="say \\"hi\\"",nl="a\\nb",empty=""} -Inf 1700000000000\n'
+        'weird{path="x" , other="y",} +Inf\n'
+        "# a free comment\n"
+        "no_type_here 42\n"
+        "spaced   7.5e-3   \n"
+    )
+    fams = parse(text)
+    w = fams["weird"]
+    assert w.help == "A help with a backslash \\ and a\nnewline"
+    s = w.samples[0]
+    assert dict(s.labels) == {"path": "C:\\dir", "quote": 'say "hi"', "nl": "a\nb", "empty": ""}
+    assert s.value == -math.inf and s.timestamp_ms == 1700000000000
+    assert w.samples[1].value == math.inf and dict(w.samples[1].labels) == {"path": "x", "other": "y"}
+    assert fams["no_type_here"].type == "untyped" and fams["no_type_here"].samples[0].value == 42.0
+    assert fams["spaced"].samples[0].value == 0.0075
+
+
+def test_summary_and_openmetrics_counter_forms() -> None:
+    text = (
+        "# TYPE rpc_duration_seconds summary\n"
+        'rpc_duration_seconds{quantile="0.5"} 0.05\n'
+        'rpc_duration_seconds{quantile="0.99"} 0.2\n'
+        "rpc_duration_seconds_sum 17.5\n"
+        "rpc_duration_seconds_count 100\n"
+        "# TYPE requests counter\n"
+        "requests_total 5\n"
+        "requests_created 1.7e9\n"
+        "# EOF\n"
+    )
+    snap = MetricsSnapshot.from_text(text)
+    assert [s.label("quantile") for s in snap.families["rpc_duration_seconds"].samples[:2]] == ["0.5", "0.99"]
+    assert len(snap.families["rpc_duration_seconds"].samples) == 4
+    assert snap.value("requests") == 5.0
+    assert len(snap.families["requests"].samples) == 2
+
+
+@pytest.mark.parametrize(
+    ("text", "message", "line_no"),
+    [
+        ("ok 1\nbad{a=1} 2\n", "expected a quoted value", 2),
+        ('x{a="1" 2\n', "expected ',' or '}'", 1),
+        ('x{a="1} 2\n', "unterminated value", 1),
+        ("x\n", "expected a value", 1),
+        ("x abc\n", "could not convert", 1),
+        ("# TYPE x bogus\n", "unknown metric type", 1),
+        ('x{a="1",a="2"} 1\n', "given twice", 1),
+        ("x 1 2 3\n", "unexpected text", 1),
+        ("# TYPE x gauge\nx 1\n# TYPE x counter\n", "TYPE after", 3),
+    ],
+)
+def test_malformed_text_names_the_line(text: str, message: str, line_no: int) -> None:
+    with pytest.raises(MetricsParseError) as info:
+        parse(text, source="node1:8000/metrics")
+    assert message in str(info.value)
+    assert info.value.line_no == line_no
+    assert str(info.value).startswith(f"node1:8000/metrics:{line_no}:")
+
+
+def test_delta_counters_gauges_histograms_and_resets(vllm_text: str) -> None:
+    before = MetricsSnapshot.from_text(vllm_text, taken_at=100.0)
+    after_text = (
+        vllm_text.replace(
+            'vllm:prefix_cache_queries_total{engine="0",model_name="moe-480b"} 1.048576e+06',
+            'vllm:prefix_cache_queries_total{engine="0",model_name="moe-480b"} 1.310720e+06',
+        )
+        .replace(
+            'vllm:prefix_cache_hits_total{engine="0",model_name="moe-480b"} 262144.0',
+            'vllm:prefix_cache_hits_total{engine="0",model_name="moe-480b"} 393216.0',
+        )
+        .replace(
+            'vllm:num_requests_waiting{engine="0",model_name="moe-480b"} 3.0',
+            'vllm:num_requests_waiting{engine="0",model_name="moe-480b"} 0.0',
+        )
+        .replace('le="+Inf"} 16.0', 'le="+Inf"} 20.0')
+        .replace(
+            'vllm:time_to_first_token_seconds_count{engine="0",model_name="moe-480b"} 16.0',
+            'vllm:time_to_first_token_seconds_count{engine="0",model_name="moe-480b"} 20.0',
+        )
+        .replace(
+            'vllm:time_to_first_token_seconds_sum{engine="0",model_name="moe-480b"} 41.25',
+            'vllm:time_to_first_token_seconds_sum{engine="0",model_name="moe-480b"} 81.25',
+        )
+        # the LMCache worker 1 restarted: its counter went down
+        .replace(
+            'lmcache:num_hit_tokens_total{model_name="moe-480b",worker_id="1"} 655360.0',
+            'lmcache:num_hit_tokens_total{model_name="moe-480b",worker_id="1"} 0.0',
+        )
+    )
+    after = MetricsSnapshot.from_text(after_text, taken_at=160.0)
+    d = delta(before, after)
+    assert d.interval_s == 60.0
+    assert d.counters["vllm:prefix_cache_queries"] == 262144.0
+    assert d.counters["vllm:prefix_cache_hits"] == 131072.0
+    assert d.ratio("vllm:prefix_cache_hits", "vllm:prefix_cache_queries") == 0.5
+    assert d.gauges["vllm:num_requests_waiting"] == 0.0
+    ttft = d.histograms["vllm:time_to_first_token_seconds"]
+    assert ttft.count == 4.0 and ttft.sum == 40.0 and ttft.mean == 10.0
+    assert dict(ttft.buckets)[math.inf] == 4.0
+    assert "lmcache:num_hit_tokens" in d.resets
+    assert d.counters["lmcache:num_hit_tokens"] == 655360.0  # counted from zero after the reset
+    assert "vllm:prefix_cache_queries_created" not in d.gauges
+    figures = d.key_figures()
+    assert figures["prefix_cache_hit_rate"] == 0.5 and figures["engine_ttft_mean_s"] == 10.0
+    assert d.missing == ["lmcache:store_speed"]  # the fixture has no store_speed
+    assert d.to_json()["key_figures"] == figures
+
+
+def test_the_emulators_own_exposition_parses() -> None:
+    from harness.sim.metrics import SimMetrics
+
+    m = SimMetrics('model "q"\\x')
+    m.ttft.observe(m.vllm_labels, 0.3)
+    m.prefix_queries.inc(m.vllm_labels, 10)
+    snap = MetricsSnapshot.from_text(m.render())
+    assert snap.type_of("vllm:prefix_cache_queries") == "counter"
+    assert snap.value("vllm:prefix_cache_queries", model_name='model "q"\\x') == 10.0
+    h = snap.histogram("vllm:time_to_first_token_seconds")
+    assert h is not None and h.count == 1 and h.quantile(0.5) is not None
