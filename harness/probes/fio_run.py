@@ -405,26 +405,41 @@ class ServerSpec:
     port: int = 8765
 
 
+def _listening_ports(executor: Executor) -> set[int]:
+    """TCP ports in LISTEN state on the node, from /proc/net/tcp{,6} (fio --server prints nothing
+    unbuffered, and a test connection would be taken as a client by the server)."""
+    ports: set[int] = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            text = executor.read_file(table).decode("ascii", "replace")
+        except RemoteError:
+            continue
+        for line in text.splitlines()[1:]:
+            cols = line.split()
+            if len(cols) > 3 and cols[3] == "0A":  # TCP_LISTEN
+                ports.add(int(cols[1].rsplit(":", 1)[1], 16))
+    return ports
+
+
 def _wait_listening(server: ServerSpec, handle: DetachedHandle, timeout: float = 15.0) -> None:
     deadline = time.monotonic() + timeout
+    delay = 0.02
     while time.monotonic() < deadline:
         state = server.executor.poll(handle)
         if not state.running:
-            log = server.executor.tail_log(handle, stream="stderr") + server.executor.tail_log(
-                handle, stream="stdout"
-            )
+            log = server.executor.tail_log(handle, stream="stderr")
             raise ProbeError(
                 f"fio --server exited ({state.reason or state.exit_code})",
                 node=server.executor.node,
                 target=server.target.name,
                 detail=log,
             )
-        text = server.executor.tail_log(handle, stream="stdout", lines=20)
-        if "listening" in text:
+        if server.port in _listening_ports(server.executor):
             return
-        time.sleep(0.05)
+        time.sleep(delay)
+        delay = min(0.5, delay * 2)
     raise ProbeError(
-        f"fio --server did not report listening on {server.address},{server.port} within {timeout:.0f} s",
+        f"fio --server did not listen on {server.address},{server.port} within {timeout:.0f} s",
         node=server.executor.node,
         target=server.target.name,
     )

@@ -115,3 +115,43 @@ def test_bw_log_series_sums_jobs_per_window() -> None:
     b = b"101, 500, 0, 0, 0\n199, 500, 0, 0, 0\n302, 600, 0, 0, 0\n401, 500, 0, 0, 0\n"
     series = bw_log_series({"a": a, "b": b}, 100)
     assert series == [1500 * 1024.0, 1600 * 1024.0, 1600 * 1024.0, 1400 * 1024.0]
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_client_server_two_fio_servers_on_loopback(tmp_path: Path) -> None:
+    from harness.probes.fio_run import ServerSpec, run_fio_client_server
+
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir()
+    b.mkdir()
+    servers = [
+        ServerSpec(LocalExecutor("n1"), StorageTarget(name="ta", path=str(a)), "127.0.0.1", _free_port()),
+        ServerSpec(LocalExecutor("n2"), StorageTarget(name="tb", path=str(b)), "127.0.0.1", _free_port()),
+    ]
+    spec = SPEC.model_copy(update={"job_sets": ["seq-read"], "numjobs": 1})
+    res = run_fio_client_server(LocalExecutor("ctl"), servers, spec, tmp_path / "out")
+    assert set(res.hosts) == {"n1", "n2"}
+    text = res.raw_output.read_text()
+    raw = json.loads(text[text.index("\n{") :] if not text.startswith("{") else text)
+    per_host_raw = {
+        e["port"]: e["read"]["bw_bytes"] for e in raw["client_stats"] if e["jobname"] != "All clients"
+    }
+    assert len(per_host_raw) == 2
+    total = res.job_sets["seq-read"].read_bw_bytes
+    assert total == sum(per_host_raw.values()) > 0
+    assert res.per_host["n1"]["seq-read"].read_bw_bytes == per_host_raw[servers[0].port]
+    assert res.per_host["n2"]["seq-read"].read_bw_bytes == per_host_raw[servers[1].port]
+    # servers stopped, files removed
+    assert list(a.iterdir()) == [] and list(b.iterdir()) == []
+    for srv in servers:
+        import socket
+
+        with socket.socket() as s:
+            assert s.connect_ex(("127.0.0.1", srv.port)) != 0
