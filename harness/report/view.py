@@ -253,21 +253,76 @@ def _pick(d: Mapping[str, Any], *keys: str) -> Any:
     return None
 
 
+def _described(value: Any, skip: tuple[str, ...] = ("name", "description")) -> str:
+    """A list of named dicts as "name (k=v, k=v)" items; anything else via ``_names``."""
+    if isinstance(value, (list, tuple)) and value and all(isinstance(x, Mapping) for x in value):
+        items = []
+        for x in value:
+            attrs = ", ".join(f"{k}={_scalar(v)}" for k, v in x.items() if k not in skip
+                              and v is not None and not isinstance(v, (Mapping, list, tuple)))
+            name = str(x.get("name") or x.get("host") or "?")
+            items.append(f"{name} ({attrs})" if attrs else name)
+        return "; ".join(items)
+    if isinstance(value, Mapping) and value and all(isinstance(x, Mapping) for x in value.values()):
+        return _described([{"name": k, **dict(v)} for k, v in value.items()], skip)
+    return _names(value)
+
+
+def _node_list(inv: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    nodes = inv.get("nodes")
+    if isinstance(nodes, Mapping):
+        return [v if isinstance(v, Mapping) else {} for v in nodes.values()]
+    if isinstance(nodes, (list, tuple)):
+        return [n for n in nodes if isinstance(n, Mapping)]
+    return []
+
+
+def _versions(result: GateResult, *names: str) -> Optional[str]:
+    """A software version from the profile (``<name>_version``) or from the nodes' recorded
+    ``versions`` / ``software`` dicts (distinct values joined)."""
+    for n in names:
+        v = result.profile.get(f"{n}_version")
+        if v not in (None, ""):
+            return str(v)
+    found: list[str] = []
+    for node in _node_list(result.inventory):
+        for key in ("versions", "software"):
+            table = node.get(key)
+            if isinstance(table, Mapping):
+                for n in names:
+                    if table.get(n) not in (None, "") and str(table[n]) not in found:
+                        found.append(str(table[n]))
+    return ", ".join(found) or None
+
+
 def tested_summary(result: GateResult) -> list[tuple[str, str]]:
-    """The "what was tested" block: the usual keys first, whatever layout the pipeline used."""
+    """The "what was tested" block: the usual keys first, whatever layout the pipeline used.
+    Engine and LMCache versions say "not recorded" rather than disappear."""
     inv, prof = result.inventory, result.profile
+    nodes = _pick(inv, "nodes")
+    platforms = _pick(inv, "platforms", "platform")
+    if platforms is None:
+        seen = [str(n["platform"]) for n in _node_list(inv) if n.get("platform")]
+        platforms = sorted(set(seen)) or None
+    node_text = None
+    if nodes is not None:
+        node_text = _described(nodes, skip=("name", "description", "accelerators", "storage", "roles",
+                                            "versions", "software"))
     rows: list[tuple[str, Any]] = [
         ("Cluster", _pick(inv, "cluster", "name")),
-        ("Nodes", _names(_pick(inv, "nodes")) if _pick(inv, "nodes") is not None else None),
-        ("Platforms", _names(_pick(inv, "platforms", "platform"))
-         if _pick(inv, "platforms", "platform") is not None else None),
+        ("Nodes", node_text),
+        ("Platforms", _names(platforms) if platforms is not None else None),
         ("Profile", _pick(prof, "name")),
         ("Model", _pick(prof, "model")),
         ("Engine", _pick(prof, "engine")),
-        ("Engine version", _pick(prof, "engine_version", "vllm_version")),
-        ("LMCache version", _pick(prof, "lmcache_version")),
-        ("Arms", _names(_pick(prof, "arms")) if _pick(prof, "arms") is not None else None),
+        ("Engine version", _versions(result, "engine", "vllm", "vllm_ascend") or "not recorded"),
+        ("LMCache version", _versions(result, "lmcache") or "not recorded"),
+        ("Arms", _described(_pick(prof, "arms"), skip=("name", "description", "lmcache"))
+         if _pick(prof, "arms") is not None else None),
     ]
+    for role in ("baseline", "candidate", "recompute"):
+        if isinstance(prof.get(role), str):
+            rows.append((f"{role.capitalize()} arm", prof[role]))
     out = []
     for k, v in rows:
         if v is None:
@@ -326,8 +381,18 @@ def gate_view(result: GateResult) -> GateView:
         profile_rows=flatten(result.profile), extra_measurements=extra)
 
 
+SWEEP_COLUMNS = ("ttft_p50_ms", "ttft_p99_ms", "mean_queue_ms", "output_throughput", "request_throughput",
+                 "completed", "failed", "repetitions")
+
+
+def _cell(v: Any) -> str:
+    if isinstance(v, float) and math.isfinite(v) and not v.is_integer():
+        return f"{v:,.1f}" if abs(v) >= 10 else f"{v:.3g}"
+    return _scalar(v)
+
+
 def sweep_rows(measurements: Mapping[str, Any]) -> list[list[str]]:
-    """The sweep as a table (arm, concurrency, p50, p99, throughput, completed, failed)."""
+    """The sweep as a table: arm, concurrency, then ``SWEEP_COLUMNS``."""
     from harness.report.charts import concurrency_of
 
     sweep = measurements.get("sweep")
@@ -341,9 +406,7 @@ def sweep_rows(measurements: Mapping[str, Any]) -> list[list[str]]:
         for ckey, v in keyed:
             if not isinstance(v, Mapping):
                 continue
-            rows.append([str(arm), str(ckey)] + [
-                _scalar(v.get(k)) for k in ("ttft_p50_ms", "ttft_p99_ms", "output_throughput",
-                                            "request_throughput", "completed", "failed")])
+            rows.append([str(arm), str(ckey)] + [_cell(v.get(k)) for k in SWEEP_COLUMNS])
     return rows
 
 

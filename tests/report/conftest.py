@@ -105,11 +105,17 @@ def make_result(*, emulated: bool = True, with_data: bool = True, verdict: Verdi
         gate="G3", title="Main gate (candidate vs baseline)", campaign="camp-1", verdict=verdict,
         exit_code=exit_code, started_at="2026-11-29T20:00:00+00:00", finished_at="2026-11-29T20:41:30+00:00",
         kvgate_version="0.1.0", git_commit="cede15b", operator="alice@vendor",
-        inventory={"cluster": "lab-mi308x", "nodes": [{"name": "node-a", "platform": "mi308x"}],
-                   "platforms": ["mi308x"]},
-        profile={"name": "demo", "model": "Qwen/Qwen3-8B", "engine": "vllm", "engine_version": "0.11.0",
-                 "lmcache_version": "0.3.9", "arms": {"baseline": {"target": "local-nvme"},
-                                                      "candidate": {"target": "nvmeof-raid0"}}},
+        # the layout of harness.pipelines.context.summary_of, plus recorded software versions
+        inventory={"cluster": "lab-mi308x", "nodes": [
+            {"name": "node-a", "host": "10.0.0.11", "platform": "mi308x", "roles": ["server"],
+             "accelerators": {"model": "MI308X", "count": 8}, "storage": ["local-nvme", "nvmeof-raid0"],
+             "versions": {"vllm": "0.11.0", "lmcache": "0.3.9"}}]},
+        profile={"name": "demo", "model": "Qwen/Qwen3-8B", "engine": "vllm", "tensor_parallel_size": 4,
+                 "arms": [{"name": "baseline", "description": "local NVMe", "storage": "local-nvme",
+                           "offload": True, "lmcache": {"chunk_size": 256}},
+                          {"name": "candidate", "description": "NVMe-oF RAID0", "storage": "nvmeof-raid0",
+                           "offload": True, "lmcache": {"chunk_size": 256}}],
+                 "baseline": "baseline", "candidate": "candidate", "recompute": None},
         emulated=emulated, checks=checks, measurements=measurements,
         faults=["node-b: ssh: connection refused (exit 255)"] if with_data else [],
         notes=["demo run"])

@@ -50,8 +50,16 @@ def test_html_first_page_content(gate_dir: Path) -> None:
     # user text is escaped, never interpreted
     assert "<script>" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in table
     # what was tested, when and by whom
-    for text in ("lab-mi308x", "node-a", "mi308x", "Qwen/Qwen3-8B", "vllm", "0.11.0", "0.3.9",
-                 "baseline, candidate", "alice@vendor", "2026-11-29T20:00:00+00:00", "0.1.0", "cede15b"):
+    tested = dict(re.findall(r"<tr><th>([^<]+)</th><td>([^<]*)</td></tr>", first))
+    assert tested["Cluster"] == "lab-mi308x"
+    assert tested["Nodes"] == "node-a (host=10.0.0.11, platform=mi308x)"
+    assert tested["Platforms"] == "mi308x"
+    assert tested["Model"] == "Qwen/Qwen3-8B" and tested["Engine"] == "vllm"
+    assert tested["Engine version"] == "0.11.0" and tested["LMCache version"] == "0.3.9"
+    assert tested["Arms"] == ("baseline (storage=local-nvme, offload=yes); "
+                              "candidate (storage=nvmeof-raid0, offload=yes)")
+    assert tested["Baseline arm"] == "baseline" and "Recompute arm" not in tested
+    for text in ("alice@vendor", "2026-11-29T20:00:00+00:00", "0.1.0", "cede15b"):
         assert text in first, text
     # override with its reason, faults, emulation notice
     assert "Customer contract 2026-11 accepts 20% on this cluster (ticket OPS-1234)" in first
@@ -202,7 +210,8 @@ def test_campaign_without_gates_is_an_input_error(tmp_path: Path) -> None:
      {"cluster": "x" * 300}, {"engine": "<b>vllm</b>"}),
 ])
 def test_odd_layouts_render_without_crashing(tmp_path: Path, measurements: dict[str, object],
-                                             inventory: dict[str, object], profile: dict[str, object]) -> None:
+                                             inventory: dict[str, object],
+                                             profile: dict[str, object]) -> None:
     result = make_result()
     result.measurements, result.inventory, result.profile = measurements, inventory, profile
     d = write_gate(tmp_path / "G3", result)
@@ -211,4 +220,5 @@ def test_odd_layouts_render_without_crashing(tmp_path: Path, measurements: dict[
     assert external_references(html) == []
     svgs(html)  # every chart drawn is well-formed
     assert "<b>vllm</b>" not in html
+    assert "<th>LMCache version</th><td>not recorded</td>" in html
     (d / "report.md").read_text()
