@@ -232,7 +232,18 @@ def _slug(text: str) -> str:
 
 
 def signature_path(gate_dir: Path, signer: str, role: str) -> Path:
-    return Path(gate_dir) / SIGNATURES / f"{role}-{_slug(signer)}.sig.json"
+    """``signatures/<role>-<signer>.sig.json``; when another signer's name maps to the same file
+    name ("Jane Doe" and "Jane_Doe"), a short hash of the name keeps both signatures."""
+    path = Path(gate_dir) / SIGNATURES / f"{role}-{_slug(signer)}.sig.json"
+    if path.is_file():
+        try:
+            existing = json.loads(path.read_text(encoding="utf-8")).get("signer")
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError, AttributeError):
+            existing = None
+        if existing != signer:
+            digest = hashlib.sha256(signer.encode("utf-8")).hexdigest()[:8]
+            path = path.with_name(f"{role}-{_slug(signer)}-{digest}.sig.json")
+    return path
 
 
 def _signatures(gate_dir: Path) -> list[Path]:

@@ -220,3 +220,13 @@ def test_unsigned_directory_does_not_verify(tmp_path: Path) -> None:
     report = verify(d)
     assert report.files_ok and not report.ok
     assert any("no signature" in line for line in report.lines())
+
+
+def test_signers_with_colliding_file_names_keep_both(signed_dir: Path, keys: dict[str, Path]) -> None:
+    a = sign(signed_dir, keys["vendor"], "Jane Doe", "vendor")
+    b = sign(signed_dir, keys["customer"], "Jane_Doe", "vendor")
+    assert a != b and a.is_file() and b.is_file()
+    again = sign(signed_dir, keys["vendor"], "Jane Doe", "vendor")  # re-signing replaces one's own
+    assert again == a
+    report = verify(signed_dir)
+    assert report.ok and sorted(s.signer or "" for s in report.signatures) == ["Jane Doe", "Jane_Doe"]
