@@ -33,8 +33,10 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Optional
-from xml.sax.saxutils import escape, quoteattr
+from xml.sax.saxutils import escape as _escape
+from xml.sax.saxutils import quoteattr as _quoteattr
 
+from harness.report.view import xml_safe
 from harness.store.schema import CheckResult, Verdict
 from harness.units import UnitKind
 
@@ -88,6 +90,14 @@ def concurrency_of(key: Any) -> Optional[int]:
     """``"c16"``, ``"16"`` or ``16`` -> 16; anything else -> None."""
     m = re.fullmatch(r"[cC]?(\d+)", str(key).strip())
     return int(m.group(1)) if m else None
+
+
+def escape(text: str) -> str:
+    return _escape(xml_safe(text))
+
+
+def quoteattr(text: str) -> str:
+    return _quoteattr(xml_safe(text))
 
 
 def _short(text: str, limit: int = MAX_LABEL) -> str:

@@ -18,7 +18,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from datetime import datetime
 
-from harness.report.view import CheckRow, ObsRow, check_row
+from harness.report.view import CheckRow, ObsRow, check_row, xml_safe
 from harness.store.schema import GateResult, Verdict
 
 _FAILURE_TYPE = {
@@ -134,6 +134,10 @@ def junit_xml(results: Sequence[GateResult]) -> bytes:
     for k, n in totals.items():
         root.set(k, str(n))
     root.set("time", f"{time_total:.3f}")
+    for el in root.iter():
+        el.text = xml_safe(el.text) if el.text else el.text
+        for k, v in el.attrib.items():
+            el.set(k, xml_safe(v))
     ET.indent(root)
     data: bytes = ET.tostring(root, encoding="utf-8", xml_declaration=True)
     return data + b"\n"

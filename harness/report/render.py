@@ -13,6 +13,7 @@ import tempfile
 from pathlib import Path
 
 import jinja2
+import markupsafe
 
 from harness.errors import InputError
 from harness.report.charts import gate_charts
@@ -25,6 +26,7 @@ from harness.report.view import (
     fio_rows,
     gate_view,
     sweep_rows,
+    xml_safe,
 )
 from harness.store.schema import GateResult, Verdict
 
@@ -42,8 +44,18 @@ def _md_cell(value: object) -> str:
     return text.replace("\n", "<br>")
 
 
+def _finalize(value: object) -> object:
+    """Every value a template prints loses ANSI escapes and control characters."""
+    if isinstance(value, markupsafe.Markup):
+        return markupsafe.Markup(xml_safe(str(value)))
+    if isinstance(value, str):
+        return xml_safe(value)
+    return value
+
+
 def _environment(*, html: bool) -> jinja2.Environment:
     env = jinja2.Environment(
+        finalize=_finalize,
         loader=jinja2.PackageLoader("harness.report", "templates"),
         autoescape=html,
         undefined=jinja2.StrictUndefined,

@@ -39,6 +39,18 @@ EMULATION_NOTICE = (
     "hardware result.")
 
 
+# Characters XML 1.0 forbids (C0 controls but tab, newline, carriage return; lone surrogates;
+# U+FFFE/U+FFFF). Command output tails carry ANSI colour escapes: one would make junit.xml
+# unparseable for a CI system.
+_XML_BAD = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+def xml_safe(text: str) -> str:
+    """``text`` without ANSI escape sequences and characters XML 1.0 cannot carry."""
+    return _XML_BAD.sub("\ufffd", _ANSI.sub("", text))
+
+
 def fmt(value: Optional[float], unit_kind: str) -> str:
     """A base-unit value for people; unknown unit kinds fall back to a plain number."""
     if value is None:

@@ -7,6 +7,7 @@ from harness.report import render_campaign_report, render_gate_reports
 from harness.store.schema import Verdict
 
 from .conftest import make_result, write_gate
+from .helpers import svgs
 
 # The shape of the common JUnit schema (Jenkins/Ant junit-10.xsd): allowed children and attributes.
 SUITE_ATTRS = {"name", "tests", "failures", "errors", "skipped", "time", "timestamp", "hostname", "id",
@@ -104,3 +105,21 @@ def test_campaign_junit_one_suite_per_gate(tmp_path: Path) -> None:
     render_campaign_report(camp)
     suites = _check_schema_shape(ET.parse(camp / "junit.xml").getroot())
     assert [s.get("name") for s in suites] == ["kvgate.G1", "kvgate.G2", "kvgate.G3"]
+
+
+def test_control_characters_from_command_output_keep_files_parseable(tmp_path: Path) -> None:
+    result = make_result()
+    result.checks[2].observations[0].reason = "fio: \x1b[31merror\x1b[0m: I/O error\x00 on /dev/nvme0n1\x07"
+    result.faults = ["node-b: ssh exited 255: \x1b[1mPermission denied\x1b[0m\x08"]
+    result.measurements["sweep"] = {"arm\x1b[0m\x01": {"c1": {"ttft_p50_ms": 5.0}}}
+    d = write_gate(tmp_path / "G3", result)
+    render_gate_reports(d)
+    root = ET.parse(d / "junit.xml").getroot()  # raises if not well-formed XML
+    failure = root.find(".//testcase[@name='read_bandwidth[candidate.fio.seq_read_bw]']/failure")
+    assert failure is not None
+    assert "fio: error: I/O error\ufffd on /dev/nvme0n1\ufffd" in failure.get("message", "")
+    assert root.findtext(".//system-err") == "node-b: ssh exited 255: Permission denied\ufffd"
+    html = (d / "report.html").read_text()
+    assert "\x1b" not in html and "\x00" not in html
+    svgs(html)
+    assert "\x1b" not in (d / "report.md").read_text()
