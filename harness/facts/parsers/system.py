@@ -43,6 +43,10 @@ def parse_os_release(text: str, kernel: str = "") -> OsInfo:
                   pretty_name=kv.get("PRETTY_NAME", ""), kernel=kernel.strip())
 
 
+def parse_os_release_with_kernel(kernel: str, text: str) -> OsInfo:
+    return parse_os_release(text, kernel)
+
+
 def parse_py_versions(text: str) -> dict[str, str | None]:
     try:
         doc = json.loads(text.strip().splitlines()[-1]) if text.strip() else None

@@ -1,0 +1,206 @@
+"""Collect a node's facts over its Executor.
+
+Every command is an argument list (the few that need a shell glob run a constant ``sh -c``
+script, with any inventory value passed as a positional argument, never pasted into it). A tool
+that is not on the node is recorded in ``NodeFacts.missing``; a command that fails or prints
+something the parser does not understand is recorded in ``NodeFacts.errors``; every output is
+kept in ``NodeFacts.raw`` (command -> output) as evidence. Nothing here raises for a missing
+tool or a bad output; a node that cannot be reached at all raises the executor's
+``Unreachable``/``ConnectionLost`` (an infrastructure fault, for the caller to record).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import re
+import shlex
+from collections.abc import Callable, Sequence
+from typing import Optional, TypeVar
+
+from harness.config.inventory import Node
+from harness.facts.model import NodeFacts, StorageTargetFacts
+from harness.facts.parsers import FactsParseError, amd, ascend, network, nvidia, storage, system
+from harness.remote.base import CommandTimeout, Executor, RunResult, tail
+
+__all__ = ["collect_facts", "COMMAND_TIMEOUT_S"]
+
+COMMAND_TIMEOUT_S = 120.0
+T = TypeVar("T")
+
+_TARGET_PROBE = (
+    'd="$1"; f="$d/.kvgate-write-probe-$$"; '
+    'if [ -d "$d" ]; then echo dir; if : > "$f" 2>/dev/null; then rm -f "$f"; echo writable; fi; fi'
+)
+_CANN_SCRIPT = ("cat /usr/local/Ascend/ascend-toolkit/latest/*/ascend_toolkit_install.info 2>/dev/null "
+                "|| cat /usr/local/Ascend/ascend-toolkit/latest/version.cfg")
+_IFACE = re.compile(r"^[A-Za-z0-9_.:@-]{1,32}$")
+
+
+class _Collector:
+    def __init__(self, executor: Executor, facts: NodeFacts, python: str) -> None:
+        self.ex = executor
+        self.facts = facts
+        self.python = python
+        self._which: dict[str, Optional[str]] = {}
+
+    def has(self, tool: str) -> bool:
+        if tool not in self._which:
+            self._which[tool] = self.ex.which(tool)
+        return self._which[tool] is not None
+
+    def run(self, argv: Sequence[str], *, tool: Optional[str] = None, key: Optional[str] = None,
+            ok_codes: tuple[int, ...] = (0,)) -> Optional[RunResult]:
+        """Run ``argv``; None (and a recorded fact) when the tool is missing or the command fails."""
+        tool = tool or argv[0]
+        key = key or shlex.join(argv)
+        if not self.has(tool):
+            if tool not in self.facts.missing:
+                self.facts.missing.append(tool)
+            return None
+        try:
+            res = self.ex.run(list(argv), check=False, timeout=COMMAND_TIMEOUT_S)
+        except CommandTimeout as exc:
+            self.facts.errors[key] = f"timed out after {COMMAND_TIMEOUT_S:g} s"
+            self.facts.raw[key] = exc.stdout + (("\n[stderr]\n" + exc.stderr) if exc.stderr else "")
+            return None
+        self.facts.raw[key] = res.stdout + (("\n[stderr]\n" + res.stderr) if res.stderr.strip() else "")
+        if res.exit_code not in ok_codes:
+            why = tail(res.stderr or res.stdout, 3).strip() or "no output"
+            self.facts.errors[key] = f"exit code {res.exit_code}: {why}"
+            return None
+        return res
+
+    def parse(self, key: str, fn: Callable[..., T], *args: object) -> Optional[T]:
+        try:
+            return fn(*args)
+        except FactsParseError as exc:
+            self.facts.errors[key] = str(exc)
+            return None
+
+    def run_parse(self, argv: Sequence[str], fn: Callable[..., T], *args: object, tool: Optional[str] = None,
+                  key: Optional[str] = None, ok_codes: tuple[int, ...] = (0,)) -> Optional[T]:
+        """Run ``argv`` and parse its stdout with ``fn(*args, stdout)``; None when either fails."""
+        key = key or shlex.join(argv)
+        res = self.run(argv, tool=tool, key=key, ok_codes=ok_codes)
+        if res is None:
+            return None
+        return self.parse(key, fn, *args, res.stdout)
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def _collect_accelerators(c: _Collector, node: Node) -> None:
+    platform = node.platform
+    if platform == "mi308x":
+        devs = c.run_parse(("amd-smi", "static", "--json"), amd.parse_amdsmi_static)
+        source = "amd-smi"
+        if devs is None:
+            argv = ("rocm-smi", "--showproductname", "--showmeminfo", "vram", "--showbus", "--json")
+            devs, source = c.run_parse(argv, amd.parse_rocmsmi_json), "rocm-smi"
+        if devs is not None:
+            c.facts.accelerators, c.facts.accelerator_source = devs, source
+    elif platform == "ascend910b":
+        npus = c.run_parse(("npu-smi", "info"), ascend.parse_npusmi_info)
+        if npus is not None:
+            c.facts.accelerators, c.facts.accelerator_source = npus, "npu-smi"
+        if npus:
+            board = c.run_parse(("npu-smi", "info", "-t", "board", "-i", str(npus[0].card)),
+                                ascend.parse_npusmi_board)
+            for key, name in (("Software Version", "npu-driver"), ("Firmware Version", "npu-firmware")):
+                if board and board.get(key):
+                    c.facts.versions[name] = board[key]
+    elif platform == "cuda":
+        parsed = c.run_parse(nvidia.QUERY_ARGV, nvidia.parse_nvidia_smi_csv)
+        if parsed is not None:
+            c.facts.accelerators, c.facts.accelerator_source = parsed[0], "nvidia-smi"
+            if parsed[1]:
+                c.facts.versions["nvidia-driver"] = parsed[1]
+
+
+def _collect_storage(c: _Collector, node: Node) -> None:
+    if not node.storage:
+        return
+    c.facts.nvme = c.run_parse(("nvme", "list", "-o", "json"), storage.parse_nvme_list)
+    c.facts.mounts = c.run_parse(("cat", "/proc/mounts"), storage.parse_proc_mounts)
+    md_devices: list[str] = []
+    for target in node.storage:
+        probe = c.run(("sh", "-c", _TARGET_PROBE, "sh", target.path), key=f"probe {target.path}")
+        if probe is None:
+            continue
+        words = probe.stdout.split()
+        tf = StorageTargetFacts(path=target.path, exists="dir" in words, writable="writable" in words)
+        if c.facts.mounts is not None:
+            tf.mount = storage.mount_for(target.path, c.facts.mounts)
+        if tf.exists:
+            usage = c.run_parse((*storage.DF_ARGV_PREFIX, target.path), storage.parse_df)
+            tf.usage = usage[0] if usage else None
+        c.facts.targets[target.name] = tf
+        for dev in (target.device, tf.mount.source if tf.mount else None):
+            if dev and re.fullmatch(r"/dev/md[0-9A-Za-z/_-]*", dev) and dev not in md_devices:
+                md_devices.append(dev)
+    for dev in md_devices:
+        arr = c.run_parse(("mdadm", "--detail", "--export", dev), storage.parse_mdadm_export, dev)
+        if arr is not None:
+            c.facts.raid[dev] = arr
+
+
+def _collect_network(c: _Collector, node: Node) -> None:
+    for spec in node.network:
+        iface = spec.interface
+        if not _IFACE.match(iface):
+            c.facts.errors[f"link {iface}"] = "not a valid interface name"
+            continue
+        link = c.run_parse(("ethtool", iface), network.parse_ethtool, iface)
+        if link is None or link.speed_bps is None:
+            # /sys/class/net/IFACE/speed: cat exits 1 (EINVAL) when the link is down
+            fallback = c.run_parse(("cat", f"/sys/class/net/{iface}/speed"), network.parse_sysfs_speed, iface,
+                                   ok_codes=(0, 1))
+            if fallback is not None and (link is None or fallback.speed_bps is not None):
+                link = fallback if link is None else link.model_copy(update={"speed_bps": fallback.speed_bps})
+        if link is not None:
+            c.facts.links[iface] = link
+    if any(s.roce or s.rdma_device for s in node.network):
+        ports = c.run_parse(("ibv_devinfo",), network.parse_ibv_devinfo)
+        gids = c.run(("sh", "-c", network.GID_SCRIPT), key="sysfs gid_attrs")
+        if gids is not None:
+            ports = network.apply_gid_attrs(ports if ports is not None else [], gids.stdout)
+        c.facts.rdma = ports
+
+
+def _collect_system(c: _Collector, node: Node) -> None:
+    kernel = c.run(("uname", "-r"))
+    if kernel is not None:
+        c.facts.versions["kernel"] = kernel.stdout.strip()
+    c.facts.os = c.run_parse(("cat", "/etc/os-release"), system.parse_os_release_with_kernel,
+                             kernel.stdout if kernel else "")
+    versions = c.run_parse((c.python, "-c", system.PY_VERSIONS_SCRIPT), system.parse_py_versions,
+                           key=f"{c.python} -c <package versions>")
+    if versions:
+        c.facts.versions.update(versions)
+    fio = c.run_parse(("fio", "--version"), system.parse_fio_version)
+    if fio:
+        c.facts.versions["fio"] = fio
+    wanted = {k.lower() for k in node.software}
+    if node.platform == "mi308x" or "rocm" in wanted:
+        c.facts.versions["rocm"] = c.run_parse(("cat", "/opt/rocm/.info/version"), system.parse_rocm_version)
+    if node.platform == "ascend910b" or "cann" in wanted:
+        c.facts.versions["cann"] = c.run_parse(("sh", "-c", _CANN_SCRIPT), system.parse_cann_version,
+                                               key="cann version")
+    if node.platform == "cuda" or "cuda" in wanted:
+        if c.has("nvcc"):
+            c.facts.versions["cuda"] = c.run_parse(("nvcc", "--version"), system.parse_nvcc_version)
+        else:
+            c.facts.versions["cuda"] = c.run_parse(("nvidia-smi",), system.parse_nvidia_smi_cuda)
+
+
+def collect_facts(executor: Executor, node: Node, *, python: str = "python3") -> NodeFacts:
+    """Everything G1 compares for ``node``, gathered through ``executor``."""
+    facts = NodeFacts(node=node.name, collected_at=_now())
+    c = _Collector(executor, facts, python)
+    _collect_system(c, node)
+    _collect_accelerators(c, node)
+    _collect_storage(c, node)
+    _collect_network(c, node)
+    return facts
