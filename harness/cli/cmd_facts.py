@@ -1,17 +1,61 @@
-"""``kvgate facts``: collect node facts (accelerators, NVMe, RAID, NIC, versions). Not built yet: it says so and exits non-zero, never pretends."""
+"""``kvgate facts``: what each node of an inventory really carries, as a table or as JSON."""
 
 from __future__ import annotations
 
 import argparse
+import json
+import sys
 
-from harness.errors import NotAvailableError
+from harness.cli.table import render_table
+from harness.config.loader import load_inventory
+from harness.exitcodes import ExitCode
+from harness.facts.fanout import (
+    FACTS_HEADERS,
+    NodeUnreachable,
+    collect_inventory_facts,
+    facts_json,
+    facts_rows,
+)
+from harness.progress import Progress
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser("facts", help=f"collect node facts (accelerators, NVMe, RAID, NIC, versions) (not available yet)", description="collect node facts (accelerators, NVMe, RAID, NIC, versions)")
-    p.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+    p = sub.add_parser(
+        "facts",
+        help="collect node facts (accelerators, NVMe, RAID, mounts, links, RDMA, versions)",
+        description="Collect the facts G1 compares with the inventory: accelerators (amd-smi/rocm-smi, "
+        "npu-smi, nvidia-smi), NVMe drives, RAID, storage targets, link speed, RoCE GIDs, OS and "
+        "software versions. A tool missing on a node is reported, not an error. Exit 4 when a node "
+        "cannot be reached.",
+    )
+    p.add_argument("--inventory", required=True, metavar="FILE", help="inventory YAML")
+    p.add_argument("--node", action="append", metavar="NAME", help="only this node (repeatable)")
+    p.add_argument("--json", action="store_true", help="print JSON: facts and the G1 comparison per node")
+    p.add_argument("--raw", action="store_true", help="with --json: include every command's raw output")
+    p.add_argument("--accept-new-host-keys", action="store_true",
+                   help="trust-on-first-use: accept and record unknown SSH host keys "
+                   "(changed keys are refused)")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    raise NotAvailableError("'kvgate facts' is not available yet in this version of kvgate")
+    inventory = load_inventory(args.inventory)
+    names = args.node or [n.name for n in inventory.nodes]
+    with Progress("facts", total=len(names), enabled=not args.json) as progress:
+        results = collect_inventory_facts(inventory, nodes=names,
+                                          accept_new_host_keys=args.accept_new_host_keys, progress=progress)
+    if args.json:
+        print(json.dumps(facts_json(inventory, results, raw=args.raw), indent=2, sort_keys=True))
+    else:
+        print(render_table(FACTS_HEADERS, facts_rows(results)))
+        for name, r in results.items():
+            if not isinstance(r, NodeUnreachable) and r.errors:
+                print(f"\n{name}: facts not collected", file=sys.stderr)
+                for cmd, why in r.errors.items():
+                    print(f"  {cmd}: {why}", file=sys.stderr)
+    unreachable = [n for n, r in results.items() if isinstance(r, NodeUnreachable)]
+    if unreachable:
+        for n in unreachable:
+            print(f"kvgate: {n} unreachable: {results[n].error}", file=sys.stderr)  # type: ignore[union-attr]
+        return int(ExitCode.INFRA_FAULT)
+    return int(ExitCode.OK)

@@ -1,0 +1,117 @@
+"""Facts for every node of an inventory (what ``kvgate facts`` and the G1 pipeline call).
+
+Nodes are visited in parallel threads; a node that cannot be reached becomes a
+:class:`NodeUnreachable` entry carrying the error, and never hides the other nodes.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Optional, Union
+
+from harness.config.inventory import Inventory
+from harness.errors import InputError, KvgateError
+from harness.facts.collect import collect_facts
+from harness.facts.compare import compare_facts
+from harness.facts.model import NodeFacts
+from harness.progress import Progress
+from harness.remote.connect import executor_for
+
+__all__ = ["NodeUnreachable", "collect_inventory_facts", "facts_rows", "FACTS_HEADERS"]
+
+
+@dataclass(frozen=True)
+class NodeUnreachable:
+    node: str
+    error: str
+
+
+NodeResult = Union[NodeFacts, NodeUnreachable]
+
+
+def _one(inventory: Inventory, name: str, accept_new_host_keys: bool) -> NodeResult:
+    node = inventory.node(name)
+    try:
+        executor = executor_for(inventory, name, accept_new_host_keys=accept_new_host_keys)
+    except InputError:
+        raise
+    except KvgateError as exc:
+        return NodeUnreachable(name, str(exc))
+    try:
+        python = str(inventory.setting(node, "python") or "python3")
+        return collect_facts(executor, node, python=python)
+    except KvgateError as exc:  # Unreachable, ConnectionLost, HostKeyError...
+        return NodeUnreachable(name, str(exc))
+    finally:
+        executor.close()
+
+
+def collect_inventory_facts(inventory: Inventory, *, nodes: Optional[Sequence[str]] = None,
+                            accept_new_host_keys: bool = False, parallel: int = 8,
+                            progress: Optional[Progress] = None) -> dict[str, NodeResult]:
+    """Facts of the named nodes (default: all), in inventory order."""
+    names = list(nodes) if nodes else [n.name for n in inventory.nodes]
+    for name in names:
+        try:
+            inventory.node(name)
+        except KeyError as exc:
+            raise InputError(str(exc.args[0])) from None
+    results: dict[str, NodeResult] = {}
+    with cf.ThreadPoolExecutor(max_workers=max(1, min(parallel, len(names)))) as pool:
+        futures = {pool.submit(_one, inventory, n, accept_new_host_keys): n for n in names}
+        for fut in cf.as_completed(futures):
+            name = futures[fut]
+            results[name] = fut.result()
+            if progress is not None:
+                progress.update(1, name)
+    return {n: results[n] for n in names}
+
+
+FACTS_HEADERS = ("node", "os / kernel", "accelerators", "nvme", "targets", "links", "versions", "missing",
+                 "problems")
+
+
+def _accel(f: NodeFacts) -> str:
+    if f.accelerators is None:
+        return "-"
+    if not f.accelerators:
+        return f"none ({f.accelerator_source})"
+    models = sorted({a.model for a in f.accelerators})
+    cards = len({a.card for a in f.accelerators})
+    extra = f" ({len(f.accelerators)} devices)" if cards != len(f.accelerators) else ""
+    mem = sorted({a.memory_bytes for a in f.accelerators if a.memory_bytes})
+    memtext = f", {mem[0] / 2**30:.0f} GiB" if len(mem) == 1 else ""
+    return f"{'/'.join(models)} x{cards}{extra}{memtext}"
+
+
+def facts_rows(results: dict[str, NodeResult]) -> list[list[Any]]:
+    """One table row per node for the terminal."""
+    rows: list[list[Any]] = []
+    for name, r in results.items():
+        if isinstance(r, NodeUnreachable):
+            rows.append([name, "UNREACHABLE", "-", "-", "-", "-", "-", "-", r.error.splitlines()[0]])
+            continue
+        os_text = f"{r.os.pretty_name or r.os.id} / {r.os.kernel}" if r.os else "-"
+        nvme = "-" if r.nvme is None else str(len(r.nvme))
+        targets = ", ".join(f"{k}:{'rw' if t.writable else ('ro' if t.exists else 'missing')}"
+                            for k, t in r.targets.items()) or "-"
+        links = ", ".join(f"{k}:{v.speed_bps // 10**9 if v.speed_bps else '?'}G"
+                          for k, v in r.links.items()) or "-"
+        versions = ", ".join(f"{k} {v}" for k, v in r.versions.items() if v and k != "kernel") or "-"
+        rows.append([name, os_text, _accel(r), nvme, targets, links, versions, ", ".join(r.missing) or "-",
+                     str(len(r.errors)) if r.errors else "-"])
+    return rows
+
+
+def facts_json(inventory: Inventory, results: dict[str, NodeResult], *, raw: bool = False) -> dict[str, Any]:
+    """``{"nodes": {name: {"facts": ..., "g1": <compare_facts subtree>} | {"unreachable": error}}}``."""
+    out: dict[str, Any] = {}
+    for name, r in results.items():
+        if isinstance(r, NodeUnreachable):
+            out[name] = {"unreachable": r.error}
+            continue
+        out[name] = {"facts": r.model_dump(mode="json", exclude=None if raw else {"raw"}),
+                     "g1": compare_facts(inventory.node(name), r)}
+    return {"nodes": out}

@@ -1,0 +1,80 @@
+"""`kvgate facts`: table and JSON on localhost, loopback SSH, and an unreachable node (exit 4)."""
+
+from __future__ import annotations
+
+import json
+import socket
+from pathlib import Path
+
+import pytest
+import yaml
+
+from harness.cli.main import run
+
+
+def _local_inventory(tmp_path: Path) -> Path:
+    tier = tmp_path / "tier"
+    tier.mkdir()
+    inv = tmp_path / "inv.yaml"
+    inv.write_text(
+        "cluster: t\n"
+        "nodes:\n"
+        "  - name: here\n"
+        "    host: localhost\n"
+        "    connection: local\n"
+        f"    storage: [{{name: tier, path: {tier}}}]\n"
+        "    software: {fio: '*'}\n"
+    )
+    return inv
+
+
+def test_facts_table_on_localhost(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = run(["facts", "--inventory", str(_local_inventory(tmp_path))])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert out.splitlines()[0].split()[:2] == ["node", "os"]
+    assert "here" in out and "tier:rw" in out and "fio" in out
+
+
+def test_facts_json_has_facts_and_the_g1_comparison(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = run(["facts", "--inventory", str(_local_inventory(tmp_path)), "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert code == 0
+    node = doc["nodes"]["here"]
+    assert node["facts"]["targets"]["tier"]["writable"] is True
+    assert "raw" not in node["facts"]
+    assert node["g1"]["storage"]["tier"]["mounted"]["value"] is True
+    assert node["g1"]["software"]["match"]["value"] is True
+    again = tmp_path / "again"
+    again.mkdir()
+    run(["facts", "--inventory", str(_local_inventory(again)), "--json", "--raw"])
+    raw = json.loads(capsys.readouterr().out)["nodes"]["here"]["facts"]["raw"]
+    assert any("os-release" in k for k in raw)
+
+
+def test_unknown_node_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = run(["facts", "--inventory", str(_local_inventory(tmp_path)), "--node", "nope"])
+    err = capsys.readouterr().err
+    assert code == 2 and "nope" in err and "Traceback" not in err
+
+
+@pytest.mark.ssh
+def test_facts_over_ssh_and_an_unreachable_node(shared_ssh_cluster, tmp_path: Path,  # type: ignore[no-untyped-def]
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    doc = yaml.safe_load(shared_ssh_cluster.inventory_path.read_text())
+    with socket.socket() as s:  # a loopback port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        dead_port = s.getsockname()[1]
+    dead = dict(doc["nodes"][0], name="dead", port=dead_port)
+    doc["nodes"].append(dead)
+    doc.setdefault("defaults", {})["connect_timeout"] = 2
+    inv = tmp_path / "inv.yaml"
+    inv.write_text(yaml.safe_dump(doc))
+    code = run(["facts", "--inventory", str(inv), "--json"])
+    captured = capsys.readouterr()
+    result = json.loads(captured.out)["nodes"]
+    assert code == 4
+    alive = doc["nodes"][0]["name"]
+    assert result[alive]["facts"]["os"]["kernel"]
+    assert "unreachable" in result["dead"]
+    assert "dead unreachable" in captured.err
