@@ -36,7 +36,8 @@ def test_facts_table_on_localhost(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert "here" in out and "tier:rw" in out and "fio" in out
 
 
-def test_facts_json_has_facts_and_the_g1_comparison(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_facts_json_has_facts_and_the_g1_comparison(tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
     code = run(["facts", "--inventory", str(_local_inventory(tmp_path)), "--json"])
     doc = json.loads(capsys.readouterr().out)
     assert code == 0
