@@ -1,0 +1,147 @@
+"""Checkpoint write (R1) and model load (R9) probes, really run through the executor's Python on
+real files (a few MiB), locally and on a loopback SSH node."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from harness.config.inventory import StorageTarget
+from harness.config.profile import CheckpointSpec, ModelLoadSpec
+from harness.errors import InputError
+from harness.probes.checkpoint import cold_read, run_checkpoint_probe
+from harness.probes.errors import ProbeRefused
+from harness.probes.modelload import run_modelload_probe
+from harness.probes.node_io import find_python, run_helper
+from harness.remote.base import Executor
+from harness.remote.connect import executor_for
+from harness.remote.local import LocalExecutor
+from tests.support.sshd import SshCluster
+
+MiB = 2**20
+ROOT = os.geteuid() == 0
+
+
+def _tier(tmp_path: Path) -> StorageTarget:
+    d = tmp_path / "tier"
+    d.mkdir()
+    return StorageTarget(name="tier", path=str(d))
+
+
+def test_checkpoint_writes_times_and_removes(tmp_path: Path) -> None:
+    target = _tier(tmp_path)
+    spec = CheckpointSpec(size="24 MiB", files=5, writers=3, read_back=True)
+    res = run_checkpoint_probe(LocalExecutor("n1"), target, spec, tmp_path / "out")
+    assert res.total_bytes == 24 * MiB and res.files == 5 and res.writers == 3
+    assert sum(f.bytes for f in res.per_file) == 24 * MiB and len(res.per_file) == 5
+    assert all(f.fsync_s is not None and f.fsync_s >= 0 for f in res.per_file)
+    assert all(0 <= f.start_s < f.end_s <= res.total_s for f in res.per_file)
+    assert res.write_bw_bytes == pytest.approx(res.total_bytes / res.total_s)
+    assert res.read_back is not None and res.read_back.total_bytes == 24 * MiB
+    assert res.read_back.cache_dropped == ROOT and not res.read_back.may_include_cached
+    assert list(Path(target.path).iterdir()) == []
+    evidence = json.loads(res.evidence.read_text())
+    assert evidence["write"]["total_s"] == res.total_s and evidence["write"]["files"] == 5
+
+
+def test_checkpoint_read_back_with_odirect_when_cache_not_dropped(tmp_path: Path) -> None:
+    spec = CheckpointSpec(size="4 MiB", files=2, writers=2, read_back=True)
+    res = run_checkpoint_probe(
+        LocalExecutor("n1"), _tier(tmp_path), spec, tmp_path / "out", drop_caches=False
+    )
+    assert res.read_back is not None
+    assert (
+        res.read_back.direct_io and not res.read_back.cache_dropped and not res.read_back.may_include_cached
+    )
+    assert "O_DIRECT" in res.read_back.how
+
+
+def test_checkpoint_refusals(tmp_path: Path) -> None:
+    ex = LocalExecutor("n1")
+    target = _tier(tmp_path)
+    small = StorageTarget(name="tier", path=target.path, min_free="1 PB")
+    with pytest.raises(ProbeRefused, match="node n1, target tier: not enough free space"):
+        run_checkpoint_probe(ex, small, CheckpointSpec(size="1 MiB", files=1, writers=1), tmp_path / "o")
+    with pytest.raises(ProbeRefused, match="memory filesystem"):
+        run_checkpoint_probe(
+            ex,
+            StorageTarget(name="m", path=target.path, kind="tmpfs"),
+            CheckpointSpec(size="1 MiB", files=1, writers=1),
+            tmp_path / "o",
+        )
+    assert list(Path(target.path).iterdir()) == []
+
+
+def test_modelload_reads_a_weights_tree_with_odirect(tmp_path: Path) -> None:
+    weights = tmp_path / "weights"
+    (weights / "sub").mkdir(parents=True)
+    sizes = {
+        "model-00001.safetensors": 3 * MiB,
+        "model-00002.safetensors": 2 * MiB + 123,
+        "sub/config.json": 517,
+    }
+    for name, size in sizes.items():
+        (weights / name).write_bytes(os.urandom(size))
+    res = run_modelload_probe(
+        LocalExecutor("n1"), str(weights), ModelLoadSpec(readers=2), tmp_path / "out", drop_caches=False
+    )
+    assert res.files == 3 and res.total_bytes == sum(sizes.values())
+    assert res.direct_io and not res.may_include_cached and not res.synthetic
+    assert res.read_bw_bytes == pytest.approx(res.total_bytes / res.total_s)
+    assert sorted(p.name for p in weights.rglob("*") if p.is_file()) == sorted(Path(n).name for n in sizes)
+
+
+def test_modelload_synthetic_shards(tmp_path: Path) -> None:
+    target = _tier(tmp_path)
+    res = run_modelload_probe(
+        LocalExecutor("n1"), target, ModelLoadSpec(readers=2, synthetic_size="16 MiB"), tmp_path / "out"
+    )
+    assert res.synthetic and res.total_bytes == 16 * MiB and res.files == 2
+    assert res.cache_dropped == ROOT and not res.may_include_cached
+    assert list(Path(target.path).iterdir()) == []
+    assert json.loads(res.evidence.read_text())["write"]["total_bytes"] == 16 * MiB
+
+
+def test_modelload_input_errors(tmp_path: Path) -> None:
+    ex = LocalExecutor("n1")
+    with pytest.raises(ProbeRefused, match="does not exist on the node"):
+        run_modelload_probe(ex, str(tmp_path / "none"), ModelLoadSpec(), tmp_path / "o")
+    with pytest.raises(InputError, match="needs a storage target"):
+        run_modelload_probe(ex, str(tmp_path), ModelLoadSpec(synthetic_size="1 MiB"), tmp_path / "o")
+
+
+def test_read_marked_may_include_cached_when_odirect_is_refused(tmp_path: Path) -> None:
+    # procfs refuses O_DIRECT (EINVAL): the helper falls back to a buffered read and says so
+    ex = LocalExecutor("n1")
+    py = find_python(ex)
+    raw = run_helper(ex, py, ["read", "direct", "1", str(MiB), "/proc/version"], target=None)
+    assert raw["all_direct"] is False and "O_DIRECT refused" in raw["notes"][0]
+    read, _ = cold_read(ex, py, ["/proc/version"], 1, target=None, drop_caches=False)
+    assert read.may_include_cached and not read.direct_io and "O_DIRECT refused" in read.how
+
+
+@pytest.fixture
+def ssh_node(shared_ssh_cluster: SshCluster) -> Iterator[Executor]:
+    ex = executor_for(shared_ssh_cluster.inventory, shared_ssh_cluster.nodes[0].name)
+    try:
+        yield ex
+    finally:
+        ex.close()
+
+
+@pytest.mark.ssh
+def test_checkpoint_and_modelload_over_ssh(ssh_node: Executor, tmp_path: Path) -> None:
+    target = _tier(tmp_path)
+    ck = run_checkpoint_probe(
+        ssh_node, target, CheckpointSpec(size="8 MiB", files=4, writers=2, read_back=True), tmp_path / "out"
+    )
+    assert ck.node == ssh_node.node and ck.total_bytes == 8 * MiB and ck.read_back is not None
+    ml = run_modelload_probe(
+        ssh_node, target, ModelLoadSpec(readers=2, synthetic_size="8 MiB"), tmp_path / "out"
+    )
+    assert ml.total_bytes == 8 * MiB and not ml.may_include_cached
+    assert list(Path(target.path).iterdir()) == []
