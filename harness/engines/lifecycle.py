@@ -1,0 +1,305 @@
+"""Start, wait until ready, scrape, collect logs and stop an engine instance on its node,
+through the node's executor (so it works the same on localhost and over SSH, whether or not the
+controller can reach the engine's port)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import os
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Optional
+
+from harness.engines.base import EngineError, EngineInstance, EnginePlan, EngineStartError, EngineStopError
+from harness.engines.planning import KV_SUBDIR
+from harness.engines.prometheus import MetricsSnapshot
+from harness.engines.ray import start_ray_cluster, stop_ray_cluster
+from harness.remote.base import Executor, ProcessState, RemoteError
+
+if TYPE_CHECKING:
+    from harness.engines.base import Engine
+
+log = logging.getLogger("kvgate.engines")
+
+# Runs on the node with its python3 (>= 3.9): one HTTP request to the engine, the answer as JSON.
+# Fixed code; the URL, method and timeout are argv, the body is stdin. Proxies are bypassed: the
+# engine is on this node.
+HTTP_PROBE = r"""
+import base64, json, sys, urllib.error, urllib.request
+url, method, timeout = sys.argv[1], sys.argv[2], float(sys.argv[3])
+data = sys.stdin.buffer.read() if method == "POST" else None
+opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+req = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json"})
+try:
+    with opener.open(req, timeout=timeout) as r:
+        status, body = r.status, r.read()
+except urllib.error.HTTPError as e:
+    status, body = e.code, e.read()
+except Exception as e:
+    print(json.dumps({"error": "%s: %s" % (type(e).__name__, e)}))
+    sys.exit(0)
+print(json.dumps({"status": status, "body": base64.b64encode(body).decode("ascii")}))
+"""
+
+# Prints "free" when a server could listen on host:port now (SO_REUSEADDR, as servers bind).
+PORT_CHECK = r"""
+import socket, sys
+host, port = sys.argv[1], int(sys.argv[2])
+s = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+try:
+    s.bind((host, port))
+    print("free")
+except OSError as e:
+    print("busy %s" % e.errno)
+finally:
+    s.close()
+"""
+
+DROP_CACHES = "sync && echo 3 > /proc/sys/vm/drop_caches"
+
+
+class EngineUnreachable(EngineError):
+    """The engine's HTTP port did not answer (not listening yet, or gone)."""
+
+
+def http_request(
+    instance: EngineInstance,
+    path: str,
+    *,
+    method: str = "GET",
+    body: Optional[bytes] = None,
+    timeout: float = 10.0,
+) -> tuple[int, bytes]:
+    """One HTTP request to the engine, made on its node; returns (status, body)."""
+    plan = instance.plan
+    url = plan.endpoint_url + path
+    res = instance.executor.run(
+        [plan.python, "-c", HTTP_PROBE, url, method, str(timeout)],
+        stdin=body if method == "POST" else None,
+        timeout=timeout + 30.0,
+        check=False,
+    )
+    try:
+        answer = json.loads(res.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        raise EngineError(
+            f"HTTP probe of {url} failed (exit {res.exit_code})",
+            node=plan.node,
+            log_tail=res.stdout + res.stderr,
+        ) from None
+    if "error" in answer:
+        raise EngineUnreachable(f"{method} {url}: {answer['error']}", node=plan.node)
+    return int(answer["status"]), base64.b64decode(answer["body"])
+
+
+def port_free(executor: Executor, host: str, port: int, *, python: str = "python3") -> bool:
+    res = executor.run([python, "-c", PORT_CHECK, host or "0.0.0.0", str(port)], timeout=30.0, check=False)
+    return res.stdout.strip() == "free"
+
+
+def log_tail(instance: EngineInstance, lines: int = 40) -> str:
+    parts = []
+    for stream in ("stdout", "stderr"):
+        try:
+            text = instance.executor.tail_log(instance.handle, stream=stream, lines=lines)
+        except RemoteError as exc:
+            text = f"(could not read {stream}: {exc.message.splitlines()[0]})"
+        if text.strip():
+            parts.append(f"[{stream}]\n{text.rstrip()}")
+    return "\n".join(parts)
+
+
+def drop_page_cache(executor: Executor) -> bool:
+    """Drop the node's page cache (``echo 3 > /proc/sys/vm/drop_caches``) when root; returns
+    whether it happened (record it with the measurement)."""
+    uid = executor.run(["id", "-u"], timeout=30.0, check=False)
+    if uid.stdout.strip() != "0":
+        log.info("%s: not root, page cache not dropped", executor.node)
+        return False
+    res = executor.run(["sh", "-c", DROP_CACHES], timeout=300.0, check=False)
+    if res.exit_code != 0:
+        log.warning("%s: dropping the page cache failed: %s", executor.node, res.stderr.strip())
+        return False
+    return True
+
+
+class EngineLifecycle:
+    """Start / wait / scrape / logs / stop, shared by every engine kind; kinds add ``plan`` and
+    ``evict``."""
+
+    kind = "base"
+
+    def start(
+        self, executor: Executor, plan: EnginePlan, *, peer_executors: Optional[Mapping[str, Executor]] = None
+    ) -> EngineInstance:
+        """Write the plan's files and start the engine detached; does not wait for readiness."""
+        peers = dict(peer_executors or {})
+        if not port_free(executor, plan.host, plan.port, python=plan.python):
+            raise EngineStartError(
+                f"port {plan.port} on {plan.host} is already in use (another engine still running?)",
+                node=plan.node,
+                command=plan.argv,
+            )
+        exe = plan.argv[0]
+        if not exe.startswith("/") and executor.which(exe) is None:
+            raise EngineStartError(
+                f"{exe!r} is not on the PATH of node {plan.node}", node=plan.node, command=plan.argv
+            )
+        executor.run(["mkdir", "-p", "--", plan.instance_dir, *plan.kv_dirs], timeout=60.0)
+        for path, content in plan.files.items():
+            executor.write_file(path, content.encode())
+        executor.write_file(plan.instance_dir + "/plan.json", json.dumps(plan.to_json(), indent=2).encode())
+        if plan.ray is not None:
+            start_ray_cluster(plan.ray, {plan.node: executor, **peers})
+        try:
+            handle = executor.start_detached(
+                list(plan.argv), workdir=plan.instance_dir, name=plan.name, env=dict(plan.env)
+            )
+        except RemoteError as exc:
+            if plan.ray is not None:
+                stop_ray_cluster(plan.ray, {plan.node: executor, **peers})
+            raise EngineStartError(
+                f"could not start the engine: {exc.message}", node=plan.node, command=plan.argv
+            ) from exc
+        log.info(
+            "%s: started %s engine %s (pid %d): %s",
+            plan.node,
+            plan.kind,
+            plan.name,
+            handle.pid,
+            plan.command_line(),
+        )
+        return EngineInstance(
+            plan=plan, handle=handle, executor=executor, peer_executors=peers, started_at=time.time()
+        )
+
+    def wait_ready(self, instance: EngineInstance, timeout: Optional[float] = None) -> float:
+        """Poll ``/health`` then ``/v1/models`` (the served name listed) until ready; returns the
+        seconds it took. Raises EngineStartError with the log tail when the process exits or the
+        timeout passes."""
+        plan = instance.plan
+        limit = plan.ready_timeout if timeout is None else timeout
+        start = time.monotonic()
+        delay = 0.05
+        last = "no answer yet"
+        while True:
+            state = instance.executor.poll(instance.handle)
+            if not state.running:
+                raise EngineStartError(
+                    f"engine exited before it was ready ({state.reason})",
+                    node=plan.node,
+                    command=plan.argv,
+                    log_tail=log_tail(instance),
+                )
+            try:
+                status, _ = http_request(instance, "/health", timeout=5.0)
+                if status == 200:
+                    status, body = http_request(instance, "/v1/models", timeout=5.0)
+                    ids = [m.get("id") for m in json.loads(body).get("data", [])] if status == 200 else []
+                    if plan.served_model_name in ids:
+                        instance.ready_at = time.time()
+                        return time.monotonic() - start
+                    last = f"/v1/models answered {status} without {plan.served_model_name!r} (has {ids})"
+                else:
+                    last = f"/health answered {status}"
+            except EngineUnreachable as exc:
+                last = exc.message.split(": ", 1)[-1]
+            except ValueError:
+                last = "/v1/models did not answer JSON"
+            if time.monotonic() - start >= limit:
+                raise EngineStartError(
+                    f"engine not ready after {limit:g} s (last: {last})",
+                    node=plan.node,
+                    command=plan.argv,
+                    log_tail=log_tail(instance),
+                )
+            time.sleep(delay)
+            delay = min(delay * 1.5, 2.0)
+
+    def scrape_metrics(self, instance: EngineInstance) -> MetricsSnapshot:
+        taken = time.time()
+        status, body = http_request(instance, "/metrics", timeout=30.0)
+        if status != 200:
+            raise EngineError(
+                f"/metrics answered {status}",
+                node=instance.node,
+                log_tail=body[:500].decode("utf-8", "replace"),
+            )
+        return MetricsSnapshot.from_text(
+            body.decode("utf-8", "replace"),
+            taken_at=taken,
+            source=f"{instance.node}:{instance.plan.port}/metrics",
+        )
+
+    def collect_logs(self, instance: EngineInstance, dest_dir: Path) -> list[Path]:
+        """Copy the engine's logs and the plan's files to ``dest_dir`` (evidence); returns the paths."""
+        plan = instance.plan
+        dest_dir.mkdir(parents=True, exist_ok=True)
+        out: list[Path] = []
+        base = f"{plan.node}-{plan.name}"
+        for remote, suffix in (
+            (instance.handle.stdout_path, "stdout.log"),
+            (instance.handle.stderr_path, "stderr.log"),
+        ):
+            local = dest_dir / f"{base}.{suffix}"
+            try:
+                instance.executor.get(remote, str(local))
+                out.append(local)
+            except RemoteError as exc:
+                log.warning("%s: could not collect %s: %s", plan.node, remote, exc.message.splitlines()[0])
+        plan_path = dest_dir / f"{base}.plan.json"
+        plan_path.write_text(json.dumps(instance.to_json(), indent=2))
+        out.append(plan_path)
+        for remote_path, content in plan.files.items():
+            local = dest_dir / f"{base}.{os.path.basename(remote_path)}"
+            local.write_text(content)
+            out.append(local)
+        return out
+
+    def stop(
+        self, instance: EngineInstance, *, remove_kv_files: bool = False, grace: float = 30.0
+    ) -> ProcessState:
+        """SIGTERM, SIGKILL after ``grace``; then check the port is free (else EngineStopError). Stops
+        the Ray cluster of a multi-node engine. Removes the arm's kvgate-owned LMCache directories
+        only when ``remove_kv_files``."""
+        plan = instance.plan
+        ex = instance.executor
+        state = ex.stop(instance.handle, grace=grace)
+        if plan.ray is not None:
+            stop_ray_cluster(plan.ray, {plan.node: ex, **instance.peer_executors})
+        deadline = time.monotonic() + 10.0
+        while not port_free(ex, plan.host, plan.port, python=plan.python):
+            if time.monotonic() > deadline:
+                raise EngineStopError(
+                    f"port {plan.port} is still in use after the engine stopped ({state.reason})",
+                    node=plan.node,
+                    command=plan.argv,
+                )
+            time.sleep(0.1)
+        if remove_kv_files:
+            for d in plan.kv_dirs:
+                if f"/{KV_SUBDIR}/" not in d:
+                    log.info("%s: keeping %s (not a kvgate-owned directory)", plan.node, d)
+                    continue
+                res = ex.run(["rm", "-rf", "--", d], timeout=600.0, check=False)
+                if res.exit_code != 0:
+                    raise EngineStopError(
+                        f"could not remove LMCache files in {d}",
+                        node=plan.node,
+                        command=("rm", "-rf", "--", d),
+                        log_tail=res.stderr,
+                    )
+        log.info("%s: stopped %s (%s)", plan.node, plan.name, state.reason or "stopped")
+        return state
+
+
+def restart(engine: Engine, instance: EngineInstance) -> EngineInstance:
+    """Stop the instance (keeping its KV files), start it again from the same plan, wait ready."""
+    engine.stop(instance)
+    new = engine.start(instance.executor, instance.plan, peer_executors=instance.peer_executors)
+    engine.wait_ready(new)
+    return new

@@ -1,0 +1,90 @@
+"""LMCache's configuration for an arm, written as the YAML file ``LMCACHE_CONFIG_FILE`` names,
+and the ``--kv-transfer-config`` that makes vLLM load the connector.
+
+Keys and units follow ``lmcache/v1/config.py``: sizes in GB, ``local_disk`` as a ``file://`` URL.
+Values are written as JSON scalars (valid YAML), one flat key per line, ``extra_config`` nested
+one level: the form LMCache reads and the emulator's stdlib reader accepts.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Optional
+
+from harness.config.profile import LMCacheSettings
+
+# vLLM's built-in LMCache connector (ROCm and CUDA builds of vLLM)
+LMCACHE_CONNECTOR = {"kv_connector": "LMCacheConnectorV1", "kv_role": "kv_both"}
+# LMCache-Ascend's dynamic connector, loaded by module path (vllm-ascend with the LMCache-Ascend plugin)
+ASCEND_DYNAMIC_CONNECTOR = {
+    "kv_connector": "LMCacheAscendConnectorV1Dynamic",
+    "kv_role": "kv_both",
+    "kv_connector_module_path": "lmcache_ascend.integration.vllm.lmcache_ascend_connector_v1",
+}
+# vllm-ascend 0.17 ships its own registration of the LMCache-Ascend connector
+ASCEND_BUILTIN_CONNECTOR = {"kv_connector": "LMCacheAscendConnector", "kv_role": "kv_both"}
+
+
+def ascend_connector_for(vllm_ascend_version: Optional[str]) -> str:
+    """'builtin' for vllm-ascend 0.17.x, else 'dynamic' (LMCache-Ascend's documented form)."""
+    if vllm_ascend_version and re.match(r"^v?0\.17(\.|$|rc)", vllm_ascend_version.strip()):
+        return "builtin"
+    return "dynamic"
+
+
+def kv_transfer_config(platform: str, *, ascend_connector: str = "dynamic") -> dict[str, str]:
+    if platform == "ascend910b":
+        if ascend_connector not in ("dynamic", "builtin"):
+            raise ValueError(f"ascend_connector must be 'dynamic' or 'builtin', not {ascend_connector!r}")
+        return dict(ASCEND_BUILTIN_CONNECTOR if ascend_connector == "builtin" else ASCEND_DYNAMIC_CONNECTOR)
+    return dict(LMCACHE_CONNECTOR)
+
+
+def kv_transfer_config_json(config: dict[str, str]) -> str:
+    return json.dumps(config, separators=(",", ":"))
+
+
+def _scalar(value: object) -> str:
+    if isinstance(value, float) and value.is_integer():
+        return json.dumps(value)  # keep "100.0": LMCache reads a float
+    return json.dumps(value)
+
+
+def lmcache_config(settings: LMCacheSettings, *, local_disk_dir: Optional[str]) -> dict[str, object]:
+    """The config as a dict (only keys set for the arm, plus the disk tier when it has storage)."""
+    cfg: dict[str, object] = {"chunk_size": settings.chunk_size, "local_cpu": settings.local_cpu}
+    if settings.local_cpu:
+        cfg["max_local_cpu_size"] = float(settings.max_local_cpu_size)
+    if local_disk_dir is not None:
+        cfg["local_disk"] = "file://" + local_disk_dir.rstrip("/") + "/"
+        cfg["max_local_disk_size"] = float(settings.max_local_disk_size)
+    for key in (
+        "remote_url",
+        "remote_serde",
+        "save_unfull_chunk",
+        "enable_async_loading",
+        "use_gds",
+        "gds_path",
+        "cache_policy",
+    ):
+        value = getattr(settings, key)
+        if value is not None:
+            cfg[key] = value
+    if settings.extra_config:
+        cfg["extra_config"] = dict(settings.extra_config)
+    return cfg
+
+
+def render_yaml(config: dict[str, object], *, header: str = "") -> str:
+    lines = [f"# {line}" for line in header.splitlines()] if header else []
+    for key, value in config.items():
+        if isinstance(value, dict):
+            lines.append(f"{key}:")
+            for k, v in value.items():
+                if isinstance(v, (dict, list)):
+                    raise ValueError(f"extra_config.{k}: nested values are not supported by LMCache's config")
+                lines.append(f"  {k}: {_scalar(v)}")
+        else:
+            lines.append(f"{key}: {_scalar(value)}")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,102 @@
+"""A Ray cluster for one vLLM engine spanning several nodes: kvgate starts the head on the
+engine's node and a worker on each peer, and stops them all afterwards (vLLM's own multi-node
+backend; kvgate does not invent one)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from harness.config.inventory import Node
+from harness.engines.base import EngineStartError, RayClusterPlan
+from harness.engines.platforms import device_env, devices_for
+from harness.remote.base import Executor
+
+RAY_PORT = 6379
+
+
+def plan_ray_cluster(
+    head: Node,
+    peers: Sequence[Node],
+    *,
+    platform: str,
+    devices_per_node: int,
+    port: int = RAY_PORT,
+    ray: str = "ray",
+) -> RayClusterPlan:
+    """Commands for ``ray start --head`` on ``head`` and ``ray start --address`` on each peer; every
+    node exposes devices 0..devices_per_node-1 to Ray."""
+    address = f"{head.host}:{port}"
+    commands: list[tuple[str, tuple[str, ...]]] = [
+        (
+            head.name,
+            (
+                ray,
+                "start",
+                "--head",
+                "--port",
+                str(port),
+                "--node-ip-address",
+                head.host,
+                "--disable-usage-stats",
+            ),
+        ),
+    ]
+    for peer in peers:
+        commands.append(
+            (
+                peer.name,
+                (ray, "start", "--address", address, "--node-ip-address", peer.host, "--disable-usage-stats"),
+            )
+        )
+    env = []
+    for node in (head, *peers):
+        count = node.accelerators.count if node.accelerators is not None else None
+        devs = devices_for(platform, 0, devices_per_node, count, node=node.name)
+        env.append((node.name, tuple(sorted(device_env(platform, devs).items()))))
+    return RayClusterPlan(
+        head_node=head.name,
+        head_address=address,
+        commands=tuple(commands),
+        env=tuple(env),
+        stop_argv=(ray, "stop", "--force"),
+    )
+
+
+def start_ray_cluster(
+    plan: RayClusterPlan, executors: Mapping[str, Executor], *, timeout: float = 120.0
+) -> None:
+    """Run the head's and then each worker's ``ray start``; on a failure, stop what was started."""
+    started: list[str] = []
+    for node, argv in plan.commands:
+        ex = executors.get(node)
+        if ex is None:
+            stop_ray_cluster(plan, executors, only=started)
+            raise EngineStartError(f"no executor for Ray node {node}", node=node, command=argv)
+        res = ex.run(list(argv), env=plan.env_for(node), timeout=timeout, check=False)
+        if res.exit_code != 0:
+            stop_ray_cluster(plan, executors, only=started)
+            raise EngineStartError(
+                f"ray start failed (exit {res.exit_code})",
+                node=node,
+                command=argv,
+                log_tail=res.stdout + res.stderr,
+            )
+        started.append(node)
+
+
+def stop_ray_cluster(
+    plan: RayClusterPlan, executors: Mapping[str, Executor], *, only: Sequence[str] | None = None
+) -> dict[str, int]:
+    """``ray stop`` on every node (workers first); returns each node's exit code, never raises."""
+    codes: dict[str, int] = {}
+    for node in reversed(plan.nodes()):
+        if only is not None and node not in only:
+            continue
+        ex = executors.get(node)
+        if ex is None:
+            continue
+        try:
+            codes[node] = ex.run(list(plan.stop_argv), timeout=120.0, check=False).exit_code
+        except Exception:  # noqa: BLE001 - stopping is best effort; the caller records the codes
+            codes[node] = -1
+    return codes

@@ -1,0 +1,121 @@
+"""Engine kind ``sim``: kvgate's KV emulator behind the same protocol as vLLM.
+
+The emulator takes vLLM's command line plus its own compute flags from ``profile.engine.sim``
+and ``--kv-bytes-per-token`` from the model geometry. On a node it runs from the agent zipapp
+(``agent_path``); without one it runs ``python -m harness.sim.cli`` from this source tree (a
+node that shares this machine's filesystem: localhost, loopback SSH)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Optional, Union
+
+from harness.config.inventory import Node
+from harness.config.profile import Arm, Profile
+from harness.engines.base import DEFAULT_WORKDIR, EngineError, EngineInstance, EnginePlan, EvictResult
+from harness.engines.lifecycle import EngineLifecycle, http_request
+from harness.engines.planning import plan_common
+from harness.errors import InputError
+
+SOURCE_ROOT = str(Path(__file__).resolve().parents[2])
+
+
+class SimEngine(EngineLifecycle):
+    kind = "sim"
+
+    def plan(
+        self,
+        node: Node,
+        profile: Profile,
+        arm: Union[Arm, str],
+        instance_index: int = 0,
+        platform: Optional[str] = None,
+        *,
+        workdir: str = DEFAULT_WORKDIR,
+        python: str = "python3",
+        peers: Sequence[Node] = (),
+        agent_path: Optional[str] = None,
+    ) -> EnginePlan:
+        if profile.model.nodes_per_instance > 1:
+            raise InputError("the KV emulator runs one instance per node: model.nodes_per_instance must be 1")
+        # the emulator has no accelerators to pin: plan it as a cpu instance whatever the node is
+        c = plan_common(node, profile, arm, instance_index, "cpu", workdir)
+        model = profile.model
+        engine = profile.engine
+        sim = engine.sim
+        env = dict(c.env)
+        if agent_path:
+            head = [python, "-I", "-S", agent_path, "sim"]
+        else:
+            head = [python, "-m", "harness.sim.cli"]
+            env["PYTHONPATH"] = SOURCE_ROOT
+        argv = [
+            *head,
+            "serve",
+            c.model_ref,
+            "--host",
+            engine.host,
+            "--port",
+            str(c.port),
+            "--served-model-name",
+            c.served,
+            "--tensor-parallel-size",
+            str(model.tensor_parallel_size),
+        ]
+        if model.max_model_len is not None:
+            argv += ["--max-model-len", str(model.max_model_len)]
+        if c.kv_transfer is not None:
+            argv += ["--kv-transfer-config", c.kv_transfer]
+        argv += [
+            "--prefill-tokens-per-s",
+            repr(sim.prefill_tokens_per_s),
+            "--decode-tokens-per-s",
+            repr(sim.decode_tokens_per_s),
+            "--max-batch",
+            str(sim.max_batch),
+            "--hbm-tokens",
+            str(sim.hbm_tokens),
+            "--kv-bytes-per-token",
+            str(model.kv_geometry.bytes_per_token),
+            "--kv-scale",
+            repr(sim.kv_scale),
+        ]
+        argv += list(engine.extra_args)
+        notes = (*c.notes, "engine is kvgate's KV emulator: compute is emulated, storage I/O is real")
+        return EnginePlan(
+            kind=self.kind,
+            node=node.name,
+            profile=profile.name,
+            arm=c.arm.name,
+            instance_index=instance_index,
+            argv=tuple(argv),
+            env=env,
+            files=c.files,
+            host=engine.host,
+            port=c.port,
+            external_host=c.external_host,
+            devices=(),
+            platform=platform or node.platform,
+            instance_dir=c.instance_dir,
+            name=c.name,
+            served_model_name=c.served,
+            kv_dirs=c.kv_dirs,
+            ready_timeout=float(engine.ready_timeout),
+            python=python,
+            offload=c.arm.offload,
+            notes=notes,
+        )
+
+    def evict(self, instance: EngineInstance) -> EvictResult:
+        """Drop the emulated HBM and CPU tiers through the admin endpoint (the disk tier stays)."""
+        status, body = http_request(instance, "/kvgate/evict", method="POST", body=b"{}")
+        if status != 200:
+            raise EngineError(
+                f"POST /kvgate/evict answered {status}: {body[:300]!r}",
+                node=instance.node,
+                command=instance.plan.argv,
+            )
+        dropped = json.loads(body).get("evicted", {})
+        return EvictResult(instance, "admin-endpoint", f"dropped in-process tiers: {dropped}")

@@ -1,0 +1,240 @@
+"""Engine plans (pure): the exact vLLM / emulator command, environment and LMCache file for each
+platform, checked against the documented forms of vLLM, vllm-ascend, LMCache-Ascend and LMCache."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+
+import pytest
+import yaml
+
+from harness.config import load_inventory, load_profile
+from harness.config.inventory import Node
+from harness.config.profile import Profile
+from harness.engines import EnginePlan, get_engine
+from harness.engines.lmcache import ascend_connector_for
+from harness.errors import InputError
+from harness.sim.lmcache_config import build_config, parse_flat_yaml
+
+REPO = Path(__file__).resolve().parents[2]
+LMCACHE_V1 = '{"kv_connector":"LMCacheConnectorV1","kv_role":"kv_both"}'
+
+
+def _node(inv: str, name: str) -> Node:
+    return load_inventory(REPO / "inventory" / inv).node(name)
+
+
+def _profile(name: str) -> Profile:
+    return load_profile(REPO / "profiles" / name)
+
+
+def _yaml_of(plan: EnginePlan) -> dict[str, object]:
+    ((path, text),) = plan.files.items()
+    assert plan.env["LMCACHE_CONFIG_FILE"] == path
+    data = yaml.safe_load(text)
+    assert parse_flat_yaml(text) == data  # the emulator reads exactly what LMCache would
+    return dict(data)
+
+
+def test_rocm_mi308x_tp8_candidate() -> None:
+    node, profile = _node("mi308x-8gpu.example.yaml", "node1"), _profile("moe-480b-tp8.yaml")
+    plan = get_engine("vllm").plan(node, profile, "candidate", 0, workdir="/var/tmp/kvgate")
+    assert plan.argv == (
+        "vllm",
+        "serve",
+        "/models/Qwen3-Coder-480B-A35B-Instruct",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "8000",
+        "--served-model-name",
+        "moe-480b",
+        "--tensor-parallel-size",
+        "8",
+        "--max-model-len",
+        "131072",
+        "--kv-transfer-config",
+        LMCACHE_V1,
+        "--gpu-memory-utilization",
+        "0.90",
+        "--enable-prefix-caching",
+    )
+    assert plan.env["HIP_VISIBLE_DEVICES"] == plan.env["CUDA_VISIBLE_DEVICES"] == "0,1,2,3,4,5,6,7"
+    assert plan.env["LMCACHE_CONFIG_FILE"] == "/var/tmp/kvgate/engines/moe-480b-tp8/candidate-0/lmcache.yaml"
+    assert _yaml_of(plan) == {
+        "chunk_size": 256,
+        "local_cpu": True,
+        "max_local_cpu_size": 100.0,
+        "local_disk": "file:///mnt/fx100/kvgate-kv/moe-480b-tp8/candidate/",
+        "max_local_disk_size": 12000.0,
+        "extra_config": {"use_odirect": True},
+    }
+    assert plan.kv_dirs == ("/mnt/fx100/kvgate-kv/moe-480b-tp8/candidate",)
+    assert plan.devices == tuple(range(8)) and plan.endpoint_url == "http://127.0.0.1:8000"
+    # the evidence line is a shell line that re-parses to the same command
+    line = plan.command_line()
+    assert shlex.split(line)[-len(plan.argv) :] == list(plan.argv)
+    assert "'" + LMCACHE_V1 + "'" in line
+    # the LMCache YAML is what the emulator understands too
+    (text,) = plan.files.values()
+    cfg = build_config(parse_flat_yaml(text))
+    assert cfg.local_disk == "/mnt/fx100/kvgate-kv/moe-480b-tp8/candidate/" and cfg.use_odirect
+
+
+def test_recompute_arm_runs_without_connector() -> None:
+    node, profile = _node("mi308x-8gpu.example.yaml", "node1"), _profile("moe-480b-tp8.yaml")
+    plan = get_engine("vllm").plan(node, profile, "recompute")
+    assert "--kv-transfer-config" not in plan.argv
+    assert "LMCACHE_CONFIG_FILE" not in plan.env and not plan.files and not plan.kv_dirs
+    assert plan.offload is False and any("recompute" in n for n in plan.notes)
+
+
+def test_tp4x2_two_instances_split_devices_and_ports() -> None:
+    node, profile = _node("mi308x-8gpu.example.yaml", "node1"), _profile("tp4x2.yaml")
+    engine = get_engine("vllm")
+    a, b = (engine.plan(node, profile, "candidate", i) for i in (0, 1))
+    assert (a.port, b.port) == (8000, 8001)
+    assert a.env["HIP_VISIBLE_DEVICES"] == "0,1,2,3" and b.env["HIP_VISIBLE_DEVICES"] == "4,5,6,7"
+    assert a.env["CUDA_VISIBLE_DEVICES"] == "0,1,2,3" and b.env["CUDA_VISIBLE_DEVICES"] == "4,5,6,7"
+    assert a.instance_dir != b.instance_dir and a.name != b.name
+    assert a.kv_dirs == b.kv_dirs  # both instances share the arm's disk tier (R4)
+    with pytest.raises(InputError, match="instance index 2"):
+        engine.plan(node, profile, "candidate", 2)
+    small = node.model_copy(update={"accelerators": node.accelerators.model_copy(update={"count": 6})})  # type: ignore[union-attr]
+    with pytest.raises(InputError, match="needs devices 4-7 but the inventory lists 6"):
+        engine.plan(small, profile, "candidate", 1)
+
+
+def test_ascend_910b_dynamic_connector_and_hash_seed() -> None:
+    node, profile = _node("atlas-910b.example.yaml", "atlas1"), _profile("deepseek-load-910b.yaml")
+    plan = get_engine("vllm").plan(node, profile, "candidate", 0)
+    assert plan.env["ASCEND_RT_VISIBLE_DEVICES"] == "0,1,2,3"
+    assert "CUDA_VISIBLE_DEVICES" not in plan.env and "HIP_VISIBLE_DEVICES" not in plan.env
+    assert plan.env["PYTHONHASHSEED"] == "0"
+    i = plan.argv.index("--kv-transfer-config")
+    assert json.loads(plan.argv[i + 1]) == {
+        "kv_connector": "LMCacheAscendConnectorV1Dynamic",
+        "kv_role": "kv_both",
+        "kv_connector_module_path": "lmcache_ascend.integration.vllm.lmcache_ascend_connector_v1",
+    }
+    assert plan.argv[2] == "/mnt/fx100/models/DeepSeek-R1-Distill-Qwen-32B"  # model.path
+    assert _yaml_of(plan)["local_disk"] == "file:///mnt/fx100/kvgate-kv/deepseek-load-910b/candidate/"
+    assert _yaml_of(plan)["max_local_cpu_size"] == 40.0
+    # vllm-ascend 0.17 registers the connector itself
+    v017 = node.model_copy(update={"software": {"vllm-ascend": "0.17.0rc1"}})
+    plan17 = get_engine("vllm").plan(v017, profile, "candidate", 0)
+    i = plan17.argv.index("--kv-transfer-config")
+    assert json.loads(plan17.argv[i + 1]) == {"kv_connector": "LMCacheAscendConnector", "kv_role": "kv_both"}
+    assert any("builtin" in n for n in plan17.notes)
+    assert [ascend_connector_for(v) for v in ("0.17.0", "v0.17.1", "0.11.0", None, "*")] == [
+        "builtin",
+        "builtin",
+        "dynamic",
+        "dynamic",
+        "dynamic",
+    ]
+
+
+def test_cuda_and_cpu_device_environment() -> None:
+    node, profile = _node("mi308x-8gpu.example.yaml", "node1"), _profile("tp4x2.yaml")
+    cuda = get_engine("vllm").plan(node.model_copy(update={"platform": "cuda"}), profile, "baseline", 1)
+    assert cuda.env["CUDA_VISIBLE_DEVICES"] == "4,5,6,7" and "HIP_VISIBLE_DEVICES" not in cuda.env
+    assert cuda.platform == "cuda"
+    cpu = get_engine("vllm").plan(node, profile, "baseline", 0, "cpu")
+    assert not any(k.endswith("VISIBLE_DEVICES") for k in cpu.env) and cpu.devices == ()
+
+
+def test_multi_node_engine_over_ray() -> None:
+    inv = load_inventory(REPO / "inventory" / "mi308x-8gpu.example.yaml")
+    head = inv.node("node1")
+    peer = head.model_copy(update={"name": "node2", "host": "10.0.0.12"})
+    profile = _profile("moe-480b-tp8.yaml")
+    profile = profile.model_copy(update={"model": profile.model.model_copy(update={"nodes_per_instance": 2})})
+    plan = get_engine("vllm").plan(head, profile, "candidate", 0, peers=[peer])
+    i = plan.argv.index("--pipeline-parallel-size")
+    assert plan.argv[i : i + 4] == ("--pipeline-parallel-size", "2", "--distributed-executor-backend", "ray")
+    assert plan.ray is not None and plan.ray.head_address == "10.0.0.11:6379"
+    assert plan.ray.commands == (
+        (
+            "node1",
+            (
+                "ray",
+                "start",
+                "--head",
+                "--port",
+                "6379",
+                "--node-ip-address",
+                "10.0.0.11",
+                "--disable-usage-stats",
+            ),
+        ),
+        (
+            "node2",
+            (
+                "ray",
+                "start",
+                "--address",
+                "10.0.0.11:6379",
+                "--node-ip-address",
+                "10.0.0.12",
+                "--disable-usage-stats",
+            ),
+        ),
+    )
+    assert plan.ray.env_for("node2")["HIP_VISIBLE_DEVICES"] == "0,1,2,3,4,5,6,7"
+    with pytest.raises(InputError, match="needs 1 peer node"):
+        get_engine("vllm").plan(head, profile, "candidate", 0)
+
+
+def test_input_errors_name_what_is_wrong() -> None:
+    node, profile = _node("mi308x-8gpu.example.yaml", "node1"), _profile("moe-480b-tp8.yaml")
+    no_fx = node.model_copy(update={"storage": [t for t in node.storage if t.name != "fx100"]})
+    with pytest.raises(
+        InputError,
+        match=r"storage target 'fx100', which node node1 does not have \(its targets: "
+        r"local-nvme, nfs\)",
+    ):
+        get_engine("vllm").plan(no_fx, profile, "candidate")
+    with pytest.raises(InputError, match="no arm named 'nope'; known: recompute, baseline, candidate"):
+        get_engine("vllm").plan(node, profile, "nope")
+    bad_env = profile.model_copy(
+        update={"engine": profile.engine.model_copy(update={"env": {"CUDA_VISIBLE_DEVICES": "3"}})}
+    )
+    with pytest.raises(InputError, match="engine.env sets CUDA_VISIBLE_DEVICES"):
+        get_engine("vllm").plan(node, bad_env, "candidate")
+    with pytest.raises(InputError, match="unknown engine kind 'sglang'; known: sim, vllm"):
+        get_engine("sglang")
+
+
+def test_sim_plan_carries_emulator_flags_and_geometry() -> None:
+    node, profile = _node("localhost.yaml", "local"), _profile("demo.yaml")
+    plan = get_engine("sim").plan(node, profile, "candidate", 0, agent_path="/tmp/kvgate/kvgate-agent.pyz")
+    assert plan.argv[:5] == ("python3", "-I", "-S", "/tmp/kvgate/kvgate-agent.pyz", "sim")
+    args = plan.argv[5:]
+    assert args[:4] == ("serve", "demo/tiny-moe", "--host", "127.0.0.1")
+    flags = dict(zip(args[4::2], args[5::2]))
+    assert flags["--port"] == "18000" and flags["--kv-transfer-config"] == LMCACHE_V1
+    assert flags["--kv-bytes-per-token"] == "2048"  # tiny: 2 x 4 layers x 2 heads x 64 x 2 B
+    assert (
+        flags["--prefill-tokens-per-s"],
+        flags["--decode-tokens-per-s"],
+        flags["--max-batch"],
+        flags["--hbm-tokens"],
+        flags["--kv-scale"],
+    ) == ("20000.0", "400.0", "8", "4096", "1.0")
+    assert _yaml_of(plan)["local_disk"] == "file:///tmp/kvgate/tiers/fast-disk/kvgate-kv/demo/candidate/"
+    local = get_engine("sim").plan(node, profile, "baseline", 0)
+    assert local.argv[:3] == ("python3", "-m", "harness.sim.cli") and "PYTHONPATH" in local.env
+    assert "--kv-transfer-config" not in local.argv
+    assert any("emulator" in n for n in local.notes)
+
+
+def test_plan_json_is_complete_evidence() -> None:
+    node, profile = _node("mi308x-8gpu.example.yaml", "node1"), _profile("moe-480b-tp8.yaml")
+    plan = get_engine("vllm").plan(node, profile, "baseline")
+    data = json.loads(json.dumps(plan.to_json()))
+    assert data["argv"] == list(plan.argv) and data["env"] == dict(plan.env)
+    assert data["command_line"] == plan.command_line()
+    assert list(data["files"].values()) == list(plan.files.values())
