@@ -248,3 +248,20 @@ def test_a_gate_spec_from_code_evaluates() -> None:
     res = evaluate_gate(spec, {"soak": {"engine_restarts": 0, "duration": 71.5 * 3600}})
     assert [c.verdict for c in res] == [Verdict.PASS, Verdict.FAIL]
     assert res[1].threshold_value == 72 * 3600
+
+
+def test_build_gate_result_and_infra_faults() -> None:
+    from harness.gates.result import build_gate_result
+
+    spec = load_gate(GATES / "G3.yaml")
+    checks = evaluate_gate(spec, {})
+    res = build_gate_result(spec, checks, campaign="c", started_at="2026-01-01T00:00:00Z",
+                            campaign_meta={"git_commit": "a" * 40, "operator": "bob"})
+    assert (res.verdict, res.exit_code, res.git_commit, res.operator) == (Verdict.NOT_RUN, 1, "a" * 40, "bob")
+    res = build_gate_result(spec, checks, campaign="c", started_at="s",
+                            faults=["node1: engine did not start"])
+    assert res.exit_code == ExitCode.INFRA_FAULT
+    failing = evaluate_gate(spec, {"candidate": {"fio": {"seq_read_bw": 1e9}}})
+    res = build_gate_result(spec, failing, campaign="c", started_at="s", faults=["a fault"])
+    assert res.verdict is Verdict.FAIL and res.exit_code == ExitCode.GATE_FAILED
+    assert type(res).model_validate_json(res.model_dump_json()) == res

