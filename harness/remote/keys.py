@@ -59,6 +59,27 @@ class PassphraseSource:
         return prompt(f"Passphrase for {key_path}: ")
 
 
+class _NeedsPassphrase(Exception):
+    pass
+
+
+def _from_path(path: str) -> paramiko.PKey:
+    try:
+        return paramiko.PKey.from_path(path)
+    except paramiko.PasswordRequiredException as exc:  # PEM keys
+        raise _NeedsPassphrase() from exc
+    except TypeError as exc:  # OpenSSH-format keys: cryptography's "password was not provided"
+        if "password" in str(exc).lower():
+            raise _NeedsPassphrase() from exc
+        raise
+
+
+def clear_cache() -> None:
+    """Forget decrypted keys (tests; or after a key file was replaced in place)."""
+    with _CACHE_LOCK:
+        _CACHE.clear()
+
+
 def load_key(path: str, node: str, passphrase: PassphraseSource) -> paramiko.PKey:
     """The decrypted key at ``path`` (ed25519, RSA, ECDSA; OpenSSH or PEM format)."""
     full = os.path.expanduser(path)
@@ -71,12 +92,13 @@ def load_key(path: str, node: str, passphrase: PassphraseSource) -> paramiko.PKe
         if cached is not None:
             return cached
         try:
-            key = paramiko.PKey.from_path(full)
-        except paramiko.PasswordRequiredException:
+            key = _from_path(full)
+        except _NeedsPassphrase:
             secret = passphrase.get(node, path)
             try:
-                key = paramiko.PKey.from_path(full, secret)
-            except (paramiko.SSHException, ValueError) as exc:
+                # cryptography wants bytes although paramiko annotates str
+                key = paramiko.PKey.from_path(full, secret.encode())  # type: ignore[arg-type]
+            except (paramiko.SSHException, ValueError, TypeError) as exc:
                 # The exception text is paramiko's, never the passphrase itself.
                 raise Unreachable(f"cannot decrypt key {path}: wrong passphrase? ({type(exc).__name__})",
                                   host=node) from None

@@ -153,7 +153,9 @@ class LocalExecutor:
         for d in drains:
             if d.callback_error is not None:
                 raise d.callback_error
-        result = RunResult(host=self._node, command=args, exit_code=proc.returncode, stdout=out,
+        # A death by signal N is 128+N, as a shell (and so SSHExecutor) reports it.
+        code = proc.returncode if proc.returncode >= 0 else 128 - proc.returncode
+        result = RunResult(host=self._node, command=args, exit_code=code, stdout=out,
                            stderr=err, duration_s=duration)
         if check and result.exit_code != 0:
             raise CommandFailed("command failed", host=self._node, command=args, exit_code=result.exit_code,

@@ -2,7 +2,9 @@
 
 * Commands: ``exec sh -c RUN kvgate-run <cwd> [env K=V ...] argv...``, one ``shlex.join`` of an
   argument list; the only script is the constant ``RUN`` below. It reports the command's process
-  group on stderr first (stripped from the output) so a timeout can kill the whole group.
+  group on stderr first (stripped from the output) so a timeout can kill the whole group, and it
+  waits for the command (no exec) so a death by signal N comes back as exit code 128+N (paramiko
+  ignores SSH's exit-signal).
 * Host keys: verified against known_hosts (``hostkeys.KnownHostsPolicy``); TOFU only on request.
 * Liveness: a thread sends ``keepalive@openssh.com`` every ``keepalive`` seconds and expects an
   answer within ``liveness_timeout``; otherwise the connection is closed, and a command running on
@@ -55,7 +57,8 @@ log = logging.getLogger(__name__)
 RUN = """printf 'KVGATE-PID %s\\n' "$$" >&2
 if [ -n "$1" ]; then cd -- "$1" || exit 2; fi
 shift
-exec "$@"
+"$@"
+exit "$?"
 """
 _PID_PREFIX = b"KVGATE-PID "
 
@@ -389,11 +392,16 @@ class SSHExecutor:
                 ended = chan.eof_received or chan.closed
                 if ended and not chan.recv_ready() and not chan.recv_stderr_ready():
                     # exit-status may come before the last output, so the end is EOF *and* a status
-                    if chan.exit_status_ready():
+                    if _has_status(chan):
                         break
                     if chan.closed and not broken:
-                        break  # closed by the server without a status (exit code 255 below)
-                    if not broken and chan.status_event.wait(0.2):
+                        # Closed without a status: either the connection is going down (paramiko
+                        # closes channels first) or the server gave up on the channel.
+                        gone = self._wait_inactive(transport, 1.0)
+                        if not gone:
+                            break  # exit code 255 below
+                        broken = True
+                    if not broken and chan.status_event.wait(0.2) and _has_status(chan):
                         continue
                 if broken:
                     raise self._lost("a command", args, streams["stdout"].data, streams["stderr"].data)
@@ -416,7 +424,7 @@ class SSHExecutor:
             if s.callback_error is not None:
                 raise s.callback_error
         code = chan.recv_exit_status()
-        if code == -1:  # no exit-status: killed by a signal the server reported as exit-signal
+        if code == -1:  # the server closed the channel without an exit status
             code = 255
         result = RunResult(host=self._node, command=args, exit_code=code, stdout=streams["stdout"].text(),
                            stderr=streams["stderr"].text(), duration_s=time.monotonic() - start)
@@ -424,6 +432,14 @@ class SSHExecutor:
             raise CommandFailed("command failed", host=self._node, command=args, exit_code=code,
                                 stdout=result.stdout, stderr=result.stderr)
         return result
+
+    def _wait_inactive(self, transport: paramiko.Transport, seconds: float) -> bool:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            if self._dead_reason is not None or not transport.is_active():
+                return True
+            time.sleep(0.02)
+        return False
 
     def _kill_group(self, pgid: int | None) -> None:
         if pgid is None or pgid <= 1:
@@ -621,6 +637,11 @@ class _Stream:
     def text(self) -> str:
         data = self.buf if self._head is None else self.buf + self._head
         return bytes(data).decode("utf-8", "replace")
+
+
+def _has_status(chan: paramiko.Channel) -> bool:
+    # Not exit_status_ready(): that is also true once the channel is closed without a status.
+    return chan.status_event.is_set() and chan.exit_status != -1
 
 
 def _feed(chan: paramiko.Channel, data: bytes) -> None:

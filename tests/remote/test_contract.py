@@ -67,6 +67,11 @@ def test_nonzero_exit_check(executor: Executor) -> None:
     assert r.exit_code == 5 and not r.ok
 
 
+def test_killed_by_signal_is_128_plus_n(executor: Executor) -> None:
+    r = executor.run(["sh", "-c", "kill -9 $$"], check=False)
+    assert r.exit_code == 137
+
+
 def test_missing_program_is_127(executor: Executor) -> None:
     r = executor.run(["kvgate-no-such-program-xyz"], check=False)
     assert r.exit_code == 127

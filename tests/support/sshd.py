@@ -265,6 +265,15 @@ class SshCluster:
         self.inventory_path.write_text(yaml.safe_dump(data, sort_keys=False))
         return Inventory.model_validate(data)
 
+    def inventory_with(self, nodes: dict[str, dict[str, Any]] | None = None, **defaults: Any) -> Inventory:
+        """A copy of the inventory with other ``defaults`` and per-node fields, e.g.
+        ``inventory_with(nodes={"node1": {"jump": "node0"}}, keepalive=1.0)``."""
+        data = self.inventory.model_dump(mode="json", exclude_none=True)
+        data["defaults"].update(defaults)
+        for node in data["nodes"]:
+            node.update((nodes or {}).get(node["name"], {}))
+        return Inventory.model_validate(data)
+
     # -- access --------------------------------------------------------------------------------
 
     def node(self, name: str) -> SshNode:
