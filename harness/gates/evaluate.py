@@ -7,6 +7,8 @@ Rules (the report and the exit code follow from them):
 * A leaf is a number, a bool, or a measurement dict ``{"value", "text", "detail", "evidence",
   "samples"}``. ``value: None`` is NOT_RUN with ``detail`` as the reason. A string value is parsed
   as a quantity in the metric's unit kind (a wrong unit is an ERROR naming both units).
+* When a leaf carries ``samples``, the estimate is computed from them (the same statistic the
+  interval is built on), and a ``value`` next to them is ignored, so estimate and interval agree.
 * Comparators ``>= > <= < == !=`` compare with a relative tolerance of 1e-9 (so a threshold met
   exactly passes ``>=`` and fails ``>``, whatever float rounding did to 25%); ``is_true`` and
   ``is_false`` need a boolean.
