@@ -1,0 +1,107 @@
+"""Fleet: parallel fan-out with a result per node, over real sshd nodes and local executors."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+import pytest
+
+from harness.errors import InfraError, InputError
+from harness.remote.base import Executor, Unreachable
+from harness.remote.fleet import Fleet, FleetError, NodeTimeout
+from harness.remote.local import LocalExecutor
+from tests.support.sshd import SshCluster
+
+Factory = Callable[..., SshCluster]
+
+
+@pytest.mark.ssh
+def test_fanout_over_8_nodes_with_one_dead(ssh_cluster: Factory) -> None:
+    cluster = ssh_cluster(8)
+    cluster.kill("node5")
+    with Fleet(cluster.inventory) as fleet:
+        start = time.monotonic()
+        res = fleet.run(["sh", "-c", "echo $0", "hello"], timeout=60)
+        assert time.monotonic() - start < 10
+        assert list(res.outcomes) == [f"node{i}" for i in range(8)]
+        assert [o.node for o in res.failed] == ["node5"]
+        assert isinstance(res["node5"].error, Unreachable)
+        assert "cannot connect" in res["node5"].reason
+        assert all(v.stdout == "hello\n" for v in res.values().values()) and len(res.values()) == 7
+        with pytest.raises(FleetError) as ei:
+            res.raise_for_failures()
+        err = ei.value
+        assert isinstance(err, InfraError)
+        assert list(err.failures) == ["node5"]
+        assert "1 of 8 node(s) failed" in str(err) and "node5: Unreachable: cannot connect" in str(err)
+
+
+@pytest.mark.ssh
+def test_fanout_runs_in_parallel(ssh_cluster: Factory) -> None:
+    cluster = ssh_cluster(8)
+    with Fleet(cluster.inventory) as fleet:
+        fleet.run(["true"]).raise_for_failures()  # connect first
+        start = time.monotonic()
+        res = fleet.run(["sleep", "0.5"])
+        elapsed = time.monotonic() - start
+    assert res.ok
+    assert elapsed < 2.0, f"8 x 0.5 s took {elapsed:.2f} s: not parallel"
+
+
+def test_hanging_node_does_not_block_the_others() -> None:
+    release = threading.Event()
+    executors = [LocalExecutor(f"n{i}") for i in range(4)]
+
+    def op(ex: Executor) -> str:
+        if ex.node == "n2":
+            release.wait(30)  # hangs until released
+        return ex.run(["echo", ex.node]).stdout.strip()
+
+    fleet = Fleet(executors)
+    start = time.monotonic()
+    res = fleet.map(op, timeout=1.0)
+    elapsed = time.monotonic() - start
+    release.set()
+    assert 1.0 <= elapsed < 3.0
+    assert res.values() == {"n0": "n0", "n1": "n1", "n3": "n3"}
+    assert isinstance(res["n2"].error, NodeTimeout) and "no result within 1 s" in res["n2"].reason
+    assert not res.ok
+
+
+def test_failure_is_recorded_not_raised() -> None:
+    fleet = Fleet({"a": LocalExecutor("a"), "b": LocalExecutor("b")})
+    res = fleet.run(["sh", "-c", 'test "$0" = x', "y"], check=True)
+    assert not res.ok and len(res.failed) == 2
+    assert all("exit code: 1" in str(o.error) for o in res.failed)
+    res = fleet.run(["sh", "-c", "exit 3"], check=False)
+    assert res.ok and {o.value.exit_code for o in res.succeeded if o.value} == {3}
+
+
+def test_bounded_pool() -> None:
+    active = 0
+    peak = 0
+    lock = threading.Lock()
+
+    def op(ex: Executor) -> None:
+        nonlocal active, peak
+        with lock:
+            active += 1
+            peak = max(peak, active)
+        time.sleep(0.1)
+        with lock:
+            active -= 1
+
+    res = Fleet([LocalExecutor(f"n{i}") for i in range(10)]).map(op, max_workers=3)
+    assert res.ok and peak == 3
+
+
+def test_unknown_or_duplicate_nodes() -> None:
+    fleet = Fleet([LocalExecutor("a")])
+    with pytest.raises(InputError, match="no node named 'zz'"):
+        fleet.map(lambda ex: None, ["zz"])
+    with pytest.raises(InputError):
+        Fleet([LocalExecutor("a"), LocalExecutor("a")])
+    with pytest.raises(InputError):
+        fleet.map(lambda ex: None, ["a", "a"])
