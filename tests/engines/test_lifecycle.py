@@ -1,0 +1,343 @@
+"""Engines end to end on this machine: the vLLM adapter launching the emulator through the `vllm`
+shim (vLLM itself cannot run here), and the sim kind, through the real LocalExecutor and a real
+loopback OpenSSH node: start, wait ready, load, scrape, evict, stop, port free."""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.config.inventory import Inventory, Node
+from harness.config.profile import Profile
+from harness.engines import (
+    EngineInstance,
+    EngineStartError,
+    MetricsSnapshot,
+    delta,
+    drop_page_cache,
+    get_engine,
+    http_request,
+    port_free,
+)
+from harness.load.runner import LoadConfig, run_load
+from harness.load.workloads import Workload, build_workload
+from harness.remote.base import Executor
+from harness.remote.local import LocalExecutor
+from harness.sim.vllm_shim import write_vllm_shim
+from tests.sim.simhelpers import free_port
+
+# 256-token chunks of 16 KiB/token = 4 MiB per chunk: a 2048-token document is 32 MiB of real reads
+EMULATOR_ARGS = ["--prefill-tokens-per-s", "10000", "--decode-tokens-per-s", "2000", "--hbm-tokens", "65536"]
+
+
+def _profile(tmp: Path, *, kind: str, command: str | None, port: int, extra: list[str]) -> Profile:
+    return Profile.model_validate(
+        {
+            "name": "e2e",
+            "model": {
+                "name": "test/long-ctx",
+                "served_name": "long-ctx",
+                "max_model_len": 16384,
+                "geometry": {"layers": 16, "kv_heads": 4, "head_dim": 64, "dtype_bytes": 2},
+            },  # 16 KiB/token
+            "engine": {
+                "kind": kind,
+                "command": command,
+                "port": port,
+                "ready_timeout": "20s",
+                "extra_args": extra,
+                "sim": {"prefill_tokens_per_s": 10000, "decode_tokens_per_s": 2000, "hbm_tokens": 65536},
+            },
+            "arms": [
+                {"name": "recompute", "offload": False},
+                {"name": "disk", "storage": "fast", "lmcache": {"chunk_size": 256, "max_local_disk_size": 1}},
+            ],
+            "baseline": "recompute",
+            "candidate": "disk",
+            "recompute": "recompute",
+        }
+    )
+
+
+def _node(tmp: Path, name: str = "local", host: str = "localhost") -> Node:
+    return Node.model_validate(
+        {
+            "name": name,
+            "host": host,
+            "connection": "local",
+            "platform": "cpu",
+            "storage": [{"name": "fast", "path": str(tmp / "tier")}],
+        }
+    )
+
+
+def _load(inst: EngineInstance, workload: Workload, out: Path) -> dict[str, Any]:
+    cfg = LoadConfig(
+        endpoint=inst.external_url,
+        model=inst.plan.served_model_name,
+        api="completions",
+        concurrency=2,
+        run_warmup=False,
+        progress=False,
+        timeout_s=30.0,
+    )
+    summary = run_load(cfg, out, workload=workload)
+    assert summary["completed"] == len(workload.measured), summary.to_dict()
+    return summary.to_dict()
+
+
+def _wait_stored(engine: Any, inst: EngineInstance, tokens: float) -> None:
+    deadline = time.monotonic() + 15
+    while (engine.scrape_metrics(inst).value("lmcache:num_stored_tokens") or 0) < tokens:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+
+
+def _cold_restore_point(
+    engine: Any, ex: Executor, profile: Profile, node: Node, arm: str, tmp: Path, workdir: str
+) -> tuple[dict[str, Any], Any, MetricsSnapshot]:
+    """Populate, evict (engine restart for vllm), drop the page cache, measure; returns the summary,
+    the metrics delta of the measured part and the final scrape."""
+    wl = build_workload(
+        "long-doc",
+        {"num_docs": 6, "doc_len": 2048, "query_len": 8, "num_queries": 6, "output_len": 4},
+        seed=3,
+    )
+    populate = Workload("long-doc", wl.params, wl.seed, list(wl.warmup), [])
+    plan = engine.plan(node, profile, arm, 0, workdir=workdir, python=sys.executable)
+    inst = engine.start(ex, plan)
+    try:
+        engine.wait_ready(inst, 20)
+        _load(inst, populate, tmp / f"{arm}-populate")
+        if plan.offload:
+            _wait_stored(engine, inst, 6 * 2048)
+        inst = engine.evict(inst).instance
+        drop_page_cache(ex)
+        before = engine.scrape_metrics(inst)
+        summary = _load(inst, wl, tmp / f"{arm}-measure")
+        after = engine.scrape_metrics(inst)
+        engine.collect_logs(inst, tmp / "evidence")
+        return summary, delta(before, after), after
+    finally:
+        engine.stop(inst, remove_kv_files=True)
+        assert port_free(ex, plan.host, plan.port)
+
+
+def test_ttft_falls_from_recompute_to_disk_arm_through_the_vllm_adapter(tmp_path: Path) -> None:
+    shim = write_vllm_shim(tmp_path / "bin", sys.executable)
+    port = free_port()
+    profile = _profile(
+        tmp_path,
+        kind="vllm",
+        command=str(shim),
+        port=port,
+        extra=EMULATOR_ARGS + ["--kv-bytes-per-token", "16384"],
+    )
+    node = _node(tmp_path)
+    engine = get_engine("vllm")
+    with LocalExecutor("local") as ex:
+        rec, rec_delta, _ = _cold_restore_point(
+            engine, ex, profile, node, "recompute", tmp_path, str(tmp_path / "w")
+        )
+        disk, disk_delta, after = _cold_restore_point(
+            engine, ex, profile, node, "disk", tmp_path, str(tmp_path / "w")
+        )
+    # every measured query asks for one of the 6 populated 2048-token documents: recompute costs
+    # 0.2 s of emulated prefill, the disk arm reads 8 chunks of 4 MiB from the tier instead
+    assert rec["median_ttft_ms"] >= 200
+    assert disk["median_ttft_ms"] < 0.6 * rec["median_ttft_ms"], (
+        disk["median_ttft_ms"],
+        rec["median_ttft_ms"],
+    )
+    assert rec_delta.counters["vllm:external_prefix_cache_hits"] == 0
+    assert disk_delta.counters["lmcache:num_hit_tokens"] == 6 * 2048
+    # ...and the disk arm's gain comes from real reads of the tier's bytes
+    assert disk_delta.counters["kvgate_sim:tier_read_bytes"] == 6 * 8 * 4 * 2**20
+    assert disk_delta.key_figures()["external_prefix_cache_hit_rate"] == pytest.approx(6 * 2048 / (6 * 2056))
+    assert disk_delta.histograms["vllm:time_to_first_token_seconds"].count == 6
+    assert after.value("kvgate_sim:emulator_info") == 1.0
+    # evidence: the logs name each request, the plan records the exact command
+    ev = tmp_path / "evidence"
+    plan_json = json.loads((ev / "local-engine-disk-0.plan.json").read_text())
+    assert plan_json["plan"]["argv"][0] == str(shim) and "--kv-transfer-config" in plan_json["plan"]["argv"]
+    assert "local_disk:" in (ev / "local-engine-disk-0.lmcache.yaml").read_text()
+    assert "request ld-q" in (ev / "local-engine-disk-0.stderr.log").read_text()
+    assert not (tmp_path / "tier" / "kvgate-kv" / "e2e" / "disk").exists()  # removed on request
+
+
+def test_sim_kind_start_evict_stop_and_failures(tmp_path: Path) -> None:
+    port = free_port()
+    profile = _profile(tmp_path, kind="sim", command=None, port=port, extra=[])
+    node = _node(tmp_path)
+    engine = get_engine("sim")
+    with LocalExecutor("local") as ex:
+        plan = engine.plan(node, profile, "disk", 0, workdir=str(tmp_path / "w"), python=sys.executable)
+        inst = engine.start(ex, plan)
+        try:
+            waited = engine.wait_ready(inst)
+            assert waited < 10
+            # a second start on the same port is refused before anything runs
+            with pytest.raises(EngineStartError, match=f"port {port} on 127.0.0.1 is already in use"):
+                engine.start(ex, plan)
+            body = json.dumps(
+                {"model": "long-ctx", "prompt": " ".join(f"w{i}" for i in range(512)), "max_tokens": 2}
+            ).encode()
+            assert http_request(inst, "/v1/completions", method="POST", body=body)[0] == 200
+            res = engine.evict(inst)
+            assert res.method == "admin-endpoint" and res.instance is inst and "'hbm': 2" in res.detail
+            snap = engine.scrape_metrics(inst)
+            assert snap.value("vllm:prefix_cache_queries") == 512
+        finally:
+            state = engine.stop(inst)
+        assert state.exit_code == 0  # SIGTERM: the emulator drained and exited cleanly
+        assert port_free(ex, "127.0.0.1", port)
+        assert (tmp_path / "tier" / "kvgate-kv" / "e2e" / "disk").is_dir()  # kept unless asked
+
+
+def test_engine_that_dies_reports_its_log_tail(tmp_path: Path) -> None:
+    profile = _profile(tmp_path, kind="sim", command=None, port=free_port(), extra=["--kv-scale", "7"])
+    node = _node(tmp_path)
+    engine = get_engine("sim")
+    with LocalExecutor("local") as ex:
+        inst = engine.start(
+            ex, engine.plan(node, profile, "disk", 0, workdir=str(tmp_path / "w"), python=sys.executable)
+        )
+        with pytest.raises(EngineStartError) as info:
+            engine.wait_ready(inst, 10)
+        engine.stop(inst)
+    msg = str(info.value)
+    assert "engine exited before it was ready (exited with code 2)" in msg
+    assert "--kv-scale must be <= 1" in msg and "command: " in msg
+
+
+def test_missing_engine_binary_is_named(tmp_path: Path) -> None:
+    profile = _profile(tmp_path, kind="vllm", command="vllm-not-installed-here", port=free_port(), extra=[])
+    with (
+        LocalExecutor("local") as ex,
+        pytest.raises(EngineStartError, match="'vllm-not-installed-here' is not on"),
+    ):
+        get_engine("vllm").start(
+            ex, get_engine("vllm").plan(_node(tmp_path), profile, "disk", 0, workdir=str(tmp_path / "w"))
+        )
+
+
+def test_not_ready_in_time_gives_the_last_observation(tmp_path: Path) -> None:
+    # an engine that never listens: `sleep` standing in for a model that takes forever to load
+    profile = _profile(tmp_path, kind="vllm", command="/bin/sleep", port=free_port(), extra=[])
+    engine = get_engine("vllm")
+    with LocalExecutor("local") as ex:
+        plan = engine.plan(
+            _node(tmp_path), profile, "recompute", 0, workdir=str(tmp_path / "w"), python=sys.executable
+        )
+        plan = type(plan)(**{**plan.__dict__, "argv": ("/bin/sleep", "30")})
+        inst = engine.start(ex, plan)
+        with pytest.raises(EngineStartError, match=r"not ready after 0.5 s \(last: .*Connection refused"):
+            engine.wait_ready(inst, 0.5)
+        engine.stop(inst, grace=2)
+
+
+@pytest.mark.ssh
+def test_vllm_adapter_over_loopback_ssh(tmp_path: Path, ssh_cluster: Any) -> None:
+    from harness.remote.connect import executor_for
+
+    cluster = ssh_cluster(1)
+    inv: Inventory = cluster.inventory
+    ssh_node = inv.nodes[0]
+    node = ssh_node.model_copy(update={"storage": _node(tmp_path).storage})
+    shim = write_vllm_shim(tmp_path / "bin", sys.executable)
+    port = free_port()
+    profile = _profile(
+        tmp_path,
+        kind="vllm",
+        command=str(shim),
+        port=port,
+        extra=EMULATOR_ARGS + ["--kv-bytes-per-token", "16384"],
+    )
+    engine = get_engine("vllm")
+    ex = executor_for(inv, node.name)
+    try:
+        plan = engine.plan(node, profile, "disk", 0, workdir=str(tmp_path / "w"), python=sys.executable)
+        inst = engine.start(ex, plan)
+        try:
+            engine.wait_ready(inst, 20)
+            wl = build_workload(
+                "long-doc", {"num_docs": 2, "doc_len": 1024, "num_queries": 4, "output_len": 4}, seed=1
+            )
+            before = engine.scrape_metrics(inst)
+            _load(
+                inst,
+                Workload("long-doc", wl.params, wl.seed, list(wl.warmup) + list(wl.measured), []),
+                tmp_path / "ssh-load",
+            )
+            d = delta(before, engine.scrape_metrics(inst))
+            assert d.histograms["vllm:time_to_first_token_seconds"].count == 6
+            assert d.counters["vllm:prefix_cache_hits"] > 0  # the queries re-used the warmed documents
+            first = inst
+            inst = engine.evict(inst).instance  # vLLM: a restart through SSH
+            assert inst.handle.pid != first.handle.pid
+            assert engine.scrape_metrics(inst).value("vllm:prefix_cache_hits") == 0
+        finally:
+            engine.stop(inst, remove_kv_files=True)
+        assert port_free(ex, "127.0.0.1", port)
+        assert not ex.poll(inst.handle).running
+    finally:
+        ex.close()
+
+
+def test_ray_cluster_start_and_stop_commands(tmp_path: Path) -> None:
+    """Ray cannot run here: a fake `ray` records each call (argv and device variables) so the
+    start/stop sequencing and the failure path are tested for real through executors."""
+    from harness.engines.ray import plan_ray_cluster, start_ray_cluster, stop_ray_cluster
+
+    calls = tmp_path / "calls.log"
+    fake = tmp_path / "ray"
+    fake.write_text(
+        "#!/bin/sh\n"
+        f'echo "$KVGATE_NODE $* HIP=$HIP_VISIBLE_DEVICES" >> {calls}\n'
+        "case \"$*\" in *10.0.0.13*) echo 'worker cannot reach head' >&2; exit 1;; esac\n"
+    )
+    fake.chmod(0o755)
+
+    def mk(name: str, host: str) -> Node:
+        return Node.model_validate(
+            {
+                "name": name,
+                "host": host,
+                "platform": "mi308x",
+                "accelerators": {"model": "MI308X", "count": 8},
+            }
+        )
+
+    head, w1, w2 = mk("n1", "10.0.0.11"), mk("n2", "10.0.0.12"), mk("n3", "10.0.0.13")
+
+    class Tagged(LocalExecutor):
+        def run(self, argv: Any, *, env: Any = None, **kw: Any) -> Any:
+            return super().run(argv, env={**(env or {}), "KVGATE_NODE": self.node}, **kw)
+
+    exs = {n: Tagged(n) for n in ("n1", "n2", "n3")}
+    plan = plan_ray_cluster(head, [w1], platform="mi308x", devices_per_node=8, ray=str(fake))
+    start_ray_cluster(plan, exs)
+    assert stop_ray_cluster(plan, exs) == {"n2": 0, "n1": 0}
+    lines = calls.read_text().splitlines()
+    assert lines[0].startswith("n1 start --head --port 6379 --node-ip-address 10.0.0.11")
+    assert lines[1].startswith("n2 start --address 10.0.0.11:6379") and lines[1].endswith(
+        "HIP=0,1,2,3,4,5,6,7"
+    )
+    assert lines[2:] == ["n2 stop --force HIP=", "n1 stop --force HIP="]
+    calls.unlink()
+    bad = plan_ray_cluster(head, [w1, w2], platform="mi308x", devices_per_node=8, ray=str(fake))
+    with pytest.raises(EngineStartError, match="ray start failed") as info:
+        start_ray_cluster(bad, exs)
+    assert "worker cannot reach head" in str(info.value)
+    # what was started is stopped again, workers first
+    assert [ln.split()[:2] for ln in calls.read_text().splitlines()[3:]] == [["n2", "stop"], ["n1", "stop"]]
+
+
+def test_median_helper_sanity() -> None:
+    assert statistics.median([3.0, 1.0, 2.0]) == 2.0
