@@ -224,7 +224,9 @@ def test_sim_plan_carries_emulator_flags_and_geometry() -> None:
         flags["--hbm-tokens"],
         flags["--kv-scale"],
     ) == ("20000.0", "400.0", "8", "4096", "1.0")
-    assert _yaml_of(plan)["local_disk"] == "file:///tmp/kvgate/tiers/fast-disk/kvgate-kv/demo/candidate/"
+    fast = node.target("fast-disk")
+    assert fast is not None
+    assert _yaml_of(plan)["local_disk"] == f"file://{fast.path}/kvgate-kv/demo/candidate/"
     local = get_engine("sim").plan(node, profile, "baseline", 0)
     assert local.argv[:3] == ("python3", "-m", "harness.sim.cli") and "PYTHONPATH" in local.env
     assert "--kv-transfer-config" not in local.argv
