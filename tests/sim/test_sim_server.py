@@ -357,3 +357,30 @@ def test_sigterm_stops_cleanly(sim: Callable[..., SimProc]) -> None:
 
 def test_errno_name_for_enospc_is_known() -> None:
     assert errno.errorcode[errno.ENOSPC] == "ENOSPC"
+
+
+def test_cpu_tier_then_remote_directory_tier(sim: Callable[..., SimProc], tmp_path: Path) -> None:
+    remote = tmp_path / "remote"
+    cfg = lmcache_yaml(
+        tmp_path / "l.yaml",
+        chunk_size=256,
+        local_cpu=True,
+        max_local_cpu_size=1,
+        remote_url=f"file://{remote}",
+        remote_serde="naive",
+    )
+    s = sim("--kv-transfer-config", CONNECTOR, *KV_ARGS, env={"LMCACHE_CONFIG_FILE": str(cfg)})
+    prompt = words(1024, "c")
+    s.ttft(prompt)
+    _wait_stored(s, 1024)
+    assert len(list(remote.glob("*.kvchunk"))) == 4
+    assert s.request("POST", "/kvgate/evict", {"tiers": ["hbm"]})[0] == 200
+    s.ttft(prompt)  # HBM dropped, the CPU tier still holds the chunks
+    assert s.metric('kvgate_sim:chunk_hits_total{engine="0",model_name="test/model",tier="local_cpu"}') == 4
+    assert "kvgate_sim:tier_read_bytes_total{" not in s.metrics()  # nothing read from a directory yet
+    assert _evict(s) == {"hbm": 4, "local_cpu": 4}  # a restart-like evict drops both in-process tiers
+    s.ttft(prompt)
+    assert s.metric('kvgate_sim:chunk_hits_total{engine="0",model_name="test/model",tier="remote"}') == 4
+    assert s.metric("kvgate_sim:tier_read_bytes_total") == 4 * 4 * 2**20
+    status, body, _ = s.request("POST", "/kvgate/evict", {"tiers": ["disk"]})
+    assert status == 400 and "tiers" in json.loads(body)["error"]["message"]
