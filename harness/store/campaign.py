@@ -44,7 +44,7 @@ from harness.store import durable
 from harness.store.schema import SCHEMA_VERSION, GateResult
 
 __all__ = ["Campaign", "GateDir", "CampaignError", "CampaignLocked", "ResultFileError", "load_result",
-           "CAMPAIGN_FORMAT", "OUTPUT_TAIL_CHARS"]
+           "redact_argv", "CAMPAIGN_FORMAT", "OUTPUT_TAIL_CHARS"]
 
 CAMPAIGN_FORMAT = 1
 OUTPUT_TAIL_CHARS = 4000  # of stdout/stderr kept per command in commands.jsonl
@@ -100,6 +100,31 @@ def _safe_relpath(name: str) -> PurePosixPath:
     return rel
 
 
+_SECRET = re.compile(r"(api[-_]?key|token|password|passwd|passphrase|secret|credential)", re.IGNORECASE)
+
+
+def redact_argv(argv: Any) -> list[str]:
+    """argv with secret values masked: the value after ``--api-key``-like flags, and the value of
+    ``--api-key=...`` / ``HF_TOKEN=...`` arguments. Commands are evidence; secrets never are."""
+    out: list[str] = []
+    hide_next = False
+    for raw in argv:
+        arg = str(raw)
+        if hide_next:
+            out.append("***")
+            hide_next = False
+            continue
+        name, sep, _ = arg.partition("=")
+        if sep and _SECRET.search(name):
+            out.append(f"{name}=***")
+        elif arg.startswith("-") and _SECRET.search(arg):
+            out.append(arg)
+            hide_next = True
+        else:
+            out.append(arg)
+    return out
+
+
 def _remove_stale_temporaries(path: Path) -> None:
     # Left by a writer killed between write and rename; we hold the lock, so no writer owns them.
     for tmp in path.rglob(".*.tmp.*"):
@@ -143,7 +168,7 @@ class GateDir:
                        error: Optional[str] = None) -> str:
         """Record a command run on ``node`` in ``evidence/commands.jsonl``: argv, exit code,
         duration and the tail of its output (or the error that stopped it)."""
-        rec: dict[str, Any] = {"ts": _now(), "node": node, "argv": [str(a) for a in argv]}
+        rec: dict[str, Any] = {"ts": _now(), "node": node, "argv": redact_argv(argv)}
         if result is not None:
             rec.update(exit_code=result.exit_code, duration_s=round(result.duration_s, 6),
                        stdout_tail=result.stdout[-OUTPUT_TAIL_CHARS:],

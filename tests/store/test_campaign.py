@@ -249,3 +249,16 @@ def test_kill_9_at_random_points_never_leaves_half_written_data(tmp_path: Path,
     # the kernel released the dead writer's lock: a new run can take the campaign
     Campaign.open(tmp_path, "c", inventory_path=inv, profile_path=prof).close()
     assert not list(gdir.rglob(".*.tmp.*"))  # temporaries of killed writers are cleared on open
+
+
+def test_recorded_commands_never_hold_secrets(tmp_path: Path, inputs: tuple[Path, Path]) -> None:
+    inv, prof = inputs
+    with Campaign.open(tmp_path, "c", inventory_path=inv, profile_path=prof) as c:
+        g = c.gate_dir("G2")
+        g.record_command("n1", ["vllm", "serve", "m", "--api-key", "sk-123", "--port", "8000",
+                                "HF_TOKEN=hf_abc", "--password=pw"])
+        argv = g.read_jsonl("commands.jsonl")[0]["argv"]
+    assert argv == ["vllm", "serve", "m", "--api-key", "***", "--port", "8000", "HF_TOKEN=***",
+                    "--password=***"]
+    raw = (tmp_path / "c" / "G2" / "evidence" / "commands.jsonl").read_text()
+    assert "sk-123" not in raw and "hf_abc" not in raw and "pw" not in raw.replace("password", "")
