@@ -12,11 +12,25 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 __all__ = ["write_atomic", "fsync_dir", "append_jsonl", "read_jsonl", "iter_jsonl"]
+
+# Pipelines append from several threads (one per node); one lock per file keeps records whole.
+_APPEND_LOCKS: dict[str, threading.Lock] = {}
+_APPEND_LOCKS_GUARD = threading.Lock()
+
+
+def _append_lock(path: Path) -> threading.Lock:
+    key = os.path.abspath(path)
+    with _APPEND_LOCKS_GUARD:
+        lock = _APPEND_LOCKS.get(key)
+        if lock is None:
+            lock = _APPEND_LOCKS[key] = threading.Lock()
+        return lock
 
 
 def fsync_dir(path: Path) -> None:
@@ -32,7 +46,7 @@ def write_atomic(path: Path, data: bytes | str) -> None:
     """Replace ``path`` with ``data`` atomically and durably."""
     payload = data.encode("utf-8") if isinstance(data, str) else data
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp.{os.getpid()}")
+    tmp = path.with_name(f".{path.name}.tmp.{os.getpid()}.{threading.get_ident()}")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         view = memoryview(payload)
@@ -50,6 +64,11 @@ def append_jsonl(path: Path, record: Mapping[str, Any]) -> None:
     """Append ``record`` as one JSON line; flushed and fsync'd before returning."""
     line = json.dumps(record, sort_keys=True, separators=(",", ":"), allow_nan=False).encode("utf-8") + b"\n"
     path.parent.mkdir(parents=True, exist_ok=True)
+    with _append_lock(path):
+        _append_locked(path, line)
+
+
+def _append_locked(path: Path, line: bytes) -> None:
     new = not path.exists()
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
     try:

@@ -262,3 +262,25 @@ def test_recorded_commands_never_hold_secrets(tmp_path: Path, inputs: tuple[Path
                     "--password=***"]
     raw = (tmp_path / "c" / "G2" / "evidence" / "commands.jsonl").read_text()
     assert "sk-123" not in raw and "hf_abc" not in raw and "pw" not in raw.replace("password", "")
+
+
+def test_appends_from_many_threads_stay_whole(tmp_path: Path) -> None:
+    import threading
+
+    p = tmp_path / "state.jsonl"
+    pad = "x" * 70000  # larger than a pipe buffer: a torn interleave would show
+
+    def writer(k: int) -> None:
+        for i in range(20):
+            durable.append_jsonl(p, {"k": k, "i": i, "pad": pad})
+            durable.write_atomic(tmp_path / "same.json", json.dumps({"k": k, "i": i}))
+
+    threads = [threading.Thread(target=writer, args=(k,)) for k in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    recs = durable.read_jsonl(p)
+    assert len(recs) == 120 and all(r["pad"] == pad for r in recs)
+    assert sorted((r["k"], r["i"]) for r in recs) == [(k, i) for k in range(6) for i in range(20)]
+    assert json.loads((tmp_path / "same.json").read_text())["i"] == 19
