@@ -13,6 +13,7 @@ the inventory allows destructive tests for that target.
 
 from __future__ import annotations
 
+import re
 import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -86,11 +87,15 @@ def build_jobfile(
     directory: Optional[str] = None,
     filename: Optional[str] = None,
     bw_log_dir: Optional[str] = None,
+    ss_window: Optional[int] = None,
 ) -> FioJobFile:
     """The fio job file text for ``job_sets`` (pure: no I/O).
 
     Exactly one of ``directory`` (a filesystem target) and ``filename`` (a raw device) is given.
     With ``bw_log_dir``, each set writes a windowed bandwidth log there (for the steady-state check).
+    With ``ss_window`` (seconds, fio >= 2.16), fio's own steady-state detection runs on each set
+    (``ss=bw:20%``, one bandwidth sample per second over the window); note that fio then ends a set
+    early once its criterion holds, so this is opt-in.
     """
     if (directory is None) == (filename is None):
         raise ValueError("give exactly one of directory and filename")
@@ -127,6 +132,8 @@ def build_jobfile(
             lines.append(f"rwmixread={s.rwmixread}")
         if bw_log_dir is not None:
             lines.append(f"write_bw_log={bw_log_dir}/{s.name}")
+        if ss_window is not None:
+            lines += ["ss=bw:20%", f"ss_dur={ss_window}", f"ss_ramp={_seconds(spec.ramp_time)}"]
     return FioJobFile(
         text="\n".join(lines) + "\n",
         job_sets=tuple(s.name for s in sets),
@@ -274,6 +281,13 @@ def choose_engine(
         target=target,
         detail=text,
     )
+
+
+def fio_version(executor: Executor, fio: str = "fio") -> Optional[tuple[int, ...]]:
+    """``fio --version`` of the node as a tuple, e.g. (3, 33); None when it cannot be read."""
+    res = executor.run([fio, "--version"], check=False, timeout=30)
+    m = re.search(r"fio-(\d+)\.(\d+)(?:\.(\d+))?", res.stdout)
+    return tuple(int(g) for g in m.groups() if g is not None) if m else None
 
 
 def fio_command(fio: str, jobfile_path: str, output_path: str, *, output_format: str = "json") -> list[str]:

@@ -13,7 +13,7 @@ import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Optional, Union
 
@@ -27,6 +27,7 @@ from harness.probes.fio_jobs import (
     choose_engine,
     describe_command,
     fio_command,
+    fio_version,
     inspect_target,
 )
 from harness.probes.fio_parse import (
@@ -195,14 +196,21 @@ def run_fio_probe(
     job_sets: Optional[Sequence[str]] = None,
     progress: ProgressLike = None,
     run_id: Optional[str] = None,
-    steady_state: bool = True,
+    steady_state: str = "log",
 ) -> FioProbeResult:
     """Run the profile's fio job sets on ``target`` of the executor's node and parse fio's output.
+
+    ``steady_state``: "log" (default) judges steady state from fio's windowed bandwidth logs, which
+    leave the run unchanged; "fio" also asks fio for its own steady-state detection (``ss=``, fio >=
+    2.16, runtime >= 3 s) and judges fio's window samples, at the cost that fio may end a set early
+    once its criterion holds; "off" records neither.
 
     Refuses (``ProbeRefused``) before writing anything when the target is a raw device and writes
     are not allowed, is a memory filesystem, is missing, or lacks free space. The files are written
     under ``<target.path>/kvgate-fio-<run-id>/`` and removed afterwards, also on failure.
     """
+    if steady_state not in ("log", "fio", "off"):
+        raise ValueError(f"steady_state must be 'log', 'fio' or 'off', not {steady_state!r}")
     node = executor.node
     sets = list(job_sets or spec.job_sets)
     run_id = run_id or time.strftime("%Y%m%d-%H%M%S") + "-" + uuid.uuid4().hex[:6]
@@ -243,7 +251,8 @@ def run_fio_probe(
             engine=engine,
             directory=None if raw_device else scratch,
             filename=target.path if raw_device else None,
-            bw_log_dir=f"{scratch}/bwlogs" if steady_state else None,
+            bw_log_dir=f"{scratch}/bwlogs" if steady_state != "off" else None,
+            ss_window=_ss_window(executor, fio, spec) if steady_state == "fio" else None,
         )
         jobfile_remote = f"{scratch}/{stem}.fio"
         executor.write_file(jobfile_remote, job.text.encode())
@@ -276,7 +285,9 @@ def run_fio_probe(
             )
         parsed = parse_fio_file(raw_local, node=node)
         logs = (
-            _fetch_bw_logs(executor, f"{scratch}/bwlogs", out_dir / f"{stem}-bwlogs") if steady_state else {}
+            _fetch_bw_logs(executor, f"{scratch}/bwlogs", out_dir / f"{stem}-bwlogs")
+            if steady_state != "off"
+            else {}
         )
         results = _job_set_results(parsed, sets, job, logs, node, target.name)
         return FioProbeResult(
@@ -320,6 +331,15 @@ def _fetch_bw_logs(executor: Executor, remote_dir: str, local_dir: Path) -> dict
     return out
 
 
+def _ss_window(executor: Executor, fio: str, spec: FioSpec) -> Optional[int]:
+    """fio's steady-state window in whole seconds, or None where fio cannot do it (fio < 2.16, or a
+    runtime too short for three one-second samples)."""
+    version = fio_version(executor, fio)
+    if version is None or version < (2, 16) or spec.runtime < 3:
+        return None
+    return int(max(3, min(spec.runtime, spec.runtime // 2)))
+
+
 def _job_set_results(
     parsed: FioOutput,
     sets: Sequence[str],
@@ -340,7 +360,14 @@ def _job_set_results(
                 target=target,
             )
         steady = None
-        if name in logs and job.log_avg_msec:
+        fio_ss = next((j.steadystate for j in parsed.final.jobs if j.name == name and j.steadystate), None)
+        if fio_ss is not None and fio_ss.snia.samples >= 3:
+            steady = replace(
+                fio_ss.snia,
+                source=f"fio ss= window samples (fio's own criterion "
+                f"{fio_ss.criterion}: {'attained' if fio_ss.attained else 'not attained'})",
+            )
+        elif name in logs and job.log_avg_msec:
             series = bw_log_series({p.name: p.read_bytes() for p in logs[name]}, job.log_avg_msec)
             steady = check_steady_state(series, source=f"fio bandwidth log, {job.log_avg_msec} ms windows")
         results[name] = JobSetResult.from_group(name, group, steady)

@@ -155,3 +155,23 @@ def test_client_server_two_fio_servers_on_loopback(tmp_path: Path) -> None:
 
         with socket.socket() as s:
             assert s.connect_ex(("127.0.0.1", srv.port)) != 0
+
+
+def test_steady_state_from_fios_own_ss_window(tmp_path: Path) -> None:
+    tier = tmp_path / "tier"
+    tier.mkdir()
+    spec = SPEC.model_copy(update={"job_sets": ["rand-read"], "numjobs": 1, "runtime": 3.0})
+    res = run_fio_probe(
+        LocalExecutor("n1"),
+        StorageTarget(name="t1", path=str(tier)),
+        spec,
+        tmp_path / "out",
+        steady_state="fio",
+    )
+    assert "ss=bw:20%" in res.jobfile.read_text().splitlines()
+    raw = json.loads(res.raw_output.read_text())
+    ss_raw = raw["jobs"][0]["steadystate"]
+    steady = res.job_sets["rand-read"].steady_state
+    assert steady is not None and steady.source.startswith("fio ss= window samples")
+    assert steady.samples == len(ss_raw["data"]["bw"]) >= 3
+    assert steady.mean == pytest.approx(sum(ss_raw["data"]["bw"]) / len(ss_raw["data"]["bw"]))
