@@ -25,7 +25,7 @@ from harness.engines.base import (
 )
 from harness.engines.lifecycle import EngineUnreachable, drop_page_cache, http_request, port_free
 from harness.engines.prometheus import MetricsDelta, MetricsParseError, MetricsSnapshot, delta
-from harness.engines.registry import engine_kinds, get_engine
+from harness.engines.registry import engine_kinds, get_engine, plan_node
 
 __all__ = [
     "Engine",
@@ -44,6 +44,7 @@ __all__ = [
     "drop_page_cache",
     "engine_kinds",
     "get_engine",
+    "plan_node",
     "http_request",
     "port_free",
 ]

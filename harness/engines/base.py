@@ -7,7 +7,7 @@ import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional, Protocol, Union
+from typing import TYPE_CHECKING, Any, Optional, Protocol, Union
 
 from harness.errors import InfraError
 from harness.remote.base import DetachedHandle, Executor, ProcessState, tail
@@ -109,6 +109,25 @@ class EnginePlan:
         env = [f"{k}={v}" for k, v in sorted(self.env.items())]
         return shlex.join([*(["env", *env] if env else []), *self.argv])
 
+    @classmethod
+    def from_json(cls, data: Mapping[str, object]) -> EnginePlan:
+        """The plan saved by ``to_json`` (reattaching after a controller restart)."""
+        d: dict[str, Any] = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        for key in ("argv", "devices", "kv_dirs", "notes"):
+            d[key] = tuple(d.get(key) or ())
+        d["env"] = dict(d.get("env") or {})
+        d["files"] = dict(d.get("files") or {})
+        ray = d.get("ray")
+        if isinstance(ray, Mapping):
+            d["ray"] = RayClusterPlan(
+                head_node=str(ray["head_node"]),
+                head_address=str(ray["head_address"]),
+                commands=tuple((str(n), tuple(a)) for n, a in ray["commands"]),
+                env=tuple((str(n), tuple((str(k), str(v)) for k, v in items)) for n, items in ray["env"]),
+                stop_argv=tuple(ray["stop_argv"]),
+            )
+        return cls(**d)
+
     def to_json(self) -> dict[str, object]:
         d = asdict(self)
         d["argv"] = list(self.argv)
@@ -154,6 +173,25 @@ class EngineInstance:
             "started_at": self.started_at,
             "ready_at": self.ready_at,
         }
+
+    @classmethod
+    def from_json(
+        cls,
+        data: Mapping[str, Any],
+        executor: Executor,
+        *,
+        peer_executors: Optional[Mapping[str, Executor]] = None,
+    ) -> EngineInstance:
+        """Reattach to an instance saved with ``to_json`` (poll it with ``executor.poll(handle)``)."""
+        ready = data.get("ready_at")
+        return cls(
+            plan=EnginePlan.from_json(data["plan"]),
+            handle=DetachedHandle.from_json(data["handle"]),
+            executor=executor,
+            peer_executors=dict(peer_executors or {}),
+            started_at=float(data.get("started_at") or 0.0),
+            ready_at=float(ready) if ready is not None else None,
+        )
 
 
 @dataclass(frozen=True)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Any, Callable, Union
 
-from harness.engines.base import Engine
+from harness.config.inventory import Node
+from harness.config.profile import Arm, Profile
+from harness.engines.base import Engine, EnginePlan
 from harness.errors import InputError
 
 
@@ -25,6 +27,14 @@ ENGINES: dict[str, Callable[[], Engine]] = {"vllm": _vllm, "sim": _sim}
 
 def engine_kinds() -> list[str]:
     return sorted(ENGINES)
+
+
+def plan_node(
+    engine: Engine, node: Node, profile: Profile, arm: Union[Arm, str], **options: Any
+) -> list[EnginePlan]:
+    """Plans of every instance of ``profile`` on ``node`` (``instances_per_node`` of them: TP4x2 gives
+    two, on devices 0-3 and 4-7 and on ports port and port+1); ``options`` go to ``engine.plan``."""
+    return [engine.plan(node, profile, arm, i, **options) for i in range(profile.model.instances_per_node)]
 
 
 def get_engine(kind: str) -> Engine:

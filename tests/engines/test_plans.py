@@ -240,3 +240,36 @@ def test_plan_json_is_complete_evidence() -> None:
     assert data["argv"] == list(plan.argv) and data["env"] == dict(plan.env)
     assert data["command_line"] == plan.command_line()
     assert list(data["files"].values()) == list(plan.files.values())
+
+
+def test_plan_node_and_json_roundtrip() -> None:
+    from harness.engines import EngineInstance, plan_node
+    from harness.remote.base import DetachedHandle
+    from harness.remote.local import LocalExecutor
+
+    node, profile = _node("mi308x-8gpu.example.yaml", "node1"), _profile("tp4x2.yaml")
+    plans = plan_node(get_engine("vllm"), node, profile, "candidate")
+    assert [(p.port, p.devices) for p in plans] == [(8000, (0, 1, 2, 3)), (8001, (4, 5, 6, 7))]
+    assert EnginePlan.from_json(json.loads(json.dumps(plans[1].to_json()))) == plans[1]
+    peer = node.model_copy(update={"name": "node2", "host": "10.0.0.12"})
+    big = _profile("moe-480b-tp8.yaml")
+    big = big.model_copy(update={"model": big.model.model_copy(update={"nodes_per_instance": 2})})
+    ray_plan = get_engine("vllm").plan(node, big, "candidate", peers=[peer])
+    assert EnginePlan.from_json(json.loads(json.dumps(ray_plan.to_json()))) == ray_plan
+    handle = DetachedHandle(
+        node="node1",
+        pid=42,
+        pgid=42,
+        start_time=1.0,
+        marker="m",
+        workdir="/w",
+        stdout_path="/w/o",
+        stderr_path="/w/e",
+        pid_path="/w/p",
+        exit_path="/w/x",
+        command=plans[0].argv,
+    )
+    inst = EngineInstance(plan=plans[0], handle=handle, executor=LocalExecutor("node1"), started_at=5.0)
+    back = EngineInstance.from_json(json.loads(json.dumps(inst.to_json())), LocalExecutor("node1"))
+    assert back.plan == inst.plan and back.handle == inst.handle and back.started_at == 5.0
+    assert back.endpoint_url == "http://127.0.0.1:8000"
