@@ -1,17 +1,39 @@
-"""``kvgate demo``: G1 -> G2 -> G3 on localhost with the KV emulator and real fio. Not built yet: it says so and exits non-zero, never pretends."""
+"""``kvgate demo``: G1 -> G2 -> G3 on localhost with the KV emulator and real fio."""
 
 from __future__ import annotations
 
 import argparse
-
-from harness.errors import NotAvailableError
+import datetime as _dt
+from pathlib import Path
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser("demo", help=f"G1 -> G2 -> G3 on localhost with the KV emulator and real fio (not available yet)", description="G1 -> G2 -> G3 on localhost with the KV emulator and real fio")
-    p.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+    p = sub.add_parser(
+        "demo",
+        help="G1 -> G2 -> G3 on localhost with the KV emulator and real fio",
+        description="Run the joint-test gates G1, G2 and G3 on this machine: inventory/localhost.yaml, "
+        "profiles/demo.yaml, the KV emulator as the engine (compute emulated, storage I/O real) and real "
+        "fio. Prints each gate's verdict and the path of the HTML report. Stops at the first gate that "
+        "does not pass, since the next one needs it.",
+    )
+    p.add_argument("--campaign", default=None, help="campaign name (default: demo-<UTC time>)")
+    p.add_argument("--inventory", type=Path, default=None, help="inventory (default: inventory/localhost.yaml)")
+    p.add_argument("--profile", type=Path, default=None, help="profile (default: profiles/demo.yaml)")
+    p.add_argument("--reports", type=Path, default=None, help="reports root (default: reports/)")
+    p.add_argument("--no-progress", action="store_true", help="no progress lines")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    raise NotAvailableError("'kvgate demo' is not available yet in this version of kvgate")
+    from harness.pipelines.demo import run_demo
+
+    campaign = args.campaign or "demo-" + _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
+    res = run_demo(campaign, inventory=args.inventory, profile=args.profile, reports_root=args.reports,
+                   progress=not args.no_progress)
+    print()
+    for o in res.outcomes:
+        print(f"{o.gate}: {o.verdict.value}")
+    if res.campaign_dir is not None:
+        print(f"campaign report: {res.campaign_dir / 'report.html'}")
+    print(f"demo finished in {res.seconds:.0f} s, exit {int(res.exit_code)}")
+    return int(res.exit_code)

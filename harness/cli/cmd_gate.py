@@ -1,17 +1,47 @@
-"""``kvgate gate``: run a gate (G1..G4) of a campaign. Not built yet: it says so and exits non-zero, never pretends."""
+"""``kvgate gate G1|G2|G3 --inventory FILE --profile FILE --campaign NAME [--resume]``."""
 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
-from harness.errors import NotAvailableError
+from harness.exitcodes import EXIT_CODE_HELP
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser("gate", help=f"run a gate (G1..G4) of a campaign (not available yet)", description="run a gate (G1..G4) of a campaign")
-    p.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+    p = sub.add_parser(
+        "gate",
+        help="run a gate (G1 arrival, G2 baseline, G3 candidate vs baseline) of a campaign",
+        description="Run one gate of a campaign: validate the files, run the gate's pipeline on the "
+        "inventory's nodes, evaluate the checks of gates/<GATE>.yaml, and write result.json, report.html, "
+        "report.md, junit.xml and MANIFEST.sha256 under reports/<campaign>/<GATE>/. G3 needs a passed G2 "
+        "in the same campaign, or --baseline naming another campaign.",
+        epilog="exit codes:\n" + EXIT_CODE_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("gate", choices=["G1", "G2", "G3", "G4"], help="the gate to run")
+    p.add_argument("--inventory", required=True, type=Path, help="inventory YAML")
+    p.add_argument("--profile", required=True, type=Path, help="profile YAML")
+    p.add_argument("--campaign", required=True, help="campaign name (a folder under the reports root)")
+    p.add_argument("--resume", action="store_true", help="continue a gate that was interrupted; "
+                   "completed steps are kept and not repeated")
+    p.add_argument("--baseline", metavar="CAMPAIGN", help="G3: take the G2 baseline from this campaign")
+    p.add_argument("--reports", type=Path, default=None, help="reports root (default: reports/)")
+    p.add_argument("--gates", type=Path, default=None, help="directory of the gate files (default: gates/)")
+    p.add_argument("--accept-new-host-keys", action="store_true",
+                   help="trust and record unknown SSH host keys (a changed key is always refused)")
+    p.add_argument("--operator", help="who runs the gate (default: the login name)")
+    p.add_argument("--no-progress", action="store_true", help="no progress lines")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    raise NotAvailableError("'kvgate gate' is not available yet in this version of kvgate")
+    from harness.pipelines.gate import run_gate
+    from harness.pipelines.printing import print_outcome
+
+    outcome = run_gate(args.gate, inventory_path=args.inventory, profile_path=args.profile, campaign=args.campaign,
+                       reports_root=args.reports, gates_path=args.gates, baseline_campaign=args.baseline,
+                       resume=args.resume, accept_new_host_keys=args.accept_new_host_keys, operator=args.operator,
+                       progress=not args.no_progress)
+    print_outcome(outcome)
+    return int(outcome.exit_code)

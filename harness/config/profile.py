@@ -145,7 +145,8 @@ class LoadSpec(StrictModel):
                                            description="Concurrency levels to sweep")
     prompts_per_point: PositiveInt = Field(default=64, description="Measured requests per point")
     warmup: int = Field(default=4, ge=0, description="Warm-up requests per point, excluded")
-    repetitions: PositiveInt = Field(default=3, description="Repetitions per point (repeatability, G2)")
+    repetitions: PositiveInt = Field(default=5, description="Repetitions per point: G2 repeatability; the "
+                                     "G3 throughput interval needs 5 or more")
     mode: Literal["closed", "open"] = Field(default="closed", description="closed: fixed concurrency")
     request_rate: Optional[float] = Field(default=None, gt=0, description="Open loop: requests/s")
     burstiness: float = Field(default=1.0, gt=0, description="Open loop: gamma shape (1 = Poisson)")

@@ -48,10 +48,19 @@ class GateRun:
         return ex
 
     def fault(self, what: str, exc: Optional[BaseException] = None) -> None:
+        """An infrastructure fault that kept something from being measured (recorded as evidence;
+        the gate exits 4 unless it passed anyway)."""
         text = what if exc is None else f"{what}: {exc}"
         with self._lock:
             self.faults.append(text)
         self.gate_dir.append_jsonl("faults.jsonl", {"fault": text})
+
+    def warn(self, what: str, exc: Optional[BaseException] = None) -> None:
+        """Something went wrong that did not affect a measurement (log collection, say)."""
+        text = what if exc is None else f"{what}: {exc}"
+        with self._lock:
+            self.notes.append(f"warning: {text}")
+        self.gate_dir.append_jsonl("faults.jsonl", {"warning": text})
 
     def close(self) -> None:
         with self._lock:

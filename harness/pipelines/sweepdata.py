@@ -86,7 +86,7 @@ def sweep_table(sweep: Sweep) -> dict[str, dict[str, Any]]:
             "completed": sum(r.completed for r in reps),
             "failed": sum(r.failed for r in reps),
             "repetitions": len(reps),
-            "mean_queue_ms": statistics.fmean([float(r.summary.get("mean_queue_ms") or 0) for r in reps])
+            "mean_queue_ms": statistics.fmean([float(r.summary.get("mean_client_queue_time_ms") or 0) for r in reps])
             if reps else None,
         }
     return table

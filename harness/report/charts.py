@@ -48,6 +48,7 @@ VERDICT_COLOURS = {
     Verdict.ERROR: "#8b0000",
     Verdict.INCONCLUSIVE: "#b35900",
     Verdict.NOT_RUN: "#6e7781",
+    Verdict.NOT_APPLICABLE: "#afb8c1",
 }
 
 WIDTH = 720

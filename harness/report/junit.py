@@ -76,7 +76,10 @@ def _case(suite: ET.Element, gate: str, check: CheckRow, obs: ObsRow | None) -> 
               + (f"\nthreshold overridden: {check.override_reason}" if check.override_reason else "")
               + (f"\nevidence: {', '.join(t for t, _ in obs.evidence)}" if obs and obs.evidence else ""))
     outcome = "pass"
-    if verdict is not Verdict.PASS:
+    if verdict is Verdict.NOT_APPLICABLE:
+        ET.SubElement(case, "skipped", message=f"not applicable: {reason}" if reason else "not applicable")
+        outcome = "skipped"
+    elif verdict is not Verdict.PASS:
         if check.severity == "blocker":
             failure = ET.SubElement(case, "failure", message=_message(verdict, measured, expected, reason),
                                     type=_FAILURE_TYPE[verdict])

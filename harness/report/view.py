@@ -31,6 +31,7 @@ VERDICT_TEXT: dict[Verdict, str] = {
     Verdict.INCONCLUSIVE: "inconclusive (not passed)",
     Verdict.NOT_RUN: "not run (not passed)",
     Verdict.ERROR: "error (not passed)",
+    Verdict.NOT_APPLICABLE: "not applicable (nothing expected)",
 }
 
 EMULATION_NOTICE = (

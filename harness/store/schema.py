@@ -21,6 +21,10 @@ class Verdict(str, enum.Enum):
     INCONCLUSIVE = "INCONCLUSIVE"
     NOT_RUN = "NOT_RUN"  # the metric was not measured: counts as not passed
     ERROR = "ERROR"  # evaluating the check raised: counts as failed, with the reason
+    # Nothing to check: the inventory or profile states no expectation for it (a CPU node has no
+    # accelerators to match; a recompute arm has no storage target). Shown in every report with its
+    # reason; it never passes a gate on its own (a gate needs at least one applicable blocker).
+    NOT_APPLICABLE = "NOT_APPLICABLE"
 
 
 class _Model(BaseModel):

@@ -1,0 +1,62 @@
+"""G1, arrival acceptance: every node's facts against the inventory, and fio on every target."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from harness.config.inventory import Node
+from harness.errors import InfraError
+from harness.facts.collect import collect_facts
+from harness.facts.compare import compare_facts
+from harness.pipelines.context import GateRun
+from harness.pipelines.probesteps import fio_step
+from harness.pipelines.sweepdata import measurement
+from harness.progress import Progress
+
+
+def _node_facts(run: GateRun, node: Node) -> dict[str, Any]:
+    key = f"facts/{node.name}"
+    done = run.gate_dir.step_done(key)
+    if done is not None:
+        return dict(done)
+    try:
+        executor = run.executor(node.name)
+        facts = collect_facts(executor, node, python=str(run.inventory.setting(node, "python")))
+    except InfraError as exc:
+        run.fault(f"node {node.name} ({node.host}) is unreachable", exc)
+        # Not recorded as done: a resumed run tries the node again.
+        return {"reachable": measurement(False, "unreachable", detail=str(exc))}
+    rel = run.gate_dir.write_evidence_json(f"facts/{node.name}.json", facts.model_dump(mode="json"))
+    subtree = compare_facts(node, facts, evidence=[rel])
+    subtree["reachable"] = measurement(True, "reachable", detail=f"collected at {facts.collected_at}",
+                                       evidence=[rel])
+    subtree["_versions"] = {k: v for k, v in facts.versions.items() if v}
+    run.gate_dir.mark_step_done(key, subtree)
+    return subtree
+
+
+def run_g1(run: GateRun) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Returns (measured, measurements)."""
+    nodes = run.inventory.nodes
+    measured: dict[str, Any] = {"nodes": {}}
+    with Progress("G1 facts", total=len(nodes), enabled=run.progress) as p:
+        with ThreadPoolExecutor(max_workers=min(16, len(nodes))) as pool:
+            for node, subtree in zip(nodes, pool.map(lambda n: _node_facts(run, n), nodes)):
+                measured["nodes"][node.name] = subtree
+                p.update(1, f"{node.name}: {'reachable' if subtree['reachable']['value'] else 'UNREACHABLE'}")
+    fio_table: dict[str, Any] = {}
+    targets = [(n, t) for n in nodes for t in n.storage if measured["nodes"][n.name]["reachable"]["value"]]
+    for node, target in targets:
+        mounted = measured["nodes"][node.name].get("storage", {}).get(target.name, {}).get("mounted", {})
+        if isinstance(mounted, dict) and mounted.get("value") is False:
+            leaf = measurement(None, detail=f"target path {target.path} is not there or not writable")
+            fio = {"seq_read_bw": leaf, "seq_write_bw": leaf}
+        else:
+            fio = fio_step(run, node, target)
+        st = measured["nodes"][node.name].setdefault("storage", {}).setdefault(target.name, {})
+        st["fio"] = fio
+        fio_table.setdefault(node.name, {})[target.name] = {
+            k: v.get("value") for k, v in fio.items() if isinstance(v, dict)}
+    versions = {name: sub.pop("_versions", {}) for name, sub in measured["nodes"].items()}
+    return measured, {"fio": fio_table, "versions": versions}

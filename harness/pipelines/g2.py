@@ -1,0 +1,61 @@
+"""G2, single-node baseline: fio, the TTFT/throughput sweep with repetitions, checkpoint write and
+model load on the baseline arm; repeatability across repetitions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness.errors import InfraError
+from harness.pipelines.context import GateRun
+from harness.pipelines.probesteps import checkpoint_step, fio_step, modelload_step
+from harness.pipelines.sweep import run_arm_sweep
+from harness.pipelines.sweepdata import baseline_measured, measurement, sweep_table
+
+
+def arm_storage_probes(run: GateRun, arm_name: str, prefix: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """fio, checkpoint write and model load on an arm's storage target (measured, measurements)."""
+    arm = run.profile.arm(arm_name)
+    measured: dict[str, Any] = {}
+    charts: dict[str, Any] = {}
+    target_name = arm.storage
+    if target_name is None:
+        why = f"arm {arm.name!r} has no storage target ({'no offload' if not arm.offload else 'CPU/remote tier'})"
+        measured["fio"] = {"seq_read_bw": measurement(None, detail=why)}
+        return measured, charts
+    node = run.node_with_target(target_name)
+    target = node.target(target_name)
+    assert target is not None
+    fio = fio_step(run, node, target, key=f"fio/{prefix}/{node.name}/{target.name}")
+    measured["fio"] = fio
+    charts["fio"] = {node.name: {target.name: {k: v.get("value") for k, v in fio.items()}}}
+    ckpt_target = run.profile.probes.checkpoint.target if run.profile.probes.checkpoint else None
+    if ckpt_target in (None, target_name):
+        ck = checkpoint_step(run, node, target, f"checkpoint/{prefix}")
+        if ck is not None:
+            measured["checkpoint"] = {"write_bw": ck["write_bw"]}
+            if "chart" in ck:
+                charts["checkpoint"] = {arm.name: ck["chart"]}
+    ml_targets = run.profile.probes.modelload.targets if run.profile.probes.modelload else []
+    if not ml_targets or target_name in ml_targets:
+        ml = modelload_step(run, node, target, f"modelload/{prefix}")
+        if ml is not None:
+            measured["modelload"] = {"read_bw": ml["read_bw"]}
+            if "chart" in ml:
+                charts["modelload"] = {arm.name: ml["chart"]}
+    return measured, charts
+
+
+def run_g2(run: GateRun) -> tuple[dict[str, Any], dict[str, Any]]:
+    profile = run.profile
+    arm = profile.baseline
+    measured_baseline, charts = arm_storage_probes(run, arm, "baseline")
+    try:
+        sweep = run_arm_sweep(run, arm, label=f"baseline ({arm})")
+    except InfraError as exc:
+        run.fault(f"the baseline sweep ({arm}) stopped", exc)
+        from harness.pipelines.sweep import load_sweep
+
+        sweep = load_sweep(run, arm, profile.load.concurrency, profile.load.repetitions)
+    measured_baseline.update(baseline_measured(sweep, profile.load.concurrency, profile.load.repetitions))
+    charts["sweep"] = {arm: sweep_table(sweep)}
+    return {"baseline": measured_baseline}, charts

@@ -1,0 +1,65 @@
+"""G3, the main gate: the candidate arm under the same workload and cold-restore protocol,
+compared per concurrency with the G2 baseline (this campaign's, or another's via --baseline)."""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from harness.errors import InfraError, InputError
+from harness.pipelines.context import GateRun
+from harness.pipelines.g2 import arm_storage_probes
+from harness.pipelines.sweep import load_sweep, run_arm_sweep
+from harness.pipelines.sweepdata import Sweep, compare_measured, failed_ratio, sweep_table
+from harness.store.campaign import GateDir
+from harness.store.schema import Verdict
+
+
+def baseline_sweep(run: GateRun, g2: GateDir) -> Sweep:
+    """The G2 baseline repetitions, read from the G2 gate's recorded state."""
+    profile = run.profile
+    sweep = load_sweep(run, profile.baseline, profile.load.concurrency, profile.load.repetitions, gate_dir=g2)
+    if not sweep:
+        raise InputError(f"the G2 baseline in {g2.path} has no recorded sweep for arm {profile.baseline!r}")
+    return sweep
+
+
+def check_prerequisite(g2: GateDir, where: str) -> None:
+    try:
+        result = g2.load_result()
+    except InputError as exc:
+        raise InputError(f"G3 needs a passed G2 baseline ({where}): {exc}") from None
+    except Exception as exc:  # noqa: BLE001 - a torn or foreign result file is a usage problem here
+        raise InputError(f"G3 needs a passed G2 baseline ({where}): {exc}") from None
+    if result.verdict != Verdict.PASS:
+        raise InputError(f"G3 needs a passed G2 baseline; G2 in {where} is {result.verdict.value} "
+                         "(run `kvgate gate G2` until it passes, or name another campaign with --baseline)")
+
+
+def run_g3(run: GateRun, g2: GateDir) -> tuple[dict[str, Any], dict[str, Any]]:
+    profile = run.profile
+    base = baseline_sweep(run, g2)
+    cand_measured, charts = arm_storage_probes(run, profile.candidate, "candidate")
+    sweeps: dict[str, Sweep] = {profile.baseline: base}
+    try:
+        sweeps[profile.candidate] = run_arm_sweep(run, profile.candidate, label=f"candidate ({profile.candidate})")
+    except InfraError as exc:
+        run.fault(f"the candidate sweep ({profile.candidate}) stopped", exc)
+        sweeps[profile.candidate] = load_sweep(run, profile.candidate, profile.load.concurrency,
+                                               profile.load.repetitions)
+    recompute: Optional[Sweep] = None
+    if profile.recompute and profile.recompute not in (profile.baseline, profile.candidate):
+        try:
+            recompute = run_arm_sweep(run, profile.recompute, label=f"recompute ({profile.recompute})")
+        except InfraError as exc:
+            run.fault(f"the recompute sweep ({profile.recompute}) stopped", exc)
+            recompute = load_sweep(run, profile.recompute, profile.load.concurrency, profile.load.repetitions)
+        sweeps[profile.recompute] = recompute
+    elif profile.recompute == profile.baseline:
+        recompute = base
+    cand = sweeps[profile.candidate]
+    measured: dict[str, Any] = {
+        "candidate": {"fio": cand_measured.get("fio", {}), "failed_ratio": failed_ratio(cand)},
+        "compare": compare_measured(cand, base, recompute),
+    }
+    charts["sweep"] = {arm: sweep_table(s) for arm, s in sweeps.items()}
+    return measured, charts

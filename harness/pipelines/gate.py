@@ -1,0 +1,163 @@
+"""Run one gate end to end: validate inputs, open the campaign, run the gate's pipeline, evaluate
+its checks, write ``result.json``, render the reports and the manifest, return the exit code."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import getpass
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional
+
+from harness import __version__
+from harness.config.crosscheck import check_profile
+from harness.config.gatespec import GateSpec
+from harness.config.loader import load_gate, load_inventory, load_profile
+from harness.errors import ConfigErrors, InputError, NotAvailableError
+from harness.exitcodes import ExitCode
+from harness.gates.evaluate import check_overrides, evaluate_gate
+from harness.paths import gates_dir, reports_dir
+from harness.pipelines.applicability import decide, mark_not_applicable, not_applicable
+from harness.pipelines.context import GateRun, summary_of
+from harness.report import render_campaign_report, render_gate_reports, write_manifest
+from harness.store.campaign import Campaign
+from harness.store.schema import GateResult, Verdict
+
+log = logging.getLogger(__name__)
+
+GATES = ("G1", "G2", "G3", "G4")
+
+
+@dataclass
+class GateOutcome:
+    gate: str
+    exit_code: ExitCode
+    verdict: Verdict
+    gate_dir: Path
+    reports: list[Path]
+    result: GateResult
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def _gate_file(gate: str, gates_path: Optional[Path]) -> Path:
+    base = gates_path or gates_dir()
+    if base is None:
+        raise InputError("no gates/ directory found (run from the kvgate checkout or pass --gates DIR)")
+    path = Path(base) / f"{gate}.yaml"
+    if not path.exists():
+        raise InputError(f"gate file {path} not found")
+    return path
+
+
+def run_gate(gate: str, *, inventory_path: Path, profile_path: Path, campaign: str,
+             reports_root: Optional[Path] = None, gates_path: Optional[Path] = None,
+             baseline_campaign: Optional[str] = None, resume: bool = False,
+             accept_new_host_keys: bool = False, operator: Optional[str] = None,
+             progress: bool = True) -> GateOutcome:
+    """Run ``gate`` (G1, G2 or G3) for ``campaign``; see the module docstring."""
+    if gate not in GATES:
+        raise InputError(f"unknown gate {gate!r}; known: {', '.join(GATES)}")
+    if gate == "G4":
+        raise NotAvailableError("the G4 72-hour soak pipeline is not available yet in this version of kvgate "
+                                "(gates/G4.yaml defines its checks)")
+    # 1. Every input is validated before any node is touched.
+    inventory = load_inventory(inventory_path)
+    profile = load_profile(profile_path)
+    spec: GateSpec = load_gate(_gate_file(gate, gates_path))
+    problems = check_profile(profile, [inventory], [spec], None, str(profile_path))
+    if problems:
+        raise ConfigErrors(problems)
+    overrides = [o for o in profile.overrides if o.gate == gate]
+    check_overrides(spec, overrides)
+    root = Path(reports_root) if reports_root else reports_dir()
+    # 2. The campaign directory; one writer at a time.
+    camp = Campaign.open(root, campaign, inventory_path=Path(inventory_path), profile_path=Path(profile_path),
+                         operator=operator or getpass.getuser(), create=True)
+    try:
+        gate_dir = camp.gate_dir(gate)
+        if not resume and gate_dir.steps_done():
+            raise InputError(
+                f"{gate} of campaign {campaign!r} already has recorded steps ({gate_dir.path}); pass --resume "
+                "to continue it, or use a new campaign name")
+        run = GateRun(gate, spec, inventory, profile, camp, gate_dir, accept_new_host_keys=accept_new_host_keys,
+                      progress=progress)
+        started = _now()
+        try:
+            measured, measurements = _pipeline(gate, run, root, baseline_campaign)
+        finally:
+            run.close()
+        return _finalize(run, spec, overrides, measured, measurements, started)
+    finally:
+        camp.close()
+
+
+def _pipeline(gate: str, run: GateRun, root: Path, baseline_campaign: Optional[str]
+              ) -> tuple[dict[str, Any], dict[str, Any]]:
+    if gate == "G1":
+        from harness.pipelines.g1 import run_g1
+
+        return run_g1(run)
+    if gate == "G2":
+        from harness.pipelines.g2 import run_g2
+
+        return run_g2(run)
+    from harness.pipelines.g3 import check_prerequisite, run_g3
+
+    if baseline_campaign:
+        other = Campaign.read(root, baseline_campaign)
+        g2 = other.gate_dir("G2")
+        where = f"campaign {baseline_campaign!r}"
+    else:
+        g2 = run.campaign.gate_dir("G2")
+        where = f"campaign {run.campaign.name!r}"
+    check_prerequisite(g2, where)
+    run.notes.append(f"baseline: G2 of {where}")
+    return run_g3(run, g2)
+
+
+def _finalize(run: GateRun, spec: GateSpec, overrides: list[Any], measured: dict[str, Any],
+              measurements: dict[str, Any], started: str) -> GateOutcome:
+    run.gate_dir.write_evidence_json("measured.json", measured)
+    checks = evaluate_gate(spec, measured, overrides=overrides, seed=0)
+    checks = mark_not_applicable(checks, not_applicable(run.gate, run.inventory, run.profile))
+    verdict, code = decide(checks, run.faults)
+    summary = summary_of(run)
+    versions = measurements.pop("versions", None) or _recorded_versions(run)
+    for node in summary["inventory"]["nodes"]:
+        if versions.get(node["name"]):
+            node["versions"] = versions[node["name"]]
+    if run.profile.engine.kind == "sim":
+        summary["profile"]["engine_version"] = f"kvgate KV emulator {__version__}"
+    result = GateResult(
+        gate=run.gate, title=spec.title, campaign=run.campaign.name, verdict=verdict, exit_code=int(code),
+        started_at=started, finished_at=_now(), kvgate_version=__version__,
+        git_commit=run.campaign.meta.get("git_commit"), operator=run.campaign.meta.get("operator"),
+        inventory=summary["inventory"], profile=summary["profile"], emulated=run.profile.engine.kind == "sim",
+        checks=checks, measurements=measurements, faults=list(run.faults), notes=list(run.notes))
+    run.gate_dir.write_result(result)
+    paths = render_gate_reports(run.path)
+    write_manifest(run.path)
+    paths += render_campaign_report(run.campaign.path)
+    return GateOutcome(run.gate, code, verdict, run.path, paths, result)
+
+
+def _recorded_versions(run: GateRun) -> dict[str, dict[str, str]]:
+    """Software versions from this campaign's G1 facts, when G1 ran."""
+    out: dict[str, dict[str, str]] = {}
+    g1 = run.campaign.path / "G1" / "evidence" / "facts"
+    for node in run.inventory.nodes:
+        path = g1 / f"{node.name}.json"
+        if path.exists():
+            import json
+
+            try:
+                data = json.loads(path.read_text())
+            except ValueError:
+                continue
+            out[node.name] = {k: v for k, v in (data.get("versions") or {}).items() if v}
+    return out
+

@@ -1,0 +1,21 @@
+"""What a finished gate prints on the terminal: its checks and where the reports are."""
+
+from __future__ import annotations
+
+from harness.cli.table import render_table
+from harness.pipelines.gate import GateOutcome
+from harness.report.view import check_row
+
+
+def print_outcome(outcome: GateOutcome) -> None:
+    rows = []
+    for check in outcome.result.checks:
+        row = check_row(check)
+        rows.append([check.id, check.severity, row.expected, row.measured, check.verdict.value])
+    print()
+    print(f"{outcome.gate} {outcome.result.title}: {outcome.verdict.value} (exit {int(outcome.exit_code)})")
+    print(render_table(["check", "severity", "expected", "measured", "verdict"], rows))
+    for fault in outcome.result.faults:
+        print(f"fault: {fault}")
+    html = outcome.gate_dir / "report.html"
+    print(f"report: {html}")

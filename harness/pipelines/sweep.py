@@ -1,0 +1,163 @@
+"""The TTFT/throughput sweep of one arm, with the cold-restore protocol at every point.
+
+For each concurrency and repetition: populate (send the point's contexts once, so the KV tier
+holds them), evict the KV from the engine (the emulator's admin endpoint, or a restart), drop the
+node's page cache when root (recorded), scrape the metrics, measure, scrape again. Each finished
+repetition is recorded in the gate's resumable state, so ``--resume`` repeats nothing and loses
+nothing; the engine is stopped whatever happens.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Optional
+
+from harness.config.inventory import Node
+from harness.config.profile import Arm
+from harness.engines import EngineInstance, delta, drop_page_cache, get_engine
+from harness.engines.base import Engine
+from harness.errors import InfraError
+from harness.pipelines.context import GateRun
+from harness.pipelines.loadpoint import point_workload, run_point
+from harness.pipelines.sweepdata import Repetition, Sweep
+from harness.progress import Progress
+
+log = logging.getLogger(__name__)
+
+
+def step_key(arm: str, concurrency: int, repetition: int) -> str:
+    return f"sweep/{arm}/c{concurrency}/rep{repetition}"
+
+
+def repetition_from_state(arm: str, concurrency: int, repetition: int, data: dict[str, Any]) -> Repetition:
+    return Repetition(arm, concurrency, repetition, dict(data.get("summary") or {}),
+                      [float(x) for x in data.get("ttft_ms") or []], list(data.get("evidence") or []))
+
+
+def load_sweep(run: GateRun, arm: str, concurrencies: Sequence[int], repetitions: int,
+               gate_dir: Optional[Any] = None) -> Sweep:
+    """The repetitions of ``arm`` already recorded in a gate's state (this gate's by default)."""
+    gd = gate_dir or run.gate_dir
+    sweep: Sweep = {}
+    for c in concurrencies:
+        for r in range(1, repetitions + 1):
+            data = gd.step_done(step_key(arm, c, r))
+            if data:
+                sweep.setdefault(c, []).append(repetition_from_state(arm, c, r, data))
+    return sweep
+
+
+def _start_instances(run: GateRun, engine: Engine, server: Node, arm: Arm) -> list[EngineInstance]:
+    executor = run.executor(server.name)
+    agent_path = None
+    if run.profile.engine.kind == "sim" and server.connection != "local":
+        from harness.agent.deploy import ensure_agent
+
+        workdir = str(run.inventory.setting(server, "workdir"))
+        agent_path = ensure_agent(executor, workdir)
+    python = str(run.inventory.setting(server, "python"))
+    instances: list[EngineInstance] = []
+    try:
+        for i in range(run.profile.model.instances_per_node):
+            plan = engine.plan(server, run.profile, arm, i, python=python, agent_path=agent_path,
+                               workdir=str(run.inventory.setting(server, "workdir")))
+            run.gate_dir.write_evidence_json(f"engine/{arm.name}/instance{i}-plan.json", plan.to_json())
+            run.gate_dir.record_command(server.name, ["env", *[f"{k}={v}" for k, v in sorted(plan.env.items())],
+                                                      *plan.argv])
+            inst = engine.start(executor, plan)
+            instances.append(inst)
+        for inst in instances:
+            engine.wait_ready(inst)
+    except BaseException:
+        _stop_instances(run, engine, instances, arm)
+        raise
+    return instances
+
+
+def _stop_instances(run: GateRun, engine: Engine, instances: Sequence[EngineInstance], arm: Arm) -> None:
+    for i, inst in enumerate(instances):
+        try:
+            logs_dir = run.gate_dir.evidence_path(f"engine/{arm.name}/instance{i}-logs")
+            logs_dir.mkdir(parents=True, exist_ok=True)
+            engine.collect_logs(inst, logs_dir)
+        except (InfraError, OSError) as exc:
+            run.warn(f"{inst.node}: collecting the logs of {arm.name} instance {i} failed", exc)
+        try:
+            engine.stop(inst)
+        except (InfraError, OSError) as exc:
+            run.fault(f"{inst.node}: stopping {arm.name} instance {i} failed", exc)
+
+
+def _scrape(run: GateRun, engine: Engine, instances: Sequence[EngineInstance]) -> list[Any]:
+    snaps = []
+    for inst in instances:
+        try:
+            snaps.append(engine.scrape_metrics(inst))
+        except InfraError as exc:
+            run.notes.append(f"metrics of {inst.node} could not be scraped: {exc}")
+            snaps.append(None)
+    return snaps
+
+
+def run_arm_sweep(run: GateRun, arm_name: str, *, label: Optional[str] = None) -> Sweep:
+    """Measure ``arm_name`` at every concurrency and repetition of the profile (resumable)."""
+    profile = run.profile
+    arm = profile.arm(arm_name)
+    concs = list(profile.load.concurrency)
+    reps = profile.load.repetitions
+    sweep = load_sweep(run, arm.name, concs, reps)
+    todo = [(c, r) for c in concs for r in range(1, reps + 1)
+            if not any(x.repetition == r for x in sweep.get(c, []))]
+    if not todo:
+        return sweep
+    server = run.server_nodes()[0]
+    client = run.client_node(server)
+    engine = get_engine(profile.engine.kind)
+    workload = point_workload(profile)
+    run.gate_dir.write_evidence_json(f"sweep/{arm.name}/workload.json", workload.description)
+    progress = Progress(f"{run.gate} sweep {label or arm.name}", total=len(concs) * reps, enabled=run.progress)
+    progress.done = len(concs) * reps - len(todo)
+    progress.status(f"starting {profile.engine.kind} for arm {arm.name} on {server.name}", force=True)
+    instances = _start_instances(run, engine, server, arm)
+    try:
+        for conc, rep in todo:
+            point_dir = Path(run.gate_dir.evidence_path(f"sweep/{arm.name}/c{conc}/rep{rep}"))
+            point_dir.mkdir(parents=True, exist_ok=True)
+            protocol: dict[str, Any] = {"arm": arm.name, "concurrency": conc, "repetition": rep,
+                                        "cold_restore": profile.load.cold_restore}
+            if profile.load.cold_restore:
+                progress.status(f"c{conc} rep{rep}: populating {len(workload.populate)} contexts")
+                pop = run_point(profile, client, instances, workload.populate, conc, point_dir / "populate",
+                                f"{arm.name} c{conc} populate", relative_to=run.path)
+                protocol["populate"] = {"completed": pop.summary.get("completed"), "failed": pop.summary.get("failed")}
+                evicted = []
+                for i, inst in enumerate(instances):
+                    res = engine.evict(inst)
+                    instances[i] = res.instance
+                    evicted.append({"node": inst.node, "method": res.method, "detail": res.detail})
+                protocol["evict"] = evicted
+                protocol["page_cache_dropped"] = drop_page_cache(run.executor(server.name))
+            before = _scrape(run, engine, instances)
+            progress.status(f"c{conc} rep{rep}: measuring {len(workload.measure)} requests")
+            point = run_point(profile, client, instances, workload.measure, conc, point_dir / "measure",
+                              f"{arm.name} c{conc} rep{rep}", relative_to=run.path)
+            after = _scrape(run, engine, instances)
+            metrics = [delta(b, a).to_json() if b is not None and a is not None else None
+                       for b, a in zip(before, after)]
+            (point_dir / "metrics-delta.json").write_text(json.dumps(metrics, indent=2, default=str) + "\n")
+            (point_dir / "protocol.json").write_text(json.dumps(protocol, indent=2, default=str) + "\n")
+            data = {"summary": point.summary, "ttft_ms": point.ttft_ms, "evidence": point.evidence,
+                    "protocol": protocol}
+            run.gate_dir.mark_step_done(step_key(arm.name, conc, rep), data)
+            sweep.setdefault(conc, []).append(repetition_from_state(arm.name, conc, rep, data))
+            p50 = sorted(point.ttft_ms)[len(point.ttft_ms) // 2] if point.ttft_ms else float("nan")
+            progress.update(1, f"c{conc} rep{rep}: {point.summary.get('completed')} ok, "
+                               f"{point.summary.get('failed')} failed, TTFT p50 {p50:.0f} ms, "
+                               f"{float(point.summary.get('output_throughput') or 0):.1f} tok/s")
+    finally:
+        _stop_instances(run, engine, instances, arm)
+        progress.finish(f"arm {arm.name} done")
+    return sweep
