@@ -3,6 +3,7 @@ real files (a few MiB), locally and on a loopback SSH node."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from collections.abc import Iterator
@@ -15,6 +16,7 @@ from harness.config.profile import CheckpointSpec, ModelLoadSpec
 from harness.errors import InputError
 from harness.probes.checkpoint import cold_read, run_checkpoint_probe
 from harness.probes.errors import ProbeRefused
+from harness.probes.measured import checkpoint_leaf, modelload_leaf
 from harness.probes.modelload import run_modelload_probe
 from harness.probes.node_io import find_python, run_helper
 from harness.remote.base import Executor
@@ -46,6 +48,8 @@ def test_checkpoint_writes_times_and_removes(tmp_path: Path) -> None:
     assert list(Path(target.path).iterdir()) == []
     evidence = json.loads(res.evidence.read_text())
     assert evidence["write"]["total_s"] == res.total_s and evidence["write"]["files"] == 5
+    leaf = checkpoint_leaf(res, tmp_path / "out")
+    assert leaf["value"] == res.write_bw_bytes and leaf["evidence"] == [res.evidence.name]
 
 
 def test_checkpoint_read_back_with_odirect_when_cache_not_dropped(tmp_path: Path) -> None:
@@ -104,6 +108,11 @@ def test_modelload_synthetic_shards(tmp_path: Path) -> None:
     assert res.cache_dropped == ROOT and not res.may_include_cached
     assert list(Path(target.path).iterdir()) == []
     assert json.loads(res.evidence.read_text())["write"]["total_bytes"] == 16 * MiB
+    assert modelload_leaf(res)["value"] == res.read_bw_bytes
+    # a read that may include cached data is never counted as storage bandwidth
+    cached = dataclasses.replace(res, may_include_cached=True, how="O_DIRECT refused, not root")
+    leaf = modelload_leaf(cached)
+    assert leaf["value"] is None and "not counted as storage" in str(leaf["detail"])
 
 
 def test_modelload_input_errors(tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ from harness.config.profile import FioSpec
 from harness.probes.errors import ProbeError, ProbeRefused
 from harness.probes.fio_parse import parse_fio_file
 from harness.probes.fio_run import FioProbeResult, ProbeFailure, bw_log_series, run_fio_probe, run_fio_probes
+from harness.probes.measured import fio_tree
 from harness.remote.local import LocalExecutor
 
 pytestmark = pytest.mark.fio
@@ -62,6 +63,16 @@ def test_local_probe_reports_fios_own_bandwidth(tmp_path: Path) -> None:
     assert parse_fio_file(res.raw_output).final.jobs
     assert any("fio seq-read" in line for line in lines)
     # results.json material
+    tree = fio_tree([res], base=out)
+    leaf = tree["nodes"]["n1"]["storage"]["t1"]["fio"]["seq_read_bw"]  # type: ignore[index]
+    assert leaf["value"] == jobs["seq-read"]["read"]["bw_bytes"]
+    assert leaf["evidence"] == ["fio-n1-t1.json", "fio-n1-t1.fio"] and "direct=1" in leaf["detail"]
+    assert (
+        tree["nodes"]["n1"]["storage"]["t1"]["fio"]["mixed_write_bw"]["value"]
+        == (  # type: ignore[index]
+            jobs["mixed"]["write"]["bw_bytes"]
+        )
+    )
     doc = res.to_json(relative_to=out)
     assert doc["evidence"]["raw_output"] == "fio-n1-t1.json"  # type: ignore[index]
 

@@ -1,0 +1,116 @@
+"""Probe results as leaves of the measured-results tree the gate engine evaluates (metric paths in
+``harness/catalog.py``): ``{"value", "text", "detail", "evidence"}``, evidence paths relative to the
+gate directory. A figure that cannot be trusted as storage (a read that may include cached data)
+gets ``value: None`` with the reason, which the gate reports as NOT_RUN rather than a pass.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Optional
+
+from harness.probes.checkpoint import CheckpointResult
+from harness.probes.fio_run import FioProbeResult
+from harness.probes.modelload import ModelLoadResult
+from harness.units import UnitKind, format_quantity
+
+# catalog metric name under ``...fio.`` -> (job set, direction)
+FIO_METRICS: dict[str, tuple[str, str]] = {
+    "seq_read_bw": ("seq-read", "read"),
+    "seq_write_bw": ("seq-write", "write"),
+    "rand_read_bw": ("rand-read", "read"),
+    "mixed_read_bw": ("mixed", "read"),
+    "mixed_write_bw": ("mixed", "write"),
+}
+
+Leaf = dict[str, object]
+
+
+def _rel(paths: Sequence[Path], base: Optional[Path]) -> list[str]:
+    out = []
+    for p in paths:
+        if base is not None:
+            try:
+                out.append(str(p.resolve().relative_to(base.resolve())))
+                continue
+            except ValueError:
+                pass
+        out.append(str(p))
+    return out
+
+
+def fio_leaf(
+    result: FioProbeResult, job_set: str, direction: str, base: Optional[Path] = None
+) -> Optional[Leaf]:
+    """The bandwidth of one job set and direction; None when that set was not run (path absent)."""
+    js = result.job_sets.get(job_set)
+    if js is None:
+        return None
+    evidence = _rel([result.raw_output, result.jobfile], base)
+    bw = js.read_bw_bytes if direction == "read" else js.write_bw_bytes
+    if bw is None:
+        return {
+            "value": None,
+            "text": "-",
+            "evidence": evidence,
+            "detail": f"fio job set {job_set} moved no data in direction {direction}",
+        }
+    steady = js.steady_state
+    steady_text = (
+        "steady state not judged"
+        if steady is None
+        else f"steady state {'reached' if steady.steady else 'NOT reached'} ({steady.reason})"
+    )
+    return {
+        "value": bw,
+        "text": format_quantity(bw, UnitKind.BANDWIDTH),
+        "detail": f"fio {job_set} {direction} on {result.node}/{result.target}, engine {result.engine}, "
+        f"direct=1, {result.fio_version or 'fio'}; {steady_text}; errors {js.errors}",
+        "evidence": evidence,
+    }
+
+
+def fio_tree(results: Sequence[FioProbeResult], base: Optional[Path] = None) -> dict[str, object]:
+    """``nodes.<node>.storage.<target>.fio.<metric>`` for every result (the G1 subtree)."""
+    nodes: dict[str, object] = {}
+    for r in results:
+        fio: dict[str, object] = {}
+        for metric, (job_set, direction) in FIO_METRICS.items():
+            leaf = fio_leaf(r, job_set, direction, base)
+            if leaf is not None:
+                fio[metric] = leaf
+        node = nodes.setdefault(r.node, {"storage": {}})
+        node["storage"][r.target] = {"fio": fio}  # type: ignore[index]
+    return {"nodes": nodes}
+
+
+def checkpoint_leaf(result: CheckpointResult, base: Optional[Path] = None) -> Leaf:
+    """Sustained checkpoint write bandwidth (``*.checkpoint.write_bw``)."""
+    return {
+        "value": result.write_bw_bytes,
+        "text": format_quantity(result.write_bw_bytes, UnitKind.BANDWIDTH),
+        "detail": f"{format_quantity(result.total_bytes, UnitKind.BYTES)} as {result.files} files by "
+        f"{result.writers} writers in {result.total_s:.3f} s, every file and the directory fsync'd, "
+        f"on {result.node}/{result.target}",
+        "evidence": _rel([result.evidence], base),
+    }
+
+
+def modelload_leaf(result: ModelLoadResult, base: Optional[Path] = None) -> Leaf:
+    """Model load read bandwidth (``*.modelload.read_bw``); None when cached reads may be in it."""
+    measured = format_quantity(result.read_bw_bytes, UnitKind.BANDWIDTH)
+    if result.may_include_cached:
+        return {
+            "value": None,
+            "text": f"{measured} (may include cached reads)",
+            "detail": f"not counted as storage bandwidth: {result.how}",
+            "evidence": _rel([result.evidence], base),
+        }
+    return {
+        "value": result.read_bw_bytes,
+        "text": measured,
+        "detail": f"{format_quantity(result.total_bytes, UnitKind.BYTES)} in {result.files} files, "
+        f"{result.readers} readers, {result.total_s:.3f} s on {result.node}; {result.how}",
+        "evidence": _rel([result.evidence], base),
+    }
