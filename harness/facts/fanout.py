@@ -1,12 +1,13 @@
-"""Facts for every node of an inventory (what ``kvgate facts`` and the G1 pipeline call).
+"""Facts for every node of an inventory (what ``kvgate facts`` calls).
 
-Nodes are visited in parallel threads; a node that cannot be reached becomes a
-:class:`NodeUnreachable` entry carrying the error, and never hides the other nodes.
+Nodes are visited in parallel through ``harness.remote.fleet.Fleet``; a node that cannot be
+reached (or gives no result within ``timeout``) becomes a :class:`NodeUnreachable` entry
+carrying the error, and never hides the other nodes. A bad inventory setting is an
+``InputError`` and a kvgate bug propagates: neither is disguised as an unreachable node.
 """
 
 from __future__ import annotations
 
-import concurrent.futures as cf
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Optional, Union
@@ -17,9 +18,10 @@ from harness.facts.collect import collect_facts
 from harness.facts.compare import compare_facts
 from harness.facts.model import NodeFacts
 from harness.progress import Progress
-from harness.remote.connect import executor_for
+from harness.remote.base import Executor
+from harness.remote.fleet import Fleet
 
-__all__ = ["NodeUnreachable", "collect_inventory_facts", "facts_rows", "FACTS_HEADERS"]
+__all__ = ["NodeUnreachable", "collect_inventory_facts", "facts_rows", "facts_json", "FACTS_HEADERS"]
 
 
 @dataclass(frozen=True)
@@ -31,25 +33,9 @@ class NodeUnreachable:
 NodeResult = Union[NodeFacts, NodeUnreachable]
 
 
-def _one(inventory: Inventory, name: str, accept_new_host_keys: bool) -> NodeResult:
-    node = inventory.node(name)
-    try:
-        executor = executor_for(inventory, name, accept_new_host_keys=accept_new_host_keys)
-    except InputError:
-        raise
-    except KvgateError as exc:
-        return NodeUnreachable(name, str(exc))
-    try:
-        python = str(inventory.setting(node, "python") or "python3")
-        return collect_facts(executor, node, python=python)
-    except KvgateError as exc:  # Unreachable, ConnectionLost, HostKeyError...
-        return NodeUnreachable(name, str(exc))
-    finally:
-        executor.close()
-
-
 def collect_inventory_facts(inventory: Inventory, *, nodes: Optional[Sequence[str]] = None,
-                            accept_new_host_keys: bool = False, parallel: int = 8,
+                            accept_new_host_keys: bool = False, parallel: int = 16,
+                            timeout: Optional[float] = 900.0,
                             progress: Optional[Progress] = None) -> dict[str, NodeResult]:
     """Facts of the named nodes (default: all), in inventory order."""
     names = list(nodes) if nodes else [n.name for n in inventory.nodes]
@@ -58,15 +44,27 @@ def collect_inventory_facts(inventory: Inventory, *, nodes: Optional[Sequence[st
             inventory.node(name)
         except KeyError as exc:
             raise InputError(str(exc.args[0])) from None
+
+    def one(executor: Executor) -> NodeFacts:
+        node = inventory.node(executor.node)
+        python = str(inventory.setting(node, "python") or "python3")
+        return collect_facts(executor, node, python=python)
+
+    fleet = Fleet(inventory, accept_new_host_keys=accept_new_host_keys)
+    try:
+        outcome = fleet.map(one, names, max_workers=parallel, timeout=timeout, progress=progress)
+    finally:
+        fleet.close()
     results: dict[str, NodeResult] = {}
-    with cf.ThreadPoolExecutor(max_workers=max(1, min(parallel, len(names)))) as pool:
-        futures = {pool.submit(_one, inventory, n, accept_new_host_keys): n for n in names}
-        for fut in cf.as_completed(futures):
-            name = futures[fut]
-            results[name] = fut.result()
-            if progress is not None:
-                progress.update(1, name)
-    return {n: results[n] for n in names}
+    for name in names:
+        o = outcome[name]
+        if o.ok and o.value is not None:
+            results[name] = o.value
+            continue
+        if isinstance(o.error, InputError) or not isinstance(o.error, KvgateError):
+            raise o.error if o.error is not None else RuntimeError(f"{name}: no facts and no error")
+        results[name] = NodeUnreachable(name, str(o.error))
+    return results
 
 
 FACTS_HEADERS = ("node", "os / kernel", "accelerators", "nvme", "targets", "links", "versions", "missing",
