@@ -107,7 +107,9 @@ class Response:
 Handler = Callable[[Request, Response], Awaitable[None]]
 
 
-async def read_request(reader: asyncio.StreamReader) -> Optional[Request]:
+async def read_request(
+    reader: asyncio.StreamReader, writer: Optional[asyncio.StreamWriter] = None
+) -> Optional[Request]:
     """One request from the connection; None at a clean end of the connection."""
     try:
         line = await reader.readuntil(b"\r\n")
@@ -145,6 +147,9 @@ async def read_request(reader: asyncio.StreamReader) -> Optional[Request]:
             raise HTTPError(400, "invalid Content-Length") from None
         if length < 0 or length > MAX_BODY:
             raise HTTPError(413, f"body of {length} bytes is too large")
+        if writer is not None and length and headers.get("expect", "").lower() == "100-continue":
+            writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")  # curl waits for this before a large body
+            await writer.drain()
         try:
             body = await reader.readexactly(length)
         except asyncio.IncompleteReadError:

@@ -251,6 +251,8 @@ class SimMetrics:
                     # prometheus_client adds a <name>_created gauge per labelled child
                     lines.append(f"# HELP {fam.name}_created {fam.help}")
                     lines.append(f"# TYPE {fam.name}_created gauge")
-                    lines.extend(f"{fam.name}_created{_fmt_labels(lab)} {_fmt_value(self.started)}"
-                                 for lab in fam.values)  # type: ignore[attr-defined]
+                    lines.extend(
+                        f"{fam.name}_created{_fmt_labels(lab)} {_fmt_value(self.started)}"
+                        for lab in fam.values  # type: ignore[attr-defined]
+                    )
         return "\n".join(lines) + "\n"

@@ -143,7 +143,7 @@ class SimServer:
         try:
             while True:
                 try:
-                    req = await read_request(reader)
+                    req = await read_request(reader, writer)
                 except HTTPError as exc:
                     resp = Response(writer, keep_alive=False)
                     await resp.send_json(exc.status, APIError(exc.status, exc.message).body())

@@ -66,6 +66,9 @@ class DirTier:
         self.directory = directory
         self.max_bytes = max_bytes
         self._lock = threading.Lock()
+        # bytes in the directory as last counted plus what we wrote since; rescanned (counting other
+        # instances' files too) only when this estimate reaches the bound, not on every write
+        self._used: Optional[int] = None
         os.makedirs(directory, exist_ok=True)
 
     def path(self, digest: bytes) -> str:
@@ -105,6 +108,9 @@ class DirTier:
             raise OSError(
                 errno.EFBIG, f"a chunk of {nbytes} B exceeds the {self.name} tier size {self.max_bytes} B"
             )
+        if self._used is not None and self._used + nbytes <= self.max_bytes:
+            self._used += nbytes
+            return 0
         total, files = self.usage()
         evicted = 0
         for _, path, size in files:
@@ -116,6 +122,7 @@ class DirTier:
                 pass
             total -= size
             evicted += 1
+        self._used = total + nbytes
         return evicted
 
     def write(self, digest: bytes, data: bytes) -> tuple[bool, int]:
