@@ -12,13 +12,13 @@ import re
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Optional, Union
 
 from harness.config.inventory import StorageTarget
 from harness.config.profile import FioSpec
+from harness.errors import InputError
 from harness.probes.errors import ProbeError, ProbeRefused
 from harness.probes.fio_jobs import (
     FioJobFile,
@@ -40,6 +40,7 @@ from harness.probes.fio_parse import (
 from harness.probes.steady import SteadyState, check_steady_state
 from harness.progress import Progress
 from harness.remote.base import DetachedHandle, Executor, RemoteError
+from harness.remote.fleet import Fleet
 
 ProgressLike = Union[Progress, Callable[[str], None], None]
 
@@ -397,23 +398,30 @@ def run_fio_probes(
     """One probe per (node, target), nodes in parallel (targets of one node one after the other, so
     they do not compete for the same CPU and PCIe links). A failure on one node never hides the
     others: it is returned in place of that node's result."""
-    by_node: dict[str, list[tuple[Executor, StorageTarget]]] = {}
+    by_node: dict[str, list[StorageTarget]] = {}
+    executors: dict[str, Executor] = {}
     for ex, tgt in jobs:
-        by_node.setdefault(ex.node, []).append((ex, tgt))
+        executors.setdefault(ex.node, ex)
+        by_node.setdefault(ex.node, []).append(tgt)
 
-    def one_node(items: list[tuple[Executor, StorageTarget]]) -> list[Union[FioProbeResult, ProbeFailure]]:
+    def one_node(ex: Executor) -> list[Union[FioProbeResult, ProbeFailure]]:
         out: list[Union[FioProbeResult, ProbeFailure]] = []
-        for ex, tgt in items:
+        for tgt in by_node[ex.node]:
             try:
                 out.append(run_fio_probe(ex, tgt, spec, out_dir, job_sets=job_sets, progress=progress))
-            except (ProbeError, ProbeRefused, RemoteError) as exc:
+            except (ProbeError, ProbeRefused, RemoteError, InputError) as exc:
                 out.append(ProbeFailure(ex.node, tgt.name, exc))
         return out
 
+    fleet = Fleet(executors)  # not closed here: the executors belong to the caller
+    outcome = fleet.map(one_node, max_workers=max_parallel)
     results: list[Union[FioProbeResult, ProbeFailure]] = []
-    with ThreadPoolExecutor(max_workers=max(1, min(max_parallel, len(by_node)))) as pool:
-        for chunk in pool.map(one_node, by_node.values()):
-            results.extend(chunk)
+    for node, o in outcome.outcomes.items():
+        if o.ok and o.value is not None:
+            results.extend(o.value)
+        else:  # an unexpected error escaped one node: every target of it is a failure, others stand
+            err = o.error or ProbeError("no result", node=node)
+            results.extend(ProbeFailure(node, t.name, err) for t in by_node[node])
     return results
 
 
