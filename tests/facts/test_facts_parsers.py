@@ -5,6 +5,7 @@ captured from public reports and documentation (see SOURCES.md for which are ver
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -157,6 +158,14 @@ def test_nvme_list_old_and_new_nvme_cli() -> None:
     assert nested[0].controller == "nvme0" and nested[0].transport == "pcie"
     assert nested[1].model == "Seagate FireCuda 530 ZP4000GM30023"
     assert parse_nvme_list("") == [] and parse_nvme_list('{"Devices": []}') == []
+    # NVMe-oF with native multipath: the namespace hangs off the subsystem, the model off its controllers
+    fabric = {"Devices": [{"HostNQN": "h", "Subsystems": [{
+        "Subsystem": "nvme-subsys5", "SubsystemNQN": "nqn.fx100",
+        "Controllers": [{"Controller": "nvme5", "ModelNumber": "FX100", "SerialNumber": "s5", "Firmware": "1",
+                         "Transport": "rdma", "Namespaces": [], "Paths": []}],
+        "Namespaces": [{"NameSpace": "nvme5n1", "NSID": 1, "PhysicalSize": 3840000000000}]}]}]}
+    (drive,) = parse_nvme_list(json.dumps(fabric))
+    assert (drive.device, drive.model, drive.transport) == ("/dev/nvme5n1", "FX100", "rdma")
     with pytest.raises(FactsParseError):
         parse_nvme_list('{"Devices": [{"Name": "x"}]}')
 

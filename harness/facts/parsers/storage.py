@@ -42,9 +42,15 @@ def parse_nvme_list(text: str) -> list[NvmeDrive]:
                             serial=str(ctrl.get("SerialNumber", "")).strip(),
                             firmware=str(ctrl.get("Firmware", "")).strip(),
                             size_bytes=_num(ns.get("PhysicalSize")), transport=ctrl.get("Transport")))
-                for ns in sub.get("Namespaces") or []:  # multipath namespaces hang off the subsystem
-                    out.append(NvmeDrive(device="/dev/" + str(ns.get("NameSpace")),
-                                         size_bytes=_num(ns.get("PhysicalSize"))))
+                ctrls = sub.get("Controllers") or [{}]
+                # multipath (NVMe-oF) namespaces hang off the subsystem
+                for ns in sub.get("Namespaces") or []:
+                    out.append(NvmeDrive(
+                        device="/dev/" + str(ns.get("NameSpace")), controller=ctrls[0].get("Controller"),
+                        model=str(ctrls[0].get("ModelNumber", "")).strip(),
+                        serial=str(ctrls[0].get("SerialNumber", "")).strip(),
+                        firmware=str(ctrls[0].get("Firmware", "")).strip(),
+                        size_bytes=_num(ns.get("PhysicalSize")), transport=ctrls[0].get("Transport")))
         elif "DevicePath" in dev:
             out.append(NvmeDrive(
                 device=str(dev["DevicePath"]), model=str(dev.get("ModelNumber", "")).strip(),
