@@ -4,6 +4,8 @@ LocalExecutor; the figures reported are fio's own figures from the raw JSON of t
 from __future__ import annotations
 
 import json
+import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -186,3 +188,38 @@ def test_steady_state_from_fios_own_ss_window(tmp_path: Path) -> None:
     assert steady is not None and steady.source.startswith("fio ss= window samples")
     assert steady.samples == len(ss_raw["data"]["bw"]) >= 3
     assert steady.mean == pytest.approx(sum(ss_raw["data"]["bw"]) / len(ss_raw["data"]["bw"]))
+
+
+@pytest.fixture
+def loop_device(tmp_path: Path) -> Iterator[str]:
+    """A real block device: a loop device over a 16 MiB file (root only), detached afterwards."""
+    import shutil
+    import subprocess
+
+    losetup = shutil.which("losetup")
+    if losetup is None or os.geteuid() != 0:
+        pytest.skip("needs root and losetup for a loop block device")
+    image = tmp_path / "disk.img"
+    image.write_bytes(b"\0" * 16 * 2**20)
+    made = subprocess.run([losetup, "-f", "--show", str(image)], capture_output=True, text=True)  # noqa: S603
+    if made.returncode != 0:
+        pytest.skip(f"no loop device here: {made.stderr.strip()}")
+    dev = made.stdout.strip()
+    try:
+        yield dev
+    finally:
+        subprocess.run([losetup, "-d", dev], check=False)  # noqa: S603
+
+
+def test_raw_device_probe_when_the_inventory_allows_it(loop_device: str, tmp_path: Path) -> None:
+    spec = SPEC.model_copy(update={"numjobs": 1})
+    with pytest.raises(ProbeRefused, match="raw block device"):
+        run_fio_probe(LocalExecutor("n1"), StorageTarget(name="raw", path=loop_device), spec, tmp_path / "o")
+    target = StorageTarget(name="raw", path=loop_device, allow_destructive=True)
+    res = run_fio_probe(LocalExecutor("n1"), target, spec, tmp_path / "out")
+    raw = json.loads(res.raw_output.read_text())
+    jobs = {j["jobname"]: j for j in raw["jobs"]}
+    assert "filename=" + loop_device in res.jobfile.read_text().splitlines()
+    assert res.job_sets["seq-read"].read_bw_bytes == jobs["seq-read"]["read"]["bw_bytes"] > 0
+    assert res.job_sets["seq-write"].write_bw_bytes == jobs["seq-write"]["write"]["bw_bytes"] > 0
+    assert os.path.exists(loop_device)  # the device node itself is never removed
