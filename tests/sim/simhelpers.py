@@ -164,11 +164,12 @@ def start_sim(
     name: str = "sim",
     port: Optional[int] = None,
     timeout: float = 15.0,
+    python: str = sys.executable,
 ) -> SimProc:
     port = port or free_port()
     log_path = tmp / f"{name}-{port}.log"
     cmd = [
-        sys.executable,
+        python,
         "-m",
         "harness.sim.cli",
         "serve",

@@ -384,3 +384,38 @@ def test_cpu_tier_then_remote_directory_tier(sim: Callable[..., SimProc], tmp_pa
     assert s.metric("kvgate_sim:tier_read_bytes_total") == 4 * 4 * 2**20
     status, body, _ = s.request("POST", "/kvgate/evict", {"tiers": ["disk"]})
     assert status == 400 and "tiers" in json.loads(body)["error"]["message"]
+
+
+def _oldest_python() -> str | None:
+    for cand in (os.path.expanduser("~/.pyenv/versions/3.9.18/bin/python3.9"), "/usr/bin/python3.9"):
+        if os.access(cand, os.X_OK):
+            r = subprocess.run(  # noqa: S603
+                [cand, "-c", "import sys; print(sys.version_info[:2])"],
+                capture_output=True,
+                text=True,
+            )
+            if r.returncode == 0 and r.stdout.strip() == "(3, 9)":
+                return cand
+    return None
+
+
+def test_runs_on_python_3_9(tmp_path: Path) -> None:
+    """Nodes may only have Python 3.9: the emulator (stdlib only) must run there too."""
+    py39 = _oldest_python()
+    if py39 is None:
+        pytest.skip("no Python 3.9 interpreter on this machine")
+    s = start_sim(
+        tmp_path,
+        args=["--kv-transfer-config", CONNECTOR, *KV_ARGS],
+        env=_disk_env(tmp_path, tmp_path / "d"),
+        python=py39,
+    )
+    try:
+        prompt = words(512, "old")
+        s.ttft(prompt)
+        _wait_stored(s, 512)
+        _evict(s)
+        s.ttft(prompt, chat=False)
+        assert s.metric("lmcache:num_hit_tokens_total") == 512
+    finally:
+        assert s.stop() == 0
