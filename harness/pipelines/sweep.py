@@ -20,6 +20,7 @@ from harness.config.profile import Arm
 from harness.engines import EngineInstance, delta, drop_page_cache, get_engine
 from harness.engines.base import Engine
 from harness.errors import InfraError
+from harness.remote.base import DetachedHandle, Executor
 from harness.pipelines.context import GateRun
 from harness.pipelines.loadpoint import point_workload, run_point
 from harness.pipelines.sweepdata import Repetition, Sweep
@@ -60,6 +61,7 @@ def _start_instances(run: GateRun, engine: Engine, server: Node, arm: Arm) -> li
         agent_path = ensure_agent(executor, workdir)
     python = str(run.inventory.setting(server, "python"))
     instances: list[EngineInstance] = []
+    _stop_stale(run, executor, arm)
     try:
         for i in range(run.profile.model.instances_per_node):
             plan = engine.plan(server, run.profile, arm, i, python=python, agent_path=agent_path,
@@ -69,12 +71,29 @@ def _start_instances(run: GateRun, engine: Engine, server: Node, arm: Arm) -> li
                                                       *plan.argv])
             inst = engine.start(executor, plan)
             instances.append(inst)
+            # Saved at once: a run killed mid-sweep leaves a detached engine behind, which a
+            # resumed run finds here and stops before it starts its own.
+            run.gate_dir.write_evidence_json(f"engine/{arm.name}/instance{i}.json", inst.to_json())
         for inst in instances:
             engine.wait_ready(inst)
     except BaseException:
         _stop_instances(run, engine, instances, arm)
         raise
     return instances
+
+
+def _stop_stale(run: GateRun, executor: Executor, arm: Arm) -> None:
+    for i in range(run.profile.model.instances_per_node):
+        path = run.gate_dir.evidence_path(f"engine/{arm.name}/instance{i}.json")
+        if not path.exists():
+            continue
+        try:
+            handle = DetachedHandle.from_json(json.loads(path.read_text())["handle"])
+            state = executor.stop(handle, grace=10.0)
+            run.notes.append(f"stopped the engine left by an interrupted run ({arm.name} instance {i}): "
+                             f"{state.reason or 'exit ' + str(state.exit_code)}")
+        except (InfraError, OSError, ValueError, KeyError) as exc:
+            run.warn(f"could not stop the engine left by an interrupted run ({arm.name} instance {i})", exc)
 
 
 def _stop_instances(run: GateRun, engine: Engine, instances: Sequence[EngineInstance], arm: Arm) -> None:
@@ -125,6 +144,12 @@ def run_arm_sweep(run: GateRun, arm_name: str, *, label: Optional[str] = None) -
     try:
         for conc, rep in todo:
             point_dir = Path(run.gate_dir.evidence_path(f"sweep/{arm.name}/c{conc}/rep{rep}"))
+            if point_dir.exists():
+                # Left by an interrupted run: kept as evidence, never mixed into the new samples.
+                n = 1
+                while point_dir.with_name(f"{point_dir.name}.interrupted-{n}").exists():
+                    n += 1
+                point_dir.rename(point_dir.with_name(f"{point_dir.name}.interrupted-{n}"))
             point_dir.mkdir(parents=True, exist_ok=True)
             protocol: dict[str, Any] = {"arm": arm.name, "concurrency": conc, "repetition": rep,
                                         "cold_restore": profile.load.cold_restore}

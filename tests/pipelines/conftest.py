@@ -1,0 +1,66 @@
+"""Fixtures for the gate pipelines: small, fast inventories and profiles written to temp files."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def small_profile(port: int, **changes: Any) -> dict[str, Any]:
+    """A profile that runs G1-G3 in tens of seconds on this machine (the emulator, real fio)."""
+    prof: dict[str, Any] = {
+        "name": "e2e",
+        "model": {"name": "e2e/tiny", "preset": "tiny"},
+        "engine": {"kind": "sim", "port": port, "ready_timeout": "30s",
+                   "sim": {"prefill_tokens_per_s": 20000, "decode_tokens_per_s": 1000, "max_batch": 8,
+                           "hbm_tokens": 2048}},
+        "arms": [{"name": "baseline", "offload": False},
+                 {"name": "candidate", "storage": "tier", "lmcache": {"max_local_disk_size": 1}}],
+        "recompute": "baseline",
+        "load": {"workload": "long-doc", "input_len": 2048, "output_len": 4, "concurrency": [2],
+                 "prompts_per_point": 6, "warmup": 0, "repetitions": 5, "seed": 3},
+        "probes": {"fio": {"job_sets": ["seq-read", "seq-write"], "size": "8 MiB", "runtime": "1s",
+                           "ramp_time": "0s", "numjobs": 1, "iodepth": 4}},
+        "overrides": [
+            {"gate": "G3", "check": "read_bandwidth", "threshold": "10 MB/s",
+             "reason": "test machine disk, not the array under test"},
+            {"gate": "G3", "check": "throughput_gain_plausible", "threshold": "100000%",
+             "reason": "recompute baseline: gains far above the reference range are expected"},
+        ],
+    }
+    for key, value in changes.items():
+        prof[key] = value
+    return prof
+
+
+@pytest.fixture
+def write_yaml(tmp_path: Path) -> Callable[[str, dict[str, Any]], Path]:
+    def write(name: str, data: dict[str, Any]) -> Path:
+        p = tmp_path / name
+        p.write_text(yaml.safe_dump(data, sort_keys=False))
+        return p
+
+    return write
+
+
+@pytest.fixture
+def local_inventory(tmp_path: Path, write_yaml: Callable[[str, dict[str, Any]], Path]) -> Path:
+    tier = tmp_path / "tier"
+    tier.mkdir()
+    return write_yaml("inventory.yaml", {
+        "cluster": "e2e-local",
+        "defaults": {"workdir": str(tmp_path / "work")},
+        "nodes": [{"name": "local", "host": "localhost", "connection": "local", "roles": ["server", "client"],
+                   "storage": [{"name": "tier", "path": str(tier)}]}],
+    })
