@@ -191,6 +191,10 @@ class LocalExecutor:
             want = sha256_file(src)
             self._atomic_write_from(dest, src, mode)
             got = sha256_file(dest)
+        except FileNotFoundError as exc:
+            missing = src if not os.path.exists(src) else dest
+            raise RemoteFileNotFound(f"{what}: no such file or directory: {missing}",
+                                     host=self._node) from exc
         except OSError as exc:
             raise TransferError(f"{what} {src} -> {dest} failed: {exc}", host=self._node) from exc
         if got != want:

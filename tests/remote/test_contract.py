@@ -186,6 +186,12 @@ def test_put_get_with_checksum(executor: Executor, tmp_path: Path) -> None:
     assert hashlib.sha256(back.read_bytes()).digest() == hashlib.sha256(payload).digest()
 
 
+def test_get_missing_file(executor: Executor, tmp_path: Path) -> None:
+    with pytest.raises(RemoteFileNotFound):
+        executor.get(str(tmp_path / "missing"), str(tmp_path / "dest"))
+    assert not (tmp_path / "dest").exists()
+
+
 def test_read_write_file(executor: Executor, tmp_path: Path) -> None:
     p = tmp_path / "small; `x`.txt"
     executor.write_file(str(p), b"abc\x00def", mode=0o640)

@@ -24,6 +24,7 @@ from harness.remote.base import (
     DetachedHandle,
     HostKeyError,
     RemoteError,
+    TransferError,
     Unreachable,
 )
 from harness.remote.connect import executor_for
@@ -343,3 +344,33 @@ def test_command_line_is_one_quoted_list(shared_ssh_cluster: SshCluster) -> None
         with pytest.raises(InputError):
             ex.command_line(["X=1"], env={"A": "b"})
     assert os.environ.get("A") != "b c"
+
+
+def test_put_refuses_a_corrupted_copy(shared_ssh_cluster: SshCluster, tmp_path: Path,
+                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    # Corruption in transit cannot be produced on loopback, so the node's checksum is replaced by a
+    # wrong one: the copy must be refused and no file (nor temp file) left at the destination.
+    src = tmp_path / "src"
+    src.write_bytes(b"payload")
+    dest_dir = tmp_path / "dest"
+    dest_dir.mkdir()
+    with _ex(shared_ssh_cluster.inventory, "shared0") as ex:
+        monkeypatch.setattr(ex, "remote_sha256", lambda path: "0" * 64)
+        with pytest.raises(TransferError, match="checksum mismatch"):
+            ex.put(str(src), str(dest_dir / "f"))
+        assert list(dest_dir.iterdir()) == []
+        with pytest.raises(TransferError, match="checksum mismatch"):
+            ex.get(str(src), str(dest_dir / "g"))
+        assert list(dest_dir.iterdir()) == []
+
+
+def test_sftp_on_a_dead_connection_is_connection_lost(ssh_cluster: Factory, tmp_path: Path) -> None:
+    cluster = ssh_cluster(1, keepalive=1.0)
+    ex = _ex(cluster.inventory, "node0")
+    ex.write_file(str(tmp_path / "a"), b"x")
+    cluster.kill("node0")
+    start = time.monotonic()
+    with pytest.raises((ConnectionLost, Unreachable)):
+        ex.read_file(str(tmp_path / "a"))
+    assert time.monotonic() - start < ex.liveness_bound_s + 2
+    ex.close()
