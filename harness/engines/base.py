@@ -87,6 +87,7 @@ class EnginePlan:
     ready_timeout: float = 900.0
     python: str = "python3"
     offload: bool = True
+    cpu_tier: bool = False  # LMCache holds KV in the engine's host memory (survives no restart)
     ray: Optional[RayClusterPlan] = None
     notes: tuple[str, ...] = ()  # decisions worth recording (e.g. the Ascend connector chosen)
 

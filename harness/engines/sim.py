@@ -105,6 +105,7 @@ class SimEngine(EngineLifecycle):
             ready_timeout=float(engine.ready_timeout),
             python=python,
             offload=c.arm.offload,
+            cpu_tier=c.arm.offload and c.arm.lmcache.local_cpu,
             notes=notes,
         )
 

@@ -18,8 +18,8 @@ from typing import Optional, Union
 
 from harness.config.inventory import Node
 from harness.config.profile import Arm, Profile
-from harness.engines.base import DEFAULT_WORKDIR, EngineInstance, EnginePlan, EvictResult
-from harness.engines.lifecycle import EngineLifecycle, restart
+from harness.engines.base import DEFAULT_WORKDIR, EngineError, EngineInstance, EnginePlan, EvictResult
+from harness.engines.lifecycle import EngineLifecycle, http_request, restart
 from harness.engines.planning import plan_common
 from harness.engines.ray import plan_ray_cluster
 from harness.errors import InputError
@@ -114,12 +114,31 @@ class VllmEngine(EngineLifecycle):
             ready_timeout=float(engine.ready_timeout),
             python=python,
             offload=c.arm.offload,
+            cpu_tier=c.arm.offload and c.arm.lmcache.local_cpu,
             ray=ray,
             notes=tuple(notes),
         )
 
     def evict(self, instance: EngineInstance) -> EvictResult:
-        """vLLM drops its HBM prefix cache and LMCache's CPU tier only when restarted."""
+        """Drop the KV held inside the engine, keeping LMCache's disk and remote tiers.
+
+        Without an LMCache CPU tier, vLLM's ``POST /reset_prefix_cache`` empties the HBM prefix cache
+        in place (served when the profile sets ``VLLM_SERVER_DEV_MODE=1``): seconds instead of a
+        model reload. Otherwise (a CPU tier lives in the engine's memory, or the endpoint is not
+        served) the engine is restarted."""
+        if not instance.plan.cpu_tier:
+            try:
+                status, _ = http_request(
+                    instance, "/reset_prefix_cache", method="POST", body=b"", timeout=120.0
+                )
+            except EngineError:
+                status = 0
+            if status == 200:
+                return EvictResult(
+                    instance,
+                    "reset_prefix_cache",
+                    "POST /reset_prefix_cache: HBM prefix cache emptied in place; disk tier kept",
+                )
         new = restart(self, instance)
         return EvictResult(
             new, "restart", "engine restarted: HBM prefix cache and LMCache CPU tier emptied; disk tier kept"

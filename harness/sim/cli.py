@@ -182,7 +182,9 @@ def main(argv: Optional[Sequence[str]] = None, environ: Optional[Mapping[str, st
         args.kv_scale,
     )
     try:
-        return asyncio.run(_serve(args, model, served, connector, lmcache))
+        return asyncio.run(
+            _serve(args, model, served, connector, lmcache, env.get("VLLM_SERVER_DEV_MODE") == "1")
+        )
     except OSError as exc:
         if exc.errno in (errno.EADDRINUSE, errno.EACCES, errno.EADDRNOTAVAIL):
             log.error("cannot listen on %s:%d: %s", args.host, args.port, exc.strerror)
@@ -199,7 +201,12 @@ def main(argv: Optional[Sequence[str]] = None, environ: Optional[Mapping[str, st
 
 
 async def _serve(
-    args: argparse.Namespace, model: str, served: list[str], connector: bool, lmcache: LMCacheConfig
+    args: argparse.Namespace,
+    model: str,
+    served: list[str],
+    connector: bool,
+    lmcache: LMCacheConfig,
+    dev_mode: bool = False,
 ) -> int:
     metrics = SimMetrics(served[0])
     store = KVStore(
@@ -224,6 +231,7 @@ async def _serve(
             max_model_len=args.max_model_len,
             decode_tokens_per_s=args.decode_tokens_per_s,
             max_batch=args.max_batch,
+            dev_mode=dev_mode,
         ),
         store,
         metrics,

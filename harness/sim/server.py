@@ -28,6 +28,7 @@ class ServerSettings:
     max_model_len: int
     decode_tokens_per_s: float
     max_batch: int
+    dev_mode: bool = False  # VLLM_SERVER_DEV_MODE=1: vLLM's dev endpoints such as /reset_prefix_cache
 
 
 class APIError(Exception):
@@ -216,6 +217,8 @@ class SimServer:
             "/v1/chat/completions": ("POST", None),
             "/kvgate/evict": ("POST", self._evict),
         }
+        if self.s.dev_mode:
+            routes["/reset_prefix_cache"] = ("POST", self._reset_prefix_cache)
         if path not in routes:
             raise APIError(404, f"no route {path}", "NotFoundError")
         method, handler = routes[path]
@@ -275,6 +278,13 @@ class SimServer:
         dropped = self.store.evict(tiers)
         log.info("evicted in-process tiers: %s", dropped)
         await resp.send_json(200, {"evicted": dropped})
+
+    async def _reset_prefix_cache(self, req: Request, resp: Response) -> None:
+        # vLLM's dev endpoint drops its own (HBM) prefix cache only; LMCache's tiers stay
+        await self.store.drain()
+        dropped = self.store.evict(["hbm"])
+        log.info("reset prefix cache: %s", dropped)
+        await resp.send(200, b"", "application/json")
 
     # --- generation --------------------------------------------------------------------------------
     def _parse_generation(self, req: Request, request_id: str, kind: str) -> Generation:

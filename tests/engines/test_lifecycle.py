@@ -36,7 +36,16 @@ from tests.sim.simhelpers import free_port
 EMULATOR_ARGS = ["--prefill-tokens-per-s", "10000", "--decode-tokens-per-s", "2000", "--hbm-tokens", "65536"]
 
 
-def _profile(tmp: Path, *, kind: str, command: str | None, port: int, extra: list[str]) -> Profile:
+def _profile(
+    tmp: Path,
+    *,
+    kind: str,
+    command: str | None,
+    port: int,
+    extra: list[str],
+    env: dict[str, str] | None = None,
+    more_arms: tuple[dict[str, Any], ...] = (),
+) -> Profile:
     return Profile.model_validate(
         {
             "name": "e2e",
@@ -52,11 +61,13 @@ def _profile(tmp: Path, *, kind: str, command: str | None, port: int, extra: lis
                 "port": port,
                 "ready_timeout": "20s",
                 "extra_args": extra,
+                "env": env or {},
                 "sim": {"prefill_tokens_per_s": 10000, "decode_tokens_per_s": 2000, "hbm_tokens": 65536},
             },
             "arms": [
                 {"name": "recompute", "offload": False},
                 {"name": "disk", "storage": "fast", "lmcache": {"chunk_size": 256, "max_local_disk_size": 1}},
+                *more_arms,
             ],
             "baseline": "recompute",
             "candidate": "disk",
@@ -341,3 +352,43 @@ def test_ray_cluster_start_and_stop_commands(tmp_path: Path) -> None:
 
 def test_median_helper_sanity() -> None:
     assert statistics.median([3.0, 1.0, 2.0]) == 2.0
+
+
+def test_vllm_evict_in_place_when_dev_mode_and_no_cpu_tier(tmp_path: Path) -> None:
+    shim = write_vllm_shim(tmp_path / "bin", sys.executable)
+    cpu_arm = {"name": "cpu", "storage": "fast", "lmcache": {"local_cpu": True, "max_local_cpu_size": 1}}
+    profile = _profile(
+        tmp_path,
+        kind="vllm",
+        command=str(shim),
+        port=free_port(),
+        extra=EMULATOR_ARGS,
+        env={"VLLM_SERVER_DEV_MODE": "1"},
+        more_arms=(cpu_arm,),
+    )
+    engine = get_engine("vllm")
+    with LocalExecutor("local") as ex:
+        inst = engine.start(
+            ex,
+            engine.plan(
+                _node(tmp_path), profile, "disk", 0, workdir=str(tmp_path / "w"), python=sys.executable
+            ),
+        )
+        try:
+            engine.wait_ready(inst, 20)
+            res = engine.evict(inst)
+            assert res.method == "reset_prefix_cache" and res.instance is inst  # no reload
+        finally:
+            engine.stop(inst)
+        plan = engine.plan(
+            _node(tmp_path), profile, "cpu", 0, workdir=str(tmp_path / "w"), python=sys.executable
+        )
+        assert plan.cpu_tier
+        inst = engine.start(ex, plan)
+        try:
+            engine.wait_ready(inst, 20)
+            res = engine.evict(inst)  # LMCache's CPU tier lives in the engine: only a restart empties it
+            assert res.method == "restart" and res.instance.handle.pid != inst.handle.pid
+            inst = res.instance
+        finally:
+            engine.stop(inst)

@@ -65,6 +65,14 @@ class SimProc:
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
 
+    def wait_log(self, text: str, timeout: float = 5.0) -> str:
+        """The log once it contains ``text`` (the server logs a request after its last byte is sent)."""
+        deadline = time.monotonic() + timeout
+        while text not in (log := self.log()):
+            assert time.monotonic() < deadline, f"{text!r} not in the log:\n{log}"
+            time.sleep(0.02)
+        return log
+
     def stop(self) -> int:
         if self.proc.poll() is None:
             self.proc.terminate()

@@ -264,9 +264,9 @@ def test_api_surface_models_chat_nonstreaming_request_ids(sim: Callable[..., Sim
     )
     assert json.loads(body)["choices"][0]["message"]["role"] == "assistant"
     assert s.ttft("hello world", chat=True, max_tokens=3, request_id="chat-7") > 0
-    log = s.log()
-    assert "request req-42 POST /v1/completions 200" in log
-    assert "request chat-7 POST /v1/chat/completions 200" in log
+    assert "request req-42 POST /v1/completions 200" in s.wait_log(
+        "request chat-7 POST /v1/chat/completions 200"
+    )
 
 
 def test_bounded_batch_queues_requests(sim: Callable[..., SimProc]) -> None:
