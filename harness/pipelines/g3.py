@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from harness.errors import InfraError, InputError
+from harness.errors import InfraError, InputError, KvgateError
 from harness.pipelines.context import GateRun
 from harness.pipelines.g2 import arm_storage_probes
 from harness.pipelines.sweep import load_sweep, run_arm_sweep
@@ -23,16 +23,17 @@ def baseline_sweep(run: GateRun, g2: GateDir) -> Sweep:
     return sweep
 
 
-def check_prerequisite(g2: GateDir, where: str) -> None:
+def check_prerequisite(gate_dir: GateDir, where: str, needed_by: str) -> None:
+    """Refuse to run ``needed_by`` unless the gate in ``gate_dir`` has passed."""
+    pre = gate_dir.gate
     try:
-        result = g2.load_result()
-    except InputError as exc:
-        raise InputError(f"G3 needs a passed G2 baseline ({where}): {exc}") from None
-    except Exception as exc:  # noqa: BLE001 - a torn or foreign result file is a usage problem here
-        raise InputError(f"G3 needs a passed G2 baseline ({where}): {exc}") from None
+        result = gate_dir.load_result()
+    except KvgateError as exc:
+        raise InputError(f"{needed_by} needs a passed {pre} ({where}): {exc}") from None
     if result.verdict != Verdict.PASS:
-        raise InputError(f"G3 needs a passed G2 baseline; G2 in {where} is {result.verdict.value} "
-                         "(run `kvgate gate G2` until it passes, or name another campaign with --baseline)")
+        hint = " or name another campaign with --baseline" if needed_by == "G3" else ""
+        raise InputError(f"{needed_by} needs a passed {pre}; {pre} in {where} is {result.verdict.value} "
+                         f"(run `kvgate gate {pre}` until it passes{hint})")
 
 
 def run_g3(run: GateRun, g2: GateDir) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -21,7 +21,7 @@ from harness.paths import gates_dir, reports_dir
 from harness.pipelines.applicability import decide, mark_not_applicable, not_applicable
 from harness.pipelines.context import GateRun, summary_of
 from harness.report import render_campaign_report, render_gate_reports, write_manifest
-from harness.store.campaign import Campaign
+from harness.store.campaign import Campaign, GateDir
 from harness.store.schema import GateResult, Verdict
 
 log = logging.getLogger(__name__)
@@ -97,6 +97,14 @@ def run_gate(gate: str, *, inventory_path: Path, profile_path: Path, campaign: s
 
 def _pipeline(gate: str, run: GateRun, root: Path, baseline_campaign: Optional[str]
               ) -> tuple[dict[str, Any], dict[str, Any]]:
+    from harness.pipelines.g3 import check_prerequisite
+
+    here = f"campaign {run.campaign.name!r}"
+    for pre in run.spec.prerequisites:
+        if gate == "G3" and pre == "G2" and baseline_campaign:
+            continue
+        # Read-only: checking a prerequisite must not create its folder.
+        check_prerequisite(GateDir(run.campaign.path / pre, pre, create=False), here, gate)
     if gate == "G1":
         from harness.pipelines.g1 import run_g1
 
@@ -105,16 +113,15 @@ def _pipeline(gate: str, run: GateRun, root: Path, baseline_campaign: Optional[s
         from harness.pipelines.g2 import run_g2
 
         return run_g2(run)
-    from harness.pipelines.g3 import check_prerequisite, run_g3
+    from harness.pipelines.g3 import run_g3
 
     if baseline_campaign:
-        other = Campaign.read(root, baseline_campaign)
-        g2 = other.gate_dir("G2")
+        g2 = Campaign.read(root, baseline_campaign).gate_dir("G2")
         where = f"campaign {baseline_campaign!r}"
+        check_prerequisite(g2, where, gate)
     else:
-        g2 = run.campaign.gate_dir("G2")
-        where = f"campaign {run.campaign.name!r}"
-    check_prerequisite(g2, where)
+        g2 = GateDir(run.campaign.path / "G2", "G2", create=False)
+        where = here
     run.notes.append(f"baseline: G2 of {where}")
     return run_g3(run, g2)
 

@@ -122,3 +122,53 @@ def test_unreachable_node_exits_4_and_is_named(tmp_path: Path, write_yaml: Calla
     assert check(g1, "nodes_reachable")["verdict"] == "FAIL"
     assert "ghost" in (reports / "u" / "G1" / "report.html").read_text()
     assert "G1 Arrival acceptance: FAIL (exit 4)" in capsys.readouterr().out
+
+
+def test_g2_killed_and_resumed_loses_nothing_repeats_nothing(tmp_path: Path, local_inventory: Path,
+                                                           write_yaml: Callable[[str, dict[str, Any]], Path]) -> None:
+    import hashlib
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    prof = write_yaml("profile.yaml", small_profile(free_port()))
+    reports = tmp_path / "reports"
+    assert gate("G1", local_inventory, prof, reports, "r") == 0
+    argv = [sys.executable, "-m", "harness.cli.main", "gate", "G2", "--inventory", str(local_inventory),
+            "--profile", str(prof), "--campaign", "r", "--reports", str(reports), "--no-progress"]
+    state = reports / "r" / "G2" / "state.jsonl"
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            if state.exists() and sum(1 for line in state.read_text().splitlines()
+                                      if line.endswith("}") and json.loads(line)["step"].startswith("sweep/")) >= 2:
+                break
+            time.sleep(0.1)
+        else:
+            pytest.fail("the G2 sweep recorded no step in time")
+        os.kill(proc.pid, signal.SIGKILL)  # a crash: no cleanup at all
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=30)
+    before = [json.loads(line) for line in state.read_text().splitlines() if line.strip()]
+    done_before = {r["step"]: r for r in before if r["step"].startswith("sweep/")}
+    first = next(iter(done_before.values()))
+    records = reports / "r" / "G2" / first["data"]["evidence"][0]
+    digest = hashlib.sha256(records.read_bytes()).hexdigest()
+
+    # without --resume the recorded steps are protected
+    assert gate("G2", local_inventory, prof, reports, "r") == 2
+    assert gate("G2", local_inventory, prof, reports, "r", "--resume") == 0
+    after = [json.loads(line) for line in state.read_text().splitlines() if line.strip()]
+    steps = [r["step"] for r in after if r["step"].startswith("sweep/")]
+    assert len(steps) == len(set(steps)) == 5  # one concurrency x 5 repetitions, none twice
+    assert set(done_before) <= set(steps)
+    assert hashlib.sha256(records.read_bytes()).hexdigest() == digest  # earlier samples untouched
+    g2 = result(reports, "r", "G2")
+    assert g2["verdict"] == "PASS"
+    assert any("interrupted run" in n for n in g2["notes"])  # the orphaned emulator was stopped
