@@ -3,7 +3,7 @@
 Every error a user can cause or meet carries the context needed to act on it, and maps to an
 exit code (``harness.exitcodes.ExitCode``)::
 
-    KvgateError                      base; .exit_code
+    KvgateError                      base; .exit_status (the process exit code)
     ├── InputError                   bad file or argument (exit 2)
     │   ├── ConfigError              a YAML file: .path, .line, .column, .field
     │   │   └── ConfigErrors         several ConfigError at once
@@ -21,9 +21,12 @@ from harness.exitcodes import ExitCode
 
 
 class KvgateError(Exception):
-    """Base of every error kvgate raises on purpose."""
+    """Base of every error kvgate raises on purpose.
 
-    exit_code: ExitCode = ExitCode.INTERNAL_ERROR
+    ``exit_status`` is the process exit code the CLI returns for it; it is not named
+    ``exit_code`` because remote errors carry the failed command's exit code under that name."""
+
+    exit_status: ExitCode = ExitCode.INTERNAL_ERROR
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
@@ -36,7 +39,7 @@ class KvgateError(Exception):
 class InputError(KvgateError):
     """A user input (file, argument, value) is wrong; nothing was touched."""
 
-    exit_code = ExitCode.USAGE_ERROR
+    exit_status = ExitCode.USAGE_ERROR
 
 
 class UnitError(InputError, ValueError):
@@ -83,10 +86,10 @@ class ConfigErrors(InputError):
 class InfraError(KvgateError):
     """Something outside kvgate failed: a node, a network link, an engine, a disk."""
 
-    exit_code = ExitCode.INFRA_FAULT
+    exit_status = ExitCode.INFRA_FAULT
 
 
 class NotAvailableError(KvgateError):
     """A feature that is not built yet. It must never be mistaken for a pass."""
 
-    exit_code = ExitCode.USAGE_ERROR
+    exit_status = ExitCode.USAGE_ERROR

@@ -153,9 +153,11 @@ def parse_quantity(text: Union[str, int, float, bool], kind: UnitKind | None = N
     else:
         if not kinds:
             hint = _AMBIGUOUS_HINTS.get(unit.split("/")[0])
+            byte_units = ", ".join(accepted_units(UnitKind.BYTES))
+            duration_units = ", ".join(accepted_units(UnitKind.DURATION))
             msg = (
-                f"unknown unit {unit!r} in {text!r}; accepted: bytes ({', '.join(accepted_units(UnitKind.BYTES))}), "
-                f"bandwidth (e.g. GB/s, GiB/s), bit rate (e.g. Gb/s), duration ({', '.join(accepted_units(UnitKind.DURATION))}), "
+                f"unknown unit {unit!r} in {text!r}; accepted: bytes ({byte_units}), "
+                f"bandwidth (e.g. GB/s, GiB/s), bit rate (e.g. Gb/s), duration ({duration_units}), "
                 "percent (%), ratio (x), tokens/s (tok/s)"
             )
             if hint:

@@ -58,7 +58,7 @@ def run(argv: Sequence[str] | None = None) -> int:
         return int(args.func(args))
     except KvgateError as exc:
         print(f"kvgate: error: {exc}", file=sys.stderr)
-        return int(exc.exit_code)
+        return int(exc.exit_status)
     except KeyboardInterrupt:
         print("kvgate: interrupted; results taken so far are kept", file=sys.stderr)
         return int(ExitCode.INTERRUPTED)

@@ -51,7 +51,7 @@ class Check(StrictModel):
         return v
 
     @model_validator(mode="after")
-    def _threshold_needed(self) -> "Check":
+    def _threshold_needed(self) -> Check:
         if self.comparator in ("is_true", "is_false"):
             if self.threshold is not None:
                 raise ValueError(f"comparator {self.comparator} takes no threshold")

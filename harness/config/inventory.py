@@ -100,7 +100,8 @@ class Node(ConnectionSettings):
     host: str = Field(min_length=1, description="Address or DNS name")
     connection: Literal["ssh", "local"] = Field(default="ssh", description="`local` runs on this machine")
     jump: Optional[str] = Field(default=None, description="Name of the node to jump through (ProxyJump)")
-    roles: list[Role] = Field(default_factory=lambda: ["server", "client"], description="What the node does")
+    roles: list[Role] = Field(default_factory=lambda: ["server", "client"],  # type: ignore[arg-type]
+                              description="What the node does")
     platform: Literal["mi308x", "ascend910b", "cuda", "cpu"] = Field(default="cpu", description="Accelerator platform")
     accelerators: Optional[AcceleratorSpec] = Field(default=None, description="Expected accelerators")
     storage: list[StorageTarget] = Field(default_factory=list, description="Storage targets on this node")
@@ -132,7 +133,7 @@ class Inventory(StrictModel):
     nodes: list[Node] = Field(min_length=1, description="The nodes")
 
     @model_validator(mode="after")
-    def _unique_nodes(self) -> "Inventory":
+    def _unique_nodes(self) -> Inventory:
         seen: set[str] = set()
         for n in self.nodes:
             if n.name in seen:

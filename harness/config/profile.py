@@ -51,7 +51,7 @@ class ModelSpec(StrictModel):
     geometry: Optional[KVGeometry] = Field(default=None, description="KV geometry, when no preset is named")
 
     @model_validator(mode="after")
-    def _geometry(self) -> "ModelSpec":
+    def _geometry(self) -> ModelSpec:
         if self.preset is not None and self.preset not in GEOMETRY_PRESETS:
             raise ValueError(f"unknown preset {self.preset!r}; known: {', '.join(GEOMETRY_PRESETS)}")
         if self.preset is None and self.geometry is None:
@@ -119,7 +119,7 @@ class Arm(StrictModel):
     lmcache: LMCacheSettings = Field(default_factory=LMCacheSettings, description="LMCache settings")
 
     @model_validator(mode="after")
-    def _storage_needed(self) -> "Arm":
+    def _storage_needed(self) -> Arm:
         if self.offload and self.storage is None and not self.lmcache.local_cpu and not self.lmcache.remote_url:
             raise ValueError("an offloading arm needs 'storage', lmcache.local_cpu or lmcache.remote_url")
         return self
@@ -163,7 +163,7 @@ class LoadSpec(StrictModel):
         return sorted(v)
 
     @model_validator(mode="after")
-    def _mode(self) -> "LoadSpec":
+    def _mode(self) -> LoadSpec:
         if self.mode == "open" and self.request_rate is None:
             raise ValueError("open-loop load needs request_rate")
         if self.workload == "trace" and not self.trace:
@@ -177,7 +177,7 @@ FioJobSet = Literal["seq-read", "seq-write", "rand-read", "mixed"]
 class FioSpec(StrictModel):
     """fio bandwidth probes."""
 
-    job_sets: list[FioJobSet] = Field(default_factory=lambda: ["seq-read", "seq-write"], min_length=1,
+    job_sets: list[FioJobSet] = Field(default_factory=lambda: ["seq-read", "seq-write"], min_length=1,  # type: ignore[arg-type]
                                       description="Named fio job sets")
     size: Bytes = Field(default=4 * 2**30, description="File size per job")
     runtime: Duration = Field(default=30.0, description="Runtime per job set")
@@ -249,7 +249,7 @@ class Profile(StrictModel):
     overrides: list[ThresholdOverride] = Field(default_factory=list, description="Threshold overrides")
 
     @model_validator(mode="after")
-    def _arms(self) -> "Profile":
+    def _arms(self) -> Profile:
         names = [a.name for a in self.arms]
         dup = {n for n in names if names.count(n) > 1}
         if dup:

@@ -61,7 +61,7 @@ def _shipped_gates() -> list[GateSpec]:
     from harness.config.loader import load_model
     from harness.paths import gates_dir
 
-    out = []
+    out: list[GateSpec] = []
     d = gates_dir()
     if d is None:
         return out

@@ -215,8 +215,9 @@ def _summarize(args: argparse.Namespace, out: TextIO) -> int:
     return EXIT_OK
 
 
-def dispatch(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
+def dispatch(args: argparse.Namespace, out: Optional[TextIO] = None) -> int:
     """Run a parsed ``load`` command; raises ``KvgateError`` for user errors and faults."""
+    out = out or sys.stdout
     if args.load_command == "run":
         cfg = config_from_args(args)
         summary = run_load(cfg, args.out)
@@ -243,7 +244,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return dispatch(args)
     except KvgateError as exc:
         print(f"load: error: {exc}", file=sys.stderr)
-        return int(exc.exit_code)
+        return int(exc.exit_status)
     except KeyboardInterrupt:
         print("load: interrupted; results taken so far are kept", file=sys.stderr)
         return EXIT_INTERRUPTED

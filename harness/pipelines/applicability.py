@@ -51,7 +51,8 @@ def not_applicable(gate: str, inventory: Inventory, profile: Profile) -> dict[st
     elif gate == "G2":
         arm = profile.arm(profile.baseline)
         if arm.storage is None:
-            why = f"the baseline arm {arm.name!r} has no storage target ({'no KV offload' if not arm.offload else 'CPU or remote tier'})"
+            tier = "no KV offload" if not arm.offload else "CPU or remote tier"
+            why = f"the baseline arm {arm.name!r} has no storage target ({tier})"
             for p in ("baseline.fio.seq_read_bw", "baseline.checkpoint.write_bw", "baseline.modelload.read_bw"):
                 out[p] = why
         if profile.probes.checkpoint is None:

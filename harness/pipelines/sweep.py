@@ -20,11 +20,11 @@ from harness.config.profile import Arm
 from harness.engines import EngineInstance, delta, drop_page_cache, get_engine
 from harness.engines.base import Engine
 from harness.errors import InfraError
-from harness.remote.base import DetachedHandle, Executor
 from harness.pipelines.context import GateRun
 from harness.pipelines.loadpoint import point_workload, run_point
 from harness.pipelines.sweepdata import Repetition, Sweep
 from harness.progress import Progress
+from harness.remote.base import DetachedHandle, Executor
 
 log = logging.getLogger(__name__)
 
@@ -111,7 +111,7 @@ def _stop_instances(run: GateRun, engine: Engine, instances: Sequence[EngineInst
 
 
 def _scrape(run: GateRun, engine: Engine, instances: Sequence[EngineInstance]) -> list[Any]:
-    snaps = []
+    snaps: list[Any] = []
     for inst in instances:
         try:
             snaps.append(engine.scrape_metrics(inst))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -184,12 +184,3 @@ def measurement(value: Any, text: str = "", detail: str = "", evidence: Sequence
     """A measured leaf in the form the gate evaluator reads."""
     return _m(value, text, detail, evidence)
 
-
-def merge(into: dict[str, Any], other: Mapping[str, Any]) -> dict[str, Any]:
-    """Deep-merge ``other`` into ``into`` (measured subtrees from several steps)."""
-    for k, v in other.items():
-        if isinstance(v, Mapping) and isinstance(into.get(k), dict) and "value" not in v:
-            merge(into[k], v)
-        else:
-            into[k] = v
-    return into
