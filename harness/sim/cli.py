@@ -81,9 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--disable-log-requests", action="store_true")
     g.add_argument("--enable-request-id-headers", action="store_true")
     e = s.add_argument_group("emulator flags")
-    e.add_argument(
-        "--prefill-tokens-per-s", type=float, default=20000.0, help="emulated prefill rate per request"
-    )
+    e.add_argument("--prefill-tokens-per-s", type=float, default=20000.0, help="emulated prefill rate per request")
     e.add_argument("--decode-tokens-per-s", type=float, default=50.0, help="emulated decode rate per request")
     e.add_argument("--max-batch", type=int, default=16, help="requests served at once; the rest wait")
     e.add_argument("--hbm-tokens", type=int, default=8192, help="tokens of KV the emulated HBM holds (LRU)")
@@ -182,9 +180,7 @@ def main(argv: Optional[Sequence[str]] = None, environ: Optional[Mapping[str, st
         args.kv_scale,
     )
     try:
-        return asyncio.run(
-            _serve(args, model, served, connector, lmcache, env.get("VLLM_SERVER_DEV_MODE") == "1")
-        )
+        return asyncio.run(_serve(args, model, served, connector, lmcache, env.get("VLLM_SERVER_DEV_MODE") == "1"))
     except OSError as exc:
         if exc.errno in (errno.EADDRINUSE, errno.EACCES, errno.EADDRNOTAVAIL):
             log.error("cannot listen on %s:%d: %s", args.host, args.port, exc.strerror)

@@ -85,10 +85,7 @@ def read_chunk(path: str, expected_digest: Optional[bytes] = None) -> tuple[int,
                     total += n
                 if expected_digest is not None:
                     head = bytes(view[:HEADER])
-                    if (
-                        not head.startswith(MAGIC)
-                        or head[len(MAGIC) : len(MAGIC) + 32] != expected_digest[:32]
-                    ):
+                    if not head.startswith(MAGIC) or head[len(MAGIC) : len(MAGIC) + 32] != expected_digest[:32]:
                         raise ValueError(f"{path}: chunk header does not match its name")
             finally:
                 view.release()

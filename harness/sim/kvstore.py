@@ -97,17 +97,13 @@ class KVStore:
             if cfg.remote_dir:
                 self.dirs.append(DirTier("remote", cfg.remote_dir, 0))
             elif cfg.remote_url:
-                log.warning(
-                    "remote_url %s is not a file:// URL; the emulator ignores that tier", cfg.remote_url
-                )
+                log.warning("remote_url %s is not a file:// URL; the emulator ignores that tier", cfg.remote_url)
         for tier in self.dirs:
             mode = probe_read_mode(tier.directory)
             if mode:
                 self.read_modes[tier.name] = mode
                 metrics.sim_read_mode.set(metrics.vllm_labels + (("tier", tier.name), ("mode", mode)), 1.0)
-                log.info(
-                    "tier %s at %s: reads bypass the page cache with %s", tier.name, tier.directory, mode
-                )
+                log.info("tier %s at %s: reads bypass the page cache with %s", tier.name, tier.directory, mode)
         self._readers = ThreadPoolExecutor(max_workers=4, thread_name_prefix="kv-read")
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kv-write")
         self._pending_writes: set[asyncio.Future[None]] = set()
@@ -166,9 +162,7 @@ class KVStore:
         ext_served: list[str] = []
         if self.s.connector and i < len(digests) and (self.cpu is not None or self.dirs):
             loop = asyncio.get_running_loop()
-            ext_served, res.read_seconds = await loop.run_in_executor(
-                self._readers, self._load_external, digests[i:]
-            )
+            ext_served, res.read_seconds = await loop.run_in_executor(self._readers, self._load_external, digests[i:])
             for name in ext_served:
                 res.tiers[name] = res.tiers.get(name, 0) + 1
         loaded = len(ext_served)
@@ -194,9 +188,7 @@ class KVStore:
                 m.lmc_requested.inc(m.lmc_labels, ext_q)
                 m.lmc_hit.inc(m.lmc_labels, res.external_hit_tokens)
                 if loaded:
-                    m.lmc_retrieve_speed.observe(
-                        m.lmc_labels, res.external_hit_tokens / max(res.read_seconds, 1e-9)
-                    )
+                    m.lmc_retrieve_speed.observe(m.lmc_labels, res.external_hit_tokens / max(res.read_seconds, 1e-9))
         return res
 
     # --- write-behind --------------------------------------------------------------------------------

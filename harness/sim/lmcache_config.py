@@ -67,9 +67,7 @@ def _scalar(text: str, where: str) -> Scalar:
         try:
             value = json.loads(t)
         except ValueError:
-            raise LMCacheConfigError(
-                f"{where}: flow collections other than JSON are not supported: {t}"
-            ) from None
+            raise LMCacheConfigError(f"{where}: flow collections other than JSON are not supported: {t}") from None
         if isinstance(value, (dict, list)):
             raise LMCacheConfigError(f"{where}: a nested collection is not supported here: {t}")
         return value  # type: ignore[no-any-return]
@@ -209,9 +207,7 @@ def build_config(data: Mapping[str, object], source: str = "<config>") -> LMCach
                 else:
                     cfg.extra[f"extra_config.{k}"] = v if isinstance(v, (str, int, float, bool)) else str(v)
         else:
-            cfg.extra[str(key)] = (
-                value if isinstance(value, (str, int, float, bool)) or value is None else str(value)
-            )
+            cfg.extra[str(key)] = value if isinstance(value, (str, int, float, bool)) or value is None else str(value)
     return cfg
 
 

@@ -132,9 +132,7 @@ class Histogram(_Family):
         out: list[str] = []
         for lab, (counts, total) in self.values.items():
             for bound, c in zip(self.buckets, counts):
-                out.append(
-                    f"{self.name}_bucket{_fmt_labels(lab, (('le', _fmt_value(bound)),))} {_fmt_value(c)}"
-                )
+                out.append(f"{self.name}_bucket{_fmt_labels(lab, (('le', _fmt_value(bound)),))} {_fmt_value(c)}")
             out.append(f"{self.name}_bucket{_fmt_labels(lab, (('le', '+Inf'),))} {_fmt_value(counts[-1])}")
             out.append(f"{self.name}_count{_fmt_labels(lab)} {_fmt_value(counts[-1])}")
             out.append(f"{self.name}_sum{_fmt_labels(lab)} {_fmt_value(total[0])}")
@@ -155,9 +153,7 @@ class SimMetrics:
         self.prefix_queries = Counter(
             "vllm:prefix_cache_queries", "Prefix cache queries, in terms of number of queried tokens."
         )
-        self.prefix_hits = Counter(
-            "vllm:prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens."
-        )
+        self.prefix_hits = Counter("vllm:prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens.")
         self.ext_queries = Counter(
             "vllm:external_prefix_cache_queries",
             "External prefix cache queries from KV connector cross-instance cache "
@@ -182,9 +178,7 @@ class SimMetrics:
         self.lmc_store_speed = Histogram(
             "lmcache:store_speed", "Store speed of lmcache (tokens per second)", SPEED_BUCKETS
         )
-        self.sim_read_bytes = Counter(
-            "kvgate_sim:tier_read_bytes", "Bytes read from a storage tier by the emulator."
-        )
+        self.sim_read_bytes = Counter("kvgate_sim:tier_read_bytes", "Bytes read from a storage tier by the emulator.")
         self.sim_write_bytes = Counter("kvgate_sim:tier_write_bytes", "Bytes written to a storage tier.")
         self.sim_chunk_hits = Counter("kvgate_sim:chunk_hits", "KV chunks served, by tier.")
         self.sim_store_errors = Counter("kvgate_sim:store_errors", "Chunk writes that failed, by reason.")
@@ -193,9 +187,7 @@ class SimMetrics:
         self.sim_read_mode = Gauge(
             "kvgate_sim:read_mode_info", "How tier reads bypass the page cache (odirect or fadvise)."
         )
-        self.sim_info = Gauge(
-            "kvgate_sim:emulator_info", "Present on the KV emulator only (not a real engine)."
-        )
+        self.sim_info = Gauge("kvgate_sim:emulator_info", "Present on the KV emulator only (not a real engine).")
         self.sim_info.set(self.vllm_labels, 1.0)
         self.running.set(self.vllm_labels, 0.0)
         self.waiting.set(self.vllm_labels, 0.0)
@@ -235,6 +227,13 @@ class SimMetrics:
             counter.inc(self.vllm_labels, 0.0)
         for counter in (self.lmc_requested, self.lmc_hit, self.lmc_stored):
             counter.inc(self.lmc_labels, 0.0)
+        # vLLM and LMCache create their labelled histogram children at start-up: zero counts are exposed
+        for hist, labels in (
+            (self.ttft, self.vllm_labels),
+            (self.lmc_retrieve_speed, self.lmc_labels),
+            (self.lmc_store_speed, self.lmc_labels),
+        ):
+            hist.values.setdefault(labels, ([0] * (len(hist.buckets) + 1), [0.0]))
 
     def tier_labels(self, key: str, value: str) -> Labels:
         return self.vllm_labels + ((key, value),)

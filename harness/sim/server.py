@@ -80,11 +80,7 @@ def _text_of(content: object, where: str) -> str:
     if isinstance(content, list):
         texts = []
         for part in content:
-            if (
-                not isinstance(part, dict)
-                or part.get("type") != "text"
-                or not isinstance(part.get("text"), str)
-            ):
+            if not isinstance(part, dict) or part.get("type") != "text" or not isinstance(part.get("text"), str):
                 raise APIError(400, f"{where}: only text content parts are supported", param="messages")
             texts.append(part["text"])
         return " ".join(texts)
@@ -189,9 +185,7 @@ class SimServer:
         except Exception as exc:  # noqa: BLE001 - a bug must not take the server down
             log.exception("request %s failed", request_id)
             if not resp.streaming and not resp.finished:
-                await resp.send_json(
-                    500, APIError(500, f"internal error: {exc}", "InternalServerError").body()
-                )
+                await resp.send_json(500, APIError(500, f"internal error: {exc}", "InternalServerError").body())
             elif resp.streaming and not resp.finished:
                 await resp.end_stream()
             note = f"internal error {exc!r}"
@@ -227,9 +221,7 @@ class SimServer:
         if handler is not None:
             await handler(req, resp)
             return ""
-        gen = self._parse_generation(
-            req, request_id, "chat" if path.endswith("chat/completions") else "completions"
-        )
+        gen = self._parse_generation(req, request_id, "chat" if path.endswith("chat/completions") else "completions")
         return await self._generate(gen, resp)
 
     async def _health(self, req: Request, resp: Response) -> None:
@@ -337,9 +329,7 @@ class SimServer:
         if n != 1:
             raise APIError(400, "the emulator supports n=1 only", param="n")
         if not ids:
-            raise APIError(
-                400, "the prompt is empty", param="prompt" if kind == "completions" else "messages"
-            )
+            raise APIError(400, "the prompt is empty", param="prompt" if kind == "completions" else "messages")
         if len(ids) + max_tokens > self.s.max_model_len:
             raise APIError(
                 400,
@@ -356,14 +346,10 @@ class SimServer:
         if not isinstance(opts, dict):
             raise APIError(400, "'stream_options' must be an object", param="stream_options")
         if opts and not stream:
-            raise APIError(
-                400, "Stream options can only be defined when `stream=True`.", param="stream_options"
-            )
+            raise APIError(400, "Stream options can only be defined when `stream=True`.", param="stream_options")
         return Generation(request_id, kind, model, ids, max_tokens, stream, bool(opts.get("include_usage")))
 
-    def _chunk(
-        self, gen: Generation, text: Optional[str], finish: Optional[str], first: bool
-    ) -> dict[str, Any]:
+    def _chunk(self, gen: Generation, text: Optional[str], finish: Optional[str], first: bool) -> dict[str, Any]:
         base: dict[str, Any] = {
             "id": ("chatcmpl-" if gen.kind == "chat" else "cmpl-") + gen.request_id,
             "created": int(time.time()),

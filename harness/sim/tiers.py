@@ -105,9 +105,7 @@ class DirTier:
         if self.max_bytes <= 0:
             return 0
         if nbytes > self.max_bytes:
-            raise OSError(
-                errno.EFBIG, f"a chunk of {nbytes} B exceeds the {self.name} tier size {self.max_bytes} B"
-            )
+            raise OSError(errno.EFBIG, f"a chunk of {nbytes} B exceeds the {self.name} tier size {self.max_bytes} B")
         if self._used is not None and self._used + nbytes <= self.max_bytes:
             self._used += nbytes
             return 0

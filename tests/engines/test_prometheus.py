@@ -172,3 +172,8 @@ def test_the_emulators_own_exposition_parses() -> None:
     assert snap.value("vllm:prefix_cache_queries", model_name='model "q"\\x') == 10.0
     h = snap.histogram("vllm:time_to_first_token_seconds")
     assert h is not None and h.count == 1 and h.quantile(0.5) is not None
+    # like vLLM and LMCache, every histogram is exposed from start-up, with zero counts
+    for name in ("lmcache:store_speed", "lmcache:retrieve_speed"):
+        empty = snap.histogram(name)
+        assert empty is not None and empty.count == 0 and empty.mean is None
+    assert delta(snap, snap).missing == []
