@@ -262,7 +262,7 @@ def run_fio_probe(
         argv = fio_command(fio, jobfile_remote, remote_out)
         command = describe_command(argv)
         (out_dir / f"{stem}.cmd").write_text(command + "\n")
-        budget = len(sets) * (spec.runtime + spec.ramp_time) + 300.0  # plus file layout and start-up
+        budget = _time_budget(spec, len(sets))
         _say(
             progress,
             f"{node}/{target.name}: fio {', '.join(sets)} with {engine} "
@@ -304,6 +304,16 @@ def run_fio_probe(
         )
     finally:
         _cleanup(executor, scratch)
+
+
+LAYOUT_FLOOR_BYTES_PER_S = 50e6  # slowest plausible file layout; only bounds the wait, never a result
+
+
+def _time_budget(spec: FioSpec, sets: int) -> float:
+    """How long fio may run before it is declared hung: the sets' runtimes, the file layout at a
+    pessimistic rate, and start-up slack."""
+    layout = spec.size * spec.numjobs / LAYOUT_FLOOR_BYTES_PER_S
+    return sets * (spec.runtime + spec.ramp_time) + layout + 300.0
 
 
 def _cleanup(executor: Executor, scratch: str) -> None:
@@ -546,7 +556,7 @@ def run_fio_client_server(
         command = describe_command(argv)
         (out_dir / "fio-cluster.cmd").write_text(command + "\n")
         _say(progress, f"fio --client to {len(servers)} server(s): {', '.join(sets)}")
-        budget = len(sets) * (spec.runtime + spec.ramp_time) + 300.0
+        budget = _time_budget(spec, len(sets))
         res = client.run(argv, check=False, timeout=budget)
         raw_local = out_dir / "fio-cluster.json"
         if client.run(["test", "-s", remote_out], check=False).ok:
