@@ -63,7 +63,7 @@ class CampaignLocked(CampaignError):
 class ResultFileError(KvgateError):
     """A result.json that is missing, unreadable or of an unknown schema version."""
 
-    exit_code = InputError.exit_code
+    exit_status = InputError.exit_status
 
 
 def _now() -> str:
