@@ -289,6 +289,10 @@ def test_vllm_adapter_over_loopback_ssh(tmp_path: Path, ssh_cluster: Any) -> Non
             d = delta(before, engine.scrape_metrics(inst))
             assert d.histograms["vllm:time_to_first_token_seconds"].count == 6
             assert d.counters["vllm:prefix_cache_hits"] > 0  # the queries re-used the warmed documents
+            # a POST through the node (the request body travels on the SSH channel's stdin)
+            body = json.dumps({"model": "long-ctx", "prompt": "a b c", "max_tokens": 2}).encode()
+            status, answer = http_request(inst, "/v1/completions", method="POST", body=body)
+            assert status == 200 and json.loads(answer)["usage"]["prompt_tokens"] == 3
             first = inst
             inst = engine.evict(inst).instance  # vLLM: a restart through SSH
             assert inst.handle.pid != first.handle.pid
