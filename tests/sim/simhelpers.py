@@ -118,9 +118,7 @@ class SimProc:
         assert found, f"no sample {sample} in /metrics"
         return total
 
-    def ttft(
-        self, prompt: str, *, max_tokens: int = 2, chat: bool = False, request_id: Optional[str] = None
-    ) -> float:
+    def ttft(self, prompt: str, *, max_tokens: int = 2, chat: bool = False, request_id: Optional[str] = None) -> float:
         """Seconds from sending a streaming request to the first content token (stdlib client)."""
         conn = http.client.HTTPConnection(self.host, self.port, timeout=60)
         try:

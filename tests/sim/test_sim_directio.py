@@ -23,9 +23,7 @@ def test_roundtrip_with_odirect_reads_every_byte(tmp_path: Path) -> None:
     assert not list(tmp_path.glob("*.tmp"))
 
 
-def test_fadvise_fallback_when_odirect_is_unavailable(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_fadvise_fallback_when_odirect_is_unavailable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "c.kvchunk"
     digest = b"\x07" * 32
     directio.write_chunk(str(path), directio.chunk_payload(digest, 8192))

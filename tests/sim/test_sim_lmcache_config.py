@@ -38,9 +38,7 @@ def test_documented_form(tmp_path: Path) -> None:
 def test_env_overrides_file_and_json_is_accepted(tmp_path: Path) -> None:
     f = tmp_path / "lmc.json"
     f.write_text('{"chunk_size": 128, "local_disk": "file:///a", "extra_config": {"use_odirect": false}}')
-    cfg = load_config(
-        {"LMCACHE_CONFIG_FILE": str(f), "LMCACHE_CHUNK_SIZE": "64", "LMCACHE_LOCAL_CPU": "True"}
-    )
+    cfg = load_config({"LMCACHE_CONFIG_FILE": str(f), "LMCACHE_CHUNK_SIZE": "64", "LMCACHE_LOCAL_CPU": "True"})
     assert (cfg.chunk_size, cfg.local_cpu, cfg.local_disk, cfg.use_odirect) == (64, True, "/a", False)
 
 

@@ -72,9 +72,7 @@ def _evict(s: SimProc) -> dict[str, int]:
     return dict(json.loads(body)["evicted"])
 
 
-def test_memory_hit_faster_than_disk_hit_faster_than_recompute(
-    sim: Callable[..., SimProc], tmp_path: Path
-) -> None:
+def test_memory_hit_faster_than_disk_hit_faster_than_recompute(sim: Callable[..., SimProc], tmp_path: Path) -> None:
     disk = tmp_path / "disk"
     s = sim("--kv-transfer-config", CONNECTOR, *KV_ARGS, env=_disk_env(tmp_path, disk))
     recompute, memory, from_disk = [], [], []
@@ -130,9 +128,7 @@ def test_two_instances_share_one_disk_tier(sim: Callable[..., SimProc], tmp_path
     assert warm_b < cold_a
 
 
-def test_recompute_arm_without_connector_never_touches_disk(
-    sim: Callable[..., SimProc], tmp_path: Path
-) -> None:
+def test_recompute_arm_without_connector_never_touches_disk(sim: Callable[..., SimProc], tmp_path: Path) -> None:
     disk = tmp_path / "disk"
     s = sim(*KV_ARGS, env=_disk_env(tmp_path, disk))  # LMCACHE_CONFIG_FILE set, no kv connector
     prompt = words(1024, "r")
@@ -167,9 +163,7 @@ def test_disk_tier_size_is_respected(sim: Callable[..., SimProc], tmp_path: Path
     assert s.metric("kvgate_sim:evicted_chunks_total") == 7
 
 
-def test_full_disk_is_reported_and_the_server_keeps_serving(
-    sim: Callable[..., SimProc], tmp_path: Path
-) -> None:
+def test_full_disk_is_reported_and_the_server_keeps_serving(sim: Callable[..., SimProc], tmp_path: Path) -> None:
     if os.geteuid() != 0 or not shutil.which("mount"):
         pytest.skip("needs root to mount a 1 MiB tmpfs as a full disk")
     full = tmp_path / "full"
@@ -264,18 +258,14 @@ def test_api_surface_models_chat_nonstreaming_request_ids(sim: Callable[..., Sim
     )
     assert json.loads(body)["choices"][0]["message"]["role"] == "assistant"
     assert s.ttft("hello world", chat=True, max_tokens=3, request_id="chat-7") > 0
-    assert "request req-42 POST /v1/completions 200" in s.wait_log(
-        "request chat-7 POST /v1/chat/completions 200"
-    )
+    assert "request req-42 POST /v1/completions 200" in s.wait_log("request chat-7 POST /v1/chat/completions 200")
 
 
 def test_bounded_batch_queues_requests(sim: Callable[..., SimProc]) -> None:
     # 1 slot, each request decodes 40 tokens at 100 tok/s = 0.4 s: the others wait
     s = sim("--max-batch", "1", "--decode-tokens-per-s", "100")
     results: list[float] = []
-    threads = [
-        threading.Thread(target=lambda: results.append(s.ttft("a b c", max_tokens=40))) for _ in range(3)
-    ]
+    threads = [threading.Thread(target=lambda: results.append(s.ttft("a b c", max_tokens=40))) for _ in range(3)]
     for t in threads:
         t.start()
     import time
@@ -419,3 +409,27 @@ def test_runs_on_python_3_9(tmp_path: Path) -> None:
         assert s.metric("lmcache:num_hit_tokens_total") == 512
     finally:
         assert s.stop() == 0
+
+
+def test_client_disconnect_mid_stream_frees_the_slot(sim: Callable[..., SimProc]) -> None:
+    import socket
+    import time
+
+    s = sim("--max-batch", "1", "--decode-tokens-per-s", "20")
+    body = json.dumps({"prompt": "a b c", "max_tokens": 200, "stream": True}).encode()
+    with socket.create_connection(("127.0.0.1", s.port), timeout=5) as sock:
+        sock.sendall(
+            b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: %d\r\nX-Request-Id: gone-1\r\n\r\n%s" % (len(body), body)
+        )
+        got = b""
+        while b"data: " not in got:  # streaming has started; then the client vanishes
+            chunk = sock.recv(65536)
+            assert chunk, got
+            got += chunk
+    deadline = time.monotonic() + 5
+    while s.metric("vllm:num_requests_running") != 0:
+        assert time.monotonic() < deadline, s.log()
+        time.sleep(0.05)
+    assert s.ttft("d e f", max_tokens=2) < 1.0  # the only slot is free again
+    assert "request gone-1 POST /v1/completions: client disconnected" in s.wait_log("gone-1 POST")

@@ -61,9 +61,7 @@ def test_shim_runs_vllm_serve_with_vllm_flags(tmp_path: Path) -> None:
                     models = json.load(r)
                 break
             except OSError:
-                assert proc.poll() is None and time.monotonic() < deadline, (
-                    tmp_path / "vllm.log"
-                ).read_text()
+                assert proc.poll() is None and time.monotonic() < deadline, (tmp_path / "vllm.log").read_text()
                 time.sleep(0.05)
         assert models["data"][0]["id"] == "m7"
         req = urllib.request.Request(
