@@ -54,8 +54,9 @@ def _scalar(value: object) -> str:
 def lmcache_config(settings: LMCacheSettings, *, local_disk_dir: Optional[str]) -> dict[str, object]:
     """The config as a dict (only keys set for the arm, plus the disk tier when it has storage)."""
     cfg: dict[str, object] = {"chunk_size": settings.chunk_size, "local_cpu": settings.local_cpu}
-    if settings.local_cpu:
-        cfg["max_local_cpu_size"] = float(settings.max_local_cpu_size)
+    # written even without the CPU tier, as LMCache's disk-tier example does: the evidence then shows
+    # the value in force (LMCache's default is 5 GB)
+    cfg["max_local_cpu_size"] = float(settings.max_local_cpu_size)
     if local_disk_dir is not None:
         cfg["local_disk"] = "file://" + local_disk_dir.rstrip("/") + "/"
         cfg["max_local_disk_size"] = float(settings.max_local_disk_size)
