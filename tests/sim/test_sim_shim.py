@@ -91,3 +91,43 @@ def test_shim_rejects_other_vllm_subcommands(tmp_path: Path) -> None:
 def test_kvgate_sim_command_dispatches_to_the_emulator(capsys: object) -> None:
     assert kvgate_run(["sim", "serve", "m", "--kv-scale", "3"]) == 2
     assert kvgate_run(["sim", "frobnicate"]) == 2
+
+
+def test_emulator_runs_from_a_zipapp_with_bare_python(tmp_path: Path) -> None:
+    """The agent bundles harness/sim into a zipapp run with `python3 -I -S`: no site-packages, no
+    source tree. A minimal zipapp of the same files proves the emulator needs nothing else."""
+    import zipapp
+
+    src = tmp_path / "app"
+    (src / "harness" / "sim").mkdir(parents=True)
+    repo = Path(__file__).resolve().parents[2]
+    (src / "harness" / "__init__.py").write_text((repo / "harness" / "__init__.py").read_text())
+    for f in (repo / "harness" / "sim").glob("*.py"):
+        (src / "harness" / "sim" / f.name).write_text(f.read_text())
+    (src / "__main__.py").write_text("import sys\nfrom harness.sim.cli import main\nsys.exit(main(sys.argv[1:]))\n")
+    pyz = tmp_path / "sim.pyz"
+    zipapp.create_archive(src, pyz)
+    port = free_port()
+    log = open(tmp_path / "zip.log", "wb")
+    proc = subprocess.Popen(  # noqa: S603 - fixed argv, test code
+        [sys.executable, "-I", "-S", str(pyz), "serve", "m", "--host", "127.0.0.1", "--port", str(port)],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        cwd=str(tmp_path),
+        env={"PATH": os.environ["PATH"]},
+    )
+    try:
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as r:
+                    assert r.status == 200
+                break
+            except OSError:
+                assert proc.poll() is None and time.monotonic() < deadline, (tmp_path / "zip.log").read_text()
+                time.sleep(0.05)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(10)
+        log.close()
+    assert proc.returncode == 0
