@@ -207,15 +207,17 @@ class SSHExecutor:
         """Connect now (otherwise the first command does)."""
         self._connection()
 
-    def _mark_dead(self, reason: str) -> None:
+    def _mark_dead(self, transport: paramiko.Transport, reason: str) -> None:
+        # Only the current connection: a late report from a replaced one must not kill the new one.
+        # No lock: a thread holding it may be blocked on this very connection until it is closed.
+        if transport is not self._transport:
+            return
         self._dead_reason = reason
         log.warning("%s: %s", self._node, reason)
-        transport = self._transport
-        if transport is not None:
-            try:
-                transport.close()
-            except Exception:  # noqa: BLE001, S110 - already broken
-                pass
+        try:
+            transport.close()
+        except Exception:  # noqa: BLE001, S110 - already broken
+            pass
 
     def _connection(self) -> paramiko.Transport:
         with self._lock:
@@ -299,8 +301,8 @@ class SSHExecutor:
         self._client, self._transport, self._dead_reason = client, transport, None
         self._ever_connected = True
         self.connect_count += 1
-        self._liveness = _Liveness(transport, self.keepalive, self.liveness_timeout, self._mark_dead,
-                                   self._node)
+        self._liveness = _Liveness(transport, self.keepalive, self.liveness_timeout,
+                                   lambda reason: self._mark_dead(transport, reason), self._node)
         self._liveness.start()
         return transport
 
@@ -353,19 +355,27 @@ class SSHExecutor:
         args = check_argv(argv)
         line = self.command_line(args, env=env, cwd=cwd)
         timeout = timeout if timeout is not None else self.command_timeout
-        transport = self._connection()
         start = time.monotonic()
-        try:
-            chan = transport.open_session(timeout=self.connect_timeout)
-        except (paramiko.SSHException, OSError, EOFError) as exc:
-            if not transport.is_active():
-                raise self._lost("command start", args) from exc
-            raise RemoteError(f"could not open a session channel: {exc}", host=self._node,
-                              command=args) from exc
+        chan, transport = self._open_channel(args)
         try:
             return self._run_on(chan, transport, args, line, start, timeout, check, on_line, stdin)
         finally:
             chan.close()
+
+    def _open_channel(self, args: tuple[str, ...]) -> tuple[paramiko.Channel, paramiko.Transport]:
+        """A session channel; when the connection turns out to be dead at this point nothing has
+        been sent yet, so it is safe to reconnect (with backoff) and try once more."""
+        for attempt in range(2):
+            transport = self._connection()
+            try:
+                return transport.open_session(timeout=self.connect_timeout), transport
+            except (paramiko.SSHException, OSError, EOFError) as exc:
+                if not self._wait_inactive(transport, 1.0):
+                    raise RemoteError(f"could not open a session channel: {exc}", host=self._node,
+                                      command=args) from exc
+                if attempt:
+                    raise self._lost("command start", args) from exc
+        raise AssertionError("unreachable")
 
     def _run_on(self, chan: paramiko.Channel, transport: paramiko.Transport, args: tuple[str, ...], line: str,
                 start: float, timeout: float | None, check: bool, on_line: LineCallback | None,

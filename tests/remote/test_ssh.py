@@ -259,10 +259,14 @@ def test_reconnects_for_new_commands(ssh_cluster: Factory) -> None:
     with _ex(cluster.inventory, "node0") as ex:
         assert ex.run(["true"]).ok
         cluster.kill("node0")
-        threading.Timer(0.3, cluster.restart, args=("node0",)).start()
-        # The first attempt may fail while sshd is down; backoff retries until it is back.
-        assert ex.run(["echo", "back"]).stdout == "back\n"
-        assert ex.connect_count == 2
+        restarter = threading.Timer(0.3, cluster.restart, args=("node0",))
+        restarter.start()
+        try:
+            # The first attempt may fail while sshd is down; backoff retries until it is back.
+            assert ex.run(["echo", "back"]).stdout == "back\n"
+            assert ex.connect_count == 2
+        finally:
+            restarter.join()
 
 
 def test_detached_survives_disconnect_and_server_restart(ssh_cluster: Factory, tmp_path: Path) -> None:
