@@ -27,6 +27,7 @@ reports a zero bandwidth is an error.
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -41,6 +42,8 @@ REPORTED_PERCENTILES: tuple[float, ...] = (50.0, 90.0, 99.0, 99.9, 99.99)
 ALL_CLIENTS = "All clients"
 
 _DOC_START = re.compile(r"^[ \t]*\{", re.MULTILINE)
+_BARE_NONFINITE = re.compile(r"-?(?:nan|inf)\b")
+_NONFINITE_VALUE = re.compile(r"(?<=: )-?(?:nan|inf)\b")
 _VERSION = re.compile(r"fio-(\d+)\.(\d+)(?:\.(\d+))?")
 
 
@@ -234,20 +237,27 @@ def parse_fio_output(data: Union[bytes, str], *, source: str = "<fio output>",
     docs: list[FioDocument] = []
     other: list[str] = []
     pos = 0
+    repaired = False
     while True:
         m = _DOC_START.search(text, pos)
         if m is None:
             other.extend(_lines(text[pos:]))
             break
-        other.extend(_lines(text[pos:m.start()]))
         start = m.end() - 1
         try:
             obj, end = decoder.raw_decode(text, start)
         except json.JSONDecodeError as exc:
+            if not repaired and _BARE_NONFINITE.match(text, exc.pos):
+                # fio's json.c prints floats with "%f", so a NaN or infinite value comes out as a bare
+                # nan/-nan/inf, which is not JSON; spell them the way Python's decoder accepts, once.
+                text = _NONFINITE_VALUE.sub(_spell_nonfinite, text)
+                repaired = True
+                continue
             what = "truncated JSON (the document ends early)" if exc.pos >= len(text.rstrip()) else \
                 f"invalid JSON: {exc.msg}"
             raise FioParseError(what, source=source, line=exc.lineno, column=exc.colno,
                                 offset=_byte_offset(text, exc.pos)) from None
+        other.extend(_lines(text[pos:m.start()]))
         line = text.count("\n", 0, start) + 1
         if not isinstance(obj, dict) or not ({"jobs", "client_stats", "fio version"} & obj.keys()):
             raise FioParseError("a JSON object that is not fio output (no 'fio version', 'jobs' or "
@@ -262,6 +272,13 @@ def parse_fio_output(data: Union[bytes, str], *, source: str = "<fio output>",
         raise FioParseError(f"no fio JSON document found (it starts with: {preview!r})", source=source,
                             line=1, offset=0)
     return FioOutput(source=source, documents=tuple(docs), other_lines=tuple(other))
+
+
+def _spell_nonfinite(m: re.Match[str]) -> str:
+    word = m.group(0)
+    if word.endswith("nan"):
+        return "NaN" if word == "nan" else " NaN"  # same length: error offsets stay right
+    return "-Infinity" if word.startswith("-") else "Infinity"
 
 
 def _looks_binary(head: str) -> bool:
@@ -420,7 +437,7 @@ def _direction(d: Mapping[str, Any], ddir: str, path: str, ctx: _Ctx) -> Optiona
     else:
         bw = _num(d, "bw", path, ctx) * 1024.0
         source = "bw (KiB/s)"
-    if bw <= 0:
+    if not math.isfinite(bw) or bw <= 0:
         raise ctx.error(path, f"{io_bytes} bytes were transferred but fio reports a bandwidth of {bw:g}; "
                               "refusing to record a zero bandwidth")
     clat = _latency(d, "clat", path, ctx)

@@ -231,3 +231,20 @@ def test_missing_field_is_named() -> None:
 def test_missing_file_is_an_input_error(tmp_path: Path) -> None:
     with pytest.raises(FioParseError, match="cannot read"):
         parse_fio_file(tmp_path / "nope.json")
+
+
+def test_bare_nan_and_inf_from_fios_printf_are_accepted() -> None:
+    # fio's json.c prints floats with "%f": a NaN stddev comes out as a bare -nan/nan (not JSON)
+    text = (DATA / "fio-3.33-json.json").read_text()
+    assert '"bw_dev" : 0.000000' in text and '"iops_stddev" : 0.000000' in text
+    broken = text.replace('"bw_dev" : 0.000000', '"bw_dev" : -nan', 1)
+    broken = broken.replace('"iops_stddev" : 0.000000', '"iops_stddev" : nan', 1)
+    broken = broken.replace('"bw_agg" : 97.393270', '"bw_agg" : inf', 1)
+    out = parse_fio_output(broken, source="nan.json")
+    raw = json.loads(text)
+    assert out.final.jobs[0].read is not None
+    assert out.final.jobs[0].read.bw_bytes == raw["jobs"][0]["read"]["bw_bytes"]
+    # a non-finite bandwidth is never a figure
+    bad = text.replace(f'"bw_bytes" : {raw["jobs"][0]["read"]["bw_bytes"]}', '"bw_bytes" : -nan', 1)
+    with pytest.raises(FioParseError, match=r"jobs\[0\] \('seqread'\)\.read: .*bandwidth of nan"):
+        parse_fio_output(bad, source="nanbw.json")
