@@ -98,6 +98,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="fraction of those bytes really written and read per chunk (fits small disks)",
     )
     e.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    sh = sub.add_parser(
+        "shim",
+        help="install a `vllm` script that runs this emulator (rehearse the vLLM launcher without a GPU)",
+        description="Write an executable `vllm` into DIR that runs `kvgate sim serve` with vLLM's command line. "
+        "Put DIR first on PATH, or set the profile's engine.command to DIR/vllm. It is NOT vLLM.",
+    )
+    sh.add_argument("directory", metavar="DIR", help="directory to write the `vllm` script into")
+    sh.add_argument("--python", default=sys.executable, help="interpreter the script runs (default: this one)")
     return p
 
 
@@ -141,6 +149,16 @@ def main(argv: Optional[Sequence[str]] = None, environ: Optional[Mapping[str, st
         return EXIT_USAGE
     except SystemExit as exc:  # --help
         return int(exc.code) if isinstance(exc.code, int) else EXIT_USAGE
+    if args.command == "shim":
+        from harness.sim.vllm_shim import write_vllm_shim
+
+        try:
+            path = write_vllm_shim(args.directory, args.python)
+        except OSError as exc:
+            print(f"kvgate sim: error: cannot write the shim into {args.directory}: {exc.strerror}", file=sys.stderr)
+            return EXIT_USAGE
+        print(path)
+        return EXIT_OK
     if args.command != "serve":
         parser.print_help(sys.stderr)
         return EXIT_USAGE

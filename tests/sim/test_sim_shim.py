@@ -88,9 +88,12 @@ def test_shim_rejects_other_vllm_subcommands(tmp_path: Path) -> None:
     assert r.returncode == 2 and "only `vllm serve" in r.stderr
 
 
-def test_kvgate_sim_command_dispatches_to_the_emulator(capsys: object) -> None:
+def test_kvgate_sim_command_dispatches_to_the_emulator(tmp_path: Path) -> None:
     assert kvgate_run(["sim", "serve", "m", "--kv-scale", "3"]) == 2
     assert kvgate_run(["sim", "frobnicate"]) == 2
+    assert kvgate_run(["sim", "shim", str(tmp_path / "bin")]) == 0
+    out = subprocess.run([str(tmp_path / "bin" / "vllm"), "--version"], capture_output=True, text=True)  # noqa: S603
+    assert out.stdout.strip() == SHIM_VERSION
 
 
 def test_emulator_runs_from_a_zipapp_with_bare_python(tmp_path: Path) -> None:
