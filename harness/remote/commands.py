@@ -1,10 +1,9 @@
-"""Turning an argument list, an environment and a working directory into one command line for a
-POSIX shell on a node, without ever pasting a user string into it unquoted."""
+"""Checks on what becomes a command on a node: argument lists (never strings), environment names
+that ``env NAME=value`` cannot misread. Executors quote every argument themselves (``shlex.join``)."""
 
 from __future__ import annotations
 
 import re
-import shlex
 from collections.abc import Mapping, Sequence
 
 from harness.errors import InputError
@@ -45,22 +44,3 @@ def env_prefix(env: Mapping[str, str] | None) -> list[str]:
     if not checked:
         return []
     return ["env", *(f"{k}={v}" for k, v in checked.items())]
-
-
-def shell_line(argv: Sequence[str], *, env: Mapping[str, str] | None = None, cwd: str | None = None) -> str:
-    """One line for the node's login shell: ``cd -- '<cwd>' && env 'K=V' 'arg0' 'arg1' ...``.
-
-    Every user string is a single quoted word (``shlex.quote``); the only unquoted text is ours.
-    An ``argv[0]`` containing ``=`` would be read by ``env`` as an assignment, so it is refused
-    whenever an environment is given.
-    """
-    args = check_argv(argv)
-    prefix = env_prefix(env)
-    if prefix and "=" in args[0]:
-        raise InputError(f"program name may not contain '=' when an environment is set: {args[0]!r}")
-    line = shlex.join([*prefix, *args])
-    if cwd is not None:
-        if "\0" in cwd or not cwd:
-            raise InputError(f"invalid working directory {cwd!r}")
-        line = f"cd -- {shlex.quote(cwd)} && {line}"
-    return line

@@ -19,6 +19,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -153,6 +154,8 @@ class SshCluster:
         self.known_hosts = known_hosts
         self._inventory_opts = inventory_opts
         self.login_rc = True
+        self._closed = False
+        self._lock = threading.RLock()  # a fault thread (restart) must not race close()
         self.inventory_path = workdir / "inventory.yaml"
         self.inventory: Inventory  # set once the ports are known
 
@@ -331,11 +334,16 @@ class SshCluster:
     def restart(self, node: str | SshNode) -> None:
         """Start a stopped or killed server again on the same port with the same host keys."""
         n = self._node(node)
-        self.stop(n)
-        self._launch(n, self.workdir / "authorized_keys", "VERBOSE", port=n.port)
-        self._wait_ready(n)
+        with self._lock:
+            if self._closed:
+                raise SshdError("restart after close: the cluster is stopped")
+            self.stop(n)
+            self._launch(n, self.workdir / "authorized_keys", "VERBOSE", port=n.port)
+            self._wait_ready(n)
 
     def close(self) -> None:
+        with self._lock:
+            self._closed = True
         for n in self.nodes:
             try:
                 self.stop(n)
