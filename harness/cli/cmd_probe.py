@@ -53,6 +53,16 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "--parse", nargs="+", metavar="FILE", help="parse saved fio output files instead of running fio"
     )
     f.add_argument("--json", action="store_true", help="with --parse: print JSON instead of a table")
+    f.add_argument(
+        "--client-server",
+        action="store_true",
+        help="fio's client/server mode: 'fio --server' on every selected node, 'fio --client' from one; "
+        "reports the aggregate bandwidth of all nodes at once",
+    )
+    f.add_argument(
+        "--port", type=int, default=8765, help="with --client-server: first fio server port (8765)"
+    )
+    f.add_argument("--client", metavar="NODE", help="with --client-server: node running fio --client")
     f.set_defaults(func=run, probe="fio")
     c = kinds.add_parser(
         "checkpoint",
@@ -94,6 +104,23 @@ def run(args: argparse.Namespace) -> int:
     inventory = load_inventory(args.inventory)
     profile = load_profile(args.profile)
     out_dir: Path = args.out or session.default_out_dir(args.probe)
+    if args.probe == "fio" and args.client_server:
+        with Progress("probe fio (client/server)") as progress:
+            report = session.probe_fio_cluster(
+                inventory,
+                profile,
+                out_dir,
+                node=args.node,
+                target=args.target,
+                port=args.port,
+                client=args.client,
+                accept_new_host_keys=args.accept_new_host_keys,
+                progress=progress,
+            )
+        print(render_table(session.FIO_HEADERS, session.fio_cluster_rows(report.results)))
+        print(f"\nresults: {report.results_path}")
+        report.raise_for_failures()
+        return int(ExitCode.OK)
     runner = {
         "fio": session.probe_fio,
         "checkpoint": session.probe_checkpoint,

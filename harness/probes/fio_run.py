@@ -502,7 +502,8 @@ def run_fio_client_server(
 ) -> FioProbeResult:
     """Start ``fio --server`` detached on every node, run ``fio --client`` from ``client`` with one
     job file per server, and sum the bandwidth across hosts per job set. fio's own "All clients"
-    figure stays in the raw output; the result reports the per-host sum and each host's figures."""
+    figure stays in the raw output; the result reports the per-host sum and each host's figures
+    (keyed by node name, or "node/target" when one node serves several targets)."""
     sets = list(job_sets or spec.job_sets)
     run_id = run_id or time.strftime("%Y%m%d-%H%M%S") + "-" + uuid.uuid4().hex[:6]
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -511,7 +512,10 @@ def run_fio_client_server(
     scratches: list[tuple[Executor, str]] = []
     client_dir = f"/tmp/kvgate-fio-{run_id}-client"
     scratches.append((client, client_dir))
-    label_of: dict[str, str] = {}
+    label_of: dict[str, str] = {}  # "address:port" as fio names the host -> our label for it
+    shared: dict[str, int] = {}
+    for srv in servers:
+        shared[srv.executor.node] = shared.get(srv.executor.node, 0) + 1
     engines: set[str] = set()
     try:
         client.run(["mkdir", "-p", client_dir])
@@ -541,6 +545,12 @@ def run_fio_client_server(
             local.write_text(job.text)
             local_jobfiles.append(local)
             _say(progress, f"{ex.node}: starting fio --server on {srv.address}:{srv.port}")
+            if srv.port in _listening_ports(ex):
+                raise ProbeRefused(
+                    f"port {srv.port} is already in use on the node; choose another fio server port",
+                    node=ex.node,
+                    target=srv.target.name,
+                )
             handle = ex.start_detached(
                 [fio, f"--server=ip:{srv.address},{srv.port}"],
                 workdir=f"{scratch}-server",
@@ -550,7 +560,9 @@ def run_fio_client_server(
             scratches.append((ex, f"{scratch}-server"))
             _wait_listening(srv, handle)
             argv += [f"--client=ip:{srv.address},{srv.port}", remote_job]
-            label_of[f"{srv.address}:{srv.port}"] = ex.node
+            label_of[f"{srv.address}:{srv.port}"] = (
+                ex.node if shared.get(ex.node, 0) < 2 else f"{ex.node}/{srv.target.name}"
+            )
         remote_out = f"{client_dir}/fio-cluster.json"
         argv.insert(2, f"--output={remote_out}")
         command = describe_command(argv)

@@ -25,7 +25,13 @@ from harness.probes.fio_parse import (
     summarise_cluster,
     summarise_per_node,
 )
-from harness.probes.fio_run import FioProbeResult, ProbeFailure, run_fio_probes
+from harness.probes.fio_run import (
+    FioProbeResult,
+    ProbeFailure,
+    ServerSpec,
+    run_fio_client_server,
+    run_fio_probes,
+)
 from harness.probes.modelload import ModelLoadResult, run_modelload_probe
 from harness.progress import Progress
 from harness.remote.base import Executor, RemoteError
@@ -181,6 +187,72 @@ def probe_fio(
             "cluster": inventory.cluster,
             "spec": spec.model_dump(mode="json"),
             "bandwidth_bytes_per_s": bandwidth,
+            "results": [r.to_json(relative_to=out_dir) for r in report.results],
+            "failures": [
+                {"node": f.node, "target": f.target, "error": str(f.error)} for f in report.failures
+            ],
+        },
+    )
+    return report
+
+
+def probe_fio_cluster(
+    inventory: Inventory,
+    profile: Profile,
+    out_dir: Path,
+    *,
+    node: Optional[str] = None,
+    target: Optional[str] = None,
+    port: int = 8765,
+    client: Optional[str] = None,
+    accept_new_host_keys: bool = False,
+    progress: Optional[Progress] = None,
+) -> ProbeReport:
+    """fio's client/server mode over every selected (node, target): ``fio --server`` on each node at
+    its inventory address, ``fio --client`` from ``client`` (default: the first node); the result is
+    the sum over hosts per job set, with each host's own figures. Targets sharing a node get
+    consecutive ports (so do nodes that share an address)."""
+    spec = profile.probes.fio
+    pairs = select_targets(inventory, spec.targets, node=node, target=target)
+    names = list(dict.fromkeys([*(n.name for n, _ in pairs), *([client] if client else [])]))
+    if client is not None and client not in [n.name for n in inventory.nodes]:
+        raise InputError(f"client node {client!r} is not in the inventory")
+    executors = _executors(inventory, names, accept_new_host_keys)
+    used: dict[str, int] = {}
+    servers = []
+    for n, t in pairs:
+        offset = used.get(n.host, 0)  # nodes sharing an address (or one node, several targets)
+        used[n.host] = offset + 1
+        servers.append(ServerSpec(executors[n.name], t, n.host, port + offset))
+    report = ProbeReport("fio-cluster", out_dir)
+
+    def say(text: str) -> None:
+        if progress is not None:
+            progress.status(text, force=True)
+
+    try:
+        result = run_fio_client_server(
+            executors[client or pairs[0][0].name], servers, spec, out_dir, progress=say
+        )
+        report.results.append(result)
+    except (ProbeError, ProbeRefused, RemoteError, InputError) as exc:
+        report.failures.append(
+            ProbeFailure("+".join(n.name for n, _ in pairs), "+".join(t.name for _, t in pairs), exc)
+        )
+    finally:
+        _close(executors)
+    report.results_path = _write_results(
+        out_dir,
+        {
+            "schema": RESULTS_SCHEMA,
+            "kind": "fio-cluster",
+            "profile": profile.name,
+            "cluster": inventory.cluster,
+            "spec": spec.model_dump(mode="json"),
+            "servers": [
+                {"node": s.executor.node, "target": s.target.name, "address": s.address, "port": s.port}
+                for s in servers
+            ],
             "results": [r.to_json(relative_to=out_dir) for r in report.results],
             "failures": [
                 {"node": f.node, "target": f.target, "error": str(f.error)} for f in report.failures
@@ -373,6 +445,36 @@ def fio_rows(results: Sequence[FioProbeResult]) -> list[list[object]]:
                     js.errors,
                 ]
             )
+    return rows
+
+
+def fio_cluster_rows(results: Sequence[FioProbeResult]) -> list[list[object]]:
+    """Each host's figures, then the sum over hosts (the cluster's aggregate) per job set."""
+    rows: list[list[object]] = []
+    for r in results:
+        for host, sets in r.per_host.items():
+            per = FioProbeResult(
+                node=host,
+                target="",
+                engine=r.engine,
+                fio_version=r.fio_version,
+                job_sets=sets,
+                raw_output=r.raw_output,
+                jobfile=r.jobfile,
+                command=r.command,
+            )
+            rows.extend(fio_rows([per]))
+        total = FioProbeResult(
+            node=f"sum of {len(r.per_host)} hosts",
+            target=r.target,
+            engine=r.engine,
+            fio_version=r.fio_version,
+            job_sets=r.job_sets,
+            raw_output=r.raw_output,
+            jobfile=r.jobfile,
+            command=r.command,
+        )
+        rows.extend(fio_rows([total]))
     return rows
 
 

@@ -190,3 +190,64 @@ def test_probe_help_and_missing_arguments(capsys: pytest.CaptureFixture[str]) ->
     assert run(["probe", "checkpoint"]) == 2
     assert run(["probe", "fio"]) == 2
     assert "--inventory and --profile are required" in capsys.readouterr().err
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.mark.fio
+def test_probe_fio_client_server_two_nodes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _, profile, _ = _files(tmp_path)
+    tiers = [tmp_path / "a", tmp_path / "b"]
+    for t in tiers:
+        t.mkdir()
+    inv = tmp_path / "inv2.yaml"
+    inv.write_text(
+        yaml.safe_dump(
+            {
+                "cluster": "two",
+                "nodes": [
+                    {
+                        "name": f"n{i}",
+                        "host": "127.0.0.1",
+                        "connection": "local",
+                        "storage": [{"name": "fast", "path": str(t)}],
+                    }
+                    for i, t in enumerate(tiers)
+                ],
+            }
+        )
+    )
+    out = tmp_path / "out"
+    # both "nodes" are this machine: the second server gets the next port
+    port = _free_port()
+    code = run(
+        [
+            "probe",
+            "fio",
+            "--client-server",
+            "--inventory",
+            str(inv),
+            "--profile",
+            str(profile),
+            "--out",
+            str(out),
+            "--port",
+            str(port),
+        ]
+    )
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert "sum of 2 hosts" in captured.out
+    results = json.loads((out / "results.json").read_text())
+    assert results["kind"] == "fio-cluster" and [s["port"] for s in results["servers"]] == [port, port + 1]
+    res = results["results"][0]
+    per_host = {h: v["seq-read"]["read_bw_bytes"] for h, v in res["per_host"].items()}
+    assert set(per_host) == {"n0", "n1"}
+    assert res["job_sets"]["seq-read"]["read_bw_bytes"] == sum(per_host.values()) > 0
+    assert all(list(t.iterdir()) == [] for t in tiers)

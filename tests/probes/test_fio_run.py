@@ -223,3 +223,20 @@ def test_raw_device_probe_when_the_inventory_allows_it(loop_device: str, tmp_pat
     assert res.job_sets["seq-read"].read_bw_bytes == jobs["seq-read"]["read"]["bw_bytes"] > 0
     assert res.job_sets["seq-write"].write_bw_bytes == jobs["seq-write"]["write"]["bw_bytes"] > 0
     assert os.path.exists(loop_device)  # the device node itself is never removed
+
+
+def test_client_server_refuses_a_port_in_use(tmp_path: Path) -> None:
+    import socket
+
+    from harness.probes.fio_run import ServerSpec, run_fio_client_server
+
+    tier = tmp_path / "a"
+    tier.mkdir()
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen(1)
+        port = busy.getsockname()[1]
+        srv = ServerSpec(LocalExecutor("n1"), StorageTarget(name="ta", path=str(tier)), "127.0.0.1", port)
+        with pytest.raises(ProbeRefused, match=f"node n1, target ta: port {port} is already in use"):
+            run_fio_client_server(LocalExecutor("ctl"), [srv], SPEC, tmp_path / "out")
+    assert list(tier.iterdir()) == []
