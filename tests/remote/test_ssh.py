@@ -70,9 +70,15 @@ def test_executor_for_picks_the_executor(ssh_cluster: Factory) -> None:
 
 @pytest.mark.parametrize("kind", ["ed25519", "rsa"])
 def test_client_key_kinds(ssh_cluster: Factory, kind: str) -> None:
-    cluster = ssh_cluster(1, client_key_kind=kind)
+    cluster = ssh_cluster(1, client_key_kind=kind, log_level="DEBUG3")
     with _ex(cluster.inventory, "node0") as ex:
         assert ex.run(["id", "-un"]).stdout.strip() == cluster.user
+    log = cluster.log("node0")
+    if kind == "rsa":
+        # OpenSSH 9 refuses SHA-1 "ssh-rsa" signatures: the server must have verified an rsa-sha2 one.
+        assert "RSA signature using rsa-sha2-" in log and "verified" in log
+    else:
+        assert "ED25519 signature using ssh-ed25519" in log or "signature using ssh-ed25519" in log
 
 
 def test_rsa_host_key_verified(ssh_cluster: Factory) -> None:
