@@ -138,13 +138,14 @@ class _Exchange:
 
 
 class _Connection(asyncio.Protocol):
-    __slots__ = ("transport", "exchange", "closed", "uses")
+    __slots__ = ("transport", "exchange", "closed", "uses", "lost")
 
     def __init__(self) -> None:
         self.transport: Optional[asyncio.Transport] = None
         self.exchange: Optional[_Exchange] = None
         self.closed = False
         self.uses = 0
+        self.lost = False  # connection_lost has run: the socket is really closed
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
@@ -174,6 +175,7 @@ class _Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Optional[Exception]) -> None:
         self.closed = True
+        self.lost = True
         ex = self.exchange
         if ex is not None and not ex.future.done():
             if ex.parser.eof():
@@ -195,6 +197,7 @@ class _Pool:
         self.ssl_ctx = ssl_ctx
         self.max_idle = max_idle
         self.idle: list[_Connection] = []
+        self.all: list[_Connection] = []
         self.opened = 0
 
     async def connect(self) -> _Connection:
@@ -205,6 +208,8 @@ class _Pool:
             server_hostname=ep.host if self.ssl_ctx is not None else None,
         )
         self.opened += 1
+        self.all = [c for c in self.all if not c.lost]
+        self.all.append(proto)
         return proto
 
     async def acquire(self) -> tuple[_Connection, bool]:
@@ -222,9 +227,22 @@ class _Pool:
             self.idle.append(conn)
 
     def close(self) -> None:
-        for conn in self.idle:
+        for conn in self.all:
             conn.close()
         self.idle.clear()
+
+    async def aclose(self, grace: float = 1.0) -> None:
+        """Close every connection and wait until their sockets are closed (a TLS close_notify
+        needs the event loop), aborting those still open after ``grace`` seconds."""
+        self.close()
+        deadline = asyncio.get_running_loop().time() + grace
+        while any(not c.lost for c in self.all) and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.005)
+        for c in self.all:
+            if not c.lost and c.transport is not None:
+                c.transport.abort()
+        await asyncio.sleep(0)
+        self.all.clear()
 
 
 class StreamClient:
@@ -249,10 +267,15 @@ class StreamClient:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        self.close()
+        await self.aclose()
 
     def close(self) -> None:
+        """Close every connection now (their sockets close on the next loop iterations)."""
         self._pool.close()
+
+    async def aclose(self) -> None:
+        """Close every connection and wait for the sockets to be closed."""
+        await self._pool.aclose()
 
     @property
     def connections_opened(self) -> int:

@@ -329,7 +329,7 @@ async def run_load_async(config: LoadConfig, out_dir: Path, *, workload: Optiona
             prog.status(live.text(), force=True)
     finally:
         watcher.cancel()
-        client.close()
+        await client.aclose()
         for sig in installed:
             loop.remove_signal_handler(sig)
     duration = (t_end - t_start) / 1e9

@@ -167,6 +167,7 @@ class Summary:
             "max_output_tokens_per_s": _max_tokens_per_s(ok),
             "max_concurrent_requests": _peak_concurrency(
                 (int(r["start_ns"]), int(r["start_ns"] + float(r["e2el_ms"]) * 1e6)) for r in ok),
+            "rtfx": 0.0,  # vLLM's audio real-time factor: no audio here
         })
         for metric, values in (("ttft", ttfts), ("tpot", tpots), ("itl", itls), ("e2el", e2els),
                                ("client_queue_time", queues)):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import ssl
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -91,7 +92,8 @@ def json_response(status: int, obj: Any, reason: str = "Error") -> bytes:
 class ScriptedServer:
     """``with ScriptedServer() as s: s.script = ...; url = s.url``."""
 
-    def __init__(self) -> None:
+    def __init__(self, ssl_context: Optional[ssl.SSLContext] = None) -> None:
+        self.ssl_context = ssl_context
         self.script: Callable[[Received], list[Action]] = lambda r: stream(["hello ", "world"])
         self.received: list[Received] = []
         self.connections = 0
@@ -104,7 +106,8 @@ class ScriptedServer:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/v1"
+        scheme = "https" if self.ssl_context else "http"
+        return f"{scheme}://127.0.0.1:{self.port}/v1"
 
     def __enter__(self) -> ScriptedServer:
         self._thread = threading.Thread(target=self._run, name="sse-test-server", daemon=True)
@@ -124,7 +127,7 @@ class ScriptedServer:
         asyncio.set_event_loop(loop)
         self._loop = loop
         self._server = loop.run_until_complete(
-            asyncio.start_server(self._handle, "127.0.0.1", 0, backlog=1024))
+            asyncio.start_server(self._handle, "127.0.0.1", 0, backlog=1024, ssl=self.ssl_context))
         self.port = self._server.sockets[0].getsockname()[1]
         self._ready.set()
         try:
@@ -174,3 +177,10 @@ class ScriptedServer:
         finally:
             self._writers.discard(writer)
             writer.close()
+
+
+def chat_stream(texts: list[str], *, prompt_tokens: int = 3) -> list[Action]:
+    """A chat stream: a role-only first chunk, the content chunks, usage, [DONE]."""
+    events = [event(chat_chunk(None, role="assistant"))] + [event(chat_chunk(t)) for t in texts]
+    events += [usage_event(prompt_tokens, sum(len(t.split()) or 1 for t in texts)), b"data: [DONE]\n\n"]
+    return [SSE_HEAD] + [chunk(e) for e in events] + [END]
