@@ -44,7 +44,8 @@ def _goodput(items: Optional[Sequence[str]]) -> dict[str, float]:
                 raise ValueError
             out[name.strip()] = float(value)
         except ValueError:
-            raise LoadInputError(f"--goodput {item!r}: expected KEY:MS such as ttft:500 (keys ttft, tpot, e2el)") from None
+            raise LoadInputError(
+                f"--goodput {item!r}: expected KEY:MS such as ttft:500 (keys ttft, tpot, e2el)") from None
     return out
 
 
@@ -142,6 +143,11 @@ def config_from_args(args: argparse.Namespace) -> LoadConfig:
         percentiles=_percentiles(args.percentiles), progress=not args.quiet, label=args.label)
 
 
+def _stat_prefix(key: str, metric: str) -> bool:
+    head = key[: -len(f"_{metric}_ms")]
+    return head in ("mean", "median") or (head.startswith("p") and head[1:].replace(".", "").isdigit())
+
+
 def format_summary(s: Summary) -> str:
     d = s.data
     lines = ["{:=^56}".format(f" Serving benchmark result ({s.source}) ")]
@@ -165,8 +171,7 @@ def format_summary(s: Summary) -> str:
     row("Peak concurrent requests:", "max_concurrent_requests", "{}")
     for metric, name in (("ttft", "TTFT"), ("tpot", "TPOT"), ("itl", "ITL"), ("e2el", "E2EL"),
                          ("client_queue_time", "client queue")):
-        keys = [k for k in d if k.endswith(f"_{metric}_ms") and k.split("_", 1)[0] in ("mean", "median")
-                or (k.startswith("p") and k.endswith(f"_{metric}_ms") and k[1:].split("_", 1)[0].replace(".", "").isdigit())]
+        keys = [k for k in d if k.endswith(f"_{metric}_ms") and _stat_prefix(k, metric)]
         if not keys:
             continue
         lines.append("{:-^56}".format(f" {name} "))

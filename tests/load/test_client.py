@@ -15,8 +15,17 @@ from harness.load.client import ClientOptions, RequestResult, StreamClient, load
 from harness.load.errors import LoadInputError
 from harness.load.spec import RequestSpec
 from tests.load.sse_server import (
-    END, SSE_HEAD, ScriptedServer, chat_chunk, chunk, completion_chunk, event, json_response, sse_body,
-    stream, usage_event,
+    END,
+    SSE_HEAD,
+    ScriptedServer,
+    chat_chunk,
+    chunk,
+    completion_chunk,
+    event,
+    json_response,
+    sse_body,
+    stream,
+    usage_event,
 )
 
 SPEC = RequestSpec("req-1", "alpha beta gamma", 3, 4)
@@ -196,7 +205,8 @@ def test_https_with_a_ca_file_and_refusal_without(tls_files: tuple[Path, Path]) 
         ok = _run(s.url, ca_file=str(cert))[0]
         assert ok.ok and ok.output_tokens == 2
         refused = _run(s.url)[0]  # the self-signed certificate is not in the default trust store
-        assert refused.error_kind == "connect_failed" and refused.error is not None and "CERTIFICATE" in refused.error.upper()
+        assert refused.error_kind == "connect_failed" and refused.error is not None
+        assert "CERTIFICATE" in refused.error.upper()
         assert _run(s.url, insecure_tls=True)[0].ok
 
 

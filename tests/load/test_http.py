@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from harness.load.http import Endpoint, ProtocolError, ResponseParser, build_request
 from harness.load.errors import LoadInputError
+from harness.load.http import Endpoint, ProtocolError, ResponseParser, build_request
 from tests.load.sse_server import END, SSE_HEAD, chunk, json_response, sse_body
 
 

@@ -127,7 +127,7 @@ def test_appended_result_file_takes_the_last_object(tmp_path: Path) -> None:
 @pytest.mark.parametrize("content, match", [
     ("{\"completed\": 1}", "missing key"),
     ("[1, 2]", "expected a JSON object"),
-    ("{\"completed\": \"x\", \"duration\": 1, \"total_input_tokens\": 0, \"request_throughput\": 0}", "expected a number"),
+    ('{"completed": "x", "duration": 1, "total_input_tokens": 0, "request_throughput": 0}', "expected a number"),
     ("{not json\n", "not JSON"),
 ])
 def test_bad_result_files_are_named(tmp_path: Path, content: str, match: str) -> None:
