@@ -13,13 +13,14 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from harness.config.inventory import Node
 from harness.config.profile import Profile
 from harness.engines.base import EngineInstance
 from harness.load import LoadConfig, RequestSpec, Workload, build_workload, read_records, run_load_async
 from harness.load.summary import Summary
+from harness.pipelines.context import GateRun
 
 SUCCESS = "ok"
 
@@ -143,16 +144,19 @@ def ttfts_from(records: Sequence[Path]) -> list[float]:
     return out
 
 
-def run_point(profile: Profile, client: Node, instances: Sequence[EngineInstance], specs: Sequence[RequestSpec],
-              concurrency: int, out_dir: Path, label: str, *, relative_to: Optional[Path] = None) -> PointResult:
-    """Run one batch of requests and return its summary, TTFT samples and evidence paths."""
+def run_point(run: GateRun, client: Node, instances: Sequence[EngineInstance], specs: Sequence[RequestSpec],
+              concurrency: int, out_dir: Path, label: str) -> PointResult:
+    """Run one batch of requests from ``client`` and return its summary, TTFT samples and evidence."""
+    profile = run.profile
     if client.connection != "local":
         from harness.pipelines.agentload import run_agent_point
 
-        summary, records = run_agent_point(profile, client, instances, specs, concurrency, out_dir, label)
+        summary, records = run_agent_point(
+            run.executor(client.name), client, str(run.inventory.setting(client, "python")),
+            str(run.inventory.setting(client, "workdir")), profile, instances, specs, concurrency, out_dir, label)
     else:
         summary, records = run_local_point(profile, instances, specs, concurrency, out_dir, label)
     (out_dir / "point-summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
-    base = relative_to or out_dir
-    evidence = [p.relative_to(base).as_posix() for p in records if p.is_relative_to(base)]
+    base = run.path.resolve()
+    evidence = [p.resolve().relative_to(base).as_posix() for p in records if p.resolve().is_relative_to(base)]
     return PointResult(summary, ttfts_from(records), evidence)

@@ -155,8 +155,8 @@ def run_arm_sweep(run: GateRun, arm_name: str, *, label: Optional[str] = None) -
                                         "cold_restore": profile.load.cold_restore}
             if profile.load.cold_restore:
                 progress.status(f"c{conc} rep{rep}: populating {len(workload.populate)} contexts")
-                pop = run_point(profile, client, instances, workload.populate, conc, point_dir / "populate",
-                                f"{arm.name} c{conc} populate", relative_to=run.path)
+                pop = run_point(run, client, instances, workload.populate, conc, point_dir / "populate",
+                                f"{arm.name} c{conc} populate")
                 protocol["populate"] = {"completed": pop.summary.get("completed"), "failed": pop.summary.get("failed")}
                 evicted = []
                 for i, inst in enumerate(instances):
@@ -167,8 +167,8 @@ def run_arm_sweep(run: GateRun, arm_name: str, *, label: Optional[str] = None) -
                 protocol["page_cache_dropped"] = drop_page_cache(run.executor(server.name))
             before = _scrape(run, engine, instances)
             progress.status(f"c{conc} rep{rep}: measuring {len(workload.measure)} requests")
-            point = run_point(profile, client, instances, workload.measure, conc, point_dir / "measure",
-                              f"{arm.name} c{conc} rep{rep}", relative_to=run.path)
+            point = run_point(run, client, instances, workload.measure, conc, point_dir / "measure",
+                              f"{arm.name} c{conc} rep{rep}")
             after = _scrape(run, engine, instances)
             metrics = [delta(b, a).to_json() if b is not None and a is not None else None
                        for b, a in zip(before, after)]
