@@ -158,6 +158,13 @@ def _bench(cluster: SshCluster, n: int, reps: int, work: Path) -> int:
                        _time(lambda: fleet.run(TRIVIAL).raise_for_failures(), reps * 2))
         serial = record(f"serial warm         {n} nodes one after another",
                         _time(lambda: [fleet.executor(x).run(TRIVIAL) for x in fleet.nodes], reps))
+        # A command that waits instead of burning CPU behaves like a real network round trip: this
+        # isolates the fan-out machinery from the 2-CPU contention of 16 local servers.
+        wait_cmd = ["sleep", "0.2"]
+        lat1 = record("fan-out warm        1 node (`sleep 0.2`)",
+                      _time(lambda: fleet.run(wait_cmd, nodes=one).raise_for_failures(), max(3, reps // 3)))
+        latn = record(f"fan-out warm        {n} nodes (`sleep 0.2`)",
+                      _time(lambda: fleet.run(wait_cmd).raise_for_failures(), max(3, reps // 3)))
 
     width = max(len(r[0]) for r in rows)
     print(f"\n{'measurement'.ljust(width)}  {'median ms':>10}  {'p90 ms':>8}")
@@ -171,10 +178,12 @@ def _bench(cluster: SshCluster, n: int, reps: int, work: Path) -> int:
     print(f"\nfan-out ({n} nodes vs 1 node; target <= 1.50x):")
     print(f"  warm: {warmn / warm1:5.2f}x   (serial would be {serial / warm1:5.2f}x)")
     print(f"  cold: {coldn / cold1:5.2f}x")
+    print(f"  200 ms command: {latn / lat1:5.2f}x   (latency-bound, as over a real network)")
     verdict = "met" if warmn / warm1 <= 1.5 else "NOT met"
-    print(f"  target (warm) {verdict}. Note: all {n} servers and the client share "
-          f"{os.cpu_count()} CPU(s) here, so a trivial command's cost is CPU, not network latency; "
-          "the parallel speed-up vs serial is the figure that carries over to real clusters.")
+    print(f"  target for the trivial command {verdict}. All {n} servers and the client share "
+          f"{os.cpu_count()} CPU(s) here, so a trivial command's cost is CPU (process start-up in "
+          "16 sshd sessions), not network latency; the 200 ms row shows the fan-out itself adds "
+          "little when nodes are remote.")
     return 0
 
 

@@ -105,3 +105,23 @@ def test_unknown_or_duplicate_nodes() -> None:
         Fleet([LocalExecutor("a"), LocalExecutor("a")])
     with pytest.raises(InputError):
         fleet.map(lambda ex: None, ["a", "a"])
+
+
+@pytest.mark.ssh
+def test_fanout_with_a_hung_ssh_node(ssh_cluster: Factory) -> None:
+    # A node that stops answering mid-operation (SIGSTOP: like a hung host or a cut link) becomes a
+    # ConnectionLost within the liveness bound; the other nodes finish at their own pace.
+    cluster = ssh_cluster(4, keepalive=1.0)
+    with Fleet(cluster.inventory) as fleet:
+        fleet.run(["true"]).raise_for_failures()
+        threading.Timer(0.3, cluster.freeze, args=("node1",)).start()
+        start = time.monotonic()
+        try:
+            res = fleet.run(["sleep", "1"])
+        finally:
+            cluster.thaw("node1")
+        elapsed = time.monotonic() - start
+    assert [o.node for o in res.failed] == ["node1"]
+    assert type(res["node1"].error).__name__ == "ConnectionLost"
+    assert all(res[n].ok and res[n].duration_s < 2.5 for n in ("node0", "node2", "node3"))
+    assert elapsed < 0.3 + 3.0 + 1.5
