@@ -384,3 +384,30 @@ def test_sftp_on_a_dead_connection_is_connection_lost(ssh_cluster: Factory, tmp_
         ex.read_file(str(tmp_path / "a"))
     assert time.monotonic() - start < ex.liveness_bound_s + 2
     ex.close()
+
+
+def test_key_from_ssh_agent(ssh_cluster: Factory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cluster = ssh_cluster(1)
+    sock = tmp_path / "agent.sock"
+    agent = subprocess.Popen(["ssh-agent", "-D", "-a", str(sock)], stdout=subprocess.DEVNULL,  # noqa: S603
+                             stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 10
+        while not sock.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        monkeypatch.setenv("SSH_AUTH_SOCK", str(sock))
+        inv = cluster.inventory_with(identity_file=None, use_agent=True)
+        # The agent is empty: authentication must fail...
+        with pytest.raises(Unreachable, match="authentication"):
+            _ex(inv, "node0").run(["true"])
+        # ...and succeed once the key is in the agent (no identity_file anywhere).
+        subprocess.run(["ssh-add", "-q", str(cluster.keys.client_key("rsa"))], check=True,  # noqa: S603
+                       env={**os.environ, "SSH_AUTH_SOCK": str(sock)}, capture_output=True)
+        with _ex(inv, "node0") as ex:
+            assert ex.identity_file is None
+            assert ex.run(["echo", "agent"]).stdout == "agent\n"
+        with pytest.raises(Unreachable, match="no way to authenticate"):
+            _ex(cluster.inventory_with(identity_file=None, use_agent=False), "node0").run(["true"])
+    finally:
+        agent.terminate()
+        agent.wait(10)
