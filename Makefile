@@ -9,6 +9,7 @@ INVENTORY   ?= inventory/localhost.yaml
 PROFILE     ?= profiles/demo.yaml
 CAMPAIGN    ?= $(shell date -u +%Y%m%d-%H%M%S)
 PYTEST_ARGS ?=
+KVGATE_FLAGS ?=
 
 .PHONY: help install system-deps test lint demo gate-G1 gate-G2 gate-G3 gate-G4 bench bench-fanout \
         bench-fio-parse bench-ttft validate clean
@@ -40,8 +41,8 @@ validate: install  ## validate every shipped inventory, profile and gate file
 demo: install system-deps  ## G1 -> G2 -> G3 on localhost with the KV emulator and real fio
 	$(KVGATE) demo --campaign demo-$(CAMPAIGN)
 
-gate-G1 gate-G2 gate-G3 gate-G4: gate-%: install  ## run one gate: INVENTORY=... PROFILE=... CAMPAIGN=...
-	$(KVGATE) gate $* --inventory $(INVENTORY) --profile $(PROFILE) --campaign $(CAMPAIGN)
+gate-G1 gate-G2 gate-G3 gate-G4: gate-%: install  ## run one gate: INVENTORY=... PROFILE=... CAMPAIGN=... [KVGATE_FLAGS=--resume]
+	$(KVGATE) gate $* --inventory $(INVENTORY) --profile $(PROFILE) --campaign $(CAMPAIGN) $(KVGATE_FLAGS)
 
 bench: bench-fanout bench-fio-parse bench-ttft  ## every benchmark, printing figures
 

@@ -3,6 +3,7 @@ and recording its raw output as evidence. A failed probe is a recorded fault, ne
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Optional
 
@@ -10,9 +11,9 @@ from harness.config.inventory import Node, StorageTarget
 from harness.errors import InfraError, InputError
 from harness.pipelines.context import GateRun
 from harness.pipelines.sweepdata import measurement
-from harness.probes.checkpoint import run_checkpoint_probe
+from harness.probes.checkpoint import CheckpointResult, run_checkpoint_probe
 from harness.probes.fio_run import run_fio_probe
-from harness.probes.modelload import run_modelload_probe
+from harness.probes.modelload import ModelLoadResult, run_modelload_probe
 from harness.progress import Progress
 
 
@@ -61,51 +62,58 @@ def fio_step(run: GateRun, node: Node, target: StorageTarget, *, job_sets: Optio
     return out
 
 
+def _probe_step(run: GateRun, node: Node, target: StorageTarget, key: str, what: str, metric: str,
+                probe: Callable[[Path], Any], describe: Callable[[Any], dict[str, Any]]) -> dict[str, Any]:
+    """Run one probe (resumable); a probe that cannot run is a recorded fault, never a figure."""
+    done = run.gate_dir.step_done(key)
+    if done is not None:
+        return dict(done)
+    out_dir = Path(run.gate_dir.evidence_path(f"{key}/{node.name}/{target.name}"))
+    with Progress(f"{run.gate} {what} {node.name}/{target.name}", enabled=run.progress):
+        try:
+            res = probe(out_dir)
+        except (InfraError, InputError) as exc:
+            run.fault(f"{node.name}: {what} on {target.name} failed", exc)
+            return {metric: measurement(None, detail=f"the {what} probe did not run: {exc}")}
+    out = describe(res)
+    run.gate_dir.mark_step_done(key, out)
+    return out
+
+
 def checkpoint_step(run: GateRun, node: Node, target: StorageTarget, key: str) -> Optional[dict[str, Any]]:
     spec = run.profile.probes.checkpoint
     if spec is None:
         return None
-    done = run.gate_dir.step_done(key)
-    if done is not None:
-        return dict(done)
-    out_dir = Path(run.gate_dir.evidence_path(f"checkpoint/{node.name}/{target.name}"))
-    with Progress(f"{run.gate} checkpoint {node.name}/{target.name}", enabled=run.progress):
-        try:
-            res = run_checkpoint_probe(run.executor(node.name), target, spec, out_dir,
-                                       python=str(run.inventory.setting(node, "python")))
-        except (InfraError, InputError) as exc:
-            run.fault(f"{node.name}: checkpoint write on {target.name} failed", exc)
-            return {"write_bw": measurement(None, detail=f"checkpoint probe did not run: {exc}")}
-    out = {"write_bw": measurement(res.write_bw_bytes, f"{res.write_gb_s:.3f} GB/s",
-                                   detail=f"{res.total_bytes} B in {res.files} files by {res.writers} writers, "
-                                          f"{res.total_s:.2f} s with fsync", evidence=[_rel(run, res.evidence)]),
-           "chart": {"write_bw": res.write_bw_bytes, "bytes": res.total_bytes, "seconds": res.total_s}}
-    run.gate_dir.mark_step_done(key, out)
-    return out
+    python = str(run.inventory.setting(node, "python"))
+
+    def describe(res: CheckpointResult) -> dict[str, Any]:
+        return {"write_bw": measurement(res.write_bw_bytes, f"{res.write_gb_s:.3f} GB/s",
+                                        detail=f"{res.total_bytes} B in {res.files} files by {res.writers} "
+                                               f"writers, {res.total_s:.2f} s with fsync",
+                                        evidence=[_rel(run, res.evidence)]),
+                "chart": {"write_bw": res.write_bw_bytes, "bytes": res.total_bytes, "seconds": res.total_s}}
+
+    return _probe_step(run, node, target, key, "checkpoint write", "write_bw",
+                       lambda out: run_checkpoint_probe(run.executor(node.name), target, spec, out, python=python),
+                       describe)
 
 
 def modelload_step(run: GateRun, node: Node, target: StorageTarget, key: str) -> Optional[dict[str, Any]]:
     spec = run.profile.probes.modelload
     if spec is None:
         return None
-    done = run.gate_dir.step_done(key)
-    if done is not None:
-        return dict(done)
-    out_dir = Path(run.gate_dir.evidence_path(f"modelload/{node.name}/{target.name}"))
+    python = str(run.inventory.setting(node, "python"))
     source: Any = target if spec.synthetic_size is not None else (
         spec.directory if spec.directory and spec.directory.startswith("/")
         else f"{target.path.rstrip('/')}/{spec.directory or ''}")
-    with Progress(f"{run.gate} model load {node.name}/{target.name}", enabled=run.progress):
-        try:
-            res = run_modelload_probe(run.executor(node.name), source, spec, out_dir,
-                                      python=str(run.inventory.setting(node, "python")))
-        except (InfraError, InputError) as exc:
-            run.fault(f"{node.name}: model load from {target.name} failed", exc)
-            return {"read_bw": measurement(None, detail=f"model load probe did not run: {exc}")}
-    caveat = " (may include cached reads)" if res.may_include_cached else ""
-    out = {"read_bw": measurement(res.read_bw_bytes, f"{res.read_gb_s:.3f} GB/s{caveat}",
-                                  detail=f"{res.total_bytes} B, {res.files} files, {res.readers} readers, "
-                                         f"{res.total_s:.2f} s; {res.how}", evidence=[_rel(run, res.evidence)]),
-           "chart": {"read_bw": res.read_bw_bytes, "bytes": res.total_bytes, "seconds": res.total_s}}
-    run.gate_dir.mark_step_done(key, out)
-    return out
+
+    def describe(res: ModelLoadResult) -> dict[str, Any]:
+        caveat = " (may include cached reads)" if res.may_include_cached else ""
+        return {"read_bw": measurement(res.read_bw_bytes, f"{res.read_gb_s:.3f} GB/s{caveat}",
+                                       detail=f"{res.total_bytes} B, {res.files} files, {res.readers} readers, "
+                                              f"{res.total_s:.2f} s; {res.how}", evidence=[_rel(run, res.evidence)]),
+                "chart": {"read_bw": res.read_bw_bytes, "bytes": res.total_bytes, "seconds": res.total_s}}
+
+    return _probe_step(run, node, target, key, "model load", "read_bw",
+                       lambda out: run_modelload_probe(run.executor(node.name), source, spec, out, python=python),
+                       describe)

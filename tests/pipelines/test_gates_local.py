@@ -172,3 +172,24 @@ def test_g2_killed_and_resumed_loses_nothing_repeats_nothing(tmp_path: Path, loc
     g2 = result(reports, "r", "G2")
     assert g2["verdict"] == "PASS"
     assert any("interrupted run" in n for n in g2["notes"])  # the orphaned emulator was stopped
+
+
+def test_g2_on_a_storage_baseline_runs_fio_checkpoint_and_model_load(
+        tmp_path: Path, local_inventory: Path, write_yaml: Callable[[str, dict[str, Any]], Path]) -> None:
+    data = small_profile(free_port())
+    data["arms"][0] = {"name": "baseline", "storage": "tier", "lmcache": {"max_local_disk_size": 1}}
+    data["recompute"] = None
+    data["load"]["repetitions"] = 2
+    data["probes"]["checkpoint"] = {"size": "16 MiB", "files": 2, "writers": 2}
+    data["probes"]["modelload"] = {"readers": 2, "synthetic_size": "16 MiB"}
+    prof = write_yaml("profile.yaml", data)
+    reports = tmp_path / "reports"
+    assert gate("G1", local_inventory, prof, reports, "s") == 0
+    assert gate("G2", local_inventory, prof, reports, "s") == 0
+    g2 = result(reports, "s", "G2")
+    for check_id in ("baseline_read_bw", "checkpoint_write", "model_load"):
+        c = check(g2, check_id)
+        assert c["verdict"] == "PASS", c
+        assert c["observations"][0]["measured"] > 1e6
+        assert (reports / "s" / "G2" / c["observations"][0]["evidence"][0]).is_file()
+    assert set(g2["measurements"]) >= {"fio", "checkpoint", "modelload", "sweep"}
