@@ -37,7 +37,7 @@ from typing import Any, Optional, Union
 from pydantic import ValidationError
 
 from harness import __version__
-from harness.errors import InputError, KvgateError
+from harness.errors import InputError
 from harness.paths import project_root
 from harness.remote.base import RunResult
 from harness.store import durable
@@ -60,10 +60,8 @@ class CampaignLocked(CampaignError):
     """Another process is writing this campaign."""
 
 
-class ResultFileError(KvgateError):
-    """A result.json that is missing, unreadable or of an unknown schema version."""
-
-    exit_status = InputError.exit_status
+class ResultFileError(InputError):
+    """A result.json that is missing, unreadable, not a gate result or of an unknown schema version."""
 
 
 def _now() -> str:
@@ -226,26 +224,25 @@ def load_result(path: Path) -> GateResult:
         raw = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise ResultFileError(
-            f"{path}: no result (the gate has not been evaluated in this campaign)") from None
+            f"{path}: no result file (the gate has not been evaluated in this campaign)") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ResultFileError(f"{path}: cannot read: {exc}") from None
     try:
         data = json.loads(raw)
-    except ValueError as exc:
-        raise ResultFileError(f"{path}: not valid JSON ({exc})") from None
+    except json.JSONDecodeError as exc:
+        raise ResultFileError(f"{path}:{exc.lineno}:{exc.colno}: not valid JSON: {exc.msg}") from None
     if not isinstance(data, dict):
-        raise ResultFileError(f"{path}: expected a JSON object")
+        raise ResultFileError(f"{path}: expected a JSON object, found {type(data).__name__}")
     version = data.get("schema_version")
     if version != SCHEMA_VERSION:
         raise ResultFileError(
-            f"{path}: schema_version {version!r} is not one this kvgate ({__version__}) reads "
-            f"(it reads {SCHEMA_VERSION}); use the kvgate version that wrote it")
+            f"{path}: [schema_version] is {version!r}; this kvgate reads schema_version {SCHEMA_VERSION} only "
+            f"(kvgate {__version__}; a file of schema_version {version!r} needs the kvgate that wrote it)")
     try:
         return GateResult.model_validate(data)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise ResultFileError(f"{path}: {where}: {first['msg']}") from None
+        problems = "; ".join(f"[{'.'.join(str(p) for p in e['loc'])}] {e['msg']}" for e in exc.errors()[:10])
+        raise ResultFileError(f"{path}: not a valid gate result: {problems}") from None
 
 
 class Campaign:
