@@ -19,7 +19,7 @@ from harness.config.inventory import Node
 from harness.config.profile import Arm
 from harness.engines import EngineInstance, delta, drop_page_cache, get_engine
 from harness.engines.base import Engine
-from harness.errors import InfraError
+from harness.errors import InfraError, InputError
 from harness.pipelines.context import GateRun
 from harness.pipelines.loadpoint import point_workload, run_point
 from harness.pipelines.sweepdata import Repetition, Sweep
@@ -60,16 +60,23 @@ def _start_instances(run: GateRun, engine: Engine, server: Node, arm: Arm) -> li
         workdir = str(run.inventory.setting(server, "workdir"))
         agent_path = ensure_agent(executor, workdir)
     python = str(run.inventory.setting(server, "python"))
+    # One engine over several nodes (vLLM's Ray backend): the next server nodes are its workers.
+    span = run.profile.model.nodes_per_instance
+    peers = run.server_nodes()[1:span]
+    if len(peers) < span - 1:
+        raise InputError(f"model.nodes_per_instance is {span} but the inventory has only "
+                         f"{len(peers) + 1} server node(s)")
+    peer_executors = {p.name: run.executor(p.name) for p in peers}
     instances: list[EngineInstance] = []
     _stop_stale(run, executor, arm)
     try:
         for i in range(run.profile.model.instances_per_node):
             plan = engine.plan(server, run.profile, arm, i, python=python, agent_path=agent_path,
-                               workdir=str(run.inventory.setting(server, "workdir")))
+                               workdir=str(run.inventory.setting(server, "workdir")), peers=peers)
             run.gate_dir.write_evidence_json(f"engine/{arm.name}/instance{i}-plan.json", plan.to_json())
             run.gate_dir.record_command(server.name, ["env", *[f"{k}={v}" for k, v in sorted(plan.env.items())],
                                                       *plan.argv])
-            inst = engine.start(executor, plan)
+            inst = engine.start(executor, plan, peer_executors=peer_executors or None)
             instances.append(inst)
             # Saved at once: a run killed mid-sweep leaves a detached engine behind, which a
             # resumed run finds here and stops before it starts its own.
