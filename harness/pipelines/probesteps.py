@@ -3,6 +3,7 @@ and recording its raw output as evidence. A failed probe is a recorded fault, ne
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Optional
@@ -13,15 +14,9 @@ from harness.pipelines.context import GateRun
 from harness.pipelines.sweepdata import measurement
 from harness.probes.checkpoint import CheckpointResult, run_checkpoint_probe
 from harness.probes.fio_run import run_fio_probe
+from harness.probes.measured import FIO_METRICS, checkpoint_leaf, fio_leaf, modelload_leaf
 from harness.probes.modelload import ModelLoadResult, run_modelload_probe
 from harness.progress import Progress
-
-
-def _rel(run: GateRun, path: Path) -> str:
-    try:
-        return Path(path).resolve().relative_to(run.path.resolve()).as_posix()
-    except ValueError:
-        return str(path)
 
 
 def fio_step(run: GateRun, node: Node, target: StorageTarget, *, job_sets: Optional[list[str]] = None,
@@ -42,22 +37,13 @@ def fio_step(run: GateRun, node: Node, target: StorageTarget, *, job_sets: Optio
             run.fault(f"{node.name}: fio on target {target.name} failed", exc)
             reason = f"fio did not run: {exc}"
             return {"seq_read_bw": measurement(None, detail=reason), "seq_write_bw": measurement(None, detail=reason)}
-    evidence = [_rel(run, res.raw_output), _rel(run, res.jobfile)]
-    run.gate_dir.record_command(node.name, ["sh", "-c", res.command])
+    run.gate_dir.record_command(node.name, shlex.split(res.command))
     out: dict[str, Any] = {}
-    for name, metric, attr in (("seq-read", "seq_read_bw", "read_bw_bytes"),
-                               ("seq-write", "seq_write_bw", "write_bw_bytes")):
-        js = res.job_sets.get(name)
-        if js is None:
-            continue
-        value = getattr(js, attr)
-        steady = js.steady_state.to_json() if js.steady_state else None
-        if isinstance(steady, dict):
-            state = "reached" if steady.get("steady") else f"not reached ({steady.get('reason') or 'see evidence'})"
-        else:
-            state = "not assessed"
-        detail = f"fio {res.fio_version or ''} {res.engine}, direct=1; steady state {state}"
-        out[metric] = measurement(value, f"{(value or 0) / 1e9:.3f} GB/s", detail=detail, evidence=evidence)
+    for metric in ("seq_read_bw", "seq_write_bw"):
+        job_set, direction = FIO_METRICS[metric]
+        leaf = fio_leaf(res, job_set, direction, run.path)
+        if leaf is not None:
+            out[metric] = leaf
     run.gate_dir.mark_step_done(key, out)
     return out
 
@@ -87,10 +73,7 @@ def checkpoint_step(run: GateRun, node: Node, target: StorageTarget, key: str) -
     python = str(run.inventory.setting(node, "python"))
 
     def describe(res: CheckpointResult) -> dict[str, Any]:
-        return {"write_bw": measurement(res.write_bw_bytes, f"{res.write_gb_s:.3f} GB/s",
-                                        detail=f"{res.total_bytes} B in {res.files} files by {res.writers} "
-                                               f"writers, {res.total_s:.2f} s with fsync",
-                                        evidence=[_rel(run, res.evidence)]),
+        return {"write_bw": checkpoint_leaf(res, run.path),
                 "chart": {"write_bw": res.write_bw_bytes, "bytes": res.total_bytes, "seconds": res.total_s}}
 
     return _probe_step(run, node, target, key, "checkpoint write", "write_bw",
@@ -108,11 +91,10 @@ def modelload_step(run: GateRun, node: Node, target: StorageTarget, key: str) ->
         else f"{target.path.rstrip('/')}/{spec.directory or ''}")
 
     def describe(res: ModelLoadResult) -> dict[str, Any]:
-        caveat = " (may include cached reads)" if res.may_include_cached else ""
-        return {"read_bw": measurement(res.read_bw_bytes, f"{res.read_gb_s:.3f} GB/s{caveat}",
-                                       detail=f"{res.total_bytes} B, {res.files} files, {res.readers} readers, "
-                                              f"{res.total_s:.2f} s; {res.how}", evidence=[_rel(run, res.evidence)]),
-                "chart": {"read_bw": res.read_bw_bytes, "bytes": res.total_bytes, "seconds": res.total_s}}
+        # A read that may include cached data is no storage figure: the leaf says so (NOT_RUN).
+        return {"read_bw": modelload_leaf(res, run.path),
+                "chart": {"read_bw": res.read_bw_bytes if not res.may_include_cached else None,
+                          "bytes": res.total_bytes, "seconds": res.total_s}}
 
     return _probe_step(run, node, target, key, "model load", "read_bw",
                        lambda out: run_modelload_probe(run.executor(node.name), source, spec, out, python=python),
