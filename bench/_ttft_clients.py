@@ -6,7 +6,8 @@ is a reference written the way vLLM's benchmark request function is: one shared
 ``aiohttp.ClientSession`` whose connector limit is the concurrency, ``response.content.iter_any()``,
 an incremental UTF-8 decode, SSE messages split on blank lines, ``json.loads`` per message and
 ``time.perf_counter`` taken when a message with choices is handled; concurrency bounded by a
-semaphore over tasks created for every request.
+semaphore over tasks created for every request; the heap frozen before measuring (vLLM's
+``freeze_gc_heap``).
 
 Both first warm their connections with one request per slot (excluded), then run ``--requests``
 requests closed loop at ``--concurrency``. Prints one JSON line: first-token times (perf_counter_ns,
@@ -18,6 +19,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import codecs
+import gc
 import json
 import sys
 import tempfile
@@ -99,6 +101,8 @@ async def _aiohttp(url: str, concurrency: int, n: int, tokens: int) -> dict[str,
         await asyncio.gather(*(limited(f"warm-{i}") for i in range(concurrency)))
         first.clear()
         out_tokens = 0
+        gc.collect()  # as vLLM's freeze_gc_heap() before the measured run
+        gc.freeze()
         t0 = time.perf_counter()
         await asyncio.gather(*(limited(f"a-{i}") for i in range(n)))
         elapsed = time.perf_counter() - t0

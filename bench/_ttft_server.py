@@ -3,7 +3,7 @@
 OpenAI completions SSE in vLLM's chunk format over HTTP/1.1 chunked keep-alive. For each request
 it sends the first token ``--delay-ms`` after the request body has arrived, then one token every
 ``--interval-ms`` (absolute deadlines on the event loop's timer heap: no busy-wait, no drift), and
-records the CLOCK_MONOTONIC time (``time.monotonic_ns``) right after handing each first token to
+records the CLOCK_MONOTONIC time (``time.monotonic_ns``) right before handing each first token to
 the kernel, keyed by the request's ``X-Request-Id``: the ground truth for TTFT. With both delays 0
 the whole stream goes in one write (the ingest test).
 
@@ -101,8 +101,8 @@ class _Proto(asyncio.Protocol):
         tr = self.transport
         assert tr is not None
         if srv.delay_ns == 0 and srv.interval_ns == 0:
-            tr.write(srv.whole)
             srv.first_send[rid] = time.monotonic_ns()
+            tr.write(srv.whole)
             return
         tr.write(HEAD)
         # loop.time() is CLOCK_MONOTONIC seconds, the same clock as monotonic_ns
@@ -114,11 +114,11 @@ class _Proto(asyncio.Protocol):
         tr = self.transport
         if tr is None or tr.is_closing():
             return
-        tr.write(srv.chunks[i])
         if i == 0:
-            now = time.monotonic_ns()
+            now = time.monotonic_ns()  # just before the write: bytes cannot arrive earlier
             srv.first_send[rid] = now
             srv.late_ms.append((now / 1e9 - due) * 1e3)
+        tr.write(srv.chunks[i])
         if i + 1 < srv.tokens:
             nxt = due + srv.interval_ns / 1e9
             self.loop.call_at(nxt, self._send, rid, i + 1, nxt)
