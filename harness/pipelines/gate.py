@@ -78,6 +78,7 @@ def run_gate(gate: str, *, inventory_path: Path, profile_path: Path, campaign: s
     camp = Campaign.open(root, campaign, inventory_path=Path(inventory_path), profile_path=Path(profile_path),
                          operator=operator or getpass.getuser(), create=True)
     try:
+        _check_prerequisites(gate, spec, camp, root, baseline_campaign)
         gate_dir = camp.gate_dir(gate)
         if not resume and gate_dir.steps_done():
             raise InputError(
@@ -97,14 +98,7 @@ def run_gate(gate: str, *, inventory_path: Path, profile_path: Path, campaign: s
 
 def _pipeline(gate: str, run: GateRun, root: Path, baseline_campaign: Optional[str]
               ) -> tuple[dict[str, Any], dict[str, Any]]:
-    from harness.pipelines.g3 import check_prerequisite
-
     here = f"campaign {run.campaign.name!r}"
-    for pre in run.spec.prerequisites:
-        if gate == "G3" and pre == "G2" and baseline_campaign:
-            continue
-        # Read-only: checking a prerequisite must not create its folder.
-        check_prerequisite(GateDir(run.campaign.path / pre, pre, create=False), here, gate)
     if gate == "G1":
         from harness.pipelines.g1 import run_g1
 
@@ -118,12 +112,25 @@ def _pipeline(gate: str, run: GateRun, root: Path, baseline_campaign: Optional[s
     if baseline_campaign:
         g2 = Campaign.read(root, baseline_campaign).gate_dir("G2")
         where = f"campaign {baseline_campaign!r}"
-        check_prerequisite(g2, where, gate)
     else:
         g2 = GateDir(run.campaign.path / "G2", "G2", create=False)
         where = here
     run.notes.append(f"baseline: G2 of {where}")
     return run_g3(run, g2)
+
+
+def _check_prerequisites(gate: str, spec: GateSpec, camp: Campaign, root: Path,
+                         baseline_campaign: Optional[str]) -> None:
+    """Refuse to start unless the gates this one needs have passed (read-only: nothing created)."""
+    from harness.pipelines.g3 import check_prerequisite
+
+    for pre in spec.prerequisites:
+        if gate == "G3" and pre == "G2" and baseline_campaign:
+            other = Campaign.read(root, baseline_campaign)
+            check_prerequisite(GateDir(other.path / "G2", "G2", create=False),
+                               f"campaign {baseline_campaign!r}", gate)
+            continue
+        check_prerequisite(GateDir(camp.path / pre, pre, create=False), f"campaign {camp.name!r}", gate)
 
 
 def _finalize(run: GateRun, spec: GateSpec, overrides: list[Any], measured: dict[str, Any],

@@ -82,6 +82,13 @@ def test_g1_g2_g3_pass_with_real_disk_reads(tmp_path: Path, local_inventory: Pat
     assert cases and all(c.get("classname") == "kvgate.G3" for c in cases)
     assert (reports / "c1" / "report.html").is_file()  # the campaign page
 
+    # a later campaign compares against this one's G2 (--baseline), and says so
+    assert gate("G3", local_inventory, prof, reports, "c2", "--baseline", "c1") in (0, 3)
+    g3b = result(reports, "c2", "G3")
+    assert check(g3b, "ttft_p50_reduction")["verdict"] == "PASS"
+    assert "baseline: G2 of campaign 'c1'" in g3b["notes"]
+    assert not (reports / "c2" / "G2").exists()
+
 
 def test_candidate_that_cannot_meet_the_threshold_fails(tmp_path: Path, local_inventory: Path,
                                                         write_yaml: Callable[[str, dict[str, Any]], Path]) -> None:
