@@ -163,6 +163,11 @@ class ResponseParser:
                 pos = end + 2
                 if size == 0:
                     self.state = _TRAILER
+                elif n - pos >= size + 2 and data[pos + size:pos + size + 2] == b"\r\n":
+                    # the whole chunk and its CRLF are here (the usual case): take it at once
+                    self.pieces.append((t_ns, data[pos:pos + size]))
+                    self.body_bytes += size
+                    pos += size + 2
                 else:
                     self.remaining = size
                     self.state = _DATA
