@@ -477,5 +477,8 @@ def _http_error_text(p: ResponseParser) -> str:
 def _non_streaming(tl: StreamTimeline, p: ResponseParser) -> None:
     """A server that ignored ``stream: true`` and sent one JSON body: one chunk at its last byte."""
     obj = json.loads(p.body() or b"{}")
+    for choice in obj.get("choices") or () if isinstance(obj, dict) else ():
+        if isinstance(choice, dict) and isinstance(choice.get("message"), dict):
+            choice["delta"] = choice["message"]  # a chat completion: read its message as one delta
     block = b"data: " + json.dumps(obj).encode()
     tl.on_event(p.last_byte_ns, block)

@@ -156,6 +156,10 @@ def test_no_output_and_non_streaming_servers(server: ScriptedServer) -> None:
     empty, whole = _run(server.url, [SPEC, SPEC.with_id("b")])
     assert empty.error_kind == "no_output"
     assert whole.ok and whole.output_tokens == 3 and whole.ttft_ms == whole.e2el_ms
+    server.script = lambda r: [json_response(200, {"choices": [{"message": {"role": "assistant",
+                                                                            "content": "chat answer"}}]}, "OK")]
+    chat = _run(server.url, api="chat")[0]
+    assert chat.ok and chat.output_tokens == 2
 
 
 def test_api_key_from_file_is_sent_and_never_echoed(server: ScriptedServer, tmp_path: Path) -> None:
