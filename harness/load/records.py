@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import os
-import time
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Optional, TextIO
@@ -55,15 +55,32 @@ def make_record(res: RequestResult, spec: RequestSpec, *, phase: str, queue_ms: 
 
 
 class RecordWriter:
-    """Appends records to a JSONL file: flushed per line, fsync'd at most every ``sync_s``."""
+    """Appends records to a JSONL file, flushed to the OS per line. ``fsync`` runs every ``sync_s``
+    on a background thread: it can block for tens of milliseconds, and on the event loop's thread
+    that would delay every stream in flight (a TTFT error). ``close`` syncs what is left."""
 
     def __init__(self, path: Path, *, sync_s: float = 1.0) -> None:
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
         self._fh: Optional[TextIO] = open(path, "a", encoding="utf-8")  # noqa: SIM115
-        self._sync_s = sync_s
-        self._last_sync = time.monotonic()
+        self._fd = self._fh.fileno()
+        self._lock = threading.Lock()
+        self._dirty = False
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sync_loop, args=(sync_s,), name="records-fsync",
+                                        daemon=True)
+        self._thread.start()
         self.count = 0
+
+    def _sync_loop(self, every: float) -> None:
+        while not self._stop.wait(every):
+            with self._lock:
+                if self._fh is None:
+                    return
+                dirty, self._dirty = self._dirty, False
+                fd = self._fd
+                if dirty:
+                    os.fsync(fd)
 
     def write(self, record: dict[str, Any]) -> None:
         fh = self._fh
@@ -71,18 +88,18 @@ class RecordWriter:
             raise ValueError(f"{self.path}: writer is closed")
         fh.write(json.dumps(record, separators=(",", ":")) + "\n")
         fh.flush()
+        self._dirty = True
         self.count += 1
-        now = time.monotonic()
-        if now - self._last_sync >= self._sync_s:
-            os.fsync(fh.fileno())
-            self._last_sync = now
 
     def close(self) -> None:
-        if self._fh is not None:
-            self._fh.flush()
-            os.fsync(self._fh.fileno())
-            self._fh.close()
-            self._fh = None
+        self._stop.set()
+        self._thread.join()
+        with self._lock:
+            if self._fh is not None:
+                self._fh.flush()
+                os.fsync(self._fh.fileno())
+                self._fh.close()
+                self._fh = None
 
     def __enter__(self) -> RecordWriter:
         return self
