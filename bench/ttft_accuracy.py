@@ -114,6 +114,10 @@ def main() -> None:
         for c in (2, 4, 8, 16, 32, 128, 256):
             sweep[c] = ttft_errors(server, "kvgate", c, n_for(c), tokens)
         sweep.update({c: results["kvgate"][c] for c in (1, 64, 512)})
+        for c in (768, 1024, 1536, 2048):  # past the range, until the error passes 5 ms
+            if any(sweep[x]["median_ms"] > 5.0 for x in sweep):
+                break
+            sweep[c] = ttft_errors(server, "kvgate", c, n_for(c), tokens)
     finally:
         server.close()
     print("  kvgate median error by concurrency: " + ", ".join(
@@ -121,7 +125,7 @@ def main() -> None:
     passing = [c for c in sorted(sweep) if sweep[c]["median_ms"] > 5.0]
     crossing = passing[0] if passing else None
     print(f"  kvgate median TTFT error passes 5 ms at concurrency: "
-          f"{crossing if crossing is not None else 'not within 512'}")
+          f"{crossing if crossing is not None else 'not within ' + str(max(sweep))}")
 
     print(f"Ingest at c=512 from a zero-delay server ({tokens} tokens per request)")
     zero = RefServer(0, 0, tokens)
