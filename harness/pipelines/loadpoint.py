@@ -67,7 +67,7 @@ class PointResult:
     evidence: list[str]
 
 
-def _split(specs: Sequence[RequestSpec], parts: int) -> list[list[RequestSpec]]:
+def split_requests(specs: Sequence[RequestSpec], parts: int) -> list[list[RequestSpec]]:
     out: list[list[RequestSpec]] = [[] for _ in range(parts)]
     for i, s in enumerate(specs):
         out[i % parts].append(s)
@@ -112,7 +112,7 @@ def combine(summaries: Sequence[dict[str, Any]]) -> dict[str, Any]:
 def run_local_point(profile: Profile, instances: Sequence[EngineInstance], specs: Sequence[RequestSpec],
                     concurrency: int, out_dir: Path, label: str) -> tuple[dict[str, Any], list[Path]]:
     """Run ``specs`` at ``concurrency`` spread over ``instances`` from this process."""
-    parts = _split(specs, len(instances))
+    parts = split_requests(specs, len(instances))
     conc = [max(1, concurrency // len(instances))] * len(instances)
     dirs = [out_dir if len(instances) == 1 else out_dir / f"instance{i}" for i in range(len(instances))]
 
@@ -152,8 +152,8 @@ def run_point(run: GateRun, client: Node, instances: Sequence[EngineInstance], s
         from harness.pipelines.agentload import run_agent_point
 
         summary, records = run_agent_point(
-            run.executor(client.name), client, str(run.inventory.setting(client, "python")),
-            str(run.inventory.setting(client, "workdir")), profile, instances, specs, concurrency, out_dir, label)
+            run.executor(client.name), str(run.inventory.setting(client, "python")),
+            str(run.inventory.setting(client, "workdir")), profile, instances, specs, concurrency, out_dir)
     else:
         summary, records = run_local_point(profile, instances, specs, concurrency, out_dir, label)
     (out_dir / "point-summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
