@@ -20,6 +20,7 @@ from harness.config.profile import Arm
 from harness.engines import EngineInstance, delta, drop_page_cache, get_engine
 from harness.engines.base import Engine
 from harness.errors import InfraError, InputError
+from harness.gates.stats import percentile
 from harness.pipelines.context import GateRun
 from harness.pipelines.loadpoint import point_workload, run_point
 from harness.pipelines.sweepdata import Repetition, Sweep
@@ -168,6 +169,9 @@ def run_arm_sweep(run: GateRun, arm_name: str, *, label: Optional[str] = None) -
                 evicted = []
                 for i, inst in enumerate(instances):
                     res = engine.evict(inst)
+                    if res.instance is not inst:  # restarted: a new process to stop if we are killed
+                        run.gate_dir.write_evidence_json(f"engine/{arm.name}/instance{i}.json",
+                                                         res.instance.to_json())
                     instances[i] = res.instance
                     evicted.append({"node": inst.node, "method": res.method, "detail": res.detail})
                 protocol["evict"] = evicted
@@ -185,7 +189,7 @@ def run_arm_sweep(run: GateRun, arm_name: str, *, label: Optional[str] = None) -
                     "protocol": protocol}
             run.gate_dir.mark_step_done(step_key(arm.name, conc, rep), data)
             sweep.setdefault(conc, []).append(repetition_from_state(arm.name, conc, rep, data))
-            p50 = sorted(point.ttft_ms)[len(point.ttft_ms) // 2] if point.ttft_ms else float("nan")
+            p50 = percentile(point.ttft_ms, 50) if point.ttft_ms else float("nan")
             progress.update(1, f"c{conc} rep{rep}: {point.summary.get('completed')} ok, "
                                f"{point.summary.get('failed')} failed, TTFT p50 {p50:.0f} ms, "
                                f"{float(point.summary.get('output_throughput') or 0):.1f} tok/s")
