@@ -267,21 +267,34 @@ def _slim(rec: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _quiet_gc() -> tuple[int, int, int]:
+_gc_lock = threading.Lock()
+_gc_users = 0
+_gc_saved: tuple[int, int, int] = (700, 10, 10)
+
+
+def _quiet_gc() -> None:
     """Make collector pauses rare during a run: a full collection over the records taken so far
     stalls the event loop for milliseconds, and every stream waits behind it (a TTFT error). The
-    heap as it is now is frozen (never scanned again) and young collections run 100x less often;
-    ``_restore_gc`` puts things back."""
-    old = gc.get_threshold()
-    gc.collect()
-    gc.freeze()
-    gc.set_threshold(max(old[0], 1) * 100, old[1], old[2])
-    return old
+    heap as it is now is frozen (never scanned again) and young collections run 100x less often.
+    Counted, so runs side by side in one process (several engine instances) restore the settings
+    only when the last one ends (``_restore_gc``)."""
+    global _gc_users, _gc_saved
+    with _gc_lock:
+        if _gc_users == 0:
+            _gc_saved = gc.get_threshold()
+            gc.collect()
+            gc.freeze()
+            gc.set_threshold(max(_gc_saved[0], 1) * 100, _gc_saved[1], _gc_saved[2])
+        _gc_users += 1
 
 
-def _restore_gc(old: tuple[int, int, int]) -> None:
-    gc.set_threshold(*old)
-    gc.unfreeze()
+def _restore_gc() -> None:
+    global _gc_users
+    with _gc_lock:
+        _gc_users -= 1
+        if _gc_users == 0:
+            gc.set_threshold(*_gc_saved)
+            gc.unfreeze()
 
 
 def _cycled(specs: Sequence[RequestSpec], limit: Optional[int], cycle: bool) -> Iterator[RequestSpec]:
@@ -314,6 +327,8 @@ async def run_load_async(config: LoadConfig, out_dir: Path, *, workload: Optiona
         interrupted.append(signame)
         stop.set()
 
+    # bad input (endpoint, key file) fails here, before any global state is touched
+    client = StreamClient(cfg.endpoint, cfg.client_options(), max_connections=cfg.concurrency)
     if handle_signals and threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGINT, signal.SIGTERM):
             try:
@@ -322,8 +337,7 @@ async def run_load_async(config: LoadConfig, out_dir: Path, *, workload: Optiona
             except (NotImplementedError, RuntimeError):
                 pass
     started_wall = time.time()
-    gc_state = _quiet_gc()
-    client = StreamClient(cfg.endpoint, cfg.client_options(), max_connections=cfg.concurrency)
+    _quiet_gc()
     run = _Run(cfg, client, stop)
     watcher = asyncio.ensure_future(stop.wait())
     watcher.add_done_callback(lambda _f: run.cancel_inflight())
@@ -362,7 +376,7 @@ async def run_load_async(config: LoadConfig, out_dir: Path, *, workload: Optiona
     finally:
         watcher.cancel()
         await client.aclose()
-        _restore_gc(gc_state)
+        _restore_gc()
         for sig in installed:
             loop.remove_signal_handler(sig)
     duration = (t_end - t_start) / 1e9

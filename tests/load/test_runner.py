@@ -189,3 +189,19 @@ def test_config_errors_are_input_errors() -> None:
                {"percentiles": (0.0,)}, {"duration_s": 0.0}):
         with pytest.raises(LoadInputError):
             _cfg("http://127.0.0.1:1", **kw)
+
+
+def test_side_by_side_runs_restore_the_collector_settings(server: ScriptedServer, tmp_path: Path) -> None:
+    import gc
+
+    before = gc.get_threshold()
+
+    async def both() -> list[Any]:
+        return list(await asyncio.gather(
+            run_load_async(_cfg(server.url, concurrency=2), tmp_path / "a", handle_signals=False),
+            run_load_async(_cfg(server.url, concurrency=3, workload_params={
+                "num_requests": 30, "input_len": 4, "output_len": 2}), tmp_path / "b", handle_signals=False)))
+
+    a, b = asyncio.run(both())
+    assert a["completed"] == 12 and b["completed"] == 30
+    assert gc.get_threshold() == before and gc.get_freeze_count() == 0
