@@ -72,3 +72,27 @@ def test_read_range(tmp_path: Path) -> None:
     assert _agent(pyz, "read-range", str(f), "8", "100").stdout == "89"
     assert _agent(pyz, "read-range", str(f), "20", "5").stdout == ""
     assert _agent(pyz, "read-range", str(tmp_path / "missing"), "0", "5").returncode == 3
+
+
+def _python39() -> str | None:
+    import glob
+    import shutil
+
+    found = shutil.which("python3.9") or next(iter(sorted(glob.glob("/root/.pyenv/versions/3.9*/bin/python3"))), None)
+    return found
+
+
+def test_oldest_supported_python_runs_the_agent(tmp_path: Path) -> None:
+    import pytest
+
+    py39 = _python39()
+    if py39 is None:
+        pytest.skip("no Python 3.9 interpreter on this machine")
+    pyz = build_zipapp(tmp_path)
+    with ScriptedServer() as s:
+        s.script = lambda r: stream(["old ", "python "])
+        res = subprocess.run([py39, "-I", "-S", str(pyz), "load", "run", "--endpoint", s.url, "--model", "m",  # noqa: S603
+                              "--input-len", "4", "--output-len", "2", "--num-requests", "4", "--concurrency", "2",
+                              "--out", str(tmp_path / "out"), "-q"], capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    assert json.loads((tmp_path / "out" / "summary.json").read_text())["completed"] == 4
