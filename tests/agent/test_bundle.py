@@ -78,8 +78,16 @@ def _python39() -> str | None:
     import glob
     import shutil
 
-    found = shutil.which("python3.9") or next(iter(sorted(glob.glob("/root/.pyenv/versions/3.9*/bin/python3"))), None)
-    return found
+    candidates = sorted(glob.glob("/root/.pyenv/versions/3.9*/bin/python3"))
+    which = shutil.which("python3.9")
+    if which and "/shims/" not in which:  # a pyenv shim may refuse to run a version not selected
+        candidates.insert(0, which)
+    for c in candidates:
+        ok = subprocess.run([c, "-I", "-S", "-c", "import sys; assert sys.version_info[:2] == (3, 9)"],  # noqa: S603
+                            capture_output=True)
+        if ok.returncode == 0:
+            return c
+    return None
 
 
 def test_oldest_supported_python_runs_the_agent(tmp_path: Path) -> None:
