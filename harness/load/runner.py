@@ -3,7 +3,8 @@
 * Closed loop (no ``request_rate``): ``concurrency`` workers, each sends its next request when its
   previous one completed. ``queue_ms`` is the time from taking the request to writing it
   (connection set-up); no request waits for a slot, by construction.
-* Open loop (``request_rate`` set, or a trace with timestamps): arrivals are scheduled up front
+* Open loop (``request_rate`` set, or a trace with timestamps, replayed as given unless a rate is
+  set): arrivals are scheduled up front
   (Poisson, or gamma with ``burstiness`` as vLLM does; a linear rate ramp over ``ramp_up_s``) and
   each request is due at its arrival time whatever happens to the others, so a slow server cannot
   slow the schedule (no coordinated omission). ``concurrency`` caps requests in flight; the time a

@@ -58,3 +58,11 @@ def test_every_request_failing_is_an_infra_fault(tmp_path: Path, capsys: pytest.
     s = json.loads((tmp_path / "summary.json").read_text())
     assert s["failed"] == 2 and s["errors_by_kind"] == {"connect_failed": 2}
     assert "connect_failed" in capsys.readouterr().out
+
+
+def test_progress_line_shows_counts_throughput_and_ttft(server: ScriptedServer, tmp_path: Path,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    assert load_main(["run", "--endpoint", server.url, "--model", "m", "--input-len", "4", "--output-len", "2",
+                      "--num-requests", "5", "--out", str(tmp_path)]) == 0
+    err = capsys.readouterr().err
+    assert "[load] 5/5" in err and "ok 5 failed 0" in err and "req/s" in err and "TTFT p50" in err
