@@ -205,3 +205,40 @@ def test_g2_on_a_storage_baseline_runs_fio_checkpoint_and_model_load(
         assert c["observations"][0]["measured"] > 1e6
         assert (reports / "s" / "G2" / c["observations"][0]["evidence"][0]).is_file()
     assert set(g2["measurements"]) >= {"fio", "checkpoint", "modelload", "sweep"}
+
+
+def test_engine_crash_mid_sweep_is_a_recorded_fault(tmp_path: Path, local_inventory: Path,
+                                                    write_yaml: Callable[[str, dict[str, Any]], Path]) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    prof = write_yaml("profile.yaml", small_profile(free_port()))
+    reports = tmp_path / "reports"
+    assert gate("G1", local_inventory, prof, reports, "x") == 0
+    argv = [sys.executable, "-m", "harness.cli.main", "gate", "G2", "--inventory", str(local_inventory),
+            "--profile", str(prof), "--campaign", "x", "--reports", str(reports), "--no-progress"]
+    state = reports / "x" / "G2" / "state.jsonl"
+    handle_file = reports / "x" / "G2" / "evidence" / "engine" / "baseline" / "instance0.json"
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not (state.exists() and state.read_text().strip()):
+            assert time.monotonic() < deadline, "no repetition recorded in time"
+            time.sleep(0.1)
+        handle = json.loads(handle_file.read_text())["handle"]
+        os.killpg(handle["pgid"], signal.SIGKILL)  # the engine dies; kvgate goes on
+        out, err = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=30)
+    assert proc.returncode == 4, (out[-2000:], err[-2000:])
+    g2 = result(reports, "x", "G2")
+    assert g2["faults"] and any("baseline sweep" in f for f in g2["faults"])
+    assert check(g2, "complete")["verdict"] == "FAIL"
+    kept = [json.loads(line)["step"] for line in state.read_text().splitlines() if line.strip()]
+    assert kept and all(k.startswith("sweep/baseline/c2/") for k in kept)  # taken before the crash: kept
+    assert "Traceback" not in err
