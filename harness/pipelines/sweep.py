@@ -113,7 +113,8 @@ def _stop_instances(run: GateRun, engine: Engine, instances: Sequence[EngineInst
         except (InfraError, OSError) as exc:
             run.warn(f"{inst.node}: collecting the logs of {arm.name} instance {i} failed", exc)
         try:
-            engine.stop(inst)
+            # The KV files this arm wrote are removed: a customer node is left as it was found.
+            engine.stop(inst, remove_kv_files=True)
         except (InfraError, OSError) as exc:
             run.fault(f"{inst.node}: stopping {arm.name} instance {i} failed", exc)
 
