@@ -144,7 +144,8 @@ class LoadSpec(StrictModel):
     concurrency: list[PositiveInt] = Field(default_factory=lambda: [8, 16, 32], min_length=1,
                                            description="Concurrency levels to sweep")
     prompts_per_point: PositiveInt = Field(default=64, description="Measured requests per point")
-    warmup: int = Field(default=4, ge=0, description="Warm-up requests per point, excluded")
+    warmup: int = Field(default=4, ge=0, description="Warm-up requests per point, not measured (without "
+                                                      "cold_restore; with it, the populate pass warms up)")
     repetitions: PositiveInt = Field(default=5, description="Repetitions per point: G2 repeatability; the "
                                      "G3 throughput interval needs 5 or more")
     mode: Literal["closed", "open"] = Field(default="closed", description="closed: fixed concurrency")

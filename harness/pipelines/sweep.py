@@ -177,6 +177,10 @@ def run_arm_sweep(run: GateRun, arm_name: str, *, label: Optional[str] = None) -
                     evicted.append({"node": inst.node, "method": res.method, "detail": res.detail})
                 protocol["evict"] = evicted
                 protocol["page_cache_dropped"] = drop_page_cache(run.executor(server.name))
+            elif profile.load.warmup:
+                warm = [s.with_id(f"warm-{s.request_id}") for s in workload.measure[:profile.load.warmup]]
+                run_point(run, client, instances, warm, conc, point_dir / "warmup", f"{arm.name} c{conc} warm-up")
+                protocol["warmup_requests"] = len(warm)
             before = _scrape(run, engine, instances)
             progress.status(f"c{conc} rep{rep}: measuring {len(workload.measure)} requests")
             point = run_point(run, client, instances, workload.measure, conc, point_dir / "measure",

@@ -242,3 +242,21 @@ def test_engine_crash_mid_sweep_is_a_recorded_fault(tmp_path: Path, local_invent
     kept = [json.loads(line)["step"] for line in state.read_text().splitlines() if line.strip()]
     assert kept and all(k.startswith("sweep/baseline/c2/") for k in kept)  # taken before the crash: kept
     assert "Traceback" not in err
+
+
+def test_without_cold_restore_warm_up_requests_are_sent_and_not_measured(
+        tmp_path: Path, local_inventory: Path, write_yaml: Callable[[str, dict[str, Any]], Path]) -> None:
+    data = small_profile(free_port())
+    data["load"].update({"cold_restore": False, "warmup": 2, "repetitions": 2})
+    prof = write_yaml("profile.yaml", data)
+    reports = tmp_path / "reports"
+    assert gate("G1", local_inventory, prof, reports, "w") == 0
+    gate("G2", local_inventory, prof, reports, "w")
+    point = reports / "w" / "G2" / "evidence" / "sweep" / "baseline" / "c2" / "rep1"
+    protocol = json.loads((point / "protocol.json").read_text())
+    assert protocol["cold_restore"] is False and protocol["warmup_requests"] == 2
+    assert not (point / "populate").exists()
+    warm = [json.loads(x) for x in (point / "warmup" / "records.jsonl").read_text().splitlines()]
+    measured = [json.loads(x) for x in (point / "measure" / "records.jsonl").read_text().splitlines()]
+    assert len(warm) == 2 and len(measured) == 6
+    assert not {r["request_id"] for r in warm} & {r["request_id"] for r in measured}
