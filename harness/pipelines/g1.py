@@ -47,6 +47,12 @@ def run_g1(run: GateRun) -> tuple[dict[str, Any], dict[str, Any]]:
                 p.update(1, f"{node.name}: {'reachable' if subtree['reachable']['value'] else 'UNREACHABLE'}")
     fio_table: dict[str, Any] = {}
     targets = [(n, t) for n in nodes for t in n.storage if measured["nodes"][n.name]["reachable"]["value"]]
+    only = run.profile.probes.fio.targets
+    if only:
+        skipped = sorted({t.name for _, t in targets if t.name not in only})
+        targets = [(n, t) for n, t in targets if t.name in only]
+        if skipped:
+            run.notes.append(f"fio limited by the profile to {', '.join(only)}; not probed: {', '.join(skipped)}")
     for node, target in targets:
         mounted = measured["nodes"][node.name].get("storage", {}).get(target.name, {}).get("mounted", {})
         if isinstance(mounted, dict) and mounted.get("value") is False:
