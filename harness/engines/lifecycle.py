@@ -17,6 +17,7 @@ from harness.engines.base import EngineError, EngineInstance, EnginePlan, Engine
 from harness.engines.planning import KV_SUBDIR
 from harness.engines.prometheus import MetricsSnapshot
 from harness.engines.ray import start_ray_cluster, stop_ray_cluster
+from harness.redact import redact_data
 from harness.remote.base import Executor, ProcessState, RemoteError
 
 if TYPE_CHECKING:
@@ -252,7 +253,7 @@ class EngineLifecycle:
             except RemoteError as exc:
                 log.warning("%s: could not collect %s: %s", plan.node, remote, exc.message.splitlines()[0])
         plan_path = dest_dir / f"{base}.plan.json"
-        plan_path.write_text(json.dumps(instance.to_json(), indent=2))
+        plan_path.write_text(json.dumps(redact_data(instance.to_json()), indent=2))
         out.append(plan_path)
         for remote_path, content in plan.files.items():
             local = dest_dir / f"{base}.{os.path.basename(remote_path)}"

@@ -39,6 +39,7 @@ from pydantic import ValidationError
 from harness import __version__
 from harness.errors import InputError
 from harness.paths import project_root
+from harness.redact import redact_argv, redact_config_text, redact_data
 from harness.remote.base import RunResult
 from harness.store import durable
 from harness.store.schema import SCHEMA_VERSION, GateResult
@@ -86,8 +87,10 @@ def _file_record(path: Path) -> dict[str, Any]:
         raw = path.read_bytes()
     except OSError as exc:
         raise CampaignError(f"cannot read {path}: {exc.strerror or exc}") from None
+    # The hash is of the file as given (a resumed run must use the same file); the text kept in
+    # the campaign has its secret values masked, since campaigns are shared and signed.
     return {"path": str(path), "sha256": hashlib.sha256(raw).hexdigest(),
-            "text": raw.decode("utf-8", "replace")}
+            "text": redact_config_text(raw.decode("utf-8", "replace"))}
 
 
 def _safe_relpath(name: str) -> PurePosixPath:
@@ -96,31 +99,6 @@ def _safe_relpath(name: str) -> PurePosixPath:
         raise CampaignError(
             f"evidence name {name!r} must be a relative path inside the gate's evidence folder")
     return rel
-
-
-_SECRET = re.compile(r"(api[-_]?key|token|password|passwd|passphrase|secret|credential)", re.IGNORECASE)
-
-
-def redact_argv(argv: Any) -> list[str]:
-    """argv with secret values masked: the value after ``--api-key``-like flags, and the value of
-    ``--api-key=...`` / ``HF_TOKEN=...`` arguments. Commands are evidence; secrets never are."""
-    out: list[str] = []
-    hide_next = False
-    for raw in argv:
-        arg = str(raw)
-        if hide_next:
-            out.append("***")
-            hide_next = False
-            continue
-        name, sep, _ = arg.partition("=")
-        if sep and _SECRET.search(name):
-            out.append(f"{name}=***")
-        elif arg.startswith("-") and _SECRET.search(arg):
-            out.append(arg)
-            hide_next = True
-        else:
-            out.append(arg)
-    return out
 
 
 def _remove_stale_temporaries(path: Path) -> None:
@@ -151,7 +129,7 @@ class GateDir:
         return path.relative_to(self.path).as_posix()
 
     def write_evidence_json(self, name: str, obj: Any) -> str:
-        return self.write_evidence(name, json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
+        return self.write_evidence(name, json.dumps(redact_data(obj), indent=2, sort_keys=True, default=str) + "\n")
 
     def append_jsonl(self, name: str, record: dict[str, Any]) -> str:
         """Append one record to ``evidence/<name>`` (fsync'd); return the relative path."""

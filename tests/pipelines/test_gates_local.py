@@ -248,6 +248,7 @@ def test_without_cold_restore_warm_up_requests_are_sent_and_not_measured(
         tmp_path: Path, local_inventory: Path, write_yaml: Callable[[str, dict[str, Any]], Path]) -> None:
     data = small_profile(free_port())
     data["load"].update({"cold_restore": False, "warmup": 2, "repetitions": 2})
+    data["engine"]["env"] = {"HF_TOKEN": "hf-e2e-secret-value"}  # reaches the engine, never the evidence
     prof = write_yaml("profile.yaml", data)
     reports = tmp_path / "reports"
     assert gate("G1", local_inventory, prof, reports, "w") == 0
@@ -260,3 +261,5 @@ def test_without_cold_restore_warm_up_requests_are_sent_and_not_measured(
     measured = [json.loads(x) for x in (point / "measure" / "records.jsonl").read_text().splitlines()]
     assert len(warm) == 2 and len(measured) == 6
     assert not {r["request_id"] for r in warm} & {r["request_id"] for r in measured}
+    leaked = [p for p in (reports / "w").rglob("*") if p.is_file() and b"hf-e2e-secret-value" in p.read_bytes()]
+    assert not leaked
