@@ -144,13 +144,15 @@ def _finalize(run: GateRun, spec: GateSpec, overrides: list[Any], measured: dict
     for node in summary["inventory"]["nodes"]:
         if versions.get(node["name"]):
             node["versions"] = versions[node["name"]]
-    if run.profile.engine.kind == "sim":
+    if run.profile.engine.kind == "sim" and run.gate != "G1":
         summary["profile"]["engine_version"] = f"kvgate KV emulator {__version__}"
     result = GateResult(
         gate=run.gate, title=spec.title, campaign=run.campaign.name, verdict=verdict, exit_code=int(code),
         started_at=started, finished_at=_now(), kvgate_version=__version__,
         git_commit=run.campaign.meta.get("git_commit"), operator=run.campaign.meta.get("operator"),
-        inventory=summary["inventory"], profile=summary["profile"], emulated=run.profile.engine.kind == "sim",
+        inventory=summary["inventory"], profile=summary["profile"],
+        # G1 runs no engine: its facts and fio figures are real whatever engine the profile names.
+        emulated=run.profile.engine.kind == "sim" and run.gate != "G1",
         checks=checks, measurements=measurements, faults=list(run.faults), notes=list(run.notes))
     run.gate_dir.write_result(result)
     paths = render_gate_reports(run.path)

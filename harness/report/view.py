@@ -387,7 +387,8 @@ def gate_view(result: GateResult) -> GateView:
         result=result, verdict=result.verdict, verdict_text=VERDICT_TEXT[result.verdict],
         exit_code=result.exit_code, exit_meaning=EXIT_MEANINGS.get(result.exit_code, "unknown exit code"),
         checks=rows, counts=counts,
-        blockers_not_passed=[r.id for r in rows if r.severity == "blocker" and not r.passed],
+        blockers_not_passed=[r.id for r in rows if r.severity == "blocker" and not r.passed
+                             and r.verdict is not Verdict.NOT_APPLICABLE],
         tested=tested_summary(result), provenance=provenance(result),
         overrides=[r for r in rows if r.override_reason], emulated=result.emulated,
         emulation_notice=EMULATION_NOTICE, inventory_rows=flatten(result.inventory),

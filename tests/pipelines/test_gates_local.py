@@ -44,6 +44,7 @@ def test_g1_g2_g3_pass_with_real_disk_reads(tmp_path: Path, local_inventory: Pat
     assert gate("G1", local_inventory, prof, reports, "c1") == 0
     g1 = result(reports, "c1", "G1")
     assert check(g1, "accelerators")["verdict"] == "NOT_APPLICABLE"  # a CPU node expects none
+    assert g1["emulated"] is False  # G1 runs no engine: its figures are real
     fio = check(g1, "fio_read")["observations"][0]
     assert fio["verdict"] == "PASS" and fio["measured"] > 1e6
     # the figure reported is fio's own bw_bytes from the raw JSON kept as evidence
@@ -59,6 +60,7 @@ def test_g1_g2_g3_pass_with_real_disk_reads(tmp_path: Path, local_inventory: Pat
 
     code = gate("G3", local_inventory, prof, reports, "c1")
     g3 = result(reports, "c1", "G3")
+    assert g3["emulated"] is True
     red = check(g3, "ttft_p50_reduction")
     assert red["verdict"] == "PASS", red
     obs = red["observations"][0]
