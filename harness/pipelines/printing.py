@@ -7,11 +7,16 @@ from harness.pipelines.gate import GateOutcome
 from harness.report.view import check_row
 
 
+# The terminal table stays readable; the report has every observation in full.
+MEASURED_WIDTH = 90
+
+
 def print_outcome(outcome: GateOutcome) -> None:
     rows = []
     for check in outcome.result.checks:
         row = check_row(check)
-        rows.append([check.id, check.severity, row.expected, row.measured, check.verdict.value])
+        measured = row.measured if len(row.measured) <= MEASURED_WIDTH else row.measured[:MEASURED_WIDTH - 3] + "..."
+        rows.append([check.id, check.severity, row.expected, measured, check.verdict.value])
     print()
     print(f"{outcome.gate} {outcome.result.title}: {outcome.verdict.value} (exit {int(outcome.exit_code)})")
     print(render_table(["check", "severity", "expected", "measured", "verdict"], rows))
