@@ -6,7 +6,6 @@ from harness.cli.table import render_table
 from harness.pipelines.gate import GateOutcome
 from harness.report.view import check_row
 
-
 # The terminal table stays readable; the report has every observation in full.
 MEASURED_WIDTH = 90
 
