@@ -36,8 +36,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 def run(args: argparse.Namespace) -> int:
+    from harness.cli.outcome import print_outcome
     from harness.pipelines.gate import run_gate
-    from harness.pipelines.printing import print_outcome
 
     outcome = run_gate(args.gate, inventory_path=args.inventory, profile_path=args.profile, campaign=args.campaign,
                        reports_root=args.reports, gates_path=args.gates, baseline_campaign=args.baseline,

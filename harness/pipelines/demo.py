@@ -5,13 +5,12 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
 from harness.config.loader import load_inventory
 from harness.exitcodes import ExitCode
 from harness.paths import project_root
 from harness.pipelines.gate import GateOutcome, run_gate
-from harness.pipelines.printing import print_outcome
 
 
 @dataclass
@@ -33,7 +32,8 @@ def prepare_local_targets(inventory_path: Path) -> None:
 
 
 def run_demo(campaign: str, *, inventory: Optional[Path] = None, profile: Optional[Path] = None,
-             reports_root: Optional[Path] = None, progress: bool = True) -> DemoResult:
+             reports_root: Optional[Path] = None, progress: bool = True,
+             on_gate: Optional[Callable[[GateOutcome], None]] = None) -> DemoResult:
     root = project_root()
     inventory = inventory or root / "inventory" / "localhost.yaml"
     profile = profile or root / "profiles" / "demo.yaml"
@@ -44,7 +44,8 @@ def run_demo(campaign: str, *, inventory: Optional[Path] = None, profile: Option
     for gate in ("G1", "G2", "G3"):
         outcome = run_gate(gate, inventory_path=inventory, profile_path=profile, campaign=campaign,
                            reports_root=reports_root, gates_path=root / "gates", progress=progress)
-        print_outcome(outcome)
+        if on_gate is not None:
+            on_gate(outcome)
         outcomes.append(outcome)
         code = outcome.exit_code
         if code != ExitCode.OK:
