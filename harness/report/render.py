@@ -7,9 +7,7 @@ its manifest.
 
 from __future__ import annotations
 
-import os
 import re
-import tempfile
 from pathlib import Path
 
 import jinja2
@@ -28,6 +26,7 @@ from harness.report.view import (
     sweep_rows,
     xml_safe,
 )
+from harness.store.durable import write_atomic
 from harness.store.schema import GateResult, Verdict
 
 REPORT_HTML = "report.html"
@@ -68,17 +67,8 @@ def _environment(*, html: bool) -> jinja2.Environment:
 
 
 def _write(path: Path, data: bytes) -> Path:
-    """Write via a temporary file and rename, so a crash never leaves half a report."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """Write atomically (a crash never leaves half a report)."""
+    write_atomic(path, data)
     return path
 
 

@@ -29,7 +29,6 @@ import hashlib
 import json
 import os
 import re
-import tempfile
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -41,6 +40,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 
 from harness.errors import InputError
 from harness.progress import Progress
+from harness.store.durable import write_atomic
 
 MANIFEST = "MANIFEST.sha256"
 SIGNATURES = "signatures"
@@ -132,17 +132,7 @@ def parse_manifest(text: str) -> tuple[dict[str, str], list[str]]:
 
 
 def _atomic_write(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_atomic(path, data)
 
 
 def write_manifest(gate_dir: Path, *, progress: bool = False) -> Path:
