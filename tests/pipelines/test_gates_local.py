@@ -6,8 +6,14 @@ tier really is faster than recomputing the prefill.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import re
+import signal
+import subprocess
+import sys
+import time
 import xml.etree.ElementTree as ET
 from collections.abc import Callable
 from pathlib import Path
@@ -32,6 +38,25 @@ def result(reports: Path, campaign: str, gate_id: str) -> dict[str, Any]:
 
 def check(res: dict[str, Any], check_id: str) -> dict[str, Any]:
     return next(c for c in res["checks"] if c["id"] == check_id)
+
+
+def start_g2(inv: Path, prof: Path, reports: Path, campaign: str, **popen: Any) -> subprocess.Popen[str]:
+    """`kvgate gate G2` in its own process, to be killed or watched from the test."""
+    argv = [sys.executable, "-m", "harness.cli.main", "gate", "G2", "--inventory", str(inv), "--profile", str(prof),
+            "--campaign", campaign, "--reports", str(reports), "--no-progress"]
+    return subprocess.Popen(argv, text=True, **popen)  # noqa: S603
+
+
+def wait_for_steps(state: Path, n: int, timeout: float = 120.0) -> None:
+    """Until ``state`` (a gate's state.jsonl) records ``n`` completed sweep repetitions."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        lines = state.read_text().splitlines() if state.exists() else []
+        done = [json.loads(x) for x in lines if x.endswith("}")]
+        if sum(1 for r in done if r["step"].startswith("sweep/")) >= n:
+            return
+        time.sleep(0.1)
+    pytest.fail(f"the sweep recorded fewer than {n} repetitions in {timeout:g} s")
 
 
 def test_g1_g2_g3_pass_with_real_disk_reads(tmp_path: Path, local_inventory: Path,
@@ -135,36 +160,22 @@ def test_unreachable_node_exits_4_and_is_named(tmp_path: Path, write_yaml: Calla
 
 def test_g2_killed_and_resumed_loses_nothing_repeats_nothing(tmp_path: Path, local_inventory: Path,
                                                            write_yaml: Callable[[str, dict[str, Any]], Path]) -> None:
-    import hashlib
-    import os
-    import signal
-    import subprocess
-    import sys
-    import time
-
     prof = write_yaml("profile.yaml", small_profile(free_port()))
     reports = tmp_path / "reports"
     assert gate("G1", local_inventory, prof, reports, "r") == 0
-    argv = [sys.executable, "-m", "harness.cli.main", "gate", "G2", "--inventory", str(local_inventory),
-            "--profile", str(prof), "--campaign", "r", "--reports", str(reports), "--no-progress"]
     state = reports / "r" / "G2" / "state.jsonl"
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    proc = start_g2(local_inventory, prof, reports, "r", stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                    start_new_session=True)
     try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            if state.exists() and sum(1 for line in state.read_text().splitlines()
-                                      if line.endswith("}") and json.loads(line)["step"].startswith("sweep/")) >= 2:
-                break
-            time.sleep(0.1)
-        else:
-            pytest.fail("the G2 sweep recorded no step in time")
+        wait_for_steps(state, 2)
         os.kill(proc.pid, signal.SIGKILL)  # a crash: no cleanup at all
         proc.wait(timeout=30)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(timeout=30)
-    before = [json.loads(line) for line in state.read_text().splitlines() if line.strip()]
+    # a kill mid-append may leave a torn last line, which the store ignores; so does this test
+    before = [json.loads(line) for line in state.read_text().splitlines() if line.endswith("}")]
     done_before = {r["step"]: r for r in before if r["step"].startswith("sweep/")}
     first = next(iter(done_before.values()))
     records = reports / "r" / "G2" / first["data"]["evidence"][0]
@@ -211,25 +222,14 @@ def test_g2_on_a_storage_baseline_runs_fio_checkpoint_and_model_load(
 
 def test_engine_crash_mid_sweep_is_a_recorded_fault(tmp_path: Path, local_inventory: Path,
                                                     write_yaml: Callable[[str, dict[str, Any]], Path]) -> None:
-    import os
-    import signal
-    import subprocess
-    import sys
-    import time
-
     prof = write_yaml("profile.yaml", small_profile(free_port()))
     reports = tmp_path / "reports"
     assert gate("G1", local_inventory, prof, reports, "x") == 0
-    argv = [sys.executable, "-m", "harness.cli.main", "gate", "G2", "--inventory", str(local_inventory),
-            "--profile", str(prof), "--campaign", "x", "--reports", str(reports), "--no-progress"]
     state = reports / "x" / "G2" / "state.jsonl"
     handle_file = reports / "x" / "G2" / "evidence" / "engine" / "baseline" / "instance0.json"
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = start_g2(local_inventory, prof, reports, "x", stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
-        deadline = time.monotonic() + 120
-        while not (state.exists() and state.read_text().strip()):
-            assert time.monotonic() < deadline, "no repetition recorded in time"
-            time.sleep(0.1)
+        wait_for_steps(state, 1)
         handle = json.loads(handle_file.read_text())["handle"]
         os.killpg(handle["pgid"], signal.SIGKILL)  # the engine dies; kvgate goes on
         out, err = proc.communicate(timeout=300)

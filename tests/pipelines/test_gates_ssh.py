@@ -47,7 +47,7 @@ def test_gates_over_loopback_ssh(tmp_path: Path, ssh_cluster: Any,
     # the records were written on the node by the agent and pulled back
     assert list((reports / "ssh" / "G2" / "evidence" / "sweep" / "baseline").glob("c2/rep1/measure/records.jsonl"))
     env = dict(os.environ, PATH=f"{ROOT / '.venv' / 'bin'}:{os.environ.get('PATH', '')}")
-    proc = subprocess.run(
+    proc = subprocess.run(  # noqa: S603 - fixed argv, test-made paths
         ["make", "--no-print-directory", "-C", str(ROOT), "gate-G3", f"INVENTORY={inv}", f"PROFILE={prof}",
          "CAMPAIGN=ssh", f"KVGATE_FLAGS=--reports {reports} --no-progress"],
         capture_output=True, text=True, timeout=600, env=env)
@@ -56,5 +56,6 @@ def test_gates_over_loopback_ssh(tmp_path: Path, ssh_cluster: Any,
     assert red["verdict"] == "PASS", (proc.stdout[-3000:], proc.stderr[-3000:])
     assert proc.returncode in (0, 3), proc.stdout[-3000:]
     assert "G3 Main gate" in proc.stdout
-    plan = json.loads((reports / "ssh" / "G3" / "evidence" / "engine" / "candidate" / "instance0-plan.json").read_text())
+    plan_file = reports / "ssh" / "G3" / "evidence" / "engine" / "candidate" / "instance0-plan.json"
+    plan = json.loads(plan_file.read_text())
     assert plan["node"] == node and "-I" in plan["argv"]  # the emulator ran from the agent zipapp
