@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Union
@@ -311,34 +311,10 @@ def probe_checkpoint(
     if spec is None:
         raise InputError(f"profile {profile.name!r} has no probes.checkpoint section")
     name = _storage_for(profile, target, spec.target)
-    pairs = select_targets(inventory, [name], node=node)
-    executors = _executors(inventory, [n.name for n, _ in pairs], accept_new_host_keys)
-    report = ProbeReport("checkpoint", out_dir)
-    try:
-        _run_each(
-            [(n.name, t) for n, t in pairs],
-            executors,
-            lambda ex, t: run_checkpoint_probe(ex, t, spec, out_dir),
-            report,
-            progress,
-        )
-    finally:
-        _close(executors)
-    report.results_path = _write_results(
-        out_dir,
-        {
-            "schema": RESULTS_SCHEMA,
-            "kind": "checkpoint",
-            "profile": profile.name,
-            "cluster": inventory.cluster,
-            "spec": spec.model_dump(mode="json"),
-            "results": [_rel(r.to_json(), out_dir) for r in report.results],
-            "failures": [
-                {"node": f.node, "target": f.target, "error": str(f.error)} for f in report.failures
-            ],
-        },
-    )
-    return report
+    pairs = [(n.name, t) for n, t in select_targets(inventory, [name], node=node)]
+    return _run_probe("checkpoint", inventory, profile, spec.model_dump(mode="json"), pairs,
+                      lambda ex, t: run_checkpoint_probe(ex, t, spec, out_dir), out_dir,
+                      accept_new_host_keys=accept_new_host_keys, progress=progress)
 
 
 def probe_modelload(
@@ -363,8 +339,6 @@ def probe_modelload(
         pairs_any = [(n.name, spec.directory) for n in nodes]
     else:
         raise InputError("probes.modelload needs 'directory', 'targets' or 'synthetic_size'")
-    executors = _executors(inventory, list(dict.fromkeys(n for n, _ in pairs_any)), accept_new_host_keys)
-    report = ProbeReport("modelload", out_dir)
 
     def call(ex: Executor, where: Union[str, StorageTarget]) -> ModelLoadResult:
         if isinstance(where, StorageTarget) and spec.synthetic_size is None:
@@ -375,18 +349,29 @@ def probe_modelload(
             )
         return run_modelload_probe(ex, where, spec, out_dir)
 
+    return _run_probe("modelload", inventory, profile, spec.model_dump(mode="json"), pairs_any, call, out_dir,
+                      accept_new_host_keys=accept_new_host_keys, progress=progress)
+
+
+def _run_probe(kind: str, inventory: Inventory, profile: Profile, spec: dict[str, object],
+               pairs: Sequence[tuple[str, Any]], call: Callable[[Executor, Any], Any], out_dir: Path, *,
+               accept_new_host_keys: bool, progress: Optional[Progress]) -> ProbeReport:
+    """Run ``call`` for every (node, target) pair and write ``results.json`` with every result and
+    failure (one node failing never hides the others)."""
+    executors = _executors(inventory, list(dict.fromkeys(n for n, _ in pairs)), accept_new_host_keys)
+    report = ProbeReport(kind, out_dir)
     try:
-        _run_each(pairs_any, executors, call, report, progress)
+        _run_each(list(pairs), executors, call, report, progress)
     finally:
         _close(executors)
     report.results_path = _write_results(
         out_dir,
         {
             "schema": RESULTS_SCHEMA,
-            "kind": "modelload",
+            "kind": kind,
             "profile": profile.name,
             "cluster": inventory.cluster,
-            "spec": spec.model_dump(mode="json"),
+            "spec": spec,
             "results": [_rel(r.to_json(), out_dir) for r in report.results],
             "failures": [
                 {"node": f.node, "target": f.target, "error": str(f.error)} for f in report.failures
