@@ -26,6 +26,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--resume", action="store_true", help="continue a gate that was interrupted; "
                    "completed steps are kept and not repeated")
     p.add_argument("--baseline", metavar="CAMPAIGN", help="G3: take the G2 baseline from this campaign")
+    p.add_argument("--allow-baseline-mismatch", nargs="+", action="extend", default=[], metavar="FIELD",
+                   help="G3: accept these workload fingerprint fields differing from the G2 baseline's "
+                   "(e.g. engine.version); every other difference is refused (exit 2), and the accepted ones "
+                   "are printed in the report")
     p.add_argument("--reports", type=Path, default=None, help="reports root (default: reports/)")
     p.add_argument("--gates", type=Path, default=None, help="directory of the gate files (default: gates/)")
     p.add_argument("--accept-new-host-keys", action="store_true",
@@ -42,6 +46,6 @@ def run(args: argparse.Namespace) -> int:
     outcome = run_gate(args.gate, inventory_path=args.inventory, profile_path=args.profile, campaign=args.campaign,
                        reports_root=args.reports, gates_path=args.gates, baseline_campaign=args.baseline,
                        resume=args.resume, accept_new_host_keys=args.accept_new_host_keys, operator=args.operator,
-                       progress=not args.no_progress)
+                       progress=not args.no_progress, allow_baseline_mismatch=args.allow_baseline_mismatch)
     print_outcome(outcome)
     return int(outcome.exit_code)

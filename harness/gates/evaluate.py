@@ -5,7 +5,10 @@ Rules (the report and the exit code follow from them):
 * Each check's metric pattern is resolved against the measured dict (``metricpath.resolve``);
   every match is one :class:`Observation`. A check whose pattern matches nothing is NOT_RUN.
 * A leaf is a number, a bool, or a measurement dict ``{"value", "text", "detail", "evidence",
-  "samples"}``. ``value: None`` is NOT_RUN with ``detail`` as the reason. A string value is parsed
+  "samples", "caused_by_fault"}``; ``caused_by_fault: true`` marks a value that only records a
+  fault the pipeline also recorded (a node that did not answer), so its FAIL is not measured
+  evidence against the system under test (see ``harness.gates.verdict``). ``value: None`` is
+  NOT_RUN with ``detail`` as the reason. A string value is parsed
   as a quantity in the metric's unit kind (a wrong unit is an ERROR naming both units).
 * When a leaf carries ``samples``, the estimate is computed from them (the same statistic the
   interval is built on), and a ``value`` next to them is ignored, so estimate and interval agree.
@@ -22,11 +25,8 @@ Rules (the report and the exit code follow from them):
   unit mismatch) makes it ERROR with the reason; it counts as failed.
 * A check's verdict is the worst of its observations, in the order ERROR, FAIL, NOT_RUN,
   INCONCLUSIVE, PASS.
-* Gate verdict (:func:`gate_verdict`) looks at blocker checks only: any blocker ERROR or FAIL ->
-  FAIL (exit 1); else any blocker NOT_RUN -> NOT_RUN (exit 1: not measured is not passed; when
-  the cause was an infrastructure fault the pipeline exits 4 instead); else any blocker
-  INCONCLUSIVE -> INCONCLUSIVE (exit 3); else PASS (exit 0). A gate without any blocker check
-  decides nothing: NOT_RUN (exit 1). Advisory checks are reported, never decide.
+* The gate's verdict and exit code are decided by :func:`harness.gates.verdict.decide` alone,
+  never here.
 * Profile threshold overrides (``Profile.overrides`` for this gate) replace the check's threshold;
   the check records the new threshold and ``override_reason``. An override naming an unknown
   check, a check without threshold, or a threshold in the wrong unit is an ``InputError``
@@ -43,13 +43,12 @@ from typing import Any, Optional
 from harness.config.gatespec import Check, GateSpec
 from harness.config.profile import ThresholdOverride
 from harness.errors import InputError
-from harness.exitcodes import ExitCode
 from harness.gates import stats
 from harness.gates.metricpath import resolve
 from harness.store.schema import CheckResult, Interval, Observation, Verdict
 from harness.units import UnitKind, UnitParseError, format_quantity, parse_quantity
 
-__all__ = ["evaluate_gate", "evaluate_check", "gate_verdict", "check_overrides", "compare", "REL_TOL"]
+__all__ = ["evaluate_gate", "evaluate_check", "check_overrides", "compare", "REL_TOL"]
 
 REL_TOL = 1e-9
 
@@ -140,6 +139,8 @@ def _observe(check: Check, path: str, leaf: Any, thr: _Threshold, rng: random.Ra
     else:
         value, text, detail, evidence, samples = leaf, "", "", [], None
     base: dict[str, Any] = dict(path=path, expected_text=expected, evidence=evidence)
+    if isinstance(leaf, Mapping) and leaf.get("caused_by_fault"):
+        base["caused_by_fault"] = True
 
     if value is None and samples is None:
         return Observation(**base, measured_text=text or "not measured", verdict=Verdict.NOT_RUN,
@@ -293,16 +294,3 @@ def evaluate_gate(spec: GateSpec, measured: Mapping[str, Any], *,
             override_reason=(f"threshold {check.threshold} -> {ov.threshold}: {ov.reason}" if ov else None)))
     return results
 
-
-def gate_verdict(checks: Sequence[CheckResult]) -> tuple[Verdict, ExitCode]:
-    """The gate's verdict and exit code from its evaluated checks (rules in the module doc)."""
-    blockers = [c.verdict for c in checks if c.severity == "blocker"]
-    if not blockers:
-        return Verdict.NOT_RUN, ExitCode.GATE_FAILED
-    if Verdict.ERROR in blockers or Verdict.FAIL in blockers:
-        return Verdict.FAIL, ExitCode.GATE_FAILED
-    if Verdict.NOT_RUN in blockers:
-        return Verdict.NOT_RUN, ExitCode.GATE_FAILED
-    if Verdict.INCONCLUSIVE in blockers:
-        return Verdict.INCONCLUSIVE, ExitCode.INCONCLUSIVE
-    return Verdict.PASS, ExitCode.OK

@@ -4,8 +4,7 @@ A check is NOT_APPLICABLE only for a reason stated here from the inputs themselv
 expects no accelerators, drives, RAID, capacity, link speed, RoCE or software on any node; the
 baseline or candidate arm has no storage target (a recompute or CPU-tier arm); the profile has no
 checkpoint or model-load probe, or no recompute arm. A check that applies but was not measured
-stays NOT_RUN, which never passes. The gate is decided on the applicable checks only, and needs at
-least one applicable blocker.
+stays NOT_RUN, which never passes. The gate itself is decided by ``harness.gates.verdict.decide``.
 """
 
 from __future__ import annotations
@@ -14,8 +13,6 @@ from collections.abc import Sequence
 
 from harness.config.inventory import Inventory
 from harness.config.profile import Profile
-from harness.exitcodes import ExitCode
-from harness.gates.evaluate import gate_verdict
 from harness.store.schema import CheckResult, Verdict
 
 
@@ -81,11 +78,3 @@ def mark_not_applicable(checks: Sequence[CheckResult], reasons: dict[str, str]) 
         out.append(c)
     return out
 
-
-def decide(checks: Sequence[CheckResult], fatal_faults: Sequence[str]) -> tuple[Verdict, ExitCode]:
-    """The gate verdict on the applicable checks; an infrastructure fault that left the gate
-    unpassed exits 4 (rerun when the infrastructure is fixed) rather than 1."""
-    verdict, code = gate_verdict([c for c in checks if c.verdict is not Verdict.NOT_APPLICABLE])
-    if fatal_faults and verdict is not Verdict.PASS:
-        code = ExitCode.INFRA_FAULT
-    return verdict, code

@@ -26,7 +26,7 @@ def _node_facts(run: GateRun, node: Node) -> dict[str, Any]:
     except InfraError as exc:
         run.fault(f"node {node.name} ({node.host}) is unreachable", exc)
         # Not recorded as done: a resumed run tries the node again.
-        return {"reachable": measurement(False, "unreachable", detail=str(exc))}
+        return {"reachable": {**measurement(False, "unreachable", detail=str(exc)), "caused_by_fault": True}}
     rel = run.gate_dir.write_evidence_json(f"facts/{node.name}.json", facts.model_dump(mode="json"))
     subtree = compare_facts(node, facts, evidence=[rel])
     subtree["reachable"] = measurement(True, "reachable", detail=f"collected at {facts.collected_at}",

@@ -49,13 +49,18 @@ def run_g2(run: GateRun) -> tuple[dict[str, Any], dict[str, Any]]:
     profile = run.profile
     arm = profile.baseline
     measured_baseline, charts = arm_storage_probes(run, arm, "baseline")
+    stopped = False
     try:
         sweep = run_arm_sweep(run, arm, label=f"baseline ({arm})")
     except InfraError as exc:
         run.fault(f"the baseline sweep ({arm}) stopped", exc)
+        stopped = True
         from harness.pipelines.sweep import load_sweep
 
         sweep = load_sweep(run, arm, profile.load.concurrency, profile.load.repetitions)
     measured_baseline.update(baseline_measured(sweep, profile.load.concurrency, profile.load.repetitions))
+    if stopped:
+        # "incomplete" here only records the fault above: not measured evidence against the storage.
+        measured_baseline["complete"]["caused_by_fault"] = True
     charts["sweep"] = {arm: sweep_table(sweep)}
     return {"baseline": measured_baseline}, charts

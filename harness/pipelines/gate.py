@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as _dt
 import getpass
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
@@ -13,12 +14,17 @@ from typing import Any, Optional
 from harness import __version__
 from harness.config.crosscheck import check_profile
 from harness.config.gatespec import GateSpec
+from harness.config.inventory import Inventory
 from harness.config.loader import load_gate, load_inventory, load_profile
+from harness.config.profile import Profile
 from harness.errors import ConfigErrors, InputError, NotAvailableError
 from harness.exitcodes import ExitCode
 from harness.gates.evaluate import check_overrides, evaluate_gate
+from harness.gates.fingerprint import fingerprint_record, workload_fingerprint
+from harness.gates.result import build_gate_result
 from harness.paths import gates_dir, reports_dir
-from harness.pipelines.applicability import decide, mark_not_applicable, not_applicable
+from harness.pipelines.applicability import mark_not_applicable, not_applicable
+from harness.pipelines.baseline import BaselineCheck, check_baseline
 from harness.pipelines.context import GateRun, summary_of
 from harness.report import render_campaign_report, render_gate_reports, write_manifest
 from harness.store.campaign import Campaign, GateDir
@@ -57,7 +63,7 @@ def run_gate(gate: str, *, inventory_path: Path, profile_path: Path, campaign: s
              reports_root: Optional[Path] = None, gates_path: Optional[Path] = None,
              baseline_campaign: Optional[str] = None, resume: bool = False,
              accept_new_host_keys: bool = False, operator: Optional[str] = None,
-             progress: bool = True) -> GateOutcome:
+             progress: bool = True, allow_baseline_mismatch: Sequence[str] = ()) -> GateOutcome:
     """Run ``gate`` (G1, G2 or G3) for ``campaign``; see the module docstring."""
     if gate not in GATES:
         raise InputError(f"unknown gate {gate!r}; known: {', '.join(GATES)}")
@@ -79,6 +85,12 @@ def run_gate(gate: str, *, inventory_path: Path, profile_path: Path, campaign: s
                          operator=operator or getpass.getuser(), create=True)
     try:
         _check_prerequisites(gate, spec, camp, root, baseline_campaign)
+        baseline: Optional[BaselineCheck] = None
+        if gate == "G3":
+            g2, where = _baseline_dir(camp, root, baseline_campaign)
+            current = workload_fingerprint(profile, arm=profile.baseline, inventory=inventory,
+                                           engine_version=_engine_version(profile, inventory, camp.path))
+            baseline = check_baseline(g2, where, current, allow_baseline_mismatch)
         gate_dir = camp.gate_dir(gate)
         if not resume and gate_dir.steps_done():
             raise InputError(
@@ -91,14 +103,30 @@ def run_gate(gate: str, *, inventory_path: Path, profile_path: Path, campaign: s
             measured, measurements = _pipeline(gate, run, root, baseline_campaign)
         finally:
             run.close()
-        return _finalize(run, spec, overrides, measured, measurements, started)
+        return _finalize(run, spec, overrides, measured, measurements, started, baseline)
     finally:
         camp.close()
 
 
+def _baseline_dir(camp: Campaign, root: Path, baseline_campaign: Optional[str]) -> tuple[GateDir, str]:
+    """The G2 gate directory G3 compares against, and how to name it."""
+    if baseline_campaign:
+        return Campaign.read(root, baseline_campaign).gate_dir("G2"), f"campaign {baseline_campaign!r}"
+    return GateDir(camp.path / "G2", "G2", create=False), f"campaign {camp.name!r}"
+
+
+def _engine_version(profile: Profile, inventory: Inventory, campaign_path: Path) -> Optional[str]:
+    """The engine version that goes into the workload fingerprint: the emulator's own version, or
+    the vLLM version(s) G1 found on the serving nodes (None when G1 recorded none)."""
+    if profile.engine.kind == "sim":
+        return f"kvgate KV emulator {__version__}"
+    versions = _recorded_versions(inventory, campaign_path)
+    found = sorted({v["vllm"] for v in versions.values() if v.get("vllm")})
+    return ", ".join(found) or None
+
+
 def _pipeline(gate: str, run: GateRun, root: Path, baseline_campaign: Optional[str]
               ) -> tuple[dict[str, Any], dict[str, Any]]:
-    here = f"campaign {run.campaign.name!r}"
     if gate == "G1":
         from harness.pipelines.g1 import run_g1
 
@@ -109,12 +137,7 @@ def _pipeline(gate: str, run: GateRun, root: Path, baseline_campaign: Optional[s
         return run_g2(run)
     from harness.pipelines.g3 import run_g3
 
-    if baseline_campaign:
-        g2 = Campaign.read(root, baseline_campaign).gate_dir("G2")
-        where = f"campaign {baseline_campaign!r}"
-    else:
-        g2 = GateDir(run.campaign.path / "G2", "G2", create=False)
-        where = here
+    g2, where = _baseline_dir(run.campaign, root, baseline_campaign)
     run.notes.append(f"baseline: G2 of {where}")
     return run_g3(run, g2)
 
@@ -134,38 +157,46 @@ def _check_prerequisites(gate: str, spec: GateSpec, camp: Campaign, root: Path,
 
 
 def _finalize(run: GateRun, spec: GateSpec, overrides: list[Any], measured: dict[str, Any],
-              measurements: dict[str, Any], started: str) -> GateOutcome:
+              measurements: dict[str, Any], started: str, baseline: Optional[BaselineCheck]) -> GateOutcome:
     run.gate_dir.write_evidence_json("measured.json", measured)
     checks = evaluate_gate(spec, measured, overrides=overrides, seed=0)
     checks = mark_not_applicable(checks, not_applicable(run.gate, run.inventory, run.profile))
-    verdict, code = decide(checks, run.faults)
     summary = summary_of(run)
-    versions = measurements.pop("versions", None) or _recorded_versions(run)
+    versions = measurements.pop("versions", None) or _recorded_versions(run.inventory, run.campaign.path)
     for node in summary["inventory"]["nodes"]:
         if versions.get(node["name"]):
             node["versions"] = versions[node["name"]]
     if run.profile.engine.kind == "sim" and run.gate != "G1":
         summary["profile"]["engine_version"] = f"kvgate KV emulator {__version__}"
-    result = GateResult(
-        gate=run.gate, title=spec.title, campaign=run.campaign.name, verdict=verdict, exit_code=int(code),
-        started_at=started, finished_at=_now(), kvgate_version=__version__,
-        git_commit=run.campaign.meta.get("git_commit"), operator=run.campaign.meta.get("operator"),
-        inventory=summary["inventory"], profile=summary["profile"],
+    fingerprint = None
+    if run.gate in ("G2", "G3"):
+        arm = run.profile.baseline if run.gate == "G2" else run.profile.candidate
+        fingerprint = fingerprint_record(workload_fingerprint(
+            run.profile, arm=arm, inventory=run.inventory,
+            engine_version=_engine_version(run.profile, run.inventory, run.campaign.path)))
+    if baseline is not None:
+        run.notes.extend(baseline.notes())
+    result = build_gate_result(
+        spec, checks, campaign=run.campaign.name, started_at=started, finished_at=_now(),
+        campaign_meta={"git_commit": run.campaign.meta.get("git_commit"),
+                       "operator": run.campaign.meta.get("operator")},
+        inventory=summary["inventory"], profile=summary["profile"], measurements=measurements,
+        faults=run.faults, notes=run.notes,
         # G1 runs no engine: its facts and fio figures are real whatever engine the profile names.
         emulated=run.profile.engine.kind == "sim" and run.gate != "G1",
-        checks=checks, measurements=measurements, faults=list(run.faults), notes=list(run.notes))
+        fingerprint=fingerprint, baseline=baseline.record() if baseline is not None else None)
     run.gate_dir.write_result(result)
     paths = render_gate_reports(run.path)
     write_manifest(run.path)
     paths += render_campaign_report(run.campaign.path)
-    return GateOutcome(run.gate, code, verdict, run.path, paths, result)
+    return GateOutcome(run.gate, ExitCode(result.exit_code), result.verdict, run.path, paths, result)
 
 
-def _recorded_versions(run: GateRun) -> dict[str, dict[str, str]]:
-    """Software versions from this campaign's G1 facts, when G1 ran."""
+def _recorded_versions(inventory: Inventory, campaign_path: Path) -> dict[str, dict[str, str]]:
+    """Software versions from the campaign's G1 facts, when G1 ran."""
     out: dict[str, dict[str, str]] = {}
-    g1 = run.campaign.path / "G1" / "evidence" / "facts"
-    for node in run.inventory.nodes:
+    g1 = campaign_path / "G1" / "evidence" / "facts"
+    for node in inventory.nodes:
         path = g1 / f"{node.name}.json"
         if path.exists():
             import json

@@ -1,8 +1,12 @@
 """JUnit XML for CI systems: one ``<testsuite>`` per gate, one ``<testcase>`` per check
 observation (or per check when it has none).
 
-Mapping (a CI job must go red exactly when the gate did not pass):
+Mapping (a CI job must go red exactly when the gate's exit code is not 0):
 
+* one gate-level testcase ``gate_verdict`` first: a ``<failure type="gate">`` carrying the
+  verdict's reason whenever the gate did not pass (:func:`harness.gates.verdict.decide`, or a
+  ``result.json`` whose recorded exit code is not 0). This is what makes "no applicable blocker",
+  "a fault was recorded" and every other non-zero exit red even when no single check failed;
 * blocker PASS -> plain testcase;
 * blocker FAIL / ERROR / NOT_RUN / INCONCLUSIVE -> ``<failure type="fail|error|not_run|inconclusive"
   message="measured X, expected >= Y">``: a blocker that was not run is not a pass;
@@ -18,6 +22,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from datetime import datetime
 
+from harness.gates.verdict import decide
 from harness.report.view import CheckRow, ObsRow, check_row, xml_safe
 from harness.store.schema import GateResult, Verdict
 
@@ -94,6 +99,25 @@ def _case(suite: ET.Element, gate: str, check: CheckRow, obs: ObsRow | None) -> 
     return outcome
 
 
+def _gate_case(suite: ET.Element, result: GateResult) -> str:
+    """The gate-level testcase: red exactly when the gate's exit code is not 0."""
+    decision = decide(result.checks, result.faults)
+    case = ET.SubElement(suite, "testcase", classname=f"kvgate.{result.gate}", name="gate_verdict", time="0")
+    text = (f"gate {result.gate}: {result.verdict.value}, exit {result.exit_code}: "
+            f"{result.verdict_reason or decision.reason}")
+    if result.exit_code != 0 or not decision.passed:
+        message = text
+        if result.exit_code != int(decision.exit_code):
+            message += (f" (result.json says exit {result.exit_code}, its checks and faults give exit "
+                        f"{int(decision.exit_code)}: {decision.reason})")
+        failure = ET.SubElement(case, "failure", message=message, type="gate")
+        failure.text = "\n".join([message, *result.faults])
+        ET.SubElement(case, "system-out").text = "see failure"
+        return "failure"
+    ET.SubElement(case, "system-out").text = text
+    return "pass"
+
+
 def gate_testsuite(result: GateResult) -> ET.Element:
     suite = ET.Element("testsuite", name=f"kvgate.{result.gate}")
     props = ET.SubElement(suite, "properties")
@@ -104,6 +128,7 @@ def gate_testsuite(result: GateResult) -> ET.Element:
                    ("operator", result.operator or "")):
         ET.SubElement(props, "property", name=k, value=val)
     counts = {"failure": 0, "skipped": 0, "pass": 0}
+    counts[_gate_case(suite, result)] += 1
     for check in result.checks:
         row = check_row(check)
         cases: list[ObsRow | None] = list(row.observations) or [None]

@@ -53,6 +53,8 @@ class Observation(_Model):
     verdict: Verdict
     reason: str = ""
     evidence: list[str] = Field(default_factory=list, description="Paths relative to the gate directory")
+    caused_by_fault: bool = Field(default=False, description="The value only records an infrastructure fault "
+                                  "(e.g. a node that did not answer): a FAIL here is not measured evidence")
 
 
 class CheckResult(_Model):
@@ -79,6 +81,7 @@ class GateResult(_Model):
     campaign: str
     verdict: Verdict = Field(description="PASS only when every blocker check passed")
     exit_code: int
+    verdict_reason: str = Field(default="", description="Why the gate got its verdict (harness.gates.verdict)")
     started_at: str
     finished_at: str
     kvgate_version: str
@@ -90,4 +93,9 @@ class GateResult(_Model):
     checks: list[CheckResult] = Field(default_factory=list)
     measurements: dict[str, Any] = Field(default_factory=dict, description="Measured values for charts/tables")
     faults: list[str] = Field(default_factory=list, description="Infrastructure faults recorded as evidence")
+    fingerprint: Optional[dict[str, Any]] = Field(
+        default=None, description="Workload fingerprint {digest, fields} (harness.gates.fingerprint); G2: the "
+        "baseline arm, G3: the candidate arm")
+    baseline: Optional[dict[str, Any]] = Field(
+        default=None, description="G3: the G2 baseline used {where, digest, accepted_mismatches}")
     notes: list[str] = Field(default_factory=list)

@@ -13,7 +13,8 @@ from harness.facts.model import FsUsage, Mount, NodeFacts, NvmeDrive, RaidArray,
 from harness.facts.parsers.amd import parse_amdsmi_static
 from harness.facts.parsers.ascend import parse_npusmi_info
 from harness.facts.parsers.network import apply_gid_attrs, parse_ethtool, parse_ibv_devinfo
-from harness.gates.evaluate import evaluate_gate, gate_verdict
+from harness.gates.evaluate import evaluate_gate
+from harness.gates.verdict import decide
 from harness.store.schema import Verdict
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "facts"
@@ -88,7 +89,7 @@ def test_matching_node_passes_g1() -> None:
     # the NFS target states no drives/raid/capacity: no leaves, so nothing is claimed for it
     assert set(leaves["storage"]["nfs"]) == {"mounted", "fio"}
     results = evaluate_gate(load_gate(GATES / "G1.yaml"), measured)
-    assert gate_verdict(results)[0] is Verdict.PASS, [(c.id, c.verdict, c.reason) for c in results]
+    assert decide(results).verdict is Verdict.PASS, [(c.id, c.verdict, c.reason) for c in results]
 
 
 def test_each_mismatch_fails_with_expected_and_found() -> None:
@@ -139,7 +140,7 @@ def test_uncollected_facts_are_not_run_never_pass() -> None:
     results = evaluate_gate(load_gate(GATES / "G1.yaml"), measured)
     verdicts = {c.id: c.verdict for c in results}
     assert verdicts["accelerators"] is Verdict.NOT_RUN and verdicts["software"] is Verdict.NOT_RUN
-    assert gate_verdict(results)[0] is not Verdict.PASS
+    assert decide(results).verdict is not Verdict.PASS
 
 
 def _acc_leaf(node: Node, devs: list[Any]) -> dict[str, Any]:

@@ -13,10 +13,9 @@ from harness.config.gatespec import Check, GateSpec
 from harness.config.loader import load_gate
 from harness.config.profile import ThresholdOverride
 from harness.errors import InputError
-from harness.exitcodes import ExitCode
-from harness.gates.evaluate import evaluate_check, evaluate_gate, gate_verdict
+from harness.gates.evaluate import evaluate_check, evaluate_gate
 from harness.gates.metricpath import resolve
-from harness.store.schema import CheckResult, Verdict
+from harness.store.schema import Verdict
 
 GATES = Path(__file__).resolve().parents[2] / "gates"
 
@@ -207,37 +206,6 @@ def test_bad_overrides_are_input_errors(check: str, threshold: str, match: str) 
         evaluate_gate(spec, {}, overrides=[ov])
 
 
-def _cr(verdict: Verdict, severity: str = "blocker") -> CheckResult:
-    return CheckResult(id="x", description="x", metric="m", comparator="is_true", severity=severity,  # type: ignore[arg-type]
-                       statistic="point", verdict=verdict)
-
-
-@pytest.mark.parametrize(("verdicts", "expected"), [
-    ([Verdict.PASS, Verdict.PASS], (Verdict.PASS, ExitCode.OK)),
-    ([Verdict.PASS, Verdict.FAIL], (Verdict.FAIL, ExitCode.GATE_FAILED)),
-    ([Verdict.PASS, Verdict.ERROR], (Verdict.FAIL, ExitCode.GATE_FAILED)),
-    ([Verdict.PASS, Verdict.NOT_RUN], (Verdict.NOT_RUN, ExitCode.GATE_FAILED)),
-    ([Verdict.INCONCLUSIVE, Verdict.NOT_RUN], (Verdict.NOT_RUN, ExitCode.GATE_FAILED)),
-    ([Verdict.INCONCLUSIVE, Verdict.FAIL], (Verdict.FAIL, ExitCode.GATE_FAILED)),
-    ([Verdict.INCONCLUSIVE, Verdict.PASS], (Verdict.INCONCLUSIVE, ExitCode.INCONCLUSIVE)),
-])
-def test_gate_verdict_rules(verdicts: list[Verdict], expected: tuple[Verdict, ExitCode]) -> None:
-    checks = [_cr(v) for v in verdicts] + [_cr(Verdict.FAIL, "advisory")]
-    assert gate_verdict(checks) == expected
-
-
-def test_advisory_checks_never_decide_and_no_blockers_decides_nothing() -> None:
-    assert gate_verdict([_cr(Verdict.PASS), _cr(Verdict.ERROR, "advisory")]) == (Verdict.PASS, ExitCode.OK)
-    assert gate_verdict([_cr(Verdict.PASS, "advisory")]) == (Verdict.NOT_RUN, ExitCode.GATE_FAILED)
-
-
-def test_full_g1_gate_with_nothing_measured_is_not_run() -> None:
-    spec = load_gate(GATES / "G1.yaml")
-    results = evaluate_gate(spec, {})
-    assert all(c.verdict is Verdict.NOT_RUN for c in results)
-    assert gate_verdict(results) == (Verdict.NOT_RUN, ExitCode.GATE_FAILED)
-
-
 def test_a_gate_spec_from_code_evaluates() -> None:
     spec = GateSpec.model_validate({"id": "G4", "title": "t", "checks": [
         {"id": "restarts", "description": "d", "metric": "soak.engine_restarts", "comparator": "==",
@@ -248,20 +216,3 @@ def test_a_gate_spec_from_code_evaluates() -> None:
     res = evaluate_gate(spec, {"soak": {"engine_restarts": 0, "duration": 71.5 * 3600}})
     assert [c.verdict for c in res] == [Verdict.PASS, Verdict.FAIL]
     assert res[1].threshold_value == 72 * 3600
-
-
-def test_build_gate_result_and_infra_faults() -> None:
-    from harness.gates.result import build_gate_result
-
-    spec = load_gate(GATES / "G3.yaml")
-    checks = evaluate_gate(spec, {})
-    res = build_gate_result(spec, checks, campaign="c", started_at="2026-01-01T00:00:00Z",
-                            campaign_meta={"git_commit": "a" * 40, "operator": "bob"})
-    assert (res.verdict, res.exit_code, res.git_commit, res.operator) == (Verdict.NOT_RUN, 1, "a" * 40, "bob")
-    res = build_gate_result(spec, checks, campaign="c", started_at="s",
-                            faults=["node1: engine did not start"])
-    assert res.exit_code == ExitCode.INFRA_FAULT
-    failing = evaluate_gate(spec, {"candidate": {"fio": {"seq_read_bw": 1e9}}})
-    res = build_gate_result(spec, failing, campaign="c", started_at="s", faults=["a fault"])
-    assert res.verdict is Verdict.FAIL and res.exit_code == ExitCode.GATE_FAILED
-    assert type(res).model_validate_json(res.model_dump_json()) == res

@@ -60,10 +60,13 @@ def test_gate_junit(gate_dir: Path) -> None:
         "ttft_p50_reduction[compare.ttft_p50_reduction.c8]",
         "ttft_p50_reduction[compare.ttft_p50_reduction.c16]", "throughput_gain[compare.throughput_gain_best]",
         "read_bandwidth[candidate.fio.seq_read_bw]", "candidate_failed_requests", "checkpoint_bw",
-        "recompute_speedup", "throughput_gain_plausible[compare.throughput_gain_best]"}
+        "recompute_speedup", "throughput_gain_plausible[compare.throughput_gain_best]", "gate_verdict"}
 
     def failure(name: str) -> ET.Element | None:
         return cases[name].find("failure")
+
+    gate = failure("gate_verdict")  # the gate exits 1: CI is red whatever the single checks say
+    assert gate is not None and gate.get("type") == "gate" and "exit 1" in gate.get("message", "")
 
     fail = failure("read_bandwidth[candidate.fio.seq_read_bw]")
     assert fail is not None and fail.get("type") == "fail"
@@ -89,11 +92,25 @@ def test_gate_junit(gate_dir: Path) -> None:
 def test_passing_gate_has_no_failures(tmp_path: Path) -> None:
     result = make_result(verdict=Verdict.PASS, exit_code=0)
     result.checks = [c for c in result.checks if c.verdict is Verdict.PASS]
+    result.faults = []  # a run that recorded a fault never passes
     d = write_gate(tmp_path / "G2", result)
     render_gate_reports(d)
     root = ET.parse(d / "junit.xml").getroot()
     _check_schema_shape(root)
-    assert root.get("failures") == "0" and root.get("tests") == "1"
+    assert root.get("failures") == "0" and root.get("tests") == "2"  # the gate case and the one check
+    gate = root.find("testsuite/testcase[@name='gate_verdict']")
+    assert gate is not None and gate.find("failure") is None and "PASS, exit 0" in (gate.findtext("system-out") or "")
+
+
+def test_a_faulted_run_whose_checks_all_passed_is_red(tmp_path: Path) -> None:
+    result = make_result(verdict=Verdict.PASS, exit_code=0)
+    result.checks = [c for c in result.checks if c.verdict is Verdict.PASS]
+    d = write_gate(tmp_path / "G2", result)  # faults recorded, exit 0 claimed: inconsistent
+    render_gate_reports(d)
+    root = ET.parse(d / "junit.xml").getroot()
+    gate = root.find("testsuite/testcase[@name='gate_verdict']")
+    assert gate is not None and gate.find("failure") is not None
+    assert "connection refused" in (gate.find("failure").get("message") or "")  # type: ignore[union-attr]
 
 
 def test_campaign_junit_one_suite_per_gate(tmp_path: Path) -> None:

@@ -1,0 +1,103 @@
+"""The workload fingerprint: what must be equal for two runs' figures to be comparable.
+
+A G2 baseline and a G3 candidate are compared only when the fingerprint of the baseline arm
+recorded by G2 equals the one the G3 run computes for the same arm from its own inputs. Fields
+(flat, dotted names, so a difference is reported field by field):
+
+* ``model.*``: name, KV geometry, tensor parallel size, instances per node, nodes per instance,
+  max model length;
+* ``engine.*``: kind, version (when known), extra arguments; ``engine.sim.*`` (the emulator's
+  compute model) for the emulator;
+* ``load.*``: the workload kind and every parameter of it, the concurrencies, prompts per point,
+  warm-up, repetitions, loop mode and rate, seed, cold-restore protocol, request timeout;
+* ``arm.*``: the arm's name, storage target, offload switch and LMCache settings;
+* ``nodes.platforms``: the accelerator platforms of the serving nodes (when the inventory is given).
+
+What never enters: descriptions, ports, hosts, environment variables (they may carry secrets),
+thresholds and overrides (they change the judgement, not the figures).
+
+``fingerprint_digest`` is the sha256 of the canonical JSON (sorted keys, no spaces), so the
+nightly history can key a series by it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any, Optional
+
+from harness.config.inventory import Inventory
+from harness.config.profile import Profile
+
+__all__ = ["workload_fingerprint", "fingerprint_digest", "fingerprint_record", "fingerprint_diff",
+           "MISSING"]
+
+MISSING = "(not recorded)"
+
+
+def _canonical(value: Any) -> Any:
+    """JSON-able, with dict keys sorted and floats that are whole numbers kept as they are."""
+    return json.loads(json.dumps(value, sort_keys=True, default=str))
+
+
+def _flatten(prefix: str, value: Any, out: dict[str, Any]) -> None:
+    if isinstance(value, Mapping) and value:
+        for k in sorted(value):
+            _flatten(f"{prefix}.{k}", value[k], out)
+    else:
+        out[prefix] = _canonical(value)
+
+
+def workload_fingerprint(profile: Profile, *, arm: str, inventory: Optional[Inventory] = None,
+                         engine_version: Optional[str] = None) -> dict[str, Any]:
+    """The fingerprint fields of ``arm`` under ``profile`` (see the module doc), flat and canonical."""
+    a = profile.arm(arm)
+    m = profile.model
+    out: dict[str, Any] = {}
+    _flatten("model", {
+        "name": m.name, "geometry": m.kv_geometry.model_dump(mode="json"),
+        "tensor_parallel_size": m.tensor_parallel_size, "instances_per_node": m.instances_per_node,
+        "nodes_per_instance": m.nodes_per_instance, "max_model_len": m.max_model_len,
+    }, out)
+    engine: dict[str, Any] = {"kind": profile.engine.kind, "version": engine_version,
+                              "extra_args": list(profile.engine.extra_args)}
+    if profile.engine.kind == "sim":
+        engine["sim"] = profile.engine.sim.model_dump(mode="json")
+    _flatten("engine", engine, out)
+    _flatten("load", profile.load.model_dump(mode="json"), out)
+    _flatten("arm", {"name": a.name, "storage": a.storage, "offload": a.offload,
+                     "lmcache": a.lmcache.model_dump(mode="json") if a.offload else None}, out)
+    if inventory is not None:
+        servers = [n for n in inventory.nodes if "server" in n.roles] or list(inventory.nodes)
+        out["nodes.platforms"] = sorted({str(n.platform) for n in servers})
+    return out
+
+
+def fingerprint_digest(fp: Mapping[str, Any]) -> str:
+    """sha256 hex of the canonical JSON of ``fp``."""
+    text = json.dumps(fp, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def fingerprint_record(fp: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``fingerprint`` object of ``result.json``: ``{"digest": ..., "fields": {...}}``."""
+    return {"digest": fingerprint_digest(fp), "fields": dict(fp)}
+
+
+def fingerprint_diff(recorded: Mapping[str, Any], current: Mapping[str, Any]
+                     ) -> list[tuple[str, Any, Any]]:
+    """Every field whose value differs, as (field, recorded, current); a field one side lacks is
+    :data:`MISSING` there."""
+    out = []
+    for key in sorted(set(recorded) | set(current)):
+        a = recorded.get(key, MISSING)
+        b = current.get(key, MISSING)
+        if _canonical(a) != _canonical(b):
+            out.append((key, a, b))
+    return out
+
+
+def format_diff(diff: Iterable[tuple[str, Any, Any]], *, left: str = "baseline", right: str = "this run") -> str:
+    return "; ".join(f"{k}: {left} {json.dumps(a, default=str)}, {right} {json.dumps(b, default=str)}"
+                     for k, a, b in diff)
