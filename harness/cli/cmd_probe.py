@@ -11,7 +11,8 @@ from harness.cli.table import render_table
 from harness.config.loader import load_inventory, load_profile
 from harness.errors import InputError
 from harness.exitcodes import ExitCode
-from harness.probes import session
+from harness.probes import session, tables
+from harness.probes.registry import PROBES, get_probe
 from harness.progress import Progress
 
 
@@ -33,22 +34,7 @@ def _common(p: argparse.ArgumentParser, *, required: bool = True) -> None:
     )
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser(
-        "probe",
-        help="storage probes: fio, checkpoint write, model load",
-        description="Storage probes on each node: fio bandwidth/IOPS/latency (direct I/O), checkpoint "
-        "write (R1) and model load (R9). Raw outputs and results.json are written under --out.",
-    )
-    kinds = p.add_subparsers(dest="probe", metavar="PROBE")
-    f = kinds.add_parser(
-        "fio",
-        help="fio job sets on every storage target",
-        description="Run the profile's fio job sets (seq-read, seq-write, rand-read, mixed) on each "
-        "node's storage targets, nodes in parallel; or, with --parse, parse saved fio JSON/json+ files "
-        "(any fio 2.x-3.4x, client/server too) and print the same table.",
-    )
-    _common(f, required=False)
+def _fio_options(f: argparse.ArgumentParser) -> None:
     f.add_argument(
         "--parse", nargs="+", metavar="FILE", help="parse saved fio output files instead of running fio"
     )
@@ -63,24 +49,22 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "--port", type=int, default=8765, help="with --client-server: first fio server port (8765)"
     )
     f.add_argument("--client", metavar="NODE", help="with --client-server: node running fio --client")
-    f.set_defaults(func=run, probe="fio")
-    c = kinds.add_parser(
-        "checkpoint",
-        help="checkpoint write: N bytes as M files, parallel writers, fsync",
-        description="Write a checkpoint snapshot (probes.checkpoint) on a storage target "
-        "of each node, fsync every file and the directory; optional cold read-back.",
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser(
+        "probe",
+        help="storage probes: fio, checkpoint write, model load",
+        description="Storage probes on each node: fio bandwidth/IOPS/latency (direct I/O), checkpoint "
+        "write (R1) and model load (R9). Raw outputs and results.json are written under --out.",
     )
-    _common(c)
-    c.set_defaults(func=run, probe="checkpoint")
-    m = kinds.add_parser(
-        "modelload",
-        help="model load: cold parallel read of a weights directory",
-        description="Read a weights directory (or synthetic shards) with parallel readers "
-        "after dropping the page cache (root) or with O_DIRECT; results that may include "
-        "cached reads are marked.",
-    )
-    _common(m)
-    m.set_defaults(func=run, probe="modelload")
+    kinds = p.add_subparsers(dest="probe", metavar="PROBE")
+    for kind in PROBES.values():  # one subcommand per registered probe
+        k = kinds.add_parser(kind.name, help=kind.help, description=kind.description)
+        _common(k, required=kind.name != "fio")
+        k.set_defaults(func=run, probe=kind.name)
+        if kind.name == "fio":
+            _fio_options(k)
     p.set_defaults(func=_no_kind, parser=p)
 
 
@@ -91,11 +75,11 @@ def _no_kind(args: argparse.Namespace) -> int:
 
 def run(args: argparse.Namespace) -> int:
     if args.probe == "fio" and args.parse:
-        outputs = session.parse_saved(args.parse)
+        outputs = tables.parse_saved(args.parse)
         if args.json:
-            print(json.dumps(session.parsed_json(outputs), indent=2))
+            print(json.dumps(tables.parsed_json(outputs), indent=2))
         else:
-            print(render_table(session.PARSE_HEADERS, session.parsed_rows(outputs)))
+            print(render_table(tables.PARSE_HEADERS, tables.parsed_rows(outputs)))
         return int(ExitCode.OK)
     if not args.inventory or not args.profile:
         raise InputError(
@@ -117,31 +101,23 @@ def run(args: argparse.Namespace) -> int:
                 accept_new_host_keys=args.accept_new_host_keys,
                 progress=progress,
             )
-        print(render_table(session.FIO_HEADERS, session.fio_cluster_rows(report.results)))
+        print(render_table(tables.FIO_HEADERS, tables.fio_cluster_rows(report.results)))
         print(f"\nresults: {report.results_path}")
         report.raise_for_failures()
         return int(ExitCode.OK)
-    runner = {
-        "fio": session.probe_fio,
-        "checkpoint": session.probe_checkpoint,
-        "modelload": session.probe_modelload,
-    }[args.probe]
-    with Progress(f"probe {args.probe}") as progress:
-        report = runner(
-            inventory,
-            profile,
-            out_dir,
-            node=args.node,
-            target=args.target,
-            accept_new_host_keys=args.accept_new_host_keys,
-            progress=progress,
-        )
     if args.probe == "fio":
-        print(render_table(session.FIO_HEADERS, session.fio_rows(report.results)))
-    elif args.probe == "checkpoint":
-        print(render_table(*session.checkpoint_rows(report.results)))
+        with Progress("probe fio") as progress:
+            report = session.probe_fio(inventory, profile, out_dir, node=args.node, target=args.target,
+                                       accept_new_host_keys=args.accept_new_host_keys, progress=progress)
+        print(render_table(tables.FIO_HEADERS, tables.fio_rows(report.results)))
     else:
-        print(render_table(*session.modelload_rows(report.results)))
+        kind = get_probe(args.probe)
+        with Progress(f"probe {args.probe}") as progress:
+            report = session.probe_single(args.probe, inventory, profile, out_dir, node=args.node,
+                                          target=args.target, accept_new_host_keys=args.accept_new_host_keys,
+                                          progress=progress)
+        if kind.rows is not None:
+            print(render_table(*kind.rows(report.results)))
     print(f"\nresults: {report.results_path}")
     report.raise_for_failures()
     return int(ExitCode.OK)

@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
-from typing import Literal, Optional
+from typing import Any, Literal, Optional
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 
 from harness.config.common import BitRate, Bytes, Duration, StrictModel
+from harness.platforms import PLATFORMS
 
-Platform = Literal["mi308x", "ascend910b", "cuda", "cpu"]
+
+def _platform_schema(schema: dict[str, Any]) -> None:
+    schema["enum"] = list(PLATFORMS)
+
 Role = Literal["server", "client", "storage"]
 StorageKind = Literal["local-nvme", "nvmeof-raid", "nfs", "tmpfs", "other"]
 RaidLevel = Literal["raid0", "raid1", "raid5", "raid6", "raid10", "none"]
-
-PLATFORMS: tuple[str, ...] = ("mi308x", "ascend910b", "cuda", "cpu")
 
 
 class AcceleratorSpec(StrictModel):
@@ -102,7 +104,8 @@ class Node(ConnectionSettings):
     jump: Optional[str] = Field(default=None, description="Name of the node to jump through (ProxyJump)")
     roles: list[Role] = Field(default_factory=lambda: ["server", "client"],  # type: ignore[arg-type]
                               description="What the node does")
-    platform: Literal["mi308x", "ascend910b", "cuda", "cpu"] = Field(default="cpu", description="Accelerator platform")
+    platform: str = Field(default="cpu", json_schema_extra=_platform_schema,
+                          description="Accelerator platform (one of harness/platforms: mi308x, ascend910b, cuda, cpu)")
     accelerators: Optional[AcceleratorSpec] = Field(default=None, description="Expected accelerators")
     storage: list[StorageTarget] = Field(default_factory=list, description="Storage targets on this node")
     network: list[NetworkSpec] = Field(default_factory=list, description="Expected network interfaces")
@@ -110,6 +113,13 @@ class Node(ConnectionSettings):
         default_factory=dict,
         description="Expected software versions (name -> version or '*' for present), e.g. vllm: 0.20.1",
     )
+
+    @field_validator("platform")
+    @classmethod
+    def _known_platform(cls, v: str) -> str:
+        if v not in PLATFORMS:
+            raise ValueError(f"unknown platform {v!r}; expected one of: {', '.join(PLATFORMS)}")
+        return v
 
     @field_validator("storage")
     @classmethod

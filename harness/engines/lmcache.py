@@ -9,36 +9,24 @@ one level: the form LMCache reads and the emulator's stdlib reader accepts.
 from __future__ import annotations
 
 import json
-import re
 from typing import Optional
 
 from harness.config.profile import LMCacheSettings
+from harness.platforms import get_platform
+from harness.platforms.ascend910b import (  # noqa: F401  (re-exported)
+    ASCEND_BUILTIN_CONNECTOR,
+    ASCEND_DYNAMIC_CONNECTOR,
+    ascend_connector_for,
+)
+from harness.platforms.base import LMCACHE_CONNECTOR as _LMCACHE_CONNECTOR
 
-# vLLM's built-in LMCache connector (ROCm and CUDA builds of vLLM)
-LMCACHE_CONNECTOR = {"kv_connector": "LMCacheConnectorV1", "kv_role": "kv_both"}
-# LMCache-Ascend's dynamic connector, loaded by module path (vllm-ascend with the LMCache-Ascend plugin)
-ASCEND_DYNAMIC_CONNECTOR = {
-    "kv_connector": "LMCacheAscendConnectorV1Dynamic",
-    "kv_role": "kv_both",
-    "kv_connector_module_path": "lmcache_ascend.integration.vllm.lmcache_ascend_connector_v1",
-}
-# vllm-ascend 0.17 ships its own registration of the LMCache-Ascend connector
-ASCEND_BUILTIN_CONNECTOR = {"kv_connector": "LMCacheAscendConnector", "kv_role": "kv_both"}
-
-
-def ascend_connector_for(vllm_ascend_version: Optional[str]) -> str:
-    """'builtin' for vllm-ascend 0.17.x, else 'dynamic' (LMCache-Ascend's documented form)."""
-    if vllm_ascend_version and re.match(r"^v?0\.17(\.|$|rc)", vllm_ascend_version.strip()):
-        return "builtin"
-    return "dynamic"
+# the connectors are the platforms' (harness/platforms); these names stay importable from here
+LMCACHE_CONNECTOR = dict(_LMCACHE_CONNECTOR)
 
 
 def kv_transfer_config(platform: str, *, ascend_connector: str = "dynamic") -> dict[str, str]:
-    if platform == "ascend910b":
-        if ascend_connector not in ("dynamic", "builtin"):
-            raise ValueError(f"ascend_connector must be 'dynamic' or 'builtin', not {ascend_connector!r}")
-        return dict(ASCEND_BUILTIN_CONNECTOR if ascend_connector == "builtin" else ASCEND_DYNAMIC_CONNECTOR)
-    return dict(LMCACHE_CONNECTOR)
+    """vLLM's ``--kv-transfer-config`` on ``platform`` (the connector choice matters where it has several)."""
+    return get_platform(platform).kv_transfer_config(ascend_connector)
 
 
 def kv_transfer_config_json(config: dict[str, str]) -> str:

@@ -11,14 +11,14 @@ from typing import Optional, Union
 from harness.config.inventory import Node
 from harness.config.profile import Arm, Profile
 from harness.engines.lmcache import (
-    ascend_connector_for,
     kv_transfer_config,
     kv_transfer_config_json,
     lmcache_config,
     render_yaml,
 )
-from harness.engines.platforms import MANAGED_VARS, device_env, devices_for
+from harness.engines.platforms import device_env, devices_for, managed_vars
 from harness.errors import InputError
+from harness.platforms import get_platform
 
 KV_SUBDIR = "kvgate-kv"  # under a storage target: <target>/kvgate-kv/<profile>/<arm>/
 _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
@@ -93,7 +93,7 @@ def plan_common(
         raise InputError(f"engine.port {engine.port} + instance {instance_index} is past 65535")
     count = node.accelerators.count if node.accelerators is not None else None
     devices = devices_for(platform, instance_index, model.tensor_parallel_size, count, node=node.name)
-    clash = sorted(MANAGED_VARS & set(engine.env))
+    clash = sorted(managed_vars() & set(engine.env))
     if clash:
         raise InputError(
             f"engine.env sets {', '.join(clash)}: kvgate assigns devices per instance itself "
@@ -109,8 +109,7 @@ def plan_common(
     kv_dirs: tuple[str, ...] = ()
     kv_transfer: Optional[str] = None
     notes: list[str] = []
-    if platform == "ascend910b":
-        env["PYTHONHASHSEED"] = "0"
+    env.update(get_platform(platform).engine_env)
     if arm.offload:
         disk = kv_dir_for(node, profile, arm)
         kv_dirs = (disk,) if disk else ()
@@ -127,13 +126,9 @@ def plan_common(
         env["LMCACHE_CONFIG_FILE"] = yaml_path
         # chunk keys must agree across processes and instances (R4 sharing), so hashing is seeded
         env.setdefault("PYTHONHASHSEED", "0")
-        choice = "dynamic"
-        if platform == "ascend910b":
-            choice = ascend_connector or ascend_connector_for(node.software.get("vllm-ascend"))
-            notes.append(
-                f"Ascend LMCache connector: {choice} "
-                f"(vllm-ascend {node.software.get('vllm-ascend', 'version not given')})"
-            )
+        choice, note = get_platform(platform).connector(node.software, ascend_connector)
+        if note:
+            notes.append(note)
         kv_transfer = kv_transfer_config_json(kv_transfer_config(platform, ascend_connector=choice))
     else:
         notes.append(f"arm {arm.name!r} has no KV offload: vLLM runs without a KV connector (recompute)")

@@ -1,34 +1,24 @@
-"""Which accelerators an instance gets, and the environment that pins it to them, per platform.
-
-- mi308x (ROCm): ``HIP_VISIBLE_DEVICES``; vLLM refuses to start when ``CUDA_VISIBLE_DEVICES`` is
-  also set and differs, so both are set to the same list.
-- ascend910b (CANN): ``ASCEND_RT_VISIBLE_DEVICES``.
-- cuda: ``CUDA_VISIBLE_DEVICES``.
-- cpu: nothing to pin.
-"""
+"""Which accelerators an instance gets, and the environment that pins it to them: the variables
+are the platform's ``device_vars`` (``harness/platforms/``); a platform with none has nothing to pin."""
 
 from __future__ import annotations
 
 from typing import Optional
 
 from harness.errors import InputError
+from harness.platforms import PLATFORMS, get_platform
 
-DEVICE_VARS: dict[str, tuple[str, ...]] = {
-    "mi308x": ("HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES"),
-    "ascend910b": ("ASCEND_RT_VISIBLE_DEVICES",),
-    "cuda": ("CUDA_VISIBLE_DEVICES",),
-    "cpu": (),
-}
-MANAGED_VARS = frozenset(v for names in DEVICE_VARS.values() for v in names)
+
+def managed_vars() -> frozenset[str]:
+    """Every device variable of every registered platform: kvgate sets these itself, per instance."""
+    return frozenset(v for p in PLATFORMS.values() for v in p.device_vars)
 
 
 def devices_for(
     platform: str, instance_index: int, devices_per_instance: int, device_count: Optional[int], *, node: str
 ) -> tuple[int, ...]:
     """Instance ``i`` gets devices ``[i*n, (i+1)*n)`` (TP4x2: 0-3 and 4-7)."""
-    if platform not in DEVICE_VARS:
-        raise InputError(f"unknown platform {platform!r}; known: {', '.join(DEVICE_VARS)}")
-    if platform == "cpu":
+    if not get_platform(platform).device_vars:
         return ()
     first = instance_index * devices_per_instance
     devices = tuple(range(first, first + devices_per_instance))
@@ -43,4 +33,4 @@ def devices_for(
 
 def device_env(platform: str, devices: tuple[int, ...]) -> dict[str, str]:
     value = ",".join(str(d) for d in devices)
-    return {var: value for var in DEVICE_VARS.get(platform, ())} if devices else {}
+    return {var: value for var in get_platform(platform).device_vars} if devices else {}

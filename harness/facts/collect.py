@@ -19,7 +19,8 @@ from typing import Optional, TypeVar
 
 from harness.config.inventory import Node
 from harness.facts.model import NodeFacts, StorageTargetFacts
-from harness.facts.parsers import FactsParseError, amd, ascend, network, nvidia, storage, system
+from harness.facts.parsers import FactsParseError, network, storage, system
+from harness.platforms import PLATFORMS, get_platform
 from harness.remote.base import CommandTimeout, Executor, RunResult, tail
 
 __all__ = ["collect_facts", "COMMAND_TIMEOUT_S"]
@@ -31,8 +32,6 @@ _TARGET_PROBE = (
     'd="$1"; f="$d/.kvgate-write-probe-$$"; '
     'if [ -d "$d" ]; then echo dir; if : > "$f" 2>/dev/null; then rm -f "$f"; echo writable; fi; fi'
 )
-_CANN_SCRIPT = ("cat /usr/local/Ascend/ascend-toolkit/latest/*/ascend_toolkit_install.info 2>/dev/null "
-                "|| cat /usr/local/Ascend/ascend-toolkit/latest/version.cfg")
 _IFACE = re.compile(r"^[A-Za-z0-9_.:@-]{1,32}$")
 
 
@@ -92,31 +91,9 @@ def _now() -> str:
 
 
 def _collect_accelerators(c: _Collector, node: Node) -> None:
-    platform = node.platform
-    if platform == "mi308x":
-        devs = c.run_parse(("amd-smi", "static", "--json"), amd.parse_amdsmi_static)
-        source = "amd-smi"
-        if devs is None:
-            argv = ("rocm-smi", "--showproductname", "--showmeminfo", "vram", "--showbus", "--json")
-            devs, source = c.run_parse(argv, amd.parse_rocmsmi_json), "rocm-smi"
-        if devs is not None:
-            c.facts.accelerators, c.facts.accelerator_source = devs, source
-    elif platform == "ascend910b":
-        npus = c.run_parse(("npu-smi", "info"), ascend.parse_npusmi_info)
-        if npus is not None:
-            c.facts.accelerators, c.facts.accelerator_source = npus, "npu-smi"
-        if npus:
-            board = c.run_parse(("npu-smi", "info", "-t", "board", "-i", str(npus[0].card)),
-                                ascend.parse_npusmi_board)
-            for key, name in (("Software Version", "npu-driver"), ("Firmware Version", "npu-firmware")):
-                if board and board.get(key):
-                    c.facts.versions[name] = board[key]
-    elif platform == "cuda":
-        parsed = c.run_parse(nvidia.QUERY_ARGV, nvidia.parse_nvidia_smi_csv)
-        if parsed is not None:
-            c.facts.accelerators, c.facts.accelerator_source = parsed[0], "nvidia-smi"
-            if parsed[1]:
-                c.facts.versions["nvidia-driver"] = parsed[1]
+    hook = get_platform(node.platform).collect_accelerators
+    if hook is not None:
+        hook(c)
 
 
 def _collect_storage(c: _Collector, node: Node) -> None:
@@ -183,16 +160,10 @@ def _collect_system(c: _Collector, node: Node) -> None:
     if fio:
         c.facts.versions["fio"] = fio
     wanted = {k.lower() for k in node.software}
-    if node.platform == "mi308x" or "rocm" in wanted:
-        c.facts.versions["rocm"] = c.run_parse(("cat", "/opt/rocm/.info/version"), system.parse_rocm_version)
-    if node.platform == "ascend910b" or "cann" in wanted:
-        c.facts.versions["cann"] = c.run_parse(("sh", "-c", _CANN_SCRIPT), system.parse_cann_version,
-                                               key="cann version")
-    if node.platform == "cuda" or "cuda" in wanted:
-        if c.has("nvcc"):
-            c.facts.versions["cuda"] = c.run_parse(("nvcc", "--version"), system.parse_nvcc_version)
-        else:
-            c.facts.versions["cuda"] = c.run_parse(("nvidia-smi",), system.parse_nvidia_smi_cuda)
+    for platform in PLATFORMS.values():
+        hook = platform.collect_software_version
+        if hook is not None and (platform.name == node.platform or platform.software_key in wanted):
+            hook(c)
 
 
 def collect_facts(executor: Executor, node: Node, *, python: str = "python3") -> NodeFacts:

@@ -36,6 +36,7 @@ from typing import Any, Optional
 
 from harness.config.inventory import Node, StorageTarget
 from harness.facts.model import Accelerator, NodeFacts, NvmeDrive
+from harness.platforms import get_platform
 from harness.units import format_quantity
 
 __all__ = ["compare_facts", "model_matches", "version_matches", "CAPACITY_TOLERANCE"]
@@ -106,10 +107,10 @@ def _accelerators(node: Node, facts: NodeFacts, ev: Sequence[str]) -> Optional[d
     expected = f"expected {spec.model} x{spec.count}{mem_text}"
     devs = facts.accelerators
     if devs is None:
-        tools = {"mi308x": ("amd-smi", "rocm-smi"), "ascend910b": ("npu-smi",), "cuda": ("nvidia-smi",)}
-        why = _why_missing(facts, *tools.get(node.platform, ("smi",)))
-        if node.platform == "cpu":
-            why = "platform 'cpu' has no accelerator tool; set the node's platform"
+        tools = get_platform(node.platform).accelerator_tools
+        why = _why_missing(facts, *tools)
+        if not tools:
+            why = f"platform {node.platform!r} has no accelerator tool; set the node's platform"
         return _leaf(None, "not collected", f"{expected}; accelerators could not be read: {why}", ev)
     cards = sorted({d.card for d in devs})
     models = sorted({d.model for d in devs})

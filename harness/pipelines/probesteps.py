@@ -4,7 +4,6 @@ and recording its raw output as evidence. A failed probe is a recorded fault, ne
 from __future__ import annotations
 
 import shlex
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Optional
 
@@ -12,10 +11,9 @@ from harness.config.inventory import Node, StorageTarget
 from harness.errors import InfraError, InputError
 from harness.pipelines.context import GateRun
 from harness.pipelines.sweepdata import measurement
-from harness.probes.checkpoint import CheckpointResult, run_checkpoint_probe
 from harness.probes.fio_run import run_fio_probe
-from harness.probes.measured import FIO_METRICS, checkpoint_leaf, fio_leaf, modelload_leaf
-from harness.probes.modelload import ModelLoadResult, run_modelload_probe
+from harness.probes.measured import FIO_METRICS, fio_leaf
+from harness.probes.registry import get_probe, run_probe_on
 from harness.progress import Progress
 
 
@@ -48,54 +46,35 @@ def fio_step(run: GateRun, node: Node, target: StorageTarget, *, job_sets: Optio
     return out
 
 
-def _probe_step(run: GateRun, node: Node, target: StorageTarget, key: str, what: str, metric: str,
-                probe: Callable[[Path], Any], describe: Callable[[Any], dict[str, Any]]) -> dict[str, Any]:
-    """Run one probe (resumable); a probe that cannot run is a recorded fault, never a figure."""
+def probe_step(run: GateRun, name: str, node: Node, target: StorageTarget, key: str) -> Optional[dict[str, Any]]:
+    """A registered one-node probe on ``target`` (resumable), through the same runner as ``kvgate
+    probe``: ``{<metric>: leaf, "chart": {...}}``, or None when the profile does not ask for it. A
+    probe that cannot run is a recorded fault, never a figure."""
+    kind = get_probe(name)
+    spec = kind.spec_of(run.profile)
+    if spec is None:
+        return None
     done = run.gate_dir.step_done(key)
     if done is not None:
         return dict(done)
+    what = kind.help.split(":")[0]
+    python = str(run.inventory.setting(node, "python"))
     out_dir = Path(run.gate_dir.evidence_path(f"{key}/{node.name}/{target.name}"))
     with Progress(f"{run.gate} {what} {node.name}/{target.name}", enabled=run.progress):
         try:
-            res = probe(out_dir)
+            res = run_probe_on(kind, run.executor(node.name), kind.where_on(spec, target), spec, out_dir,
+                               python=python)
         except (InfraError, InputError) as exc:
             run.fault(f"{node.name}: {what} on {target.name} failed", exc)
-            return {metric: measurement(None, detail=f"the {what} probe did not run: {exc}")}
-    out = describe(res)
+            return {kind.metric: measurement(None, detail=f"the {what} probe did not run: {exc}")}
+    out = {kind.metric: kind.leaf(res, run.path), "chart": kind.chart(res)}
     run.gate_dir.mark_step_done(key, out)
     return out
 
 
 def checkpoint_step(run: GateRun, node: Node, target: StorageTarget, key: str) -> Optional[dict[str, Any]]:
-    spec = run.profile.probes.checkpoint
-    if spec is None:
-        return None
-    python = str(run.inventory.setting(node, "python"))
-
-    def describe(res: CheckpointResult) -> dict[str, Any]:
-        return {"write_bw": checkpoint_leaf(res, run.path),
-                "chart": {"write_bw": res.write_bw_bytes, "bytes": res.total_bytes, "seconds": res.total_s}}
-
-    return _probe_step(run, node, target, key, "checkpoint write", "write_bw",
-                       lambda out: run_checkpoint_probe(run.executor(node.name), target, spec, out, python=python),
-                       describe)
+    return probe_step(run, "checkpoint", node, target, key)
 
 
 def modelload_step(run: GateRun, node: Node, target: StorageTarget, key: str) -> Optional[dict[str, Any]]:
-    spec = run.profile.probes.modelload
-    if spec is None:
-        return None
-    python = str(run.inventory.setting(node, "python"))
-    source: Any = target if spec.synthetic_size is not None else (
-        spec.directory if spec.directory and spec.directory.startswith("/")
-        else f"{target.path.rstrip('/')}/{spec.directory or ''}")
-
-    def describe(res: ModelLoadResult) -> dict[str, Any]:
-        # A read that may include cached data is no storage figure: the leaf says so (NOT_RUN).
-        return {"read_bw": modelload_leaf(res, run.path),
-                "chart": {"read_bw": res.read_bw_bytes if not res.may_include_cached else None,
-                          "bytes": res.total_bytes, "seconds": res.total_s}}
-
-    return _probe_step(run, node, target, key, "model load", "read_bw",
-                       lambda out: run_modelload_probe(run.executor(node.name), source, spec, out, python=python),
-                       describe)
+    return probe_step(run, "modelload", node, target, key)

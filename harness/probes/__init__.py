@@ -10,5 +10,8 @@ Modules, one job each:
 * ``checkpoint``  checkpoint write (R1): parallel writers, fsync of files and directory, cold read-back
 * ``modelload``   model load (R9): parallel cold reads of a weights tree (drop_caches or O_DIRECT)
 * ``measured``    results as leaves of the gate engine's measured-results tree
-* ``session``     probes over an inventory + profile, results.json, table rows (``kvgate probe``)
+* ``registry``    the one list of probes (``ProbeKind``) and the one-node runner the CLI and the gates share
+* ``selection``   which (node, target) pairs a probe runs on
+* ``session``     probes over an inventory + profile, results.json (``kvgate probe``)
+* ``tables``      the CLI's table rows, and the reading of saved fio output
 """
