@@ -2,7 +2,7 @@
 
 A check is NOT_APPLICABLE only for a reason stated here from the inputs themselves: the inventory
 expects no accelerators, drives, RAID, capacity, link speed, RoCE or software on any node; the
-baseline or candidate arm has no storage target (a recompute or CPU-tier arm); the profile has no
+baseline arm has no storage target (a recompute or CPU-tier arm); the profile has no
 checkpoint or model-load probe, or no recompute arm. A check that applies but was not measured
 stays NOT_RUN, which never passes. The gate itself is decided by ``harness.gates.verdict.decide``.
 """
@@ -52,16 +52,24 @@ def not_applicable(gate: str, inventory: Inventory, profile: Profile) -> dict[st
             why = f"the baseline arm {arm.name!r} has no storage target ({tier})"
             for p in ("baseline.fio.seq_read_bw", "baseline.checkpoint.write_bw", "baseline.modelload.read_bw"):
                 out[p] = why
+        if not arm.offload:
+            why = f"the baseline arm {arm.name!r} offloads no KV (offload: false)"
+            out["baseline.cold_restore.offload_hit_tokens.*"] = why
+            out["baseline.cold_restore.offload_hit_vs_expected.*"] = why
+        if not profile.load.cold_restore:
+            out["baseline.cold_restore.engine_prefix_hit_excess.*"] = "the profile turns cold restore off"
         if profile.probes.checkpoint is None:
             out.setdefault("baseline.checkpoint.write_bw", "the profile has no checkpoint probe")
         if profile.probes.modelload is None:
             out.setdefault("baseline.modelload.read_bw", "the profile has no model-load probe")
     elif gate == "G3":
-        arm = profile.arm(profile.candidate)
-        if arm.storage is None:
-            out["candidate.fio.seq_read_bw"] = f"the candidate arm {arm.name!r} has no storage target"
+        # A candidate without a storage target is an input error (pipelines.g3.check_g3_inputs), never
+        # a reason to skip the storage checks.
         if profile.recompute is None:
             out["compare.recompute_speedup.*"] = "the profile has no recompute arm"
+            out["recompute.cold_restore.offload_hit_tokens.*"] = "the profile has no recompute arm"
+        if not profile.load.cold_restore:
+            out["candidate.cold_restore.engine_prefix_hit_excess.*"] = "the profile turns cold restore off"
     return out
 
 

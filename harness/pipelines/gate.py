@@ -17,6 +17,7 @@ from harness.config.gatespec import GateSpec
 from harness.config.inventory import Inventory
 from harness.config.loader import load_gate, load_inventory, load_profile
 from harness.config.profile import Profile
+from harness.config.yamlsource import load_yaml
 from harness.errors import ConfigErrors, InputError, NotAvailableError
 from harness.exitcodes import ExitCode
 from harness.gates.evaluate import check_overrides, evaluate_gate
@@ -74,7 +75,12 @@ def run_gate(gate: str, *, inventory_path: Path, profile_path: Path, campaign: s
     inventory = load_inventory(inventory_path)
     profile = load_profile(profile_path)
     spec: GateSpec = load_gate(_gate_file(gate, gates_path))
-    problems = check_profile(profile, [inventory], [spec], None, str(profile_path))
+    profile_doc = load_yaml(profile_path)
+    problems = check_profile(profile, [inventory], [spec], profile_doc, str(profile_path))
+    if gate == "G3":
+        from harness.pipelines.g3 import check_g3_inputs
+
+        problems += check_g3_inputs(profile, profile_doc, str(profile_path))
     if problems:
         raise ConfigErrors(problems)
     overrides = [o for o in profile.overrides if o.gate == gate]

@@ -27,6 +27,8 @@ class Repetition:
     summary: dict[str, Any]
     ttft_ms: list[float]
     evidence: list[str] = field(default_factory=list)
+    # The engine's cold-restore counters over the measurement (harness.pipelines.coldrestore).
+    counters: dict[str, Optional[float]] = field(default_factory=dict)
 
     @property
     def output_throughput(self) -> float:
