@@ -24,7 +24,7 @@ from harness.gates.evaluate import check_overrides, evaluate_gate
 from harness.gates.fingerprint import fingerprint_record, workload_fingerprint
 from harness.gates.result import build_gate_result
 from harness.paths import gates_dir, reports_dir
-from harness.pipelines.applicability import mark_not_applicable, not_applicable
+from harness.pipelines.applicability import expected_leaves, fill_expected, mark_not_applicable, not_applicable
 from harness.pipelines.baseline import BaselineCheck, check_baseline
 from harness.pipelines.context import GateRun, summary_of
 from harness.report import render_campaign_report, render_gate_reports, write_manifest
@@ -165,6 +165,7 @@ def _check_prerequisites(gate: str, spec: GateSpec, camp: Campaign, root: Path,
 def _finalize(run: GateRun, spec: GateSpec, overrides: list[Any], measured: dict[str, Any],
               measurements: dict[str, Any], started: str, baseline: Optional[BaselineCheck]) -> GateOutcome:
     run.gate_dir.write_evidence_json("measured.json", measured)
+    measured = fill_expected(measured, expected_leaves(run.gate, run.inventory, run.profile))
     checks = evaluate_gate(spec, measured, overrides=overrides, seed=0)
     checks = mark_not_applicable(checks, not_applicable(run.gate, run.inventory, run.profile))
     summary = summary_of(run)
