@@ -407,7 +407,18 @@ class MetricsDelta:
             "lmcache_retrieve_speed_mean_tok_s": retrieve.mean if retrieve else None,
             "num_requests_running": self.gauges.get("vllm:num_requests_running"),
             "num_requests_waiting": self.gauges.get("vllm:num_requests_waiting"),
+            # Cold-restore validity (INTERFACES item 3): None when the engine exposes no such
+            # counter, never 0 in that case.
+            "offload_hit_tokens": self._first_counter("vllm:external_prefix_cache_hits", "lmcache:num_hit_tokens"),
+            "engine_prefix_hit_tokens": self.counters.get("vllm:prefix_cache_hits"),
+            "prompt_tokens_queried": self.counters.get("vllm:prefix_cache_queries"),
         }
+
+    def _first_counter(self, *names: str) -> Optional[float]:
+        for name in names:
+            if name in self.counters:
+                return self.counters[name]
+        return None
 
     def to_json(self) -> dict[str, object]:
         return {

@@ -175,27 +175,32 @@ def _observe(check: Check, path: str, leaf: Any, thr: _Threshold, rng: random.Ra
     if spec is None:
         raise ValueError("the check asks for a confidence interval but the measurement carries no samples")
     conf = check.statistic.confidence
+    unit = "repetition" if spec.clustered else "sample"
     if spec.n < stats.MIN_INTERVAL_SAMPLES:
         return Observation(
             **base, measured=estimate, measured_text=(text or _fmt(estimate, kind)), n_samples=spec.n,
             needed_samples=stats.MIN_INTERVAL_SAMPLES, verdict=Verdict.INCONCLUSIVE,
-            reason=f"{spec.n} sample(s): an interval needs at least {stats.MIN_INTERVAL_SAMPLES} per group")
+            reason=f"{spec.n} {unit}(s): an interval needs at least {stats.MIN_INTERVAL_SAMPLES} per group")
     low, high = stats.bootstrap_interval(spec, confidence=conf, resamples=check.statistic.resamples, rng=rng)
     verdict = _interval_verdict(low, high, check.comparator, thr.value)
-    interval = Interval(low=low, high=high, confidence=conf, method="bootstrap-percentile",
+    method = "hierarchical-bootstrap-percentile" if spec.clustered else "bootstrap-percentile"
+    interval = Interval(low=low, high=high, confidence=conf, method=method,
                         resamples=check.statistic.resamples)
+    size = f"{spec.n} repetitions, {min(len(spec.a), len(spec.b))} requests" if spec.clustered else f"n={spec.n}"
     mtext = (f"{text or _fmt(estimate, kind)} [{_fmt(low, kind)}, {_fmt(high, kind)}] "
-             f"({conf * 100:g}% CI, n={spec.n})")
+             f"({conf * 100:g}% CI, {size})")
+    power = stats.achieved_power(low, high, estimate, thr.value, conf)
     needed = None
     reason = detail
     if verdict is Verdict.INCONCLUSIVE:
         needed = stats.needed_samples(spec.n, low, high, estimate, thr.value)
         why = f"the {conf * 100:g}% interval straddles the threshold {thr.text}"
-        why += f"; about {needed} samples per group would likely decide" if needed else \
+        why += f"; about {needed} {unit}s per group would likely decide" if needed else \
             "; the estimate sits on the threshold, more samples are unlikely to decide"
         reason = f"{why}; {detail}" if detail else why
     return Observation(**base, measured=estimate, measured_text=mtext, interval=interval, n_samples=spec.n,
-                       needed_samples=needed, verdict=verdict, reason=reason)
+                       needed_samples=needed, verdict=verdict, reason=reason, power=power,
+                       min_samples=stats.MIN_INTERVAL_SAMPLES)
 
 
 def _worst(verdicts: Iterable[Verdict]) -> Verdict:

@@ -6,7 +6,18 @@ Sample specs (produced by the pipelines, see the brief's "measured results" cont
      "transform": "reduction"|"gain"|"ratio"}
         value = 1 - s(a)/s(b)  (reduction),  s(a)/s(b) - 1  (gain),  s(a)/s(b)  (ratio)
         a = candidate, b = baseline; the two groups are resampled independently.
+    {"kind": "ratio", "a_groups": [[...], ...], "b_groups": [[...], ...], "stat": ..., "transform": ...}
+        the same, with the samples grouped by repetition (clustered): the estimate is computed on
+        the pooled samples, the interval by a hierarchical (two-stage) bootstrap.
     {"kind": "percentile", "x": [...], "q": 50}
+
+Requests of one repetition are not independent (same engine warm state, same page cache, same
+neighbours): pooling them and resampling requests makes the interval too narrow, and a noisy
+candidate could pass by luck. For grouped samples each resample first draws repetitions with
+replacement, then requests with replacement within each drawn repetition (the two-stage
+bootstrap), so the spread between repetitions is in the interval. ``n`` of a grouped spec is the
+number of repetitions of the smaller group: that is what limits the interval.
+``bench/coverage.py`` (``make bench-coverage``) measures the coverage of both methods.
 
 The interval is the bootstrap *percentile* interval: draw ``resamples`` resamples with
 replacement (default 2000, the gate file's ``statistic.resamples``), compute the statistic on each,
@@ -37,6 +48,7 @@ __all__ = [
     "point_estimate",
     "bootstrap_interval",
     "needed_samples",
+    "achieved_power",
 ]
 
 # Below this many samples per group a bootstrap interval is not a statement of uncertainty (one
@@ -87,10 +99,19 @@ class SampleSpec:
     transform: str = "ratio"
     x: tuple[float, ...] = ()
     q: float = 50.0
+    a_groups: tuple[tuple[float, ...], ...] = ()
+    b_groups: tuple[tuple[float, ...], ...] = ()
+
+    @property
+    def clustered(self) -> bool:
+        return bool(self.a_groups)
 
     @property
     def n(self) -> int:
-        """The sample size that limits the interval (the smaller group of a ratio)."""
+        """The sample size that limits the interval (the smaller group of a ratio; repetitions when
+        the samples are grouped)."""
+        if self.clustered:
+            return min(len(self.a_groups), len(self.b_groups))
         return min(len(self.a), len(self.b)) if self.kind == "ratio" else len(self.x)
 
 
@@ -109,13 +130,27 @@ def _floats(name: str, v: Any) -> tuple[float, ...]:
     return tuple(out)
 
 
+def _groups(name: str, v: Any) -> tuple[tuple[float, ...], ...]:
+    if not isinstance(v, (list, tuple)) or not v:
+        raise SampleSpecError(f"samples {name!r} must be a non-empty list of lists of numbers")
+    return tuple(_floats(f"{name}[{i}]", g) for i, g in enumerate(v))
+
+
+def _two_stage(rng: random.Random, groups: Sequence[Sequence[float]]) -> list[float]:
+    """One hierarchical resample: repetitions with replacement, then requests within each."""
+    out: list[float] = []
+    for g in rng.choices(groups, k=len(groups)):
+        out.extend(rng.choices(g, k=len(g)))
+    return out
+
+
 def parse_sample_spec(spec: Mapping[str, Any]) -> SampleSpec:
     """Validate a sample spec dict; raise :class:`SampleSpecError` naming what is wrong."""
     if not isinstance(spec, Mapping):
         raise SampleSpecError(f"samples must be a mapping, got {type(spec).__name__}")
     kind = spec.get("kind")
     if kind == "ratio":
-        extra = set(spec) - {"kind", "a", "b", "stat", "transform"}
+        extra = set(spec) - {"kind", "a", "b", "stat", "transform", "a_groups", "b_groups"}
         if extra:
             raise SampleSpecError(f"ratio samples: unknown keys {sorted(extra)}")
         stat = spec.get("stat", "p50")
@@ -124,6 +159,12 @@ def parse_sample_spec(spec: Mapping[str, Any]) -> SampleSpec:
         transform = spec.get("transform", "ratio")
         if transform not in _TRANSFORMS:
             raise SampleSpecError(f"ratio samples: transform {transform!r} is not one of {list(_TRANSFORMS)}")
+        if "a_groups" in spec or "b_groups" in spec:
+            if "a" in spec or "b" in spec:
+                raise SampleSpecError("ratio samples: give a/b or a_groups/b_groups, not both")
+            ga, gb = _groups("a_groups", spec.get("a_groups")), _groups("b_groups", spec.get("b_groups"))
+            return SampleSpec("ratio", a=tuple(x for g in ga for x in g), b=tuple(x for g in gb for x in g),
+                              stat=stat, transform=transform, a_groups=ga, b_groups=gb)
         return SampleSpec("ratio", a=_floats("a", spec.get("a")), b=_floats("b", spec.get("b")),
                           stat=stat, transform=transform)
     if kind == "percentile":
@@ -173,8 +214,12 @@ def bootstrap_interval(spec: SampleSpec, *, confidence: float, resamples: int,
         f = _STATS[spec.stat]
         zero = 0
         for _ in range(resamples):
-            sb = _resampled_stat(rng, spec.b, f)
-            sa = _resampled_stat(rng, spec.a, f)
+            if spec.clustered:
+                sb = f(_two_stage(rng, spec.b_groups))
+                sa = f(_two_stage(rng, spec.a_groups))
+            else:
+                sb = _resampled_stat(rng, spec.b, f)
+                sa = _resampled_stat(rng, spec.a, f)
             if sb == 0:
                 zero += 1
                 continue
@@ -207,3 +252,30 @@ def needed_samples(n: int, low: float, high: float, estimate: float, threshold: 
         return None
     need = math.ceil(max(n, 1) * (arm / dist) ** 2)
     return max(need, max(n, 1) + 1, MIN_INTERVAL_SAMPLES)
+
+
+def achieved_power(low: float, high: float, estimate: float, threshold: float, confidence: float) -> float | None:
+    """The chance that an interval of this width, around a true value equal to ``estimate``, would
+    clear ``threshold`` (normal approximation: the standard error is the interval's half-width over
+    z). A figure for the report: how likely this many repetitions are to decide, not a verdict."""
+    z = _z(0.5 + confidence / 2.0)
+    se = (high - low) / (2.0 * z)
+    if not math.isfinite(se) or se <= 0:
+        return None
+    return _phi(abs(estimate - threshold) / se - z)
+
+
+def _phi(x: float) -> float:
+    return 0.5 * (1.0 + math.erf(x / math.sqrt(2.0)))
+
+
+def _z(p: float) -> float:
+    """The standard normal quantile (bisection on erf; p in (0.5, 1))."""
+    lo, hi = 0.0, 10.0
+    for _ in range(80):
+        mid = (lo + hi) / 2.0
+        if _phi(mid) < p:
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2.0

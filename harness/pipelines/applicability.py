@@ -2,14 +2,16 @@
 
 A check is NOT_APPLICABLE only for a reason stated here from the inputs themselves: the inventory
 expects no accelerators, drives, RAID, capacity, link speed, RoCE or software on any node; the
-baseline or candidate arm has no storage target (a recompute or CPU-tier arm); the profile has no
+baseline arm has no storage target (a recompute or CPU-tier arm); the profile has no
 checkpoint or model-load probe, or no recompute arm. A check that applies but was not measured
 stays NOT_RUN, which never passes. The gate itself is decided by ``harness.gates.verdict.decide``.
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
+from typing import Any
 
 from harness.config.inventory import Inventory
 from harness.config.profile import Profile
@@ -52,16 +54,21 @@ def not_applicable(gate: str, inventory: Inventory, profile: Profile) -> dict[st
             why = f"the baseline arm {arm.name!r} has no storage target ({tier})"
             for p in ("baseline.fio.seq_read_bw", "baseline.checkpoint.write_bw", "baseline.modelload.read_bw"):
                 out[p] = why
+        if not arm.offload:
+            why = f"the baseline arm {arm.name!r} offloads no KV (offload: false)"
+            out["baseline.cold_restore.offload_hit_tokens.*"] = why
+            out["baseline.cold_restore.offload_hit_vs_expected.*"] = why
         if profile.probes.checkpoint is None:
             out.setdefault("baseline.checkpoint.write_bw", "the profile has no checkpoint probe")
         if profile.probes.modelload is None:
             out.setdefault("baseline.modelload.read_bw", "the profile has no model-load probe")
     elif gate == "G3":
-        arm = profile.arm(profile.candidate)
-        if arm.storage is None:
-            out["candidate.fio.seq_read_bw"] = f"the candidate arm {arm.name!r} has no storage target"
+        # A candidate without a storage target is an input error (pipelines.g3.check_g3_inputs), never
+        # a reason to skip the storage checks.
         if profile.recompute is None:
             out["compare.recompute_speedup.*"] = "the profile has no recompute arm"
+            out["recompute.cold_restore.offload_hit_tokens.*"] = "the profile has no recompute arm"
+
     return out
 
 
@@ -78,3 +85,90 @@ def mark_not_applicable(checks: Sequence[CheckResult], reasons: dict[str, str]) 
         out.append(c)
     return out
 
+
+
+def _point_keys(profile: Profile) -> list[str]:
+    return [f"c{c}" for c in profile.load.concurrency]
+
+
+def expected_leaves(gate: str, inventory: Inventory, profile: Profile) -> dict[str, str]:
+    """Every concrete leaf a ``*`` check of ``gate`` must see, read from the inputs (never from what
+    was measured): path -> what it is. A leaf the pipeline did not produce becomes NOT_RUN
+    (:func:`fill_expected`), so a check that saw only part of what it must see does not pass."""
+    out: dict[str, str] = {}
+    if gate == "G1":
+        only = set(profile.probes.fio.targets)
+        for n in inventory.nodes:
+            base = f"nodes.{n.name}"
+            out[f"{base}.reachable"] = f"node {n.name} answers"
+            if n.accelerators is not None:
+                out[f"{base}.accelerators.match"] = f"the accelerators of node {n.name}"
+            if n.software:
+                out[f"{base}.software.match"] = f"the software versions of node {n.name}"
+            for t in n.storage:
+                tb = f"{base}.storage.{t.name}"
+                out[f"{tb}.mounted"] = f"target {t.name} on node {n.name}"
+                if t.drives is not None or t.drive_models:
+                    out[f"{tb}.drives.match"] = f"the drives of target {t.name} on node {n.name}"
+                if t.raid is not None or t.raid_members:
+                    out[f"{tb}.raid.match"] = f"the RAID of target {t.name} on node {n.name}"
+                if t.capacity is not None:
+                    out[f"{tb}.capacity.match"] = f"the capacity of target {t.name} on node {n.name}"
+                left_out = bool(only) and t.name not in only
+                for k in ("seq_read_bw", "seq_write_bw"):
+                    out[f"{tb}.fio.{k}"] = (f"fio on target {t.name} of node {n.name}: left out by the profile's "
+                                            "probes.fio.targets, so fio did not run on every target"
+                                            if left_out else f"fio on target {t.name} of node {n.name}")
+            for link in n.network:
+                lb = f"{base}.network.{link.interface}"
+                if link.speed is not None:
+                    out[f"{lb}.speed.match"] = f"the link speed of {link.interface} on node {n.name}"
+                if link.roce is not None:
+                    out[f"{lb}.roce.match"] = f"RoCE on {link.interface} of node {n.name}"
+    elif gate == "G2":
+        arm = profile.arm(profile.baseline)
+        for key in _point_keys(profile):
+            out[f"baseline.ttft_p50_cv.{key}"] = f"TTFT repeatability at concurrency {key[1:]}"
+            out[f"baseline.throughput_cv.{key}"] = f"throughput repeatability at concurrency {key[1:]}"
+            out[f"baseline.cold_restore.engine_prefix_hit_excess.{key}"] = f"eviction at concurrency {key[1:]}"
+            if arm.offload:
+                out[f"baseline.cold_restore.offload_hit_tokens.{key}"] = f"offload hits at concurrency {key[1:]}"
+                out[f"baseline.cold_restore.offload_hit_vs_expected.{key}"] = f"hit share at concurrency {key[1:]}"
+    elif gate == "G3":
+        for key in _point_keys(profile):
+            c = key[1:]
+            out[f"compare.ttft_p50_reduction.{key}"] = f"the TTFT p50 reduction at concurrency {c}"
+            out[f"candidate.cold_restore.offload_hit_tokens.{key}"] = f"candidate offload hits at concurrency {c}"
+            out[f"candidate.cold_restore.offload_hit_vs_expected.{key}"] = f"candidate hit share at concurrency {c}"
+            # Also without cold_restore: a gate on storage never passes on prompts the engine kept.
+            out[f"candidate.cold_restore.engine_prefix_hit_excess.{key}"] = f"eviction at concurrency {c}"
+            if profile.recompute is not None:
+                out[f"compare.recompute_speedup.{key}"] = f"the recompute speed-up at concurrency {c}"
+                out[f"recompute.cold_restore.offload_hit_tokens.{key}"] = f"recompute offload hits at concurrency {c}"
+    return out
+
+
+def fill_expected(measured: dict[str, Any], expected: dict[str, str]) -> dict[str, Any]:
+    """A copy of ``measured`` where every expected leaf that is missing is a NOT_RUN leaf saying
+    what was expected (the pipeline's own leaves are kept as they are)."""
+    out = copy.deepcopy(measured)
+    for path, what in expected.items():
+        parts = path.split(".")
+        node: Any = out
+        for part in parts[:-1]:
+            nxt = node.get(part) if isinstance(node, dict) else None
+            if nxt is None:
+                nxt = node[part] = {}
+            if not isinstance(nxt, dict) or _is_leaf(nxt):
+                node = None
+                break
+            node = nxt
+        if node is None or parts[-1] in node:
+            continue
+        node[parts[-1]] = {"value": None, "text": "not measured", "evidence": [],
+                           "detail": f"expected from the inventory and profile ({what}), not measured"}
+    return out
+
+
+def _is_leaf(d: dict[str, Any]) -> bool:
+    return "value" in d or "samples" in d

@@ -6,10 +6,12 @@ from __future__ import annotations
 from typing import Any
 
 from harness.errors import InfraError
+from harness.pipelines.coldrestore import cold_restore_measured, expectation
 from harness.pipelines.context import GateRun
+from harness.pipelines.loadpoint import point_workload
 from harness.pipelines.probesteps import checkpoint_step, fio_step, modelload_step
 from harness.pipelines.sweep import run_arm_sweep
-from harness.pipelines.sweepdata import baseline_measured, measurement, sweep_table
+from harness.pipelines.sweepdata import Sweep, baseline_measured, measurement, sweep_table
 
 
 def arm_storage_probes(run: GateRun, arm_name: str, prefix: str) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -45,6 +47,14 @@ def arm_storage_probes(run: GateRun, arm_name: str, prefix: str) -> tuple[dict[s
     return measured, charts
 
 
+def arm_cold_restore(run: GateRun, arm_name: str, sweep: Sweep) -> dict[str, Any]:
+    """The ``cold_restore`` subtree of an arm (harness.pipelines.coldrestore)."""
+    arm = run.profile.arm(arm_name)
+    workload = point_workload(run.profile)
+    exp = expectation(workload.populate, workload.measure, arm.lmcache.chunk_size)
+    return cold_restore_measured(sweep, run.profile.load.concurrency, exp, offload=arm.offload)
+
+
 def run_g2(run: GateRun) -> tuple[dict[str, Any], dict[str, Any]]:
     profile = run.profile
     arm = profile.baseline
@@ -59,6 +69,10 @@ def run_g2(run: GateRun) -> tuple[dict[str, Any], dict[str, Any]]:
 
         sweep = load_sweep(run, arm, profile.load.concurrency, profile.load.repetitions)
     measured_baseline.update(baseline_measured(sweep, profile.load.concurrency, profile.load.repetitions))
+    cold = arm_cold_restore(run, arm, sweep)
+    if not profile.arm(arm).offload:
+        cold.pop("offload_hit_tokens")  # nothing to serve from: NOT_APPLICABLE (applicability.py)
+    measured_baseline["cold_restore"] = cold
     if stopped:
         # "incomplete" here only records the fault above: not measured evidence against the storage.
         measured_baseline["complete"]["caused_by_fault"] = True

@@ -5,13 +5,39 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from harness.errors import InfraError, InputError, KvgateError
+from harness.config.crosscheck import _err
+from harness.config.profile import Profile
+from harness.config.yamlsource import YamlDocument
+from harness.errors import ConfigError, InfraError, InputError, KvgateError
 from harness.pipelines.context import GateRun
-from harness.pipelines.g2 import arm_storage_probes
+from harness.pipelines.g2 import arm_cold_restore, arm_storage_probes
 from harness.pipelines.sweep import load_sweep, run_arm_sweep
 from harness.pipelines.sweepdata import Sweep, compare_measured, failed_ratio, sweep_table
 from harness.store.campaign import GateDir
 from harness.store.schema import Verdict
+
+
+def check_g3_inputs(profile: Profile, doc: Optional[YamlDocument], path: str) -> list[ConfigError]:
+    """What G3 needs from the profile, checked before any node is touched: the candidate arm has a
+    storage target and KV offload on (else G3 would measure recompute against recompute, or the
+    CPU tier, and call it storage), and the baseline and candidate arms differ in storage."""
+    errors: list[ConfigError] = []
+    index = {a.name: i for i, a in enumerate(profile.arms)}
+    cand = profile.arm(profile.candidate)
+    base = profile.arm(profile.baseline)
+    ci = index[cand.name]
+    if not cand.offload:
+        errors.append(_err(doc, ("arms", ci, "offload"),
+                           f"G3: the candidate arm {cand.name!r} has offload: false; the candidate must offload "
+                           "KV to the storage under test", path))
+    if cand.storage is None:
+        errors.append(_err(doc, ("arms", ci), f"G3: the candidate arm {cand.name!r} has no storage target; "
+                           "name the storage under test with 'storage: TARGET'", path))
+    elif base.storage == cand.storage and base.offload:
+        errors.append(_err(doc, ("arms", index[base.name], "storage"),
+                           f"G3: the baseline arm {base.name!r} and the candidate arm {cand.name!r} both use storage "
+                           f"target {cand.storage!r}; G3 compares two different storages", path))
+    return errors
 
 
 def baseline_sweep(run: GateRun, g2: GateDir) -> Sweep:
@@ -59,8 +85,11 @@ def run_g3(run: GateRun, g2: GateDir) -> tuple[dict[str, Any], dict[str, Any]]:
         recompute = base
     cand = sweeps[profile.candidate]
     measured: dict[str, Any] = {
-        "candidate": {"fio": cand_measured.get("fio", {}), "failed_ratio": failed_ratio(cand)},
+        "candidate": {"fio": cand_measured.get("fio", {}), "failed_ratio": failed_ratio(cand),
+                      "cold_restore": arm_cold_restore(run, profile.candidate, cand)},
         "compare": compare_measured(cand, base, recompute),
     }
+    if recompute is not None and profile.recompute is not None:
+        measured["recompute"] = {"cold_restore": arm_cold_restore(run, profile.recompute, recompute)}
     charts["sweep"] = {arm: sweep_table(s) for arm, s in sweeps.items()}
     return measured, charts

@@ -17,13 +17,14 @@ from harness.config.gatespec import GateSpec
 from harness.config.inventory import Inventory
 from harness.config.loader import load_gate, load_inventory, load_profile
 from harness.config.profile import Profile
+from harness.config.yamlsource import load_yaml
 from harness.errors import ConfigErrors, InputError, NotAvailableError
 from harness.exitcodes import ExitCode
 from harness.gates.evaluate import check_overrides, evaluate_gate
 from harness.gates.fingerprint import fingerprint_record, workload_fingerprint
 from harness.gates.result import build_gate_result
 from harness.paths import gates_dir, reports_dir
-from harness.pipelines.applicability import mark_not_applicable, not_applicable
+from harness.pipelines.applicability import expected_leaves, fill_expected, mark_not_applicable, not_applicable
 from harness.pipelines.baseline import BaselineCheck, check_baseline
 from harness.pipelines.context import GateRun, summary_of
 from harness.report import render_campaign_report, render_gate_reports, write_manifest
@@ -74,7 +75,12 @@ def run_gate(gate: str, *, inventory_path: Path, profile_path: Path, campaign: s
     inventory = load_inventory(inventory_path)
     profile = load_profile(profile_path)
     spec: GateSpec = load_gate(_gate_file(gate, gates_path))
-    problems = check_profile(profile, [inventory], [spec], None, str(profile_path))
+    profile_doc = load_yaml(profile_path)
+    problems = check_profile(profile, [inventory], [spec], profile_doc, str(profile_path))
+    if gate == "G3":
+        from harness.pipelines.g3 import check_g3_inputs
+
+        problems += check_g3_inputs(profile, profile_doc, str(profile_path))
     if problems:
         raise ConfigErrors(problems)
     overrides = [o for o in profile.overrides if o.gate == gate]
@@ -159,6 +165,7 @@ def _check_prerequisites(gate: str, spec: GateSpec, camp: Campaign, root: Path,
 def _finalize(run: GateRun, spec: GateSpec, overrides: list[Any], measured: dict[str, Any],
               measurements: dict[str, Any], started: str, baseline: Optional[BaselineCheck]) -> GateOutcome:
     run.gate_dir.write_evidence_json("measured.json", measured)
+    measured = fill_expected(measured, expected_leaves(run.gate, run.inventory, run.profile))
     checks = evaluate_gate(spec, measured, overrides=overrides, seed=0)
     checks = mark_not_applicable(checks, not_applicable(run.gate, run.inventory, run.profile))
     summary = summary_of(run)

@@ -21,6 +21,7 @@ from harness.engines import EngineInstance, delta, drop_page_cache, get_engine
 from harness.engines.base import Engine
 from harness.errors import InfraError, InputError
 from harness.gates.stats import percentile
+from harness.pipelines.coldrestore import point_counters
 from harness.pipelines.context import GateRun
 from harness.pipelines.loadpoint import point_workload, run_point
 from harness.pipelines.sweepdata import Repetition, Sweep
@@ -36,7 +37,8 @@ def step_key(arm: str, concurrency: int, repetition: int) -> str:
 
 def repetition_from_state(arm: str, concurrency: int, repetition: int, data: dict[str, Any]) -> Repetition:
     return Repetition(arm, concurrency, repetition, dict(data.get("summary") or {}),
-                      [float(x) for x in data.get("ttft_ms") or []], list(data.get("evidence") or []))
+                      [float(x) for x in data.get("ttft_ms") or []], list(data.get("evidence") or []),
+                      dict(data.get("counters") or {}))
 
 
 def load_sweep(run: GateRun, arm: str, concurrencies: Sequence[int], repetitions: int,
@@ -191,7 +193,7 @@ def run_arm_sweep(run: GateRun, arm_name: str, *, label: Optional[str] = None) -
             (point_dir / "metrics-delta.json").write_text(json.dumps(metrics, indent=2, default=str) + "\n")
             (point_dir / "protocol.json").write_text(json.dumps(protocol, indent=2, default=str) + "\n")
             data = {"summary": point.summary, "ttft_ms": point.ttft_ms, "evidence": point.evidence,
-                    "protocol": protocol}
+                    "protocol": protocol, "counters": point_counters(metrics)}
             run.gate_dir.mark_step_done(step_key(arm.name, conc, rep), data)
             sweep.setdefault(conc, []).append(repetition_from_state(arm.name, conc, rep, data))
             p50 = percentile(point.ttft_ms, 50) if point.ttft_ms else float("nan")

@@ -27,6 +27,8 @@ class Repetition:
     summary: dict[str, Any]
     ttft_ms: list[float]
     evidence: list[str] = field(default_factory=list)
+    # The engine's cold-restore counters over the measurement (harness.pipelines.coldrestore).
+    counters: dict[str, Optional[float]] = field(default_factory=dict)
 
     @property
     def output_throughput(self) -> float:
@@ -132,6 +134,11 @@ def best_point(sweep: Sweep) -> Optional[int]:
     return best
 
 
+def _groups(reps: Sequence[Repetition]) -> list[list[float]]:
+    """TTFT samples grouped by repetition, for the hierarchical bootstrap (harness.gates.stats)."""
+    return [list(r.ttft_ms) for r in reps if r.ttft_ms]
+
+
 def compare_measured(candidate: Sweep, baseline: Sweep, recompute: Optional[Sweep] = None) -> dict[str, Any]:
     """The G3 subtree ``compare.*``: per-concurrency TTFT p50 reduction with its samples, the
     throughput gain at the candidate's best point, and the speed-up over the recompute arm."""
@@ -149,7 +156,8 @@ def compare_measured(candidate: Sweep, baseline: Sweep, recompute: Optional[Swee
         out["ttft_p50_reduction"][key] = _m(
             value, f"{pb / 1000:.3f} s -> {pa / 1000:.3f} s",
             detail=f"baseline p50 {pb:.1f} ms (n={len(b)}), candidate p50 {pa:.1f} ms (n={len(a)})",
-            samples={"kind": "ratio", "a": a, "b": b, "stat": "p50", "transform": "reduction"})
+            samples={"kind": "ratio", "a_groups": _groups(candidate.get(conc, [])),
+                     "b_groups": _groups(baseline.get(conc, [])), "stat": "p50", "transform": "reduction"})
         if recompute is not None:
             r = pooled_ttft(recompute.get(conc, []))
             if r:
@@ -157,7 +165,8 @@ def compare_measured(candidate: Sweep, baseline: Sweep, recompute: Optional[Swee
                 out["recompute_speedup"][key] = _m(
                     pr / pa if pa else None, f"{pr / 1000:.3f} s -> {pa / 1000:.3f} s",
                     detail=f"recompute p50 {pr:.1f} ms (n={len(r)}), candidate p50 {pa:.1f} ms",
-                    samples={"kind": "ratio", "a": r, "b": a, "stat": "p50", "transform": "ratio"})
+                    samples={"kind": "ratio", "a_groups": _groups(recompute.get(conc, [])),
+                             "b_groups": _groups(candidate.get(conc, [])), "stat": "p50", "transform": "ratio"})
     best = best_point(candidate)
     if best is None or not [r for r in baseline.get(best, []) if r.completed]:
         out["throughput_gain_best"] = _m(None, detail="no throughput measured at a common operating point")

@@ -50,6 +50,10 @@ class Observation(_Model):
     interval: Optional[Interval] = None
     n_samples: Optional[int] = None
     needed_samples: Optional[int] = Field(default=None, description="For INCONCLUSIVE: a likely deciding size")
+    min_samples: Optional[int] = Field(default=None, description="Interval checks: the fewest samples (repetitions "
+                                       "for grouped samples) an interval is computed from")
+    power: Optional[float] = Field(default=None, description="Interval checks: the achieved power, the chance an "
+                                   "interval this wide around the estimate clears the threshold")
     verdict: Verdict
     reason: str = ""
     evidence: list[str] = Field(default_factory=list, description="Paths relative to the gate directory")

@@ -159,6 +159,18 @@ def test_delta_counters_gauges_histograms_and_resets(vllm_text: str) -> None:
     assert figures["prefix_cache_hit_rate"] == 0.5 and figures["engine_ttft_mean_s"] == 10.0
     assert d.missing == ["lmcache:store_speed"]  # the fixture has no store_speed
     assert d.to_json()["key_figures"] == figures
+    # cold-restore counters (INTERFACES item 3)
+    assert figures["engine_prefix_hit_tokens"] == 131072.0 and figures["prompt_tokens_queried"] == 262144.0
+    ext = d.counters.get("vllm:external_prefix_cache_hits")
+    assert figures["offload_hit_tokens"] == (ext if ext is not None else 655360.0)
+
+
+def test_cold_restore_counters_are_none_when_not_exposed() -> None:
+    snap = MetricsSnapshot.from_text("# TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting 0\n",
+                                     taken_at=1.0)
+    figures = delta(snap, snap).key_figures()
+    assert figures["offload_hit_tokens"] is None
+    assert figures["engine_prefix_hit_tokens"] is None and figures["prompt_tokens_queried"] is None
 
 
 def test_the_emulators_own_exposition_parses() -> None:

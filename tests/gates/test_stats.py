@@ -118,3 +118,43 @@ def test_needed_samples_uses_the_arm_facing_the_threshold() -> None:
     assert stats.needed_samples(100, 0.24, 0.30, 0.28, 0.25) == math.ceil(100 * (0.04 / 0.03) ** 2)
     assert stats.needed_samples(100, 0.24, 0.30, 0.25, 0.25) is None
     assert stats.needed_samples(10, 0.9, 1.3, 1.0, 1.05) == math.ceil(10 * (0.3 / 0.05) ** 2)
+
+
+def test_grouped_samples_give_a_hierarchical_interval_wider_than_pooling() -> None:
+    import random as _r
+
+    from harness.gates.stats import achieved_power, bootstrap_interval, parse_sample_spec, point_estimate
+
+    rng = _r.Random(5)
+    # five repetitions whose levels differ (between-repetition spread), 20 requests each
+    def groups(center: float) -> list[list[float]]:
+        return [[center * lvl * rng.uniform(0.97, 1.03) for _ in range(20)] for lvl in (0.8, 0.9, 1.0, 1.1, 1.2)]
+
+    a, b = groups(70.0), groups(100.0)
+    grouped = parse_sample_spec({"kind": "ratio", "a_groups": a, "b_groups": b, "stat": "p50",
+                                 "transform": "reduction"})
+    pooled = parse_sample_spec({"kind": "ratio", "a": [x for g in a for x in g], "b": [x for g in b for x in g],
+                                "stat": "p50", "transform": "reduction"})
+    assert grouped.clustered and grouped.n == 5 and pooled.n == 100
+    assert point_estimate(grouped) == point_estimate(pooled)  # the estimate is the pooled statistic
+    lo_g, hi_g = bootstrap_interval(grouped, confidence=0.95, resamples=1000, rng=_r.Random(1))
+    lo_p, hi_p = bootstrap_interval(pooled, confidence=0.95, resamples=1000, rng=_r.Random(1))
+    assert hi_g - lo_g > 2 * (hi_p - lo_p)  # the repetitions' spread is in the interval
+    assert lo_g < point_estimate(grouped) < hi_g
+    # power: near 1 far from the threshold, about a half-and-half at the estimate's edge
+    p_far = achieved_power(lo_g, hi_g, 0.3, -1.0, 0.95)
+    p_near = achieved_power(lo_g, hi_g, 0.3, 0.3, 0.95)
+    assert p_far is not None and p_far > 0.99
+    assert p_near is not None and p_near < 0.05
+
+
+@pytest.mark.parametrize("bad", [
+    {"kind": "ratio", "a_groups": [], "b_groups": [[1.0]]},
+    {"kind": "ratio", "a_groups": [[1.0], []], "b_groups": [[1.0]]},
+    {"kind": "ratio", "a_groups": [[1.0]], "b_groups": [[1.0]], "a": [1.0]},
+])
+def test_malformed_grouped_samples_are_refused(bad: dict) -> None:  # type: ignore[type-arg]
+    from harness.gates.stats import SampleSpecError, parse_sample_spec
+
+    with pytest.raises(SampleSpecError):
+        parse_sample_spec(bad)

@@ -47,6 +47,16 @@ def start_g2(inv: Path, prof: Path, reports: Path, campaign: str, **popen: Any) 
     return subprocess.Popen(argv, text=True, **popen)  # noqa: S603
 
 
+def passed_or_undecided(res: dict[str, Any], code: int) -> None:
+    """Every G3 blocker passed except, possibly, an interval that straddles its threshold (a busy
+    machine makes TTFT noisy); the exit code is exactly what that gives."""
+    blockers = {c["id"]: c["verdict"] for c in res["checks"] if c["severity"] == "blocker"}
+    undecided = {k for k, v in blockers.items() if v == "INCONCLUSIVE"}
+    assert undecided <= {"ttft_p50_reduction", "throughput_gain"}, blockers
+    assert {v for k, v in blockers.items() if k not in undecided} == {"PASS"}, blockers
+    assert code == (3 if undecided else 0) == res["exit_code"], res["verdict_reason"]
+
+
 def wait_for_steps(state: Path, n: int, timeout: float = 120.0) -> None:
     """Until ``state`` (a gate's state.jsonl) records ``n`` completed sweep repetitions."""
     deadline = time.monotonic() + timeout
@@ -91,12 +101,16 @@ def test_g1_g2_g3_pass_with_real_disk_reads(tmp_path: Path, local_inventory: Pat
     obs = red["observations"][0]
     assert obs["interval"]["low"] >= 0.25 and obs["n_samples"] >= 5
     assert check(g3, "recompute_speedup")["observations"][0]["measured"] > 1.5
-    assert code in (0, 3), check(g3, "throughput_gain")
-    # the candidate's disk tier was really read: the emulator's LMCache hit counter moved
-    deltas = list((reports / "c1" / "G3" / "evidence" / "sweep" / "candidate").glob("c2/rep*/metrics-delta.json"))
-    assert deltas
-    hit_tokens = [json.loads(p.read_text())[0] for p in deltas]
-    assert any("lmcache" in json.dumps(h) for h in hit_tokens)
+    passed_or_undecided(g3, code)
+    # the candidate's disk tier was really read: the engine's own counters say how many prompt tokens
+    # it served in every repetition, and the gate reports the lowest of them
+    deltas = sorted((reports / "c1" / "G3" / "evidence" / "sweep" / "candidate").glob("c2/rep*/metrics-delta.json"))
+    assert len(deltas) == 5
+    hits = [json.loads(p.read_text())[0]["key_figures"]["offload_hit_tokens"] for p in deltas]
+    assert min(hits) >= 6 * 2048  # 6 requests, each reusing its whole 2048-token document (8 chunks)
+    hit_check = check(g3, "candidate_offload_hits")
+    assert hit_check["verdict"] == "PASS" and hit_check["observations"][0]["measured"] == min(hits)
+    assert check(g3, "recompute_offload_hits")["observations"][0]["measured"] == 0
 
     gate_dir = reports / "c1" / "G3"
     for name in ("result.json", "report.html", "report.md", "junit.xml", "MANIFEST.sha256"):
@@ -110,8 +124,10 @@ def test_g1_g2_g3_pass_with_real_disk_reads(tmp_path: Path, local_inventory: Pat
     assert (reports / "c1" / "report.html").is_file()  # the campaign page
 
     # a later campaign compares against this one's G2 (--baseline), and says so
-    assert gate("G3", local_inventory, prof, reports, "c2", "--baseline", "c1") in (0, 3)
+    code_b = gate("G3", local_inventory, prof, reports, "c2", "--baseline", "c1")
     g3b = result(reports, "c2", "G3")
+    passed_or_undecided(g3b, code_b)
+    assert g3b["baseline"]["digest"] == g2["fingerprint"]["digest"] and g3b["baseline"]["accepted_mismatches"] == []
     assert check(g3b, "ttft_p50_reduction")["verdict"] == "PASS"
     assert "baseline: G2 of campaign 'c1'" in g3b["notes"]
     assert not (reports / "c2" / "G2").exists()
@@ -119,10 +135,10 @@ def test_g1_g2_g3_pass_with_real_disk_reads(tmp_path: Path, local_inventory: Pat
 
 def test_candidate_that_cannot_meet_the_threshold_fails(tmp_path: Path, local_inventory: Path,
                                                         write_yaml: Callable[[str, dict[str, Any]], Path]) -> None:
-    # the "candidate" recomputes too: no storage tier, so no TTFT reduction is possible
+    # a TTFT reduction no storage gives: the candidate's measured reduction falls short of it
     prof_data = small_profile(free_port())
-    prof_data["arms"][1] = {"name": "candidate", "offload": False}
-    prof_data["recompute"] = None
+    prof_data["overrides"].append({"gate": "G3", "check": "ttft_p50_reduction", "threshold": "99.9%",
+                                   "reason": "a bar no real storage can clear, to see the FAIL path"})
     prof = write_yaml("profile.yaml", prof_data)
     reports = tmp_path / "reports"
     assert gate("G1", local_inventory, prof, reports, "f") == 0
@@ -135,7 +151,7 @@ def test_candidate_that_cannot_meet_the_threshold_fails(tmp_path: Path, local_in
     md = (reports / "f" / "G3" / "report.md").read_text()
     assert "ttft_p50_reduction" in md and "FAIL" in md
     failures = ET.parse(reports / "f" / "G3" / "junit.xml").getroot().findall(".//failure")
-    assert any("ttft_p50_reduction" in (f.text or "") and ">= 25%" in (f.get("message") or "") for f in failures)
+    assert any("ttft_p50_reduction" in (f.text or "") and ">= 99.9%" in (f.get("message") or "") for f in failures)
 
 
 def test_unreachable_node_exits_4_and_is_named(tmp_path: Path, write_yaml: Callable[[str, dict[str, Any]], Path],

@@ -51,7 +51,8 @@ def test_compare_reduction_gain_and_speedup() -> None:
     m = compare_measured(cand, base, reco)
     assert m["ttft_p50_reduction"]["c8"]["value"] == pytest.approx(0.30)
     assert m["ttft_p50_reduction"]["c16"]["samples"]["transform"] == "reduction"
-    assert len(m["ttft_p50_reduction"]["c16"]["samples"]["a"]) == 20
+    # grouped by repetition for the hierarchical bootstrap: 2 repetitions of 10 requests
+    assert [len(g) for g in m["ttft_p50_reduction"]["c16"]["samples"]["a_groups"]] == [10, 10]
     assert best_point(cand) == 16
     assert m["throughput_gain_best"]["value"] == pytest.approx(0.40)
     assert m["recompute_speedup"]["c16"]["value"] == pytest.approx(20.0)

@@ -1,0 +1,154 @@
+"""Was each measured point really a cold restore? Decided from the engine's own counters.
+
+Per point, the sweep records the engine's counters over the measurement window (the sum over
+instances of ``MetricsDelta.key_figures()``: ``offload_hit_tokens``, ``engine_prefix_hit_tokens``,
+``prompt_tokens_queried``). From the point's requests we know what a cold restore should show:
+
+* **expected offload share**: the share of measured prompt tokens whose KV the populate pass
+  stored, counted in whole chunks of the arm's ``chunk_size`` (the part a KV tier can serve);
+* **shared share**: the share of measured prompt tokens that measured requests share with one
+  another (in 16-token blocks), which the engine's own prefix cache may legitimately serve once
+  one of them has been loaded. Engine prefix-cache hits beyond that mean the prompt was never
+  evicted, and the point measured HBM, not storage.
+
+Shares are computed in words (one emulator token each) and applied to the engine's own token
+count, so they hold for a real tokenizer too. A missing counter gives ``value: None`` naming it:
+the check is NOT_RUN, never PASS.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from harness.load.spec import RequestSpec
+from harness.pipelines.sweepdata import Sweep, measurement, point_key
+
+__all__ = ["COUNTERS", "Expectation", "expectation", "point_counters", "cold_restore_measured"]
+
+COUNTERS = {
+    "offload_hit_tokens": "vllm:external_prefix_cache_hits (or lmcache:num_hit_tokens)",
+    "engine_prefix_hit_tokens": "vllm:prefix_cache_hits",
+    "prompt_tokens_queried": "vllm:prefix_cache_queries",
+}
+ENGINE_BLOCK = 16
+
+
+@dataclass(frozen=True)
+class Expectation:
+    offload_share: float
+    shared_share: float
+
+
+def _chain(words: Sequence[str], size: int) -> list[int]:
+    """Hashes of the prefixes of ``words`` at every whole block of ``size`` words."""
+    out: list[int] = []
+    h = 0
+    for k in range(len(words) // size):
+        h = hash((h, tuple(words[k * size:(k + 1) * size])))
+        out.append(h)
+    return out
+
+
+def expectation(populate: Sequence[RequestSpec], measure: Sequence[RequestSpec], chunk_size: int) -> Expectation:
+    """What a cold restore of ``measure`` after populating with ``populate`` should show."""
+    stored = {h for spec in populate for h in _chain(spec.prompt.split(), chunk_size)}
+    chains = [_chain(spec.prompt.split(), ENGINE_BLOCK) for spec in measure]
+    seen = Counter(h for chain in chains for h in set(chain))
+    total = hit = shared = 0
+    for spec, chain in zip(measure, chains):
+        words = spec.prompt.split()
+        total += len(words)
+        # the engine computes at least the last token itself
+        usable = len(words) - 1
+        k = sum(1 for h in _chain(words, chunk_size) if h in stored)
+        hit += min(usable, k * chunk_size)
+        j = max((i + 1 for i, h in enumerate(chain) if seen[h] >= 2), default=0)
+        shared += min(usable, j * ENGINE_BLOCK)
+    if total == 0:
+        return Expectation(0.0, 0.0)
+    return Expectation(hit / total, shared / total)
+
+
+def point_counters(metrics: Sequence[Optional[dict[str, Any]]]) -> dict[str, Optional[float]]:
+    """The cold-restore counters of one point, summed over engine instances (None when any
+    instance was not scraped or exposes no such counter)."""
+    out: dict[str, Optional[float]] = {}
+    for key in COUNTERS:
+        total: Optional[float] = 0.0
+        for m in metrics:
+            value = ((m or {}).get("key_figures") or {}).get(key)
+            if m is None or value is None:
+                total = None
+                break
+            total = (total or 0.0) + float(value)
+        out[key] = total if metrics else None
+    return out
+
+
+def _c(rep: Any, key: str) -> float:
+    """A counter known to be there (checked with :func:`_missing` first)."""
+    value = rep.counters.get(key)
+    assert value is not None
+    return float(value)
+
+
+def _missing(reps: Sequence[Any], key: str) -> Optional[str]:
+    for r in reps:
+        if r.counters.get(key) is None:
+            return (f"the engine exposed no {COUNTERS[key]} counter for repetition {r.repetition} "
+                    "(or its metrics were not scraped)")
+    return None
+
+
+def cold_restore_measured(sweep: Sweep, concurrencies: Sequence[int], exp: Expectation, *,
+                          offload: bool) -> dict[str, Any]:
+    """The ``<arm>.cold_restore`` subtree: per concurrency, the worst repetition."""
+    out: dict[str, Any] = {"offload_hit_tokens": {}, "engine_prefix_hit_excess": {}}
+    if offload:
+        out["offload_hit_vs_expected"] = {}
+    for conc in concurrencies:
+        key = point_key(conc)
+        reps = sweep.get(conc, [])
+        if not reps:
+            for sub in out.values():
+                sub[key] = measurement(None, detail=f"no repetition measured at concurrency {conc}")
+            continue
+        why = _missing(reps, "offload_hit_tokens")
+        hits = [_c(r, "offload_hit_tokens") for r in reps] if why is None else []
+        out["offload_hit_tokens"][key] = measurement(
+            min(hits) if hits else None, text=f"{min(hits):.0f} tokens (lowest repetition)" if hits else "",
+            detail=why or "offload-tier hit tokens per repetition: " + ", ".join(f"{h:.0f}" for h in hits))
+        why_q = _missing(reps, "prompt_tokens_queried")
+        if offload:
+            why_r = why or why_q
+            if why_r is None and exp.offload_share <= 0:
+                why_r = "the workload's populate pass stores no whole chunk of the measured prompts"
+            ratios: list[tuple[float, float]] = []
+            if why_r is None:
+                for r in reps:
+                    queried = _c(r, "prompt_tokens_queried")
+                    share = _c(r, "offload_hit_tokens") / queried if queried > 0 else 0.0
+                    ratios.append((share / exp.offload_share, share))
+            worst = min(ratios) if ratios else None
+            out["offload_hit_vs_expected"][key] = measurement(
+                worst[0] if worst else None,
+                text=(f"{worst[1] * 100:.1f}% of prompt tokens from the offload tiers, expected "
+                      f"{exp.offload_share * 100:.1f}%") if worst else "",
+                detail=why_r or "measured/expected per repetition: " + ", ".join(f"{x:.3f}" for x, _ in ratios))
+        why_e = _missing(reps, "engine_prefix_hit_tokens") or why_q
+        excess: list[tuple[float, float, float]] = []
+        if why_e is None:
+            for r in reps:
+                eng = _c(r, "engine_prefix_hit_tokens")
+                allowed = exp.shared_share * _c(r, "prompt_tokens_queried")
+                excess.append((eng - allowed, eng, allowed))
+        top = max(excess) if excess else None
+        out["engine_prefix_hit_excess"][key] = measurement(
+            max(0.0, top[0]) if top else None,
+            text=(f"{top[1]:.0f} engine prefix-cache hit tokens, {top[2]:.0f} shared among measured requests")
+            if top else "",
+            detail=why_e or "a hit beyond what measured requests share means the prompt was not evicted")
+    return out
