@@ -15,11 +15,13 @@ import markupsafe
 
 from harness.errors import InputError
 from harness.report.charts import gate_charts
+from harness.report.evidence import finder as evidence_finder
 from harness.report.junit import junit_xml
 from harness.report.loader import RESULT_FILE, ResultFileError, load_gate_result
 from harness.report.view import (
     EMULATION_NOTICE,
     GateView,
+    campaign_provenance,
     campaign_verdict,
     fio_rows,
     gate_view,
@@ -72,15 +74,16 @@ def _write(path: Path, data: bytes) -> Path:
     return path
 
 
-def render_gate_html(result: GateResult) -> str:
-    view = gate_view(result)
+def render_gate_html(result: GateResult, gate_dir: Path | None = None) -> str:
+    view = gate_view(result, evidence_finder(gate_dir, result))
     return _environment(html=True).get_template("gate.html.j2").render(
         r=result, v=view, charts=gate_charts(result.measurements, result.checks),
         sweep_rows=sweep_rows(result.measurements), fio_rows=fio_rows(result.measurements))
 
 
-def render_gate_markdown(result: GateResult) -> str:
-    return _environment(html=False).get_template("gate.md.j2").render(r=result, v=gate_view(result))
+def render_gate_markdown(result: GateResult, gate_dir: Path | None = None) -> str:
+    return _environment(html=False).get_template("gate.md.j2").render(
+        r=result, v=gate_view(result, evidence_finder(gate_dir, result)))
 
 
 def render_gate_reports(gate_dir: Path) -> list[Path]:
@@ -90,8 +93,8 @@ def render_gate_reports(gate_dir: Path) -> list[Path]:
     result = load_gate_result(gate_dir)
     return [
         gate_dir / RESULT_FILE,
-        _write(gate_dir / REPORT_HTML, render_gate_html(result).encode("utf-8")),
-        _write(gate_dir / REPORT_MD, render_gate_markdown(result).encode("utf-8")),
+        _write(gate_dir / REPORT_HTML, render_gate_html(result, gate_dir).encode("utf-8")),
+        _write(gate_dir / REPORT_MD, render_gate_markdown(result, gate_dir).encode("utf-8")),
         _write(gate_dir / JUNIT_XML, junit_xml([result])),
     ]
 
@@ -139,7 +142,8 @@ def render_campaign_report(campaign_dir: Path) -> list[Path]:
         error_verdict=Verdict.ERROR, notice=EMULATION_NOTICE,
         not_passed=[f"{name} ({view.verdict.value if view else 'unreadable'})" for name, view, _ in rows
                     if view is None or view.verdict is not Verdict.PASS],
-        emulated=[v.result.gate for v in views if v.emulated])
+        emulated=[v.result.gate for v in views if v.emulated],
+        provenance=campaign_provenance(campaign_dir.name, results))
     html = _environment(html=True).get_template("campaign.html.j2").render(**context)
     md = _environment(html=False).get_template("campaign.md.j2").render(**context)
     return [
