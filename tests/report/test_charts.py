@@ -176,7 +176,8 @@ def test_non_negative_axes_start_at_zero() -> None:
         if obs.interval:
             obs.interval.low = 0.01
     root = _parse(forest_chart(check).svg)
-    ticks = [t.text or "" for t in root.iter("text") if (t.text or "").endswith("%") and "threshold" not in (t.text or "")]
+    texts = [t.text or "" for t in root.iter("text")]
+    ticks = [t for t in texts if t.endswith("%") and "threshold" not in t]
     assert ticks and not any(t.startswith("-") for t in ticks)
     assert ticks[0] == "0%"
     for chart in (ttft_chart({"sweep": SWEEP}), throughput_chart({"sweep": SWEEP})):
