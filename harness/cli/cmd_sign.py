@@ -9,6 +9,9 @@ from pathlib import Path
 
 from harness.errors import InputError
 from harness.exitcodes import ExitCode
+from harness.report.manifest import SIGNATURES
+from harness.report.pdf import REPORT_PDF, write_pdf
+from harness.report.pdfsign import sign_pdf
 from harness.report.sign import ROLES, sign
 
 
@@ -25,14 +28,21 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "other party puts in its allowed_signers file. The passphrase is never printed.",
     )
     p.add_argument("gate_dir", metavar="GATE_DIR", type=Path, help="e.g. reports/<campaign>/G3")
-    p.add_argument("--key", required=True, type=Path, metavar="FILE",
-                   help="private key file, or public key file of a key held by ssh-agent")
+    p.add_argument("--key", type=Path, metavar="FILE",
+                   help="OpenSSH private key file, or public key file of a key held by ssh-agent")
     p.add_argument("--signer", required=True, metavar="NAME", help="who signs, any script, e.g. 'Jörg Müller'")
     p.add_argument("--signer-id", metavar="ID",
                    help="ASCII id for file names and principals (default: derived from --signer)")
     p.add_argument("--role", required=True, choices=ROLES, help="the party the signer acts for")
     p.add_argument("--passphrase-env", metavar="VAR",
                    help="name of an environment variable holding the key's passphrase")
+    pdf = p.add_argument_group("PDF signature (sign the PDF first, both parties, then the manifest)")
+    pdf.add_argument("--pdf", action="store_true",
+                     help="sign GATE_DIR/report.pdf (rendered from report.html when absent) with an "
+                     "X.509 certificate instead of the manifest, as an incremental update")
+    pdf.add_argument("--p12", type=Path, metavar="FILE", help="PKCS#12 file with key and certificate")
+    pdf.add_argument("--key-pem", type=Path, metavar="FILE", help="PEM private key (with --cert)")
+    pdf.add_argument("--cert", type=Path, metavar="FILE", help="PEM certificate (with --key-pem)")
     p.set_defaults(func=run)
 
 
@@ -43,6 +53,11 @@ def run(args: argparse.Namespace) -> int:
         if value is None:
             raise InputError(f"--passphrase-env: environment variable {args.passphrase_env} is not set")
         passphrase = value.encode("utf-8")
+    if args.pdf:
+        return _sign_pdf(args, passphrase)
+    if args.key is None:
+        raise InputError("--key FILE is needed to sign the manifest (or --pdf with --p12 / --key-pem "
+                         "and --cert to sign the PDF)")
     path = sign(args.gate_dir, args.key, args.signer, args.role, signer_id_=args.signer_id,
                 passphrase=passphrase, progress=True)
     sid = path.name[len(args.role) + 1:-len(".sig")]
@@ -51,4 +66,22 @@ def run(args: argparse.Namespace) -> int:
     print(f"signature {path}")
     print(f"check     ssh-keygen -Y verify -f allowed_signers -I {sid}@{args.role} -n kvgate-report@v1 "
           f"-s {path} < {args.gate_dir / 'MANIFEST.sha256'}")
+    return int(ExitCode.OK)
+
+
+def _sign_pdf(args: argparse.Namespace, passphrase: bytes | None) -> int:
+    gate_dir: Path = args.gate_dir
+    sigs = [p.name for p in (gate_dir / SIGNATURES).glob("*.sig*")] if (gate_dir / SIGNATURES).is_dir() else []
+    if sigs:
+        raise InputError(f"{gate_dir}: the manifest is signed already ({', '.join(sorted(sigs))}); a PDF "
+                         "signature now would change report.pdf and break those signatures. Sign the PDF "
+                         "first (both parties), then the manifest.")
+    pdf = gate_dir / REPORT_PDF
+    if not pdf.is_file():
+        write_pdf(gate_dir)
+        print(f"rendered  {pdf}")
+    field = sign_pdf(pdf, role=args.role, signer_name=args.signer, p12=args.p12, key_pem=args.key_pem,
+                     cert=args.cert, passphrase=passphrase)
+    print(f"signed    {pdf} as {args.role} {args.signer} (signature field {field})")
+    print(f"check     pdfsig {pdf}")
     return int(ExitCode.OK)

@@ -34,6 +34,7 @@ from harness.store.schema import GateResult, Verdict
 REPORT_HTML = "report.html"
 REPORT_MD = "report.md"
 JUNIT_XML = "junit.xml"
+SIGNOFF_ROLES = ("Vendor", "Customer")  # the rows of the sign-off block (ink or electronic)
 
 
 def _md_cell(value: object) -> str:
@@ -78,7 +79,8 @@ def render_gate_html(result: GateResult, gate_dir: Path | None = None) -> str:
     view = gate_view(result, evidence_finder(gate_dir, result))
     return _environment(html=True).get_template("gate.html.j2").render(
         r=result, v=view, charts=gate_charts(result.measurements, result.checks),
-        sweep_rows=sweep_rows(result.measurements), fio_rows=fio_rows(result.measurements))
+        sweep_rows=sweep_rows(result.measurements), fio_rows=fio_rows(result.measurements),
+        signoff_roles=SIGNOFF_ROLES)
 
 
 def render_gate_markdown(result: GateResult, gate_dir: Path | None = None) -> str:
@@ -143,7 +145,7 @@ def render_campaign_report(campaign_dir: Path) -> list[Path]:
         not_passed=[f"{name} ({view.verdict.value if view else 'unreadable'})" for name, view, _ in rows
                     if view is None or view.verdict is not Verdict.PASS],
         emulated=[v.result.gate for v in views if v.emulated],
-        provenance=campaign_provenance(campaign_dir.name, results))
+        provenance=campaign_provenance(campaign_dir.name, results), signoff_roles=SIGNOFF_ROLES)
     html = _environment(html=True).get_template("campaign.html.j2").render(**context)
     md = _environment(html=False).get_template("campaign.md.j2").render(**context)
     return [

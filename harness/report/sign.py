@@ -82,7 +82,7 @@ def _check_gate_dir(gate_dir: Path) -> Path:
     return gate_dir
 
 
-def _statement(gate_dir: Path) -> dict[str, str]:
+def _statement(gate_dir: Path) -> dict[str, Any]:
     try:
         result = load_gate_result(gate_dir)
     except ResultFileError as exc:
@@ -91,24 +91,25 @@ def _statement(gate_dir: Path) -> dict[str, str]:
         raise SignError(f"{gate_dir}: result.json is gate {result.gate} but the directory is named "
                         f"{gate_dir.resolve().name}; rename it back before signing")
     return {"format": SIGNOFF_FORMAT, "campaign": result.campaign, "gate": result.gate,
-            "namespace": sshsig.NAMESPACE}
+            "namespace": sshsig.NAMESPACE,
+            # sha256sum cannot list a directory: the empty ones are named here, in the manifest
+            "empty_directories": scan(gate_dir).empty_dirs}
 
 
-def _statement_bytes(statement: dict[str, str]) -> bytes:
+def _statement_bytes(statement: dict[str, Any]) -> bytes:
     return (json.dumps(statement, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8")
 
 
 def write_manifest(gate_dir: Path, *, progress: bool = False, strict: bool = False) -> Path:
-    """Write ``SIGNOFF.json`` and ``MANIFEST.sha256``. ``strict`` (signing) refuses symlinks,
-    special files and empty directories; otherwise (a gate run) they are left out, and ``verify``
-    names them."""
+    """Write ``SIGNOFF.json`` and ``MANIFEST.sha256``. ``strict`` (signing) refuses symlinks and
+    special files; otherwise (a gate run) they are left out, and ``verify`` names them. Empty
+    directories are listed in ``SIGNOFF.json``."""
     gate_dir = _check_gate_dir(gate_dir)
     write_atomic(gate_dir / SIGNOFF, _statement_bytes(_statement(gate_dir)))
     tree = scan(gate_dir)
-    if strict and (tree.refused or tree.empty_dirs):
-        found = tree.refused + [f"{d}/ (empty directory)" for d in tree.empty_dirs]
+    if strict and tree.refused:
         raise SignError(f"{gate_dir}: cannot be signed, it holds entries a manifest cannot cover: "
-                        f"{', '.join(found[:10])}; remove them first")
+                        f"{', '.join(tree.refused[:10])}; remove them first")
     path = gate_dir / MANIFEST
     write_atomic(path, manifest_text(compute(gate_dir, tree.files, progress=progress)).encode("utf-8"))
     return path
@@ -359,7 +360,6 @@ def verify(gate_dir: Path, *, anchors: Optional[Sequence[Anchor]] = None,
                           required_roles=list(roles), anchors_given=anchors is not None)
     tree = scan(gate_dir)
     report.refused = tree.refused
-    report.extra += [f"{d}/ (empty directory)" for d in tree.empty_dirs]
     message: Optional[bytes] = None
     if report.manifest_present:
         message = read_regular(manifest_path)
@@ -375,8 +375,8 @@ def verify(gate_dir: Path, *, anchors: Optional[Sequence[Anchor]] = None,
     for f in tree.signature_files:
         if f not in sig_files and not (f.endswith(".json") and f[:-5] + ".sig" in sig_files):
             report.extra.append(f"{f} (not a signature file)")
-    report.problems += _statement_problems(gate_dir, report, legacy_only=all(
-        f.endswith(legacy.SUFFIX) for f in sig_files) and bool(sig_files))
+    report.problems += _statement_problems(gate_dir, report, tree.empty_dirs, new_format=any(
+        f.endswith(".sig") for f in sig_files))
     report.signatures = [_check_sig(gate_dir, f, message) for f in sig_files]
     if anchors is not None:
         report.roles_satisfied = _trust(report.signatures, anchors, roles,
@@ -384,7 +384,10 @@ def verify(gate_dir: Path, *, anchors: Optional[Sequence[Anchor]] = None,
     return report
 
 
-def _statement_problems(gate_dir: Path, report: VerifyReport, *, legacy_only: bool) -> list[str]:
+def _statement_problems(gate_dir: Path, report: VerifyReport, empty_dirs: list[str], *,
+                        new_format: bool) -> list[str]:
+    """Check ``SIGNOFF.json`` against ``result.json`` and the directory; empty directories it
+    does not list are reported as extra."""
     try:
         result = load_gate_result(gate_dir)
     except ResultFileError as exc:
@@ -396,7 +399,8 @@ def _statement_problems(gate_dir: Path, report: VerifyReport, *, legacy_only: bo
         problems.append(f"{RESULT_FILE} is gate {result.gate} but the directory is named {dirname}")
     path = gate_dir / SIGNOFF
     if not path.is_file():
-        if not legacy_only:
+        report.extra += [f"{d}/ (empty directory)" for d in empty_dirs]
+        if new_format:
             problems.append(f"{SIGNOFF} missing: the signatures bind no campaign or gate")
         return problems
     try:
@@ -404,10 +408,20 @@ def _statement_problems(gate_dir: Path, report: VerifyReport, *, legacy_only: bo
     except (OSError, ManifestError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         return problems + [f"{SIGNOFF} unreadable: {exc}"]
     if not isinstance(statement, dict) or statement.get("format") != SIGNOFF_FORMAT:
+        report.extra += [f"{d}/ (empty directory)" for d in empty_dirs]
         return problems + [f"{SIGNOFF}: not a {SIGNOFF_FORMAT} statement"]
+    listed = statement.get("empty_directories")
+    listed = [d for d in listed if isinstance(d, str)] if isinstance(listed, list) else []
+    report.extra += [f"{d}/ (empty directory)" for d in empty_dirs if d not in listed]
+    report.missing += [f"{d}/ (empty directory)" for d in listed if d not in empty_dirs
+                       and not _is_dir(gate_dir / d)]
     for key, actual in (("campaign", result.campaign), ("gate", result.gate)):
         if statement.get(key) != actual:
             problems.append(f"{SIGNOFF} names {key} {statement.get(key)!r} but {RESULT_FILE} says {actual!r}")
     if statement.get("namespace") != sshsig.NAMESPACE:
         problems.append(f"{SIGNOFF} names namespace {statement.get('namespace')!r}, not {sshsig.NAMESPACE}")
     return problems
+
+
+def _is_dir(path: Path) -> bool:
+    return path.is_dir() and not path.is_symlink()

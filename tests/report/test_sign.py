@@ -50,6 +50,7 @@ def gate(tmp_path: Path) -> Path:
     (d / "evidence" / "fio" / "node-a-read.json").write_text('{"jobs": []}')
     (d / "evidence" / "candidate").mkdir()
     (d / "evidence" / "candidate" / "c1.jsonl").write_text('{"ttft": 0.1}\n')
+    (d / "evidence" / "was-empty").mkdir()  # an empty directory at signing time is listed in SIGNOFF.json
     return d
 
 
@@ -254,6 +255,7 @@ def test_renamed_gate_and_statement_binding(gate: Path, keys: dict[str, Path], t
 @pytest.mark.parametrize("tamper,finding", [
     (lambda d: (d / "signatures" / "notes.txt").write_text("x"), "signatures/notes.txt (not a signature file)"),
     (lambda d: (d / "evidence" / "empty").mkdir(), "evidence/empty/ (empty directory)"),
+    (lambda d: (d / "evidence" / "was-empty").rmdir(), "evidence/was-empty/ (empty directory)"),
     (lambda d: (d / "evidence" / "extra.json").write_text("{}"), "evidence/extra.json"),
     (lambda d: (d / "evidence" / "candidate" / "c1.jsonl").write_text("{}"), "evidence/candidate/c1.jsonl"),
 ])
@@ -262,7 +264,7 @@ def test_every_entry_is_accounted_for(gate: Path, keys: dict[str, Path], tmp_pat
     tamper(gate)
     report = verify(gate, anchors=read_allowed_signers(_anchors_for(tmp_path, keys)))
     assert not report.ok
-    assert finding in report.extra + report.changed
+    assert finding in report.extra + report.changed + report.missing
 
 
 def test_symlink_and_fifo_refused_without_blocking(gate: Path, keys: dict[str, Path], tmp_path: Path) -> None:
@@ -309,6 +311,7 @@ def test_signing_changed_files_refused(gate: Path, keys: dict[str, Path]) -> Non
 
 def test_legacy_signatures_still_verify(gate: Path, keys: dict[str, Path], tmp_path: Path) -> None:
     from harness.report.sign import write_manifest
+    (gate / "evidence" / "was-empty").rmdir()  # without a statement an empty directory is extra
     write_manifest(gate)
     (gate / SIGNOFF).unlink()  # directories signed before had no statement
     (gate / MANIFEST).unlink()
