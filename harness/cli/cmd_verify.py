@@ -7,9 +7,11 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import Any
 
 from harness.errors import InputError
 from harness.exitcodes import ExitCode
+from harness.report.documents import campaign_document_problems, pdf_problems
 from harness.report.loader import RESULT_FILE
 from harness.report.render import gate_dirs
 from harness.report.sign import ROLES, VerifyReport, verify
@@ -21,6 +23,8 @@ EXIT_HELP = (
     "every required role signed by a key the anchors bind to <signer-id>@<role>); "
     "1 NOT VERIFIED (a file changed, missing or extra, a symlink or special file, a bad signature, "
     "an untrusted signer or a required role missing: each finding is named); "
+    "a campaign directory also fails when its report.html is not the rendering of its gates as they "
+    "are now, or a report.pdf signature is broken; "
     "3 integrity OK but signers not authenticated (no --allowed-signers/--trusted-keys given); "
     "2 usage error (unreadable trust file, not a gate or campaign directory).")
 
@@ -45,6 +49,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                    "each key (a key without it satisfies no role)")
     p.add_argument("--roles", default=",".join(ROLES), metavar="R1,R2",
                    help="roles that must each have a trusted signature (default: %(default)s)")
+    p.add_argument("--pdf-trust", type=Path, action="append", metavar="CERT",
+                   help="PEM/DER certificate trusted for PDF signatures (repeatable); with it every "
+                   "report.pdf must carry a valid signature of each required role by a trusted "
+                   "certificate. Without it, PDF signatures present must still be intact.")
     p.add_argument("--json", action="store_true", help="print the findings as JSON")
     p.set_defaults(func=run)
 
@@ -68,6 +76,7 @@ def run(args: argparse.Namespace) -> int:
     target: Path = args.target
     if not target.is_dir():
         raise InputError(f"{target}: not a directory")
+    campaign_problems: list[str] = []
     if (target / RESULT_FILE).is_file():
         reports = [verify(target, anchors=anchors, roles=roles, progress=not args.json)]
     else:
@@ -80,16 +89,26 @@ def run(args: argparse.Namespace) -> int:
         if len(campaigns) > 1:
             for r in reports:
                 r.problems.append(f"gates of different campaigns in one directory: {sorted(map(str, campaigns))}")
+        campaign_problems = campaign_document_problems(target) + pdf_problems(target, roles, args.pdf_trust)
+    for r in reports:
+        r.problems += pdf_problems(Path(r.gate_dir), roles, args.pdf_trust)
     if args.json:
-        print(json.dumps([r.to_dict() for r in reports] if len(reports) > 1 else reports[0].to_dict(),
-                         indent=2, ensure_ascii=False))
+        doc: Any = [r.to_dict() for r in reports] if len(reports) > 1 else reports[0].to_dict()
+        if len(reports) > 1:
+            doc = {"gates": doc, "campaign_problems": campaign_problems}
+        print(json.dumps(doc, indent=2, ensure_ascii=False))
     else:
         for r in reports:
             print("\n".join(r.lines()))
         if len(reports) > 1:
+            for p in campaign_problems:
+                print(f"PROBLEM  {p}")
             bad = [f"{Path(r.gate_dir).name} ({r.status})" for r in reports if not r.ok]
-            print(f"campaign {target}: " + ("VERIFIED (every gate)" if not bad else
+            bad += ["the campaign page"] if campaign_problems else []
+            print(f"campaign {target}: " + ("VERIFIED (every gate and the campaign page)" if not bad else
                                              "NOT VERIFIED: " + ", ".join(bad)))
+    if campaign_problems:
+        return int(ExitCode.GATE_FAILED)
     return int(_exit(reports))
 
 

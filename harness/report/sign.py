@@ -41,6 +41,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
+from cryptography.exceptions import UnsupportedAlgorithm
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
 from harness.errors import InputError
 from harness.report import legacy, sshsig
 from harness.report.loader import RESULT_FILE, ResultFileError, load_gate_result
@@ -151,7 +155,9 @@ def sign(gate_dir: Path, key_file: Path, signer: str, role: str, *, signer_id_: 
         write_manifest(gate_dir, progress=progress, strict=True)
     message = read_regular(manifest_path)
     try:
-        armored = sshsig.sign(message, key_file, passphrase=passphrase)
+        pem = _pem_key(key_file, passphrase)
+        armored = (sshsig.sign_ed25519(message, pem) if pem is not None
+                   else sshsig.sign(message, key_file, passphrase=passphrase))
         parsed = sshsig.parse_armored(armored)
     except sshsig.SshsigError as exc:
         raise SignError(str(exc)) from None
@@ -170,6 +176,28 @@ def sign(gate_dir: Path, key_file: Path, signer: str, role: str, *, signer_id_: 
     write_atomic(sig_path.with_suffix(".json"),
                  (json.dumps(meta, indent=2, ensure_ascii=False) + "\n").encode("utf-8"))
     return sig_path
+
+
+def _pem_key(path: Path, passphrase: Optional[bytes]) -> Optional[Ed25519PrivateKey]:
+    """An Ed25519 key from a PKCS#8 PEM file (``openssl genpkey -algorithm ed25519``), which
+    ``ssh-keygen`` cannot read; None for any other file (``ssh-keygen`` takes those)."""
+    try:
+        head = Path(path).read_bytes()[:64]
+    except OSError as exc:
+        raise SignError(f"{path}: cannot read the key file: {exc.strerror or exc}") from None
+    if b"-----BEGIN PRIVATE KEY-----" not in head and b"-----BEGIN ENCRYPTED PRIVATE KEY-----" not in head:
+        return None
+    try:
+        key = serialization.load_pem_private_key(Path(path).read_bytes(), password=passphrase)
+    except TypeError:
+        raise SignError(f"{path}: the key is protected by a passphrase; give it with --passphrase-env VAR"
+                        if passphrase is None else f"{path}: the key has no passphrase; do not give one") from None
+    except (ValueError, UnsupportedAlgorithm):
+        raise SignError(f"{path}: not a readable PEM private key (wrong passphrase?)") from None
+    if not isinstance(key, Ed25519PrivateKey):
+        raise SignError(f"{path}: a PEM {type(key).__name__.lstrip('_')}; PEM keys must be Ed25519 "
+                        "(or use an OpenSSH key: ssh-keygen -t ed25519 -f FILE)")
+    return key
 
 
 # --- verification ---------------------------------------------------------------------------

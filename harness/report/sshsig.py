@@ -31,9 +31,9 @@ from pathlib import Path
 from typing import Optional
 
 from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from cryptography.hazmat.primitives.asymmetric.utils import encode_dss_signature
 
 from harness.errors import InputError
@@ -195,7 +195,23 @@ def verify(sig: Sshsig, message: bytes, *, namespace: str = NAMESPACE) -> Option
     return None
 
 
-# --- signing through ssh-keygen -------------------------------------------------------------
+# --- signing ----------------------------------------------------------------------------------
+
+def armor(blob: bytes) -> str:
+    body = base64.b64encode(blob).decode()
+    return "\n".join([ARMOR_BEGIN, *(body[i:i + 70] for i in range(0, len(body), 70)), ARMOR_END]) + "\n"
+
+
+def sign_ed25519(message: bytes, key: Ed25519PrivateKey, *, namespace: str = NAMESPACE) -> str:
+    """SSHSIG of ``message`` made in-process with an Ed25519 key (for PKCS#8 PEM key files, which
+    ``ssh-keygen`` does not read); byte-for-byte the format ``ssh-keygen -Y sign`` writes."""
+    raw = key.public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+    key_blob = _string(b"ssh-ed25519") + _string(raw)
+    signature = key.sign(_signed_data(namespace, "sha512", message))
+    blob = (_MAGIC + (1).to_bytes(4, "big") + _string(key_blob) + _string(namespace.encode()) + _string(b"")
+            + _string(b"sha512") + _string(_string(b"ssh-ed25519") + _string(signature)))
+    return armor(blob)
+
 
 def ssh_keygen() -> str:
     path = shutil.which("ssh-keygen")

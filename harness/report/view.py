@@ -367,6 +367,7 @@ class GateView:
     profile_rows: list[tuple[str, str]]
     extra_measurements: list[tuple[str, list[tuple[str, str]]]]
     dirname: str = ""  # the gate's directory name inside its campaign (campaign report links)
+    manifest_sha256: str = ""  # sha256 of the gate's MANIFEST.sha256 (campaign report), "" if none
 
 
 def gate_view(result: GateResult, find_evidence: Optional[Callable[[str], list[str]]] = None) -> GateView:
@@ -457,3 +458,17 @@ def campaign_provenance(name: str, results: Sequence[GateResult]) -> list[tuple[
         ("kvgate version", ", ".join(versions) or "not recorded"),
         ("Git commit", ", ".join(commits) or "not recorded"),
     ]
+
+
+def baseline_rows(result: GateResult) -> list[tuple[str, str]]:
+    """The G2 baseline a gate compared against and every difference accepted with
+    ``--allow-baseline-mismatch``, as (what, text) rows."""
+    b = result.baseline
+    if not isinstance(b, Mapping):
+        return []
+    rows = [("baseline", f"{b.get('where', '?')} (fingerprint {str(b.get('digest', '?'))[:16]})")]
+    for a in b.get("accepted_mismatches") or []:
+        if isinstance(a, Mapping):
+            rows.append((f"accepted mismatch: {a.get('field', '?')}",
+                         f"baseline {a.get('baseline')!r}, this run {a.get('this_run')!r} (--allow-baseline-mismatch)"))
+    return rows

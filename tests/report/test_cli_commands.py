@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import subprocess
 from pathlib import Path
@@ -124,3 +125,35 @@ def test_sign_verify_usage_errors(campaign: Path, tmp_path: Path, capsys: pytest
 def test_help(command: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert run([command, "--help"]) == 0
     assert "usage: kvgate " + command in capsys.readouterr().out
+
+
+def test_campaign_sign_off_and_verify(campaign: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Every gate signed by both parties, the campaign page rendered after: VERIFIED; the page
+    names each gate's manifest hash, so a gate re-signed later shows."""
+    vendor, customer = _key(tmp_path), _key(tmp_path)
+    allowed = tmp_path / "allowed_signers"
+    allowed.write_text(f"vera@vendor {Path(str(vendor) + '.pub').read_text()}"
+                       f"carl@customer {Path(str(customer) + '.pub').read_text()}")
+    assert run(["report", str(campaign)]) == 0
+    for gate in ("G1", "G2", "G3"):
+        assert run(["sign", str(campaign / gate), "--key", str(vendor), "--signer", "Vera", "--role", "vendor"]) == 0
+        assert run(["sign", str(campaign / gate), "--key", str(customer), "--signer", "Carl",
+                    "--role", "customer"]) == 0
+    capsys.readouterr()
+    assert run(["verify", str(campaign), "--allowed-signers", str(allowed)]) == 1
+    assert "does not match the gates as they are now" in capsys.readouterr().out
+    assert run(["report", str(campaign), "--gate", "G1"]) == 0  # re-renders G1 (unchanged) and the page
+    html = (campaign / "report.html").read_text()
+    for gate in ("G1", "G2", "G3"):
+        digest = hashlib.sha256((campaign / gate / MANIFEST).read_bytes()).hexdigest()
+        assert f"<code>{digest}</code>" in html
+    assert "Customer contract 2026-11 accepts 20%" in html  # every override with its reason
+    capsys.readouterr()
+    assert run(["verify", str(campaign), "--allowed-signers", str(allowed)]) == 0
+    assert "VERIFIED (every gate and the campaign page)" in capsys.readouterr().out
+
+    (campaign / "G2" / "signatures" / "customer-carl.sig").unlink()
+    (campaign / "G2" / "signatures" / "customer-carl.json").unlink()
+    assert run(["verify", str(campaign), "--allowed-signers", str(allowed)]) == 1
+    out = capsys.readouterr().out
+    assert "MISSING  role customer" in out and "NOT VERIFIED: G2 (NOT VERIFIED)" in out

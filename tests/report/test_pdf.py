@@ -104,6 +104,7 @@ def test_campaign_pdf(rendered: dict[str, Path]) -> None:
     pdf = write_pdf(rendered["campaign"])
     first = _pages(pdf)[0]
     assert "kvgate campaign camp-1" in first and "Sign-off" in first and "G1" in first and "G3" in first
+    assert "Threshold overrides" in first and "Customer contract 2026-11" in first and "Baselines" in first
 
 
 def test_both_parties_sign_the_pdf_then_the_manifest(rendered: dict[str, Path],

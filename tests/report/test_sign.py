@@ -361,3 +361,18 @@ def test_trust_files(tmp_path: Path, keys: dict[str, Path]) -> None:
     bad.write_text(f"x@vendor cert-authority {_pub(keys['vendor'])}\n")
     with pytest.raises(TrustFileError, match="cert-authority"):
         read_allowed_signers(bad)
+
+
+def test_pem_ed25519_key_signs_in_process_and_openssh_verifies(gate: Path, tmp_path: Path) -> None:
+    from cryptography.hazmat.primitives import serialization
+
+    key = Ed25519PrivateKey.generate()
+    pem = tmp_path / "k.pem"
+    pem.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                      serialization.BestAvailableEncryption(b"pem-pass")))
+    with pytest.raises(SignError, match="passphrase"):
+        sign(gate, pem, "Jane Doe", "vendor")
+    sig = sign(gate, pem, "Jane Doe", "vendor", passphrase=b"pem-pass")
+    ssh = key.public_key().public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH).decode()
+    allowed = _allowed(tmp_path, [f"jane-doe@vendor {ssh}"])
+    assert _stock_check(gate, allowed, sig, "jane-doe@vendor").returncode == 0
