@@ -11,6 +11,7 @@ from harness.errors import InputError
 from harness.exitcodes import ExitCode
 from harness.paths import reports_dir
 from harness.report.loader import RESULT_FILE, ResultFileError
+from harness.report.pdf import PdfError, write_pdf
 from harness.report.render import gate_dirs, render_campaign_report, render_gate_reports
 
 
@@ -25,6 +26,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("campaign", metavar="CAMPAIGN_DIR_OR_NAME", help="campaign directory or name")
     p.add_argument("--gate", metavar="GATE",
                    help="re-render this gate only (e.g. G3), then the campaign summary")
+    p.add_argument("--pdf", action="store_true",
+                   help="also print each report.html to report.pdf (A4 sign-off document; a signed PDF "
+                   "is left as it is)")
     p.set_defaults(func=run)
 
 
@@ -43,6 +47,8 @@ def run(args: argparse.Namespace) -> int:
     if (path / RESULT_FILE).is_file() and not args.gate:  # a gate directory was named
         for p in render_gate_reports(path):
             print(p)
+        if args.pdf:
+            print(_pdf(path))
         return int(ExitCode.OK)
     gates = gate_dirs(path)
     if args.gate:
@@ -55,9 +61,20 @@ def run(args: argparse.Namespace) -> int:
         try:
             for p in render_gate_reports(gate):
                 print(p)
+            if args.pdf:
+                print(_pdf(gate))
         except ResultFileError as exc:  # one unreadable gate must not stop the others
             print(f"kvgate: error: {exc}", file=sys.stderr)
             failed += 1
     for p in render_campaign_report(path):
         print(p)
+    if args.pdf:
+        print(_pdf(path))
     return int(ExitCode.USAGE_ERROR if failed else ExitCode.OK)
+
+
+def _pdf(directory: Path) -> str:
+    try:
+        return str(write_pdf(directory))
+    except PdfError as exc:  # signed already: kept, and said so
+        return f"kept      {exc}"

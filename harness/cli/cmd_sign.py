@@ -1,34 +1,48 @@
-"""``kvgate sign GATE_DIR --key FILE --signer NAME --role vendor|customer``: write the evidence
-manifest of a gate directory and add an Ed25519 signature to it."""
+"""``kvgate sign GATE_DIR --key FILE --signer NAME --role vendor|customer``: write the statement
+and evidence manifest of a gate directory and add an OpenSSH (SSHSIG) signature to it."""
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 from pathlib import Path
 
 from harness.errors import InputError
 from harness.exitcodes import ExitCode
+from harness.report.manifest import SIGNATURES
+from harness.report.pdf import REPORT_PDF, write_pdf
+from harness.report.pdfsign import sign_pdf
 from harness.report.sign import ROLES, sign
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser(
         "sign",
-        help="sign a gate report (Ed25519): each party adds its signature",
-        description="Write GATE_DIR/MANIFEST.sha256 (sha256 of every file of the gate, sha256sum "
-        "format) and sign it with an Ed25519 key, writing GATE_DIR/signatures/<role>-<signer>.sig.json. "
-        "Vendor and customer each sign the same directory; kvgate verify checks both. "
-        "Make a key with: ssh-keygen -t ed25519 -f ~/.ssh/kvgate_ed25519 "
-        "(OpenSSH and PKCS#8 PEM keys are accepted). The key and passphrase are never printed.",
+        help="sign a gate report (ssh-keygen -Y sign): each party adds its signature",
+        description="Write GATE_DIR/SIGNOFF.json (campaign, gate) and GATE_DIR/MANIFEST.sha256 "
+        "(sha256 of every file, sha256sum format) and sign the manifest with ssh-keygen -Y sign in "
+        "namespace kvgate-report@v1, writing GATE_DIR/signatures/<role>-<signer-id>.sig. "
+        "Any key OpenSSH signs with works: a private key file (make one with ssh-keygen -t ed25519 "
+        "-f FILE), a public key file whose private key is in ssh-agent, or a hardware key "
+        "(sk-ssh-ed25519). The signer id (printed) is the principal '<signer-id>@<role>' the "
+        "other party puts in its allowed_signers file. The passphrase is never printed.",
     )
     p.add_argument("gate_dir", metavar="GATE_DIR", type=Path, help="e.g. reports/<campaign>/G3")
-    p.add_argument("--key", required=True, type=Path, metavar="FILE", help="Ed25519 private key file")
-    p.add_argument("--signer", required=True, metavar="NAME", help="who signs, e.g. 'Jane Doe, ACME'")
+    p.add_argument("--key", type=Path, metavar="FILE",
+                   help="OpenSSH private key file, or public key file of a key held by ssh-agent")
+    p.add_argument("--signer", required=True, metavar="NAME", help="who signs, any script, e.g. 'Jörg Müller'")
+    p.add_argument("--signer-id", metavar="ID",
+                   help="ASCII id for file names and principals (default: derived from --signer)")
     p.add_argument("--role", required=True, choices=ROLES, help="the party the signer acts for")
     p.add_argument("--passphrase-env", metavar="VAR",
                    help="name of an environment variable holding the key's passphrase")
+    pdf = p.add_argument_group("PDF signature (sign the PDF first, both parties, then the manifest)")
+    pdf.add_argument("--pdf", action="store_true",
+                     help="sign GATE_DIR/report.pdf (rendered from report.html when absent) with an "
+                     "X.509 certificate instead of the manifest, as an incremental update")
+    pdf.add_argument("--p12", type=Path, metavar="FILE", help="PKCS#12 file with key and certificate")
+    pdf.add_argument("--key-pem", type=Path, metavar="FILE", help="PEM private key (with --cert)")
+    pdf.add_argument("--cert", type=Path, metavar="FILE", help="PEM certificate (with --key-pem)")
     p.set_defaults(func=run)
 
 
@@ -39,9 +53,35 @@ def run(args: argparse.Namespace) -> int:
         if value is None:
             raise InputError(f"--passphrase-env: environment variable {args.passphrase_env} is not set")
         passphrase = value.encode("utf-8")
-    path = sign(args.gate_dir, args.key, args.signer, args.role, passphrase=passphrase, progress=True)
-    doc = json.loads(path.read_text(encoding="utf-8"))
-    print(f"signed   {args.gate_dir} as {args.role} {args.signer} with key {doc['fingerprint']}")
-    print(f"manifest {args.gate_dir / 'MANIFEST.sha256'}")
+    if args.pdf:
+        return _sign_pdf(args, passphrase)
+    if args.key is None:
+        raise InputError("--key FILE is needed to sign the manifest (or --pdf with --p12 / --key-pem "
+                         "and --cert to sign the PDF)")
+    path = sign(args.gate_dir, args.key, args.signer, args.role, signer_id_=args.signer_id,
+                passphrase=passphrase, progress=True)
+    sid = path.name[len(args.role) + 1:-len(".sig")]
+    print(f"signed    {args.gate_dir} as {args.role} {args.signer} (principal {sid}@{args.role})")
+    print(f"manifest  {args.gate_dir / 'MANIFEST.sha256'}")
     print(f"signature {path}")
+    print(f"check     ssh-keygen -Y verify -f allowed_signers -I {sid}@{args.role} -n kvgate-report@v1 "
+          f"-s {path} < {args.gate_dir / 'MANIFEST.sha256'}")
+    return int(ExitCode.OK)
+
+
+def _sign_pdf(args: argparse.Namespace, passphrase: bytes | None) -> int:
+    gate_dir: Path = args.gate_dir
+    sigs = [p.name for p in (gate_dir / SIGNATURES).glob("*.sig*")] if (gate_dir / SIGNATURES).is_dir() else []
+    if sigs:
+        raise InputError(f"{gate_dir}: the manifest is signed already ({', '.join(sorted(sigs))}); a PDF "
+                         "signature now would change report.pdf and break those signatures. Sign the PDF "
+                         "first (both parties), then the manifest.")
+    pdf = gate_dir / REPORT_PDF
+    if not pdf.is_file():
+        write_pdf(gate_dir)
+        print(f"rendered  {pdf}")
+    field = sign_pdf(pdf, role=args.role, signer_name=args.signer, p12=args.p12, key_pem=args.key_pem,
+                     cert=args.cert, passphrase=passphrase)
+    print(f"signed    {pdf} as {args.role} {args.signer} (signature field {field})")
+    print(f"check     pdfsig {pdf}")
     return int(ExitCode.OK)

@@ -1,38 +1,120 @@
-"""``kvgate verify GATE_DIR [--json]``: check a gate directory's files against its manifest and
-every signature. Exit 0 when everything verifies, 1 when a file changed, a signature is bad or
-missing, 2 on usage errors."""
+"""``kvgate verify GATE_OR_CAMPAIGN_DIR --allowed-signers FILE``: check a gate directory (or every
+gate of a campaign) against its manifest, its signed statement and its signatures, and that every
+required role signed with a trusted key."""
 
 from __future__ import annotations
 
 import argparse
 import json
 from pathlib import Path
+from typing import Any
 
+from harness.errors import InputError
 from harness.exitcodes import ExitCode
-from harness.report.sign import read_trusted_keys, verify
+from harness.report.documents import campaign_document_problems, pdf_problems
+from harness.report.loader import RESULT_FILE
+from harness.report.render import gate_dirs
+from harness.report.sign import ROLES, VerifyReport, verify
+from harness.report.signer import check_role
+from harness.report.trust import Anchor, read_allowed_signers, read_authorized_keys
+
+EXIT_HELP = (
+    "Exit codes: 0 VERIFIED (every file as signed, nothing extra, statement matches result.json, "
+    "every required role signed by a key the anchors bind to <signer-id>@<role>); "
+    "1 NOT VERIFIED (a file changed, missing or extra, a symlink or special file, a bad signature, "
+    "an untrusted signer or a required role missing: each finding is named); "
+    "a campaign directory also fails when its report.html is not the rendering of its gates as they "
+    "are now, or a report.pdf signature is broken; "
+    "3 integrity OK but signers not authenticated (no --allowed-signers/--trusted-keys given); "
+    "2 usage error (unreadable trust file, not a gate or campaign directory).")
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser(
         "verify",
-        help="verify a gate report's manifest and signatures",
-        description="Recompute the sha256 of every file of GATE_DIR, compare with MANIFEST.sha256 "
-        "(naming changed, missing and extra files) and check every signature in GATE_DIR/signatures. "
-        "Exit 0: every file as signed and every signature valid; 1: something changed, a signature "
-        "is bad, or there is none; 2: usage error.",
+        help="verify a gate's (or a campaign's) manifest, statement, signatures and signers",
+        description="Recompute the sha256 of every file of GATE_DIR and compare with MANIFEST.sha256 "
+        "(naming changed, missing and extra files, symlinks and special files), check SIGNOFF.json "
+        "against result.json and the directory name, check every SSH signature in signatures/ "
+        "(namespace kvgate-report@v1) and that each required role is signed by a key the trust "
+        "anchors bind to <signer-id>@<role>. A campaign directory verifies every gate in it. "
+        + EXIT_HELP,
     )
-    p.add_argument("gate_dir", metavar="GATE_DIR", type=Path, help="e.g. reports/<campaign>/G3")
-    p.add_argument("--json", action="store_true", help="print the findings as JSON")
+    p.add_argument("target", metavar="DIR", type=Path, help="reports/<campaign>/G3, or reports/<campaign>")
+    p.add_argument("--allowed-signers", type=Path, metavar="FILE",
+                   help="OpenSSH allowed_signers file (as for ssh-keygen -Y verify): principals "
+                   "<signer-id>@<role> bind each key to a signer and the roles it may sign")
     p.add_argument("--trusted-keys", type=Path, metavar="FILE",
-                   help="authorized_keys-style file of ssh-ed25519 keys; a signature by another key fails")
+                   help="authorized_keys file; its principals=\"<signer-id>@<role>,...\" option binds "
+                   "each key (a key without it satisfies no role)")
+    p.add_argument("--roles", default=",".join(ROLES), metavar="R1,R2",
+                   help="roles that must each have a trusted signature (default: %(default)s)")
+    p.add_argument("--pdf-trust", type=Path, action="append", metavar="CERT",
+                   help="PEM/DER certificate trusted for PDF signatures (repeatable); with it every "
+                   "report.pdf must carry a valid signature of each required role by a trusted "
+                   "certificate. Without it, PDF signatures present must still be intact.")
+    p.add_argument("--json", action="store_true", help="print the findings as JSON")
     p.set_defaults(func=run)
 
 
+def _anchors(args: argparse.Namespace) -> list[Anchor] | None:
+    if args.allowed_signers is None and args.trusted_keys is None:
+        return None
+    out: list[Anchor] = []
+    if args.allowed_signers is not None:
+        out += read_allowed_signers(args.allowed_signers)
+    if args.trusted_keys is not None:
+        out += read_authorized_keys(args.trusted_keys)
+    return out
+
+
 def run(args: argparse.Namespace) -> int:
-    trusted = read_trusted_keys(args.trusted_keys) if args.trusted_keys else None
-    report = verify(args.gate_dir, trusted_keys=trusted, progress=not args.json)
-    if args.json:
-        print(json.dumps(report.to_dict(), indent=2))
+    anchors = _anchors(args)
+    roles = [check_role(r.strip()) for r in args.roles.split(",") if r.strip()]
+    if not roles:
+        raise InputError("--roles: name at least one role")
+    target: Path = args.target
+    if not target.is_dir():
+        raise InputError(f"{target}: not a directory")
+    campaign_problems: list[str] = []
+    if (target / RESULT_FILE).is_file():
+        reports = [verify(target, anchors=anchors, roles=roles, progress=not args.json)]
     else:
-        print("\n".join(report.lines()))
-    return int(ExitCode.OK if report.ok else ExitCode.GATE_FAILED)
+        gates = gate_dirs(target)
+        if not gates:
+            raise InputError(f"{target}: neither a gate directory (no {RESULT_FILE}) nor a campaign "
+                             "directory (no gate directory with one)")
+        reports = [verify(g, anchors=anchors, roles=roles, progress=not args.json) for g in gates]
+        campaigns = {r.campaign for r in reports}
+        if len(campaigns) > 1:
+            for r in reports:
+                r.problems.append(f"gates of different campaigns in one directory: {sorted(map(str, campaigns))}")
+        campaign_problems = campaign_document_problems(target) + pdf_problems(target, roles, args.pdf_trust)
+    for r in reports:
+        r.problems += pdf_problems(Path(r.gate_dir), roles, args.pdf_trust)
+    if args.json:
+        doc: Any = [r.to_dict() for r in reports] if len(reports) > 1 else reports[0].to_dict()
+        if len(reports) > 1:
+            doc = {"gates": doc, "campaign_problems": campaign_problems}
+        print(json.dumps(doc, indent=2, ensure_ascii=False))
+    else:
+        for r in reports:
+            print("\n".join(r.lines()))
+        if len(reports) > 1:
+            for p in campaign_problems:
+                print(f"PROBLEM  {p}")
+            bad = [f"{Path(r.gate_dir).name} ({r.status})" for r in reports if not r.ok]
+            bad += ["the campaign page"] if campaign_problems else []
+            print(f"campaign {target}: " + ("VERIFIED (every gate and the campaign page)" if not bad else
+                                             "NOT VERIFIED: " + ", ".join(bad)))
+    if campaign_problems:
+        return int(ExitCode.GATE_FAILED)
+    return int(_exit(reports))
+
+
+def _exit(reports: list[VerifyReport]) -> ExitCode:
+    if all(r.ok for r in reports):
+        return ExitCode.OK
+    if all(r.integrity_ok for r in reports) and not any(r.anchors_given for r in reports):
+        return ExitCode.INCONCLUSIVE
+    return ExitCode.GATE_FAILED

@@ -1,5 +1,5 @@
 """Reports of a gate and of a campaign, rendered from ``result.json`` alone (HTML with inline SVG
-charts, Markdown, JUnit XML), plus the evidence manifest and Ed25519 signatures.
+charts, Markdown, JUnit XML), plus the evidence manifest and OpenSSH (SSHSIG) signatures.
 
 The ``GateResult.measurements`` layout the charts read is documented in ``harness.report.charts``.
 """

@@ -29,14 +29,13 @@ Other sections are shown as tables by the renderer, not charted.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Optional
 from xml.sax.saxutils import escape as _escape
 from xml.sax.saxutils import quoteattr as _quoteattr
 
-from harness.report.view import xml_safe
+from harness.report.textutil import concurrency_of, xml_safe
 from harness.store.schema import CheckResult, Verdict
 from harness.units import UnitKind
 
@@ -54,6 +53,7 @@ VERDICT_COLOURS = {
 WIDTH = 720
 FONT = "font-family:system-ui,-apple-system,'Segoe UI',Roboto,Helvetica,Arial,sans-serif"
 MAX_LABEL = 28
+TITLE_CHARS = 86  # 13 px titles that fit the chart width (see _text_width)
 
 
 @dataclass
@@ -87,12 +87,6 @@ def _num(value: Any) -> Optional[float]:
     return v if math.isfinite(v) else None
 
 
-def concurrency_of(key: Any) -> Optional[int]:
-    """``"c16"``, ``"16"`` or ``16`` -> 16; anything else -> None."""
-    m = re.fullmatch(r"[cC]?(\d+)", str(key).strip())
-    return int(m.group(1)) if m else None
-
-
 def escape(text: str) -> str:
     return _escape(xml_safe(text))
 
@@ -110,6 +104,11 @@ def _text(x: float, y: float, body: str, *, anchor: str = "middle", size: int = 
     title = f"<title>{escape(full)}</title>" if full and full != body else ""
     return (f'<text x="{x:.1f}" y="{y:.1f}" text-anchor="{anchor}" font-size="{size}"{extra}>'
             f"{title}{escape(body)}</text>")
+
+
+def _text_width(text: str, size: int) -> float:
+    """A generous estimate of a text's rendered width: CJK glyphs are a full em, others 0.62 em."""
+    return sum(size * (1.0 if ord(c) > 0x2E80 else 0.62) for c in text)
 
 
 def nice_ticks(lo: float, hi: float, count: int = 5) -> list[float]:
@@ -171,7 +170,7 @@ def _legend(series: Sequence[_Series], x: float, y: float) -> list[str]:
         dash = ' stroke-dasharray="6 4"' if s.dashed else ""
         out.append(f'<line x1="{x:.1f}" y1="{yy:.1f}" x2="{x + 22:.1f}" y2="{yy:.1f}" '
                    f'stroke={quoteattr(s.colour)} stroke-width="2.5"{dash}/>')
-        out.append(_text(x + 28, yy + 4, _short(s.name, 22), anchor="start", full=s.name))
+        out.append(_text(x + 28, yy + 4, _short(s.name, 20), anchor="start", full=s.name))
     return out
 
 
@@ -192,7 +191,7 @@ def _line_chart(title: str, series: list[_Series], xcats: list[int], ylabel: str
     def py(v: float) -> float:
         return top + ph - (v - lo) / (hi - lo) * ph
 
-    out = [_svg_open(height, title), _text(left, 20, title, anchor="start", size=13,
+    out = [_svg_open(height, title), _text(left, 20, _short(title, TITLE_CHARS - 8), anchor="start", size=13,
                                            extra=' font-weight="600"')]
     for t in ticks:
         y = py(t)
@@ -336,7 +335,7 @@ def fio_chart(measurements: Mapping[str, Any]) -> Chart:
         return left + max(0.0, v) / top_v * pw
 
     out = [_svg_open(height, chart.title),
-           _text(8, 20, chart.title, anchor="start", size=13, extra=' font-weight="600"')]
+           _text(8, 20, _short(chart.title, TITLE_CHARS), anchor="start", size=13, extra=' font-weight="600"')]
     base = top + row_h * len(groups)
     for t in ticks:
         x = px(t)
@@ -346,7 +345,7 @@ def fio_chart(measurements: Mapping[str, Any]) -> Chart:
     colours = {"read": PALETTE[0], "write": PALETTE[1]}
     for g, (label, bars) in enumerate(groups):
         y0 = top + g * row_h + 4
-        out.append(_text(left - 8, y0 + row_h / 2, _short(label, 30), anchor="end", full=label))
+        out.append(_text(left - 8, y0 + row_h / 2, _short(label, 28), anchor="end", full=label))
         for b, (_, name) in enumerate(metrics):
             if name not in bars:
                 continue
@@ -355,7 +354,12 @@ def fio_chart(measurements: Mapping[str, Any]) -> Chart:
             tip = escape(f"{label} {name}: {v:.2f} GB/s")
             out.append(f'<rect x="{left}" y="{y:.1f}" width="{max(1.0, px(v) - left):.1f}" height="{bar_h}" '
                        f'fill="{colours[name]}"><title>{tip}</title></rect>')
-            out.append(_text(px(v) + 4, y + bar_h - 4, f"{name} {v:.2f}", anchor="start", size=10))
+            text = f"{name} {v:.2f}"
+            if px(v) + 4 + _text_width(text, 10) <= WIDTH - 4:
+                out.append(_text(px(v) + 4, y + bar_h - 4, text, anchor="start", size=10))
+            else:  # no room right of the bar: inside its end, in white
+                out.append(_text(px(v) - 4, y + bar_h - 4, text, anchor="end", size=10,
+                                 extra=' fill="#ffffff"'))
     out.append(f'<line x1="{left}" y1="{top}" x2="{left}" y2="{base}" stroke="#57606a"/>')
     out.append("</svg>")
     chart.svg = "".join(out)
@@ -373,15 +377,14 @@ def _scale(kind: str) -> tuple[float, str]:
     return (100.0, "%") if kind == UnitKind.PERCENT.value else (1.0, "x")
 
 
-def forest_chart(check: CheckResult) -> Chart:
-    """Point estimate and interval of each observation of a ratio check, with the threshold line.
+_ForestRow = tuple[str, float, Optional[tuple[float, float]], Verdict]  # label, estimate, interval
 
-    PASS needs the whole interval on the right side of the line; an interval across it is
-    INCONCLUSIVE. Observations without a measured value are listed in the note, not drawn."""
-    chart = Chart(f"forest-{check.id}", f"{check.id}: estimate and interval against the threshold")
-    factor, unit = _scale(check.unit_kind)
-    rows: list[tuple[str, float, Optional[tuple[float, float]], Verdict]] = []
+
+def _forest_rows(check: CheckResult, factor: float) -> tuple[list[_ForestRow], list[str]]:
+    """Drawable rows (scaled to display units) and the paths of observations without a value."""
+    rows: list[_ForestRow] = []
     missing: list[str] = []
+    prefix = check.metric.rstrip("*")
     for obs in check.observations:
         m = _num(obs.measured)
         if m is None:
@@ -392,12 +395,65 @@ def forest_chart(check: CheckResult) -> Chart:
             lo_, hi_ = _num(obs.interval.low), _num(obs.interval.high)
             if lo_ is not None and hi_ is not None:
                 iv = (lo_ * factor, hi_ * factor)
-        prefix = check.metric.rstrip("*")
         if check.metric.endswith("*") and obs.path.startswith(prefix) and len(obs.path) > len(prefix):
             label = obs.path[len(prefix):]
         else:
             label = obs.path.rsplit(".", 1)[-1]
         rows.append((label, m * factor, iv, obs.verdict))
+    return rows, missing
+
+
+def _forest_ticks(rows: Sequence[_ForestRow], thr: Optional[float]) -> list[float]:
+    """Ticks covering every estimate, interval end and the threshold, with a little room; an
+    axis whose values are all non-negative starts at 0 at the lowest."""
+    vals = [r[1] for r in rows] + [v for r in rows if r[2] for v in r[2]]
+    if thr is not None:
+        vals.append(thr)
+    lo, hi = _range(vals, zero=False)
+    pad = (hi - lo) * 0.08
+    low = lo - pad
+    if min(vals) >= 0:
+        low = max(0.0, low)
+    return nice_ticks(low, hi + pad)
+
+
+def _forest_row(out: list[str], y: float, row: _ForestRow, px: Any, unit: str, label_x: float,
+                verdict_x: float) -> None:
+    label, m, iv, verdict = row
+    colour = VERDICT_COLOURS.get(verdict, "#000000")
+    out.append(_text(label_x, y + 4, _short(label, 26), anchor="end", full=label))
+    if iv is not None:
+        a, b = px(min(iv)), px(max(iv))
+        out.append(f'<line x1="{a:.1f}" y1="{y:.1f}" x2="{b:.1f}" y2="{y:.1f}" stroke="{colour}" '
+                   f'stroke-width="2"/>')
+        for e in (a, b):
+            out.append(f'<line x1="{e:.1f}" y1="{y - 6:.1f}" x2="{e:.1f}" y2="{y + 6:.1f}" '
+                       f'stroke="{colour}" stroke-width="2"/>')
+    tip = f"{label}: {_fmt_tick(m)}{unit}" + (
+        f" [{_fmt_tick(iv[0])}{unit}, {_fmt_tick(iv[1])}{unit}]" if iv else " (no interval)")
+    out.append(f'<rect x="{px(m) - 5:.1f}" y="{y - 5:.1f}" width="10" height="10" fill="{colour}">'
+               f"<title>{escape(tip)}</title></rect>")
+    out.append(_text(verdict_x, y + 4, verdict.value, anchor="start", size=10,
+                     extra=f' fill="{colour}" font-weight="600"'))
+
+
+def _forest_caption(check: CheckResult, missing: Sequence[str]) -> str:
+    conf = ""
+    ivs = [o.interval for o in check.observations if o.interval is not None]
+    if ivs:
+        conf = f" Whiskers: {ivs[0].confidence * 100:g}% interval ({ivs[0].method})."
+    return ("Square: point estimate; dashed red line: the threshold." + conf
+            + (f" Not drawn (no value): {', '.join(missing)}." if missing else ""))
+
+
+def forest_chart(check: CheckResult) -> Chart:
+    """Point estimate and interval of each observation of a ratio check, with the threshold line.
+
+    PASS needs the whole interval on the right side of the line; an interval across it is
+    INCONCLUSIVE. Observations without a measured value are listed in the note, not drawn."""
+    chart = Chart(f"forest-{check.id}", f"{check.id}: estimate and interval against the threshold")
+    factor, unit = _scale(check.unit_kind)
+    rows, missing = _forest_rows(check, factor)
     thr = _num(check.threshold_value)
     thr_s = thr * factor if thr is not None else None
     chart.dropped = len(missing)
@@ -405,12 +461,7 @@ def forest_chart(check: CheckResult) -> Chart:
         chart.note = (f"No measured value for {check.id}, so there is no interval chart"
                       + (f" ({len(missing)} observation(s) without a value)." if missing else "."))
         return chart
-    vals = [r[1] for r in rows] + [v for r in rows if r[2] for v in r[2]]
-    if thr_s is not None:
-        vals.append(thr_s)
-    lo, hi = _range(vals, zero=False)
-    pad = (hi - lo) * 0.08
-    ticks = nice_ticks(lo - pad, hi + pad)
+    ticks = _forest_ticks(rows, thr_s)
     lo, hi = ticks[0], ticks[-1]
     row_h, left, right, top = 30, 190, 110, 54
     height = top + row_h * len(rows) + 48
@@ -420,44 +471,25 @@ def forest_chart(check: CheckResult) -> Chart:
         return left + (v - lo) / (hi - lo) * pw
 
     out = [_svg_open(height, chart.title),
-           _text(8, 20, chart.title, anchor="start", size=13, extra=' font-weight="600"')]
+           _text(8, 20, _short(chart.title, TITLE_CHARS), anchor="start", size=13, extra=' font-weight="600"')]
     base = top + row_h * len(rows)
     for t in ticks:
-        x = px(t)
-        out.append(f'<line x1="{x:.1f}" y1="{top}" x2="{x:.1f}" y2="{base}" stroke="#eef0f2"/>')
-        out.append(_text(x, base + 16, f"{_fmt_tick(t)}{unit}"))
+        out.append(f'<line x1="{px(t):.1f}" y1="{top}" x2="{px(t):.1f}" y2="{base}" stroke="#eef0f2"/>')
+        out.append(_text(px(t), base + 16, f"{_fmt_tick(t)}{unit}"))
     if thr_s is not None:
         x = px(thr_s)
         out.append(f'<line x1="{x:.1f}" y1="{top - 10}" x2="{x:.1f}" y2="{base}" stroke="#cf222e" '
                    f'stroke-width="2" stroke-dasharray="5 3"/>')
-        out.append(_text(x, top - 14, f"threshold {check.comparator} {_fmt_tick(thr_s)}{unit}", size=11,
+        label = f"threshold {check.comparator} {_fmt_tick(thr_s)}{unit}"
+        half = _text_width(label, 11) / 2
+        out.append(_text(min(max(x, half + 4), WIDTH - half - 4), top - 14, label, size=11,
                          extra=' fill="#cf222e"'))
-    for r, (label, m, iv, verdict) in enumerate(rows):
-        y = top + r * row_h + row_h / 2
-        colour = VERDICT_COLOURS.get(verdict, "#000000")
-        out.append(_text(left - 8, y + 4, _short(label, 26), anchor="end", full=label))
-        if iv is not None:
-            a, b = px(min(iv)), px(max(iv))
-            out.append(f'<line x1="{a:.1f}" y1="{y:.1f}" x2="{b:.1f}" y2="{y:.1f}" stroke="{colour}" '
-                       f'stroke-width="2"/>')
-            for e in (a, b):
-                out.append(f'<line x1="{e:.1f}" y1="{y - 6:.1f}" x2="{e:.1f}" y2="{y + 6:.1f}" '
-                           f'stroke="{colour}" stroke-width="2"/>')
-        tip = f"{label}: {_fmt_tick(m)}{unit}" + (
-            f" [{_fmt_tick(iv[0])}{unit}, {_fmt_tick(iv[1])}{unit}]" if iv else " (no interval)")
-        out.append(f'<rect x="{px(m) - 5:.1f}" y="{y - 5:.1f}" width="10" height="10" fill="{colour}">'
-                   f"<title>{escape(tip)}</title></rect>")
-        out.append(_text(left + pw + 8, y + 4, verdict.value, anchor="start", size=10,
-                         extra=f' fill="{colour}" font-weight="600"'))
+    for r, row in enumerate(rows):
+        _forest_row(out, top + r * row_h + row_h / 2, row, px, unit, left - 8, left + pw + 8)
     out.append(f'<line x1="{left}" y1="{base}" x2="{left + pw}" y2="{base}" stroke="#57606a"/>')
     out.append("</svg>")
     chart.svg = "".join(out)
-    conf = ""
-    ivs = [o.interval for o in check.observations if o.interval is not None]
-    if ivs:
-        conf = f" Whiskers: {ivs[0].confidence * 100:g}% interval ({ivs[0].method})."
-    chart.caption = ("Square: point estimate; dashed red line: the threshold." + conf
-                     + (f" Not drawn (no value): {', '.join(missing)}." if missing else ""))
+    chart.caption = _forest_caption(check, missing)
     return chart
 
 

@@ -7,6 +7,7 @@ its manifest.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from pathlib import Path
 
@@ -15,11 +16,15 @@ import markupsafe
 
 from harness.errors import InputError
 from harness.report.charts import gate_charts
+from harness.report.evidence import finder as evidence_finder
 from harness.report.junit import junit_xml
 from harness.report.loader import RESULT_FILE, ResultFileError, load_gate_result
+from harness.report.manifest import MANIFEST
 from harness.report.view import (
     EMULATION_NOTICE,
     GateView,
+    baseline_rows,
+    campaign_provenance,
     campaign_verdict,
     fio_rows,
     gate_view,
@@ -32,6 +37,7 @@ from harness.store.schema import GateResult, Verdict
 REPORT_HTML = "report.html"
 REPORT_MD = "report.md"
 JUNIT_XML = "junit.xml"
+SIGNOFF_ROLES = ("Vendor", "Customer")  # the rows of the sign-off block (ink or electronic)
 
 
 def _md_cell(value: object) -> str:
@@ -72,15 +78,17 @@ def _write(path: Path, data: bytes) -> Path:
     return path
 
 
-def render_gate_html(result: GateResult) -> str:
-    view = gate_view(result)
+def render_gate_html(result: GateResult, gate_dir: Path | None = None) -> str:
+    view = gate_view(result, evidence_finder(gate_dir, result))
     return _environment(html=True).get_template("gate.html.j2").render(
         r=result, v=view, charts=gate_charts(result.measurements, result.checks),
-        sweep_rows=sweep_rows(result.measurements), fio_rows=fio_rows(result.measurements))
+        sweep_rows=sweep_rows(result.measurements), fio_rows=fio_rows(result.measurements),
+        signoff_roles=SIGNOFF_ROLES)
 
 
-def render_gate_markdown(result: GateResult) -> str:
-    return _environment(html=False).get_template("gate.md.j2").render(r=result, v=gate_view(result))
+def render_gate_markdown(result: GateResult, gate_dir: Path | None = None) -> str:
+    return _environment(html=False).get_template("gate.md.j2").render(
+        r=result, v=gate_view(result, evidence_finder(gate_dir, result)))
 
 
 def render_gate_reports(gate_dir: Path) -> list[Path]:
@@ -90,8 +98,8 @@ def render_gate_reports(gate_dir: Path) -> list[Path]:
     result = load_gate_result(gate_dir)
     return [
         gate_dir / RESULT_FILE,
-        _write(gate_dir / REPORT_HTML, render_gate_html(result).encode("utf-8")),
-        _write(gate_dir / REPORT_MD, render_gate_markdown(result).encode("utf-8")),
+        _write(gate_dir / REPORT_HTML, render_gate_html(result, gate_dir).encode("utf-8")),
+        _write(gate_dir / REPORT_MD, render_gate_markdown(result, gate_dir).encode("utf-8")),
         _write(gate_dir / JUNIT_XML, junit_xml([result])),
     ]
 
@@ -107,10 +115,17 @@ def gate_dirs(campaign_dir: Path) -> list[Path]:
                   key=_gate_sort_key)
 
 
-def render_campaign_report(campaign_dir: Path) -> list[Path]:
-    """Summarise every gate present in ``campaign_dir`` into ``report.html``, ``report.md`` and
-    ``junit.xml`` at the campaign root. A gate whose result file cannot be read is shown as an
-    error row (and the campaign as not passed), not skipped."""
+def _manifest_sha(gate_dir: Path) -> str:
+    path = gate_dir / MANIFEST
+    if not path.is_file() or path.is_symlink():
+        return ""
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def campaign_documents(campaign_dir: Path) -> tuple[str, str, bytes]:
+    """The campaign's HTML, Markdown and JUnit, from each gate's ``result.json`` and the sha256 of
+    its ``MANIFEST.sha256`` (so the signed campaign document names the exact gate contents).
+    A gate whose result file cannot be read is an error row (and the campaign not passed)."""
     campaign_dir = Path(campaign_dir)
     if not campaign_dir.is_dir():
         raise InputError(f"{campaign_dir}: not a campaign directory")
@@ -127,6 +142,7 @@ def render_campaign_report(campaign_dir: Path) -> list[Path]:
             continue
         view = gate_view(result)
         view.dirname = d.name
+        view.manifest_sha256 = _manifest_sha(d)
         views.append(view)
         results.append(result)
         rows.append((d.name, view, ""))
@@ -139,11 +155,20 @@ def render_campaign_report(campaign_dir: Path) -> list[Path]:
         error_verdict=Verdict.ERROR, notice=EMULATION_NOTICE,
         not_passed=[f"{name} ({view.verdict.value if view else 'unreadable'})" for name, view, _ in rows
                     if view is None or view.verdict is not Verdict.PASS],
-        emulated=[v.result.gate for v in views if v.emulated])
+        emulated=[v.result.gate for v in views if v.emulated],
+        overrides=[(v.result.gate, c) for v in views for c in v.overrides],
+        baselines=[(v.result.gate, b) for v in views for b in baseline_rows(v.result)],
+        provenance=campaign_provenance(campaign_dir.name, results), signoff_roles=SIGNOFF_ROLES)
     html = _environment(html=True).get_template("campaign.html.j2").render(**context)
     md = _environment(html=False).get_template("campaign.md.j2").render(**context)
+    return html, md, junit_xml(results)
+
+
+def render_campaign_report(campaign_dir: Path) -> list[Path]:
+    """Write the campaign's ``report.html``, ``report.md`` and ``junit.xml`` at its root."""
+    html, md, junit = campaign_documents(campaign_dir)
     return [
-        _write(campaign_dir / REPORT_HTML, html.encode("utf-8")),
-        _write(campaign_dir / REPORT_MD, md.encode("utf-8")),
-        _write(campaign_dir / JUNIT_XML, junit_xml(results)),
+        _write(Path(campaign_dir) / REPORT_HTML, html.encode("utf-8")),
+        _write(Path(campaign_dir) / REPORT_MD, md.encode("utf-8")),
+        _write(Path(campaign_dir) / JUNIT_XML, junit),
     ]

@@ -1,303 +1,203 @@
-"""Evidence manifest and Ed25519 signatures of a gate directory, so a vendor and a customer can
-each sign the same result and anyone can check later that no file changed.
+"""Signing and verifying a gate directory, so a vendor and a customer each sign the same result and
+anyone can check later, with stock OpenSSH, that no file changed and who signed.
 
-* ``MANIFEST.sha256``: one line per file under the gate directory (``signatures/`` and the
-  manifest itself excepted), sorted by path, in ``sha256sum`` format: ``sha256sum -c`` run in the
-  gate directory checks it without kvgate.
-* ``signatures/<role>-<signer>.sig.json``: who signed (signer, role), when (UTC), with which key
-  (raw public key in base64, its OpenSSH form and its ``SHA256:`` fingerprint, the one
-  ``ssh-keygen -lf`` prints), the sha256 of the manifest, and the Ed25519 signature.
+What each file binds:
 
-What is signed is the canonical JSON *statement* ``{"format", "manifest_sha256", "public_key",
-"role", "signed_at", "signer"}`` (keys sorted, no spaces, ASCII): it binds the manifest (hence
-every file) together with the signer's name, role and time, so a vendor signature cannot be
-relabelled as the customer's. Keys: ``ssh-keygen -t ed25519`` (OpenSSH format) or PKCS#8 PEM
-(``openssl genpkey -algorithm ed25519``), optionally passphrase-protected. Key material and
-passphrases never appear in messages or files.
+* ``MANIFEST.sha256`` (``harness.report.manifest``): the sha256 of every file of the gate
+  directory but ``signatures/`` and itself, in ``sha256sum`` format.
+* ``SIGNOFF.json`` (in the manifest): the *signed statement*: format, campaign, gate and the
+  signature namespace. ``verify`` checks its campaign and gate against ``result.json`` (also in
+  the manifest) and the gate against the directory's name, so a G2 folder renamed G3 fails.
+* ``signatures/<role>-<signer-id>.sig``: an SSHSIG signature (``ssh-keygen -Y sign``) over the
+  bytes of ``MANIFEST.sha256`` in namespace ``kvgate-report@v1``. Role and signer are bound by the
+  trust anchor, not by the signature: the signature counts for ``<role>`` only when an anchor
+  binds its key to the principal ``<signer-id>@<role>`` (``harness.report.trust``). So a
+  customer with OpenSSH alone checks a report with::
 
-A valid signature proves the files are those the key holder signed; that the key belongs to the
-named person is checked against ``trusted_keys`` (authorized_keys format) when given, otherwise
-by comparing the printed fingerprint with the one the signer publishes.
+      sha256sum -c MANIFEST.sha256 && ssh-keygen -Y verify -f allowed_signers \\
+          -I <signer-id>@<role> -n kvgate-report@v1 -s signatures/<role>-<signer-id>.sig < MANIFEST.sha256
+
+* ``signatures/<role>-<signer-id>.json``: unsigned metadata (display name in any script, signing
+  time, fingerprint): informational, checked for consistency with the ``.sig`` (SSHSIG carries
+  no time).
+* ``signatures/*.sig.json``: the earlier ``kvgate-signature-v1`` format, verified only
+  (``harness.report.legacy``).
+
+``verify`` says VERIFIED only when every file is as signed, nothing else is in the directory, the
+statement matches ``result.json``, every signature present is valid, and every required role
+(vendor and customer by default) has a valid signature by a trusted key, each role by a
+different key. Without trust anchors the best it says is "integrity OK, signers not
+authenticated".
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 import datetime as _dt
 import hashlib
 import json
-import os
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
+from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from harness.errors import InputError
-from harness.progress import Progress
+from harness.report import legacy, sshsig
+from harness.report.loader import RESULT_FILE, ResultFileError, load_gate_result
+from harness.report.manifest import (
+    MANIFEST,
+    SIGNATURES,
+    ManifestError,
+    compute,
+    diff,
+    manifest_text,
+    parse_manifest,
+    read_regular,
+    scan,
+)
+from harness.report.signer import check_id, check_name, check_role, principal, signer_id
+from harness.report.trust import Anchor
 from harness.store.durable import write_atomic
 
-MANIFEST = "MANIFEST.sha256"
-SIGNATURES = "signatures"
-SIGNATURE_FORMAT = "kvgate-signature-v1"
+SIGNOFF = "SIGNOFF.json"
+SIGNOFF_FORMAT = "kvgate-signoff-v1"
 ROLES = ("vendor", "customer")
-_LINE = re.compile(r"^(\\?)([0-9a-f]{64}) [ *](.+)$")
-_CHUNK = 1 << 20
+_SIG_NAME = re.compile(r"^signatures/([a-z][a-z0-9]{0,31})-([a-z0-9][a-z0-9._-]{0,63})\.(sig|json)$")
+
+__all__ = ["MANIFEST", "ROLES", "SIGNATURES", "SIGNOFF", "SignError", "SignatureCheck", "VerifyReport",
+           "parse_manifest", "sign", "verify", "write_manifest"]
 
 
 class SignError(InputError):
     """Signing was refused: a bad key, passphrase, signer, role or gate directory."""
 
 
-# --- manifest -------------------------------------------------------------------------------
-
 def _check_gate_dir(gate_dir: Path) -> Path:
     gate_dir = Path(gate_dir)
-    if not gate_dir.is_dir():
+    if not gate_dir.is_dir() or gate_dir.is_symlink():
         raise SignError(f"{gate_dir}: not a directory")
-    if not (gate_dir / "result.json").is_file() and not (gate_dir / MANIFEST).is_file():
+    if not (gate_dir / RESULT_FILE).is_file():
         # Refuse to hash an arbitrary directory (a typo could walk a home directory).
-        raise SignError(f"{gate_dir}: not a gate directory (no result.json)")
+        raise SignError(f"{gate_dir}: not a gate directory (no {RESULT_FILE})")
     return gate_dir
 
 
-def _files(gate_dir: Path) -> list[str]:
-    out: list[str] = []
-    for root, dirs, files in os.walk(gate_dir):
-        rel_root = Path(root).relative_to(gate_dir)
-        if rel_root == Path("."):
-            dirs[:] = [d for d in dirs if d != SIGNATURES]
-        dirs.sort()
-        for name in files:
-            rel = (rel_root / name).as_posix()
-            if rel == MANIFEST:
-                continue
-            out.append(rel)
-    return sorted(out)
+def _statement(gate_dir: Path) -> dict[str, Any]:
+    try:
+        result = load_gate_result(gate_dir)
+    except ResultFileError as exc:
+        raise SignError(str(exc)) from None
+    if result.gate != gate_dir.resolve().name:
+        raise SignError(f"{gate_dir}: result.json is gate {result.gate} but the directory is named "
+                        f"{gate_dir.resolve().name}; rename it back before signing")
+    return {"format": SIGNOFF_FORMAT, "campaign": result.campaign, "gate": result.gate,
+            "namespace": sshsig.NAMESPACE,
+            # sha256sum cannot list a directory: the empty ones are named here, in the manifest
+            "empty_directories": scan(gate_dir).empty_dirs}
 
 
-def _sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while chunk := fh.read(_CHUNK):
-            h.update(chunk)
-    return h.hexdigest()
+def _statement_bytes(statement: dict[str, Any]) -> bytes:
+    return (json.dumps(statement, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8")
 
 
-def compute_manifest(gate_dir: Path, *, progress: bool = False) -> dict[str, str]:
-    """``{relative path: sha256}`` of every file the manifest covers, sorted by path."""
-    gate_dir = Path(gate_dir)
-    files = _files(gate_dir)
-    out: dict[str, str] = {}
-    with Progress(f"hashing {gate_dir.name}", total=len(files), enabled=progress) as p:
-        for rel in files:
-            try:
-                out[rel] = _sha256_file(gate_dir / rel)
-            except OSError as exc:
-                raise SignError(f"{gate_dir / rel}: cannot read: {exc.strerror or exc}") from None
-            p.update(1, rel)
-    return out
-
-
-def _line(rel: str, digest: str) -> str:
-    # sha256sum's escaping: a name with a backslash or newline gets a leading backslash.
-    if "\\" in rel or "\n" in rel:
-        return "\\" + digest + "  " + rel.replace("\\", "\\\\").replace("\n", "\\n")
-    return f"{digest}  {rel}"
-
-
-def manifest_text(entries: dict[str, str]) -> str:
-    return "".join(_line(rel, entries[rel]) + "\n" for rel in sorted(entries))
-
-
-def parse_manifest(text: str) -> tuple[dict[str, str], list[str]]:
-    """Entries of a manifest and the problems found (line numbers of malformed lines)."""
-    entries: dict[str, str] = {}
-    problems: list[str] = []
-    for n, line in enumerate(text.splitlines(), 1):
-        m = _LINE.match(line)
-        if not m:
-            problems.append(f"{MANIFEST} line {n}: not '<sha256>  <path>'")
-            continue
-        rel = m.group(3)
-        if m.group(1):
-            rel = re.sub(r"\\(.)", lambda e: "\n" if e.group(1) == "n" else e.group(1), rel)
-        entries[rel] = m.group(2)
-    return entries, problems
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    write_atomic(path, data)
-
-
-def write_manifest(gate_dir: Path, *, progress: bool = False) -> Path:
-    """Write ``gate_dir/MANIFEST.sha256`` (sha256sum format, sorted) and return its path."""
+def write_manifest(gate_dir: Path, *, progress: bool = False, strict: bool = False) -> Path:
+    """Write ``SIGNOFF.json`` and ``MANIFEST.sha256``. ``strict`` (signing) refuses symlinks and
+    special files; otherwise (a gate run) they are left out, and ``verify`` names them. Empty
+    directories are listed in ``SIGNOFF.json``."""
     gate_dir = _check_gate_dir(gate_dir)
+    write_atomic(gate_dir / SIGNOFF, _statement_bytes(_statement(gate_dir)))
+    tree = scan(gate_dir)
+    if strict and tree.refused:
+        raise SignError(f"{gate_dir}: cannot be signed, it holds entries a manifest cannot cover: "
+                        f"{', '.join(tree.refused[:10])}; remove them first")
     path = gate_dir / MANIFEST
-    _atomic_write(path, manifest_text(compute_manifest(gate_dir, progress=progress)).encode("utf-8"))
+    write_atomic(path, manifest_text(compute(gate_dir, tree.files, progress=progress)).encode("utf-8"))
     return path
 
 
-# --- keys -----------------------------------------------------------------------------------
-
-def load_private_key(path: Path, passphrase: Optional[bytes] = None) -> Ed25519PrivateKey:
-    """An Ed25519 private key from an OpenSSH (``ssh-keygen -t ed25519``) or PKCS#8 PEM file."""
-    path = Path(path)
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise SignError(f"{path}: cannot read the key file: {exc.strerror or exc}") from None
-    try:
-        if b"-----BEGIN OPENSSH PRIVATE KEY-----" in data:
-            key: Any = serialization.load_ssh_private_key(data, password=passphrase)
-        else:
-            key = serialization.load_pem_private_key(data, password=passphrase)
-    except TypeError:
-        if passphrase is None:
-            raise SignError(f"{path}: the key is protected by a passphrase; give it with "
-                            "--passphrase-env VAR") from None
-        raise SignError(f"{path}: the key has no passphrase; do not give one") from None
-    except (ValueError, UnsupportedAlgorithm):
-        raise SignError(f"{path}: not a readable Ed25519 private key (wrong passphrase, or not an "
-                        "OpenSSH/PEM private key file)") from None
-    if not isinstance(key, Ed25519PrivateKey):
-        raise SignError(f"{path}: a {type(key).__name__.lstrip('_')} key; kvgate signs with Ed25519 only "
-                        "(make one with: ssh-keygen -t ed25519 -f FILE)")
-    return key
+def _signature_files(gate_dir: Path) -> list[str]:
+    return sorted(f for f in scan(gate_dir).signature_files if f.endswith((".sig", legacy.SUFFIX)))
 
 
-def _raw_public(key: Ed25519PublicKey) -> bytes:
-    return key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
-
-
-def openssh_public(key: Ed25519PublicKey) -> str:
-    return key.public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH).decode()
-
-
-def fingerprint(key: Ed25519PublicKey) -> str:
-    """``SHA256:...`` over the SSH wire form of the key, as ``ssh-keygen -lf`` prints it."""
-    blob = base64.b64decode(openssh_public(key).split()[1])
-    return "SHA256:" + base64.b64encode(hashlib.sha256(blob).digest()).decode().rstrip("=")
-
-
-def read_trusted_keys(path: Path) -> list[Ed25519PublicKey]:
-    """Ed25519 keys from an authorized_keys-style file (``ssh-ed25519 AAAA... comment`` per line)."""
-    keys: list[Ed25519PublicKey] = []
-    try:
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"{path}: cannot read trusted keys: {exc}") from None
-    for n, line in enumerate(lines, 1):
-        line = line.strip()
-        if not line or line.startswith("#"):
-            continue
-        parts = line.split()
-        try:
-            key = serialization.load_ssh_public_key(" ".join(parts[:2]).encode())
-        except (ValueError, UnsupportedAlgorithm, IndexError):
-            raise InputError(f"{path}:{n}: not an OpenSSH public key line") from None
-        if not isinstance(key, Ed25519PublicKey):
-            raise InputError(f"{path}:{n}: not an ssh-ed25519 key")
-        keys.append(key)
-    return keys
-
-
-# --- signing --------------------------------------------------------------------------------
-
-_STATEMENT_KEYS = ("format", "manifest_sha256", "public_key", "role", "signed_at", "signer")
-
-
-def _statement(fields: dict[str, str]) -> bytes:
-    return json.dumps({k: fields[k] for k in _STATEMENT_KEYS}, sort_keys=True, separators=(",", ":"),
-                      ensure_ascii=True).encode("ascii")
-
-
-def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("._") or "signer"
-
-
-def signature_path(gate_dir: Path, signer: str, role: str) -> Path:
-    """``signatures/<role>-<signer>.sig.json``; when another signer's name maps to the same file
-    name ("Jane Doe" and "Jane_Doe"), a short hash of the name keeps both signatures."""
-    path = Path(gate_dir) / SIGNATURES / f"{role}-{_slug(signer)}.sig.json"
-    if path.is_file():
-        try:
-            existing = json.loads(path.read_text(encoding="utf-8")).get("signer")
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError, AttributeError):
-            existing = None
-        if existing != signer:
-            digest = hashlib.sha256(signer.encode("utf-8")).hexdigest()[:8]
-            path = path.with_name(f"{role}-{_slug(signer)}-{digest}.sig.json")
-    return path
-
-
-def _signatures(gate_dir: Path) -> list[Path]:
-    d = Path(gate_dir) / SIGNATURES
-    return sorted(d.glob("*.sig.json")) if d.is_dir() else []
-
-
-def sign(gate_dir: Path, private_key_path: Path, signer: str, role: str, *,
+def sign(gate_dir: Path, key_file: Path, signer: str, role: str, *, signer_id_: Optional[str] = None,
          passphrase: Optional[bytes] = None, progress: bool = False,
          now: Optional[_dt.datetime] = None) -> Path:
-    """Write the manifest and ``signatures/<role>-<signer>.sig.json``; return the signature path.
+    """Write the statement and manifest, sign the manifest with ``ssh-keygen -Y sign`` and write
+    ``signatures/<role>-<signer-id>.sig`` (+ ``.json`` metadata); return the ``.sig`` path.
 
     When the directory already carries signatures, the files must still match the manifest they
     signed: signing changed files would silently invalidate the other party's signature, so it
     is refused, naming the files."""
     gate_dir = _check_gate_dir(gate_dir)
-    signer = signer.strip()
-    if not signer or any(c in signer for c in "\r\n\x00") or len(signer) > 200:
-        raise SignError("--signer must be a non-empty name on one line (at most 200 characters)")
-    if role not in ROLES:
-        raise SignError(f"role {role!r} is not one of: {', '.join(ROLES)}")
-    key = load_private_key(private_key_path, passphrase)
-    current = manifest_text(compute_manifest(gate_dir, progress=progress))
+    name = check_name(signer)
+    sid = check_id(signer_id_) if signer_id_ else signer_id(name)
+    check_role(role)
+    rel_sig = f"{SIGNATURES}/{role}-{sid}.sig"
     manifest_path = gate_dir / MANIFEST
-    others = [p for p in _signatures(gate_dir) if p != signature_path(gate_dir, signer, role)]
-    if others and manifest_path.is_file():
-        old = manifest_path.read_text(encoding="utf-8")
+    others = [f for f in _signature_files(gate_dir) if f != rel_sig]
+    old = manifest_path.read_text(encoding="utf-8") if manifest_path.is_file() else None
+    if others and old is not None:
+        statement = (gate_dir / SIGNOFF).read_bytes() if (gate_dir / SIGNOFF).is_file() else b""
+        if statement and statement != _statement_bytes(_statement(gate_dir)):
+            raise SignError(f"{gate_dir}: {SIGNOFF} no longer matches result.json; refusing to sign")
+        tree = scan(gate_dir)
+        current = manifest_text(compute(gate_dir, tree.files, progress=progress))
         if old != current:
-            changes = _diff(parse_manifest(old)[0], parse_manifest(current)[0])
             raise SignError(
-                f"{gate_dir}: files changed since it was signed ({', '.join(p.name for p in others)}): "
-                f"{changes}; refusing to sign (run kvgate verify for details)")
-    _atomic_write(manifest_path, current.encode("utf-8"))
-    public = key.public_key()
+                f"{gate_dir}: files changed since it was signed ({', '.join(others)}): "
+                f"{diff(parse_manifest(old)[0], parse_manifest(current)[0])}; refusing to sign "
+                "(run kvgate verify for details)")
+    else:
+        write_manifest(gate_dir, progress=progress, strict=True)
+    message = read_regular(manifest_path)
+    try:
+        pem = _pem_key(key_file, passphrase)
+        armored = (sshsig.sign_ed25519(message, pem) if pem is not None
+                   else sshsig.sign(message, key_file, passphrase=passphrase))
+        parsed = sshsig.parse_armored(armored)
+    except sshsig.SshsigError as exc:
+        raise SignError(str(exc)) from None
+    problem = sshsig.verify(parsed, message)
+    if problem:  # ssh-keygen produced something we cannot check: never write it
+        raise SignError(f"the signature made with {key_file} does not verify: {problem}")
     when = (now or _dt.datetime.now(_dt.timezone.utc)).astimezone(_dt.timezone.utc)
-    fields = {
-        "format": SIGNATURE_FORMAT,
-        "signer": signer,
-        "role": role,
-        "signed_at": when.isoformat(timespec="seconds").replace("+00:00", "Z"),
-        "manifest_sha256": hashlib.sha256(current.encode("utf-8")).hexdigest(),
-        "public_key": base64.b64encode(_raw_public(public)).decode(),
-    }
-    doc: dict[str, Any] = dict(fields)
-    doc["public_key_openssh"] = openssh_public(public)
-    doc["fingerprint"] = fingerprint(public)
-    doc["algorithm"] = "ed25519"
-    doc["signed_statement"] = ("canonical JSON of format, manifest_sha256, public_key, role, signed_at, "
-                               "signer (sorted keys, no spaces, ASCII)")
-    doc["signature"] = base64.b64encode(key.sign(_statement(fields))).decode()
-    path = signature_path(gate_dir, signer, role)
-    _atomic_write(path, (json.dumps(doc, indent=2) + "\n").encode("utf-8"))
-    return path
+    meta = {"signer": name, "signer_id": sid, "role": role, "principal": principal(sid, role),
+            "signed_at": when.isoformat(timespec="seconds").replace("+00:00", "Z"),
+            "fingerprint": parsed.fingerprint, "public_key": parsed.openssh_public,
+            "namespace": sshsig.NAMESPACE,
+            "manifest_sha256": hashlib.sha256(message).hexdigest(),
+            "note": "unsigned metadata; the signature is the .sig file beside this one"}
+    sig_path = gate_dir / rel_sig
+    write_atomic(sig_path, armored.encode("ascii"))
+    write_atomic(sig_path.with_suffix(".json"),
+                 (json.dumps(meta, indent=2, ensure_ascii=False) + "\n").encode("utf-8"))
+    return sig_path
 
 
-def _diff(old: dict[str, str], new: dict[str, str]) -> str:
-    changed = sorted(k for k in old if k in new and old[k] != new[k])
-    missing = sorted(k for k in old if k not in new)
-    extra = sorted(k for k in new if k not in old)
-    parts = []
-    for label, items in (("changed", changed), ("missing", missing), ("added", extra)):
-        if items:
-            parts.append(f"{label}: {', '.join(items[:10])}" + (" ..." if len(items) > 10 else ""))
-    return "; ".join(parts) or "manifest format differs"
+def _pem_key(path: Path, passphrase: Optional[bytes]) -> Optional[Ed25519PrivateKey]:
+    """An Ed25519 key from a PKCS#8 PEM file (``openssl genpkey -algorithm ed25519``), which
+    ``ssh-keygen`` cannot read; None for any other file (``ssh-keygen`` takes those)."""
+    try:
+        head = Path(path).read_bytes()[:64]
+    except OSError as exc:
+        raise SignError(f"{path}: cannot read the key file: {exc.strerror or exc}") from None
+    if b"-----BEGIN PRIVATE KEY-----" not in head and b"-----BEGIN ENCRYPTED PRIVATE KEY-----" not in head:
+        return None
+    try:
+        key = serialization.load_pem_private_key(Path(path).read_bytes(), password=passphrase)
+    except TypeError:
+        raise SignError(f"{path}: the key is protected by a passphrase; give it with --passphrase-env VAR"
+                        if passphrase is None else f"{path}: the key has no passphrase; do not give one") from None
+    except (ValueError, UnsupportedAlgorithm):
+        raise SignError(f"{path}: not a readable PEM private key (wrong passphrase?)") from None
+    if not isinstance(key, Ed25519PrivateKey):
+        raise SignError(f"{path}: a PEM {type(key).__name__.lstrip('_')}; PEM keys must be Ed25519 "
+                        "(or use an OpenSSH key: ssh-keygen -t ed25519 -f FILE)")
+    return key
 
 
 # --- verification ---------------------------------------------------------------------------
@@ -307,133 +207,249 @@ class SignatureCheck:
     file: str
     valid: bool
     reason: str = ""
-    signer: Optional[str] = None
+    signer: Optional[str] = None  # display name (from the metadata; informational)
+    signer_id: Optional[str] = None
     role: Optional[str] = None
     signed_at: Optional[str] = None
     fingerprint: Optional[str] = None
-    trusted: Optional[bool] = None  # None: no trusted key list was given
+    trusted: Optional[bool] = None  # None: no trust anchors were given
+    trust_reason: str = ""
+    legacy: bool = False
+    key_blob: bytes = b""
+
+    @property
+    def principal(self) -> str:
+        return principal(self.signer_id or "?", self.role or "?")
 
 
 @dataclass
 class VerifyReport:
     gate_dir: str
     manifest_present: bool
+    campaign: Optional[str] = None
+    gate: Optional[str] = None
+    required_roles: list[str] = field(default_factory=lambda: list(ROLES))
+    anchors_given: bool = False
     changed: list[str] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
     extra: list[str] = field(default_factory=list)
+    refused: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     signatures: list[SignatureCheck] = field(default_factory=list)
+    roles_satisfied: dict[str, str] = field(default_factory=dict)  # role -> signature file
 
     @property
     def files_ok(self) -> bool:
-        return self.manifest_present and not (self.changed or self.missing or self.extra or self.problems)
+        return self.manifest_present and not (self.changed or self.missing or self.extra or self.refused
+                                              or self.problems)
+
+    @property
+    def integrity_ok(self) -> bool:
+        """Every file as signed and every signature present valid."""
+        return self.files_ok and bool(self.signatures) and all(s.valid for s in self.signatures)
+
+    @property
+    def missing_roles(self) -> list[str]:
+        return [r for r in self.required_roles if r not in self.roles_satisfied]
 
     @property
     def ok(self) -> bool:
-        """Every file as signed, at least one signature, every signature valid (and trusted when
-        a trusted key list was given)."""
-        return (self.files_ok and bool(self.signatures)
-                and all(s.valid and s.trusted is not False for s in self.signatures))
+        return self.integrity_ok and self.anchors_given and not self.missing_roles
+
+    @property
+    def status(self) -> str:
+        if self.ok:
+            return "VERIFIED"
+        if self.integrity_ok and not self.anchors_given:
+            return "INTEGRITY OK, SIGNERS NOT AUTHENTICATED"
+        return "NOT VERIFIED"
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
-        d["ok"] = self.ok
-        d["files_ok"] = self.files_ok
+        for s in d["signatures"]:
+            s.pop("key_blob", None)
+        d.update(ok=self.ok, files_ok=self.files_ok, integrity_ok=self.integrity_ok,
+                 missing_roles=self.missing_roles, status=self.status)
         return d
 
     def lines(self) -> list[str]:
         """Human summary, one finding per line."""
-        out = []
+        out = [f"gate     {self.gate or '?'} of campaign {self.campaign or '?'} ({self.gate_dir})"]
         if not self.manifest_present:
             out.append(f"MISSING  {MANIFEST}: the gate directory was never signed (kvgate sign)")
         out += [f"PROBLEM  {p}" for p in self.problems]
+        out += [f"REFUSED  {p}: not a regular file or directory" for p in self.refused]
         out += [f"CHANGED  {p}" for p in self.changed]
         out += [f"MISSING  {p}" for p in self.missing]
         out += [f"EXTRA    {p} (not in the manifest)" for p in self.extra]
-        if self.manifest_present and not (self.changed or self.missing or self.extra or self.problems):
-            out.append(f"ok       {MANIFEST}: every file matches")
+        if self.files_ok:
+            out.append(f"ok       {MANIFEST}: every file matches, nothing else is present")
         if self.manifest_present and not self.signatures:
             out.append(f"MISSING  {SIGNATURES}/: no signature")
         for s in self.signatures:
-            who = f"{s.role or '?'} {s.signer or '?'} ({s.fingerprint or 'no key'}, {s.signed_at or '?'})"
+            who = f"{s.role or '?'} {s.signer or s.signer_id or '?'} ({s.fingerprint or 'no key'})"
             if not s.valid:
                 out.append(f"BAD      {s.file}: {who}: {s.reason}")
             elif s.trusted is False:
-                out.append(f"UNTRUSTED {s.file}: {who}: key not in the trusted keys")
+                out.append(f"UNTRUSTED {s.file}: {who}: {s.trust_reason}")
             else:
-                out.append(f"ok       {s.file}: {who}" + (" trusted" if s.trusted else ""))
-        out.append("VERIFIED" if self.ok else "NOT VERIFIED")
+                note = " trusted as " + s.principal if s.trusted else ""
+                out.append(f"ok       {s.file}: {who}{note}" + (" (legacy kvgate-signature-v1)" if s.legacy else ""))
+        if self.anchors_given:
+            for role in self.missing_roles:
+                out.append(f"MISSING  role {role}: no valid signature by a key trusted for it")
+        else:
+            out.append("NOTE     no trust anchors given (--allowed-signers or --trusted-keys): "
+                       "who signed is not checked")
+        out.append(self.status)
         return out
 
 
-def _check_signature(path: Path, rel: str, manifest_sha: Optional[str],
-                     trusted: Optional[Sequence[bytes]]) -> SignatureCheck:
+def _check_sig(gate_dir: Path, rel: str, message: Optional[bytes]) -> SignatureCheck:
     check = SignatureCheck(file=rel, valid=False)
+    m = _SIG_NAME.match(rel)
+    if m:
+        check.role, check.signer_id = m.group(1), m.group(2)
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        data = read_regular(gate_dir / rel)
+    except (OSError, ManifestError) as exc:
         check.reason = f"unreadable: {exc}"
         return check
-    if not isinstance(doc, dict):
-        check.reason = "not a JSON object"
+    if rel.endswith(legacy.SUFFIX):
+        check.legacy = True
+        old = legacy.check(data, hashlib.sha256(message).hexdigest() if message is not None else None)
+        check.signer, check.role, check.signed_at = old.signer, old.role, old.signed_at
+        check.signer_id = signer_id(old.signer) if old.signer else None
+        check.fingerprint, check.key_blob = old.fingerprint, old.key_blob or b""
+        check.reason, check.valid = old.reason, not old.reason
         return check
-    check.signer, check.role = doc.get("signer"), doc.get("role")
-    check.signed_at, check.fingerprint = doc.get("signed_at"), doc.get("fingerprint")
-    fields = {k: doc.get(k) for k in _STATEMENT_KEYS}
-    if not all(isinstance(v, str) for v in fields.values()) or not isinstance(doc.get("signature"), str):
-        check.reason = "missing or non-text fields"
-        return check
-    if fields["format"] != SIGNATURE_FORMAT:
-        check.reason = f"unknown format {fields['format']!r}"
+    if not m:
+        check.reason = "file name is not <role>-<signer-id>.sig"
         return check
     try:
-        raw = base64.b64decode(str(fields["public_key"]), validate=True)
-        public = Ed25519PublicKey.from_public_bytes(raw)
-        signature = base64.b64decode(str(doc["signature"]), validate=True)
-    except (ValueError, binascii.Error):
-        check.reason = "public key or signature is not valid base64 Ed25519 data"
+        parsed = sshsig.parse_armored(data.decode("ascii"))
+    except (UnicodeDecodeError, sshsig.SshsigError) as exc:
+        check.reason = str(exc) if isinstance(exc, sshsig.SshsigError) else "not ASCII armor"
         return check
-    check.fingerprint = fingerprint(public)
-    if doc.get("fingerprint") not in (None, check.fingerprint):
-        check.reason = "the stated fingerprint does not match the public key"
-        return check
-    if manifest_sha is None:
+    check.fingerprint, check.key_blob = parsed.fingerprint, parsed.public_key
+    if message is None:
         check.reason = f"no {MANIFEST} to check against"
         return check
-    if fields["manifest_sha256"] != manifest_sha:
-        check.reason = f"signed a different {MANIFEST} (the manifest was replaced)"
-        return check
-    try:
-        public.verify(signature, _statement({k: str(v) for k, v in fields.items()}))
-    except InvalidSignature:
-        check.reason = "signature does not match (the signature file was altered)"
+    problem = sshsig.verify(parsed, message)
+    if problem:
+        check.reason = problem
         return check
     check.valid = True
-    if trusted is not None:
-        check.trusted = raw in trusted
+    meta_rel = rel[:-len(".sig")] + ".json"
+    try:
+        meta = json.loads(read_regular(gate_dir / meta_rel).decode("utf-8"))
+        if isinstance(meta, dict):
+            if meta.get("fingerprint") not in (None, check.fingerprint):
+                check.valid, check.reason = False, f"{meta_rel} names another key than the signature"
+            check.signer = meta.get("signer") if isinstance(meta.get("signer"), str) else None
+            check.signed_at = meta.get("signed_at") if isinstance(meta.get("signed_at"), str) else None
+    except (OSError, ManifestError, UnicodeDecodeError, json.JSONDecodeError):
+        pass  # the metadata is optional: the signature stands on its own
     return check
 
 
-def verify(gate_dir: Path, *, trusted_keys: Optional[Iterable[Ed25519PublicKey]] = None,
-           progress: bool = False) -> VerifyReport:
-    """Recompute the manifest, compare it with ``MANIFEST.sha256`` and check every signature."""
-    gate_dir = _check_gate_dir(gate_dir)
+def _trust(checks: Sequence[SignatureCheck], anchors: Sequence[Anchor], roles: Sequence[str],
+           now: _dt.datetime) -> dict[str, str]:
+    for c in checks:
+        if not c.valid:
+            continue
+        mine = [a for a in anchors if a.key_blob == c.key_blob]
+        if not mine:
+            c.trusted, c.trust_reason = False, "key not in the trust anchors"
+            continue
+        reasons = [a.allows(c.principal, sshsig.NAMESPACE, now) for a in mine]
+        c.trusted = any(r is None for r in reasons)
+        c.trust_reason = "" if c.trusted else "; ".join(r for r in reasons if r)
+    satisfied: dict[str, str] = {}
+    used: set[bytes] = set()
+    for role in roles:  # each role by a different key: one person cannot sign for both parties
+        for c in checks:
+            if c.valid and c.trusted and c.role == role and c.key_blob not in used:
+                satisfied[role] = c.file
+                used.add(c.key_blob)
+                break
+    return satisfied
+
+
+def verify(gate_dir: Path, *, anchors: Optional[Sequence[Anchor]] = None,
+           roles: Sequence[str] = ROLES, progress: bool = False,
+           now: Optional[_dt.datetime] = None) -> VerifyReport:
+    """Recompute the manifest, check the statement, every signature and the required roles."""
+    gate_dir = Path(gate_dir)
+    if not gate_dir.is_dir() or gate_dir.is_symlink():
+        raise InputError(f"{gate_dir}: not a directory")
     manifest_path = gate_dir / MANIFEST
-    report = VerifyReport(gate_dir=str(gate_dir), manifest_present=manifest_path.is_file())
-    manifest_sha: Optional[str] = None
+    report = VerifyReport(gate_dir=str(gate_dir), manifest_present=manifest_path.is_file(),
+                          required_roles=list(roles), anchors_given=anchors is not None)
+    tree = scan(gate_dir)
+    report.refused = tree.refused
+    message: Optional[bytes] = None
     if report.manifest_present:
-        data = manifest_path.read_bytes()
-        manifest_sha = hashlib.sha256(data).hexdigest()
+        message = read_regular(manifest_path)
         try:
-            recorded, report.problems = parse_manifest(data.decode("utf-8"))
+            recorded, report.problems = parse_manifest(message.decode("utf-8"))
         except UnicodeDecodeError:
             recorded, report.problems = {}, [f"{MANIFEST} is not UTF-8 text"]
-        actual = compute_manifest(gate_dir, progress=progress)
+        actual = compute(gate_dir, tree.files, progress=progress)
         report.changed = sorted(k for k in recorded if k in actual and recorded[k] != actual[k])
         report.missing = sorted(k for k in recorded if k not in actual)
-        report.extra = sorted(k for k in actual if k not in recorded)
-    trusted = [_raw_public(k) for k in trusted_keys] if trusted_keys is not None else None
-    for path in _signatures(gate_dir):
-        rel = path.relative_to(gate_dir).as_posix()
-        report.signatures.append(_check_signature(path, rel, manifest_sha, trusted))
+        report.extra += sorted(k for k in actual if k not in recorded)
+    sig_files = [f for f in tree.signature_files if f.endswith((".sig", legacy.SUFFIX))]
+    for f in tree.signature_files:
+        if f not in sig_files and not (f.endswith(".json") and f[:-5] + ".sig" in sig_files):
+            report.extra.append(f"{f} (not a signature file)")
+    report.problems += _statement_problems(gate_dir, report, tree.empty_dirs, new_format=any(
+        f.endswith(".sig") for f in sig_files))
+    report.signatures = [_check_sig(gate_dir, f, message) for f in sig_files]
+    if anchors is not None:
+        report.roles_satisfied = _trust(report.signatures, anchors, roles,
+                                        now or _dt.datetime.now(_dt.timezone.utc))
     return report
+
+
+def _statement_problems(gate_dir: Path, report: VerifyReport, empty_dirs: list[str], *,
+                        new_format: bool) -> list[str]:
+    """Check ``SIGNOFF.json`` against ``result.json`` and the directory; empty directories it
+    does not list are reported as extra."""
+    try:
+        result = load_gate_result(gate_dir)
+    except ResultFileError as exc:
+        return [str(exc)]
+    report.campaign, report.gate = result.campaign, result.gate
+    problems = []
+    dirname = gate_dir.resolve().name
+    if result.gate != dirname:
+        problems.append(f"{RESULT_FILE} is gate {result.gate} but the directory is named {dirname}")
+    path = gate_dir / SIGNOFF
+    if not path.is_file():
+        report.extra += [f"{d}/ (empty directory)" for d in empty_dirs]
+        if new_format:
+            problems.append(f"{SIGNOFF} missing: the signatures bind no campaign or gate")
+        return problems
+    try:
+        statement = json.loads(read_regular(path).decode("utf-8"))
+    except (OSError, ManifestError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        return problems + [f"{SIGNOFF} unreadable: {exc}"]
+    if not isinstance(statement, dict) or statement.get("format") != SIGNOFF_FORMAT:
+        report.extra += [f"{d}/ (empty directory)" for d in empty_dirs]
+        return problems + [f"{SIGNOFF}: not a {SIGNOFF_FORMAT} statement"]
+    listed = statement.get("empty_directories")
+    listed = [d for d in listed if isinstance(d, str)] if isinstance(listed, list) else []
+    report.extra += [f"{d}/ (empty directory)" for d in empty_dirs if d not in listed]
+    report.missing += [f"{d}/ (empty directory)" for d in listed if d not in empty_dirs
+                       and not _is_dir(gate_dir / d)]
+    for key, actual in (("campaign", result.campaign), ("gate", result.gate)):
+        if statement.get(key) != actual:
+            problems.append(f"{SIGNOFF} names {key} {statement.get(key)!r} but {RESULT_FILE} says {actual!r}")
+    if statement.get("namespace") != sshsig.NAMESPACE:
+        problems.append(f"{SIGNOFF} names namespace {statement.get('namespace')!r}, not {sshsig.NAMESPACE}")
+    return problems
+
+
+def _is_dir(path: Path) -> bool:
+    return path.is_dir() and not path.is_symlink()

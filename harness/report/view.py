@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Optional
 from urllib.parse import quote
 
+from harness.report.textutil import concurrency_of
+from harness.report.textutil import xml_safe as xml_safe  # re-exported: render and junit use it
 from harness.store.schema import CheckResult, GateResult, Interval, Observation, Verdict
 from harness.units import UnitKind, format_quantity
 
@@ -38,18 +40,6 @@ EMULATION_NOTICE = (
     "Compute was emulated by kvgate's KV emulator: no GPU or NPU ran a model. Storage I/O was real "
     "(KV chunks were written to and read from the configured tiers). These figures are not a "
     "hardware result.")
-
-
-# Characters XML 1.0 forbids (C0 controls but tab, newline, carriage return; lone surrogates;
-# U+FFFE/U+FFFF). Command output tails carry ANSI colour escapes: one would make junit.xml
-# unparseable for a CI system.
-_XML_BAD = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
-
-
-def xml_safe(text: str) -> str:
-    """``text`` without ANSI escape sequences and characters XML 1.0 cannot carry."""
-    return _XML_BAD.sub("\ufffd", _ANSI.sub("", text))
 
 
 def fmt(value: Optional[float], unit_kind: str) -> str:
@@ -148,7 +138,7 @@ def _check_reason(check: CheckResult) -> str:
     return "; ".join(f"{obs_label(check, o)}: {o.reason}" for o in bad[:5])
 
 
-def check_row(check: CheckResult) -> CheckRow:
+def check_row(check: CheckResult, find_evidence: Optional[Callable[[str], list[str]]] = None) -> CheckRow:
     measured, interval = _check_measured(check)
     statistic: str = check.statistic
     if check.statistic == "interval" and check.confidence:
@@ -165,7 +155,8 @@ def check_row(check: CheckResult) -> CheckRow:
             label=obs_label(check, o), path=o.path, measured=obs_measured(o, check.unit_kind),
             expected=o.expected_text or row.expected, interval=fmt_interval(o.interval, check.unit_kind),
             samples=_samples(o), verdict=o.verdict, reason=o.reason,
-            evidence=[(e, evidence_href(e)) for e in o.evidence]))
+            evidence=[(e, evidence_href(e)) for e in (o.evidence or (find_evidence(o.path) if find_evidence
+                                                                      else []))]))
     return row
 
 
@@ -376,10 +367,13 @@ class GateView:
     profile_rows: list[tuple[str, str]]
     extra_measurements: list[tuple[str, list[tuple[str, str]]]]
     dirname: str = ""  # the gate's directory name inside its campaign (campaign report links)
+    manifest_sha256: str = ""  # sha256 of the gate's MANIFEST.sha256 (campaign report), "" if none
 
 
-def gate_view(result: GateResult) -> GateView:
-    rows = [check_row(c) for c in result.checks]
+def gate_view(result: GateResult, find_evidence: Optional[Callable[[str], list[str]]] = None) -> GateView:
+    """Rows of a gate report; ``find_evidence`` names evidence files for observations that
+    recorded none (``harness.report.evidence``)."""
+    rows = [check_row(c, find_evidence) for c in result.checks]
     counts = {v.value: sum(1 for c in result.checks if c.verdict is v) for v in Verdict}
     extra = [(name, flatten(value)) for name, value in result.measurements.items()
              if name not in ("sweep", "fio")]
@@ -407,8 +401,6 @@ def _cell(v: Any) -> str:
 
 def sweep_rows(measurements: Mapping[str, Any]) -> list[list[str]]:
     """The sweep as a table: arm, concurrency, then ``SWEEP_COLUMNS``."""
-    from harness.report.charts import concurrency_of
-
     sweep = measurements.get("sweep")
     rows: list[list[str]] = []
     if not isinstance(sweep, Mapping):
@@ -448,3 +440,35 @@ def campaign_verdict(verdicts: Sequence[Verdict]) -> Verdict:
         if v in verdicts:
             return v
     return Verdict.PASS if verdicts else Verdict.NOT_RUN
+
+
+def campaign_provenance(name: str, results: Sequence[GateResult]) -> list[tuple[str, str]]:
+    """When and by whom, for a whole campaign: from its first gate's start to its last gate's end
+    (ISO-8601 UTC strings sort in time order), never one gate's times as the campaign's."""
+    starts = sorted(r.started_at for r in results if r.started_at)
+    ends = sorted(r.finished_at for r in results if r.finished_at)
+    operators = sorted({r.operator for r in results if r.operator})
+    versions = sorted({r.kvgate_version for r in results if r.kvgate_version})
+    commits = sorted({r.git_commit for r in results if r.git_commit})
+    return [
+        ("Campaign", name),
+        ("Started (first gate)", starts[0] if starts else "not recorded"),
+        ("Finished (last gate)", ends[-1] if ends else "not recorded"),
+        ("Operators", ", ".join(operators) or "not recorded"),
+        ("kvgate version", ", ".join(versions) or "not recorded"),
+        ("Git commit", ", ".join(commits) or "not recorded"),
+    ]
+
+
+def baseline_rows(result: GateResult) -> list[tuple[str, str]]:
+    """The G2 baseline a gate compared against and every difference accepted with
+    ``--allow-baseline-mismatch``, as (what, text) rows."""
+    b = result.baseline
+    if not isinstance(b, Mapping):
+        return []
+    rows = [("baseline", f"{b.get('where', '?')} (fingerprint {str(b.get('digest', '?'))[:16]})")]
+    for a in b.get("accepted_mismatches") or []:
+        if isinstance(a, Mapping):
+            rows.append((f"accepted mismatch: {a.get('field', '?')}",
+                         f"baseline {a.get('baseline')!r}, this run {a.get('this_run')!r} (--allow-baseline-mismatch)"))
+    return rows

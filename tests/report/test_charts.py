@@ -83,7 +83,7 @@ def test_one_point_zero_nan_and_long_labels() -> None:
     assert len(root.findall("circle")) == 1 and root.findall("polyline") == []
     assert chart.dropped == 3 and "3 value(s) were missing" in chart.caption
     legend = [t for t in _texts(root) if t.startswith("candidate-")]
-    assert legend == ["candidate-nvmeof-raid\u2026"]  # cut to fit beside the plot
+    assert legend == ["candidate-nvmeof-ra\u2026"]  # cut to fit beside the plot (20 characters)
     titles = ["".join(t.itertext()) for t in root.iter("title")]
     assert long_arm + " p50" in titles  # the full label stays available as a tooltip
     for el in root.iter():
@@ -145,3 +145,41 @@ def test_nice_ticks_cover_range(lo: float, hi: float) -> None:
 
 def test_concurrency_keys() -> None:
     assert [concurrency_of(k) for k in ("c8", "16", 4, "C2", "x", "c")] == [8, 16, 4, 2, None, None]
+
+
+def _text_extent(t: ET.Element) -> tuple[float, float]:
+    """Estimated [left, right] of a <text>, with the width rule the charts use."""
+    from harness.report.charts import _text_width
+
+    title = t.find("title")
+    body = (title.tail if title is not None else t.text) or ""
+    x, w = float(t.get("x", "0")), _text_width(body, int(t.get("font-size", "11")))
+    anchor = t.get("text-anchor", "start")
+    return (x - w, x) if anchor == "end" else (x - w / 2, x + w / 2) if anchor == "middle" else (x, x + w)
+
+
+def test_bar_labels_stay_inside_the_chart() -> None:
+    """The defect seen: "write 4.9" cut at the right edge when a bar reaches the axis end."""
+    fio = {"node-a": {"t": {"seq_read_bw": 4.9e9, "seq_write_bw": 5.0e9}}}
+    root = _parse(fio_chart({"fio": fio}).svg)
+    width = float(root.get("viewBox", "").split()[2])
+    labels = [t for t in root.iter("text") if (t.text or "").startswith(("read", "write"))]
+    assert len(labels) == 2
+    for t in labels:
+        lo, hi = _text_extent(t)
+        assert 0 <= lo and hi <= width, (t.text, lo, hi)
+
+
+def test_non_negative_axes_start_at_zero() -> None:
+    check = make_result().checks[0]  # reductions 21%..36%, threshold 25%
+    for obs in check.observations:
+        if obs.interval:
+            obs.interval.low = 0.01
+    root = _parse(forest_chart(check).svg)
+    texts = [t.text or "" for t in root.iter("text")]
+    ticks = [t for t in texts if t.endswith("%") and "threshold" not in t]
+    assert ticks and not any(t.startswith("-") for t in ticks)
+    assert ticks[0] == "0%"
+    for chart in (ttft_chart({"sweep": SWEEP}), throughput_chart({"sweep": SWEEP})):
+        labels = [t.text or "" for t in _parse(chart.svg).iter("text")]
+        assert not any(x.startswith("-") and x[1:2].isdigit() for x in labels)

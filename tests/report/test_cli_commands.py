@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from harness.cli.main import run
 from harness.report.sign import MANIFEST
+from harness.report.signer import signer_id
 
 from .conftest import make_result, write_gate
 
@@ -25,14 +26,11 @@ def campaign(tmp_path: Path) -> Path:
     return camp
 
 
-def _key(tmp_path: Path, passphrase: bytes | None = None) -> tuple[Path, bytes]:
-    key = Ed25519PrivateKey.generate()
-    enc = (serialization.BestAvailableEncryption(passphrase) if passphrase
-           else serialization.NoEncryption())
-    pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, enc)
-    path = tmp_path / f"key-{len(list(tmp_path.glob('key-*')))}.pem"
-    path.write_bytes(pem)
-    return path, pem
+def _key(tmp_path: Path, passphrase: str = "") -> Path:
+    path = tmp_path / f"key{len(list(tmp_path.glob('key*')))}"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", passphrase, "-f", str(path)],  # noqa: S603,S607
+                   check=True, capture_output=True, timeout=30)
+    return path
 
 
 def test_report_rerenders_every_gate_and_the_campaign(campaign: Path,
@@ -73,34 +71,43 @@ def test_sign_and_verify_commands(campaign: Path, tmp_path: Path, capsys: pytest
                                   monkeypatch: pytest.MonkeyPatch) -> None:
     gate = campaign / "G3"
     assert run(["report", str(campaign)]) == 0
-    vendor_key, vendor_pem = _key(tmp_path)
-    customer_key, customer_pem = _key(tmp_path, passphrase=b"hunter2-pass")
+    vendor_key = _key(tmp_path)
+    customer_key = _key(tmp_path, passphrase="hunter2-pass")
     capsys.readouterr()
     assert run(["sign", str(gate), "--key", str(vendor_key), "--signer", "Vera", "--role", "vendor"]) == 0
     monkeypatch.setenv("KVGATE_KEY_PASS", "hunter2-pass")
-    assert run(["sign", str(gate), "--key", str(customer_key), "--signer", "Carl", "--role", "customer",
+    assert run(["sign", str(gate), "--key", str(customer_key), "--signer", "张伟", "--role", "customer",
                 "--passphrase-env", "KVGATE_KEY_PASS"]) == 0
     out = capsys.readouterr()
-    assert "signatures/vendor-Vera.sig.json" in out.out and "signatures/customer-Carl.sig.json" in out.out
-    for secret in ("hunter2", vendor_pem.decode().splitlines()[1], customer_pem.decode().splitlines()[1]):
+    cid = signer_id("张伟")
+    assert "signatures/vendor-vera.sig" in out.out and f"signatures/customer-{cid}.sig" in out.out
+    assert f"-I {cid}@customer -n kvgate-report@v1" in out.out
+    for secret in ("hunter2", vendor_key.read_text().splitlines()[1]):
         assert secret not in out.out + out.err
 
-    assert run(["verify", str(gate)]) == 0
+    assert run(["verify", str(gate)]) == 3  # integrity only: nobody said whose keys these are
+    assert "INTEGRITY OK, SIGNERS NOT AUTHENTICATED" in capsys.readouterr().out
+    allowed = tmp_path / "allowed_signers"
+    allowed.write_text(f"vera@vendor {Path(str(vendor_key) + '.pub').read_text()}"
+                       f"{cid}@customer {Path(str(customer_key) + '.pub').read_text()}")
+    assert run(["verify", str(gate), "--allowed-signers", str(allowed)]) == 0
     text = capsys.readouterr().out
-    assert text.strip().endswith("VERIFIED") and "vendor Vera" in text and "customer Carl" in text
+    assert text.strip().endswith("VERIFIED") and "vendor Vera" in text and "customer 张伟" in text
+    assert run(["verify", str(campaign), "--allowed-signers", str(allowed)]) == 1  # G1, G2 unsigned
+    text = capsys.readouterr().out
+    assert "NOT VERIFIED: G1 (NOT VERIFIED), G2 (NOT VERIFIED)" in text
 
     (gate / "report.md").write_text("changed")
-    assert run(["verify", str(gate), "--json"]) == 1
+    assert run(["verify", str(gate), "--json", "--allowed-signers", str(allowed)]) == 1
     doc = json.loads(capsys.readouterr().out)
     assert doc["ok"] is False and doc["changed"] == ["report.md"]
     assert {s["role"]: s["valid"] for s in doc["signatures"]} == {"vendor": True, "customer": True}
-
     assert (gate / MANIFEST).is_file()
 
 
 def test_sign_verify_usage_errors(campaign: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     gate = campaign / "G1"
-    key, _ = _key(tmp_path)
+    key = _key(tmp_path)
     assert run(["sign", str(gate), "--key", str(key), "--signer", "x", "--role", "auditor"]) == 2
     assert run(["sign", str(gate), "--key", str(key), "--signer", "x", "--role", "vendor",
                 "--passphrase-env", "KVGATE_UNSET_VAR_FOR_TEST"]) == 2
@@ -111,10 +118,42 @@ def test_sign_verify_usage_errors(campaign: Path, tmp_path: Path, capsys: pytest
     bad = tmp_path / "trusted"
     bad.write_text("ssh-rsa nonsense\n")
     assert run(["verify", str(gate), "--trusted-keys", str(bad)]) == 2
-    assert f"{bad}:1: not an OpenSSH public key line" in capsys.readouterr().err
+    assert f"{bad}:1: the key's body is not a ssh-rsa key" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("command", ["report", "sign", "verify"])
 def test_help(command: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert run([command, "--help"]) == 0
     assert "usage: kvgate " + command in capsys.readouterr().out
+
+
+def test_campaign_sign_off_and_verify(campaign: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Every gate signed by both parties, the campaign page rendered after: VERIFIED; the page
+    names each gate's manifest hash, so a gate re-signed later shows."""
+    vendor, customer = _key(tmp_path), _key(tmp_path)
+    allowed = tmp_path / "allowed_signers"
+    allowed.write_text(f"vera@vendor {Path(str(vendor) + '.pub').read_text()}"
+                       f"carl@customer {Path(str(customer) + '.pub').read_text()}")
+    assert run(["report", str(campaign)]) == 0
+    for gate in ("G1", "G2", "G3"):
+        assert run(["sign", str(campaign / gate), "--key", str(vendor), "--signer", "Vera", "--role", "vendor"]) == 0
+        assert run(["sign", str(campaign / gate), "--key", str(customer), "--signer", "Carl",
+                    "--role", "customer"]) == 0
+    capsys.readouterr()
+    assert run(["verify", str(campaign), "--allowed-signers", str(allowed)]) == 1
+    assert "does not match the gates as they are now" in capsys.readouterr().out
+    assert run(["report", str(campaign), "--gate", "G1"]) == 0  # re-renders G1 (unchanged) and the page
+    html = (campaign / "report.html").read_text()
+    for gate in ("G1", "G2", "G3"):
+        digest = hashlib.sha256((campaign / gate / MANIFEST).read_bytes()).hexdigest()
+        assert f"<code>{digest}</code>" in html
+    assert "Customer contract 2026-11 accepts 20%" in html  # every override with its reason
+    capsys.readouterr()
+    assert run(["verify", str(campaign), "--allowed-signers", str(allowed)]) == 0
+    assert "VERIFIED (every gate and the campaign page)" in capsys.readouterr().out
+
+    (campaign / "G2" / "signatures" / "customer-carl.sig").unlink()
+    (campaign / "G2" / "signatures" / "customer-carl.json").unlink()
+    assert run(["verify", str(campaign), "--allowed-signers", str(allowed)]) == 1
+    out = capsys.readouterr().out
+    assert "MISSING  role customer" in out and "NOT VERIFIED: G2 (NOT VERIFIED)" in out

@@ -192,6 +192,41 @@ def test_campaign_report(tmp_path: Path) -> None:
     assert "| G1 | Arrival acceptance | **PASS** |" in md and "| G3 |" in md
 
 
+def test_campaign_times_span_all_gates(tmp_path: Path) -> None:
+    """The defect seen: the campaign page showed G3's start time as the campaign's start."""
+    camp = tmp_path / "camp-1"
+    g1 = make_result(verdict=Verdict.PASS, exit_code=0)
+    g1.gate, g1.started_at, g1.finished_at = "G1", "2026-11-20T08:00:00+00:00", "2026-11-20T08:30:00+00:00"
+    write_gate(camp / "G1", g1)
+    write_gate(camp / "G3", make_result())
+    render_campaign_report(camp)
+    html = (camp / "report.html").read_text()
+    assert "<th>Started (first gate)</th><td>2026-11-20T08:00:00+00:00</td>" in html
+    assert "<th>Finished (last gate)</th><td>2026-11-29T20:41:30+00:00</td>" in html
+
+
+def test_evidence_column_links_files_the_layout_implies(gate_dir: Path) -> None:
+    """The defect seen: Evidence was "-" everywhere although evidence files existed."""
+    for rel in ("sweep/baseline/c8/rep0/records.jsonl", "sweep/candidate/c8/rep0/records.jsonl",
+                "fio/node-a/nvmeof-raid0/read.json", "measured.json"):
+        (gate_dir / "evidence" / rel).parent.mkdir(parents=True, exist_ok=True)
+        (gate_dir / "evidence" / rel).write_text("{}")
+    result = load_gate_result(gate_dir)
+    result.checks[2].observations[0].evidence = []  # candidate.fio.seq_read_bw, nothing recorded
+    write_gate(gate_dir, result)
+    render_gate_reports(gate_dir)
+    html = (gate_dir / "report.html").read_text()
+    c8 = html[html.index("<code>compare.ttft_p50_reduction.c8</code>"):]
+    c8 = c8[:c8.index("</tr>")]
+    assert '<a href="evidence/sweep/baseline/c8/">' in c8 and '<a href="evidence/sweep/candidate/c8/">' in c8
+    assert '<a href="evidence/fio/node-a/nvmeof-raid0/">' in html
+    gain = html[html.index("<code>compare.throughput_gain_best</code></td>"):]
+    assert '<a href="evidence/measured.json">' in gain[:gain.index("</tr>")]
+    recorded = {e for c in result.checks for o in c.observations for e in o.evidence}
+    for href in set(re.findall(r'href="(evidence/[^"]*)"', html)) - recorded:
+        assert (gate_dir / href).exists(), href
+
+
 def test_campaign_without_gates_is_an_input_error(tmp_path: Path) -> None:
     from harness.errors import InputError
 

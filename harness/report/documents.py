@@ -1,0 +1,44 @@
+"""Checks of the documents beside the manifest signatures: the campaign page must be the
+rendering of its gates as they are now (it names each gate's manifest hash, so a changed or
+re-signed gate shows), and every PDF signature in ``report.pdf`` must be intact and valid (and,
+with trust roots, each required role's certificate trusted)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from harness.report.pdf import REPORT_PDF
+from harness.report.render import REPORT_HTML, campaign_documents
+
+
+def campaign_document_problems(campaign_dir: Path) -> list[str]:
+    path = Path(campaign_dir) / REPORT_HTML
+    if not path.is_file() or path.is_symlink():
+        return [f"{path}: no campaign page (render it with kvgate report, then sign its PDF)"]
+    expected, _, _ = campaign_documents(campaign_dir)
+    if path.read_text(encoding="utf-8") != expected:
+        return [f"{path} does not match the gates as they are now (a gate changed or was re-signed "
+                "after the campaign page was rendered)"]
+    return []
+
+
+def pdf_problems(directory: Path, roles: Sequence[str], trust_roots: Sequence[Path] | None) -> list[str]:
+    """Findings about ``directory/report.pdf``'s signatures (none when it has no PDF and no roots
+    were given)."""
+    from harness.report.pdfsign import check_pdf, field_name
+
+    pdf = Path(directory) / REPORT_PDF
+    if not pdf.is_file():
+        return [f"{pdf}: missing (PDF signatures were asked for)"] if trust_roots else []
+    sigs = check_pdf(pdf, list(trust_roots or []))
+    problems = [f"{pdf}: signature {s.field} ({s.signer}) is broken: the signed bytes changed"
+                for s in sigs if not (s.intact and s.valid)]
+    problems += [f"{pdf}: signature {s.field} is followed by changes it does not allow ({s.modification})"
+                 for s in sigs if s.intact and s.valid and not s.covers_document]
+    if trust_roots:
+        for role in roles:
+            good = [s for s in sigs if s.field == field_name(role) and s.ok]
+            if not good:
+                problems.append(f"{pdf}: no valid PDF signature of the {role} by a trusted certificate")
+    return problems

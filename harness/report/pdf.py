@@ -1,0 +1,52 @@
+"""The sign-off PDF: ``report.html`` (the same template, with its print CSS: A4, running header,
+page numbers, page 1 = verdict, checks, what was tested and the sign-off block) laid out by
+WeasyPrint into ``report.pdf`` in the gate (or campaign) directory.
+
+WeasyPrint output is deterministic for the same HTML (no creation time is written), so re-rendering
+an unsigned PDF keeps the manifest. A PDF that already carries signatures is never re-rendered:
+that would drop them. Nothing is fetched while rendering (only ``data:`` URLs are allowed; the
+report is self-contained anyway).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from harness.errors import InputError
+from harness.store.durable import write_atomic
+
+REPORT_PDF = "report.pdf"
+
+
+class PdfError(InputError):
+    """The PDF cannot be written (signed already, HTML missing)."""
+
+
+def html_to_pdf(html: str) -> bytes:
+    import weasyprint  # heavy: imported only when a PDF is made
+
+    fetcher = weasyprint.URLFetcher(allowed_protocols={"data"})
+    out = weasyprint.HTML(string=html, url_fetcher=fetcher, media_type="print").write_pdf()
+    assert isinstance(out, bytes)
+    return out
+
+
+def pdf_has_signatures(path: Path) -> bool:
+    from pyhanko.pdf_utils.reader import PdfFileReader
+
+    with open(path, "rb") as fh:
+        return bool(PdfFileReader(fh, strict=False).embedded_signatures)
+
+
+def write_pdf(directory: Path) -> Path:
+    """Render ``directory/report.html`` to ``directory/report.pdf``; refuse to overwrite a
+    signed one."""
+    directory = Path(directory)
+    html_path, pdf_path = directory / "report.html", directory / REPORT_PDF
+    if not html_path.is_file():
+        raise PdfError(f"{html_path}: no HTML report to print (run kvgate report first)")
+    if pdf_path.is_file() and pdf_has_signatures(pdf_path):
+        raise PdfError(f"{pdf_path} is signed already; it is not re-rendered (that would drop its "
+                       "signatures)")
+    write_atomic(pdf_path, html_to_pdf(html_path.read_text(encoding="utf-8")))
+    return pdf_path

@@ -1,0 +1,123 @@
+"""PDF signatures of the sign-off document, by both parties in sequence (each an incremental
+update, so the first signature stays valid), with X.509 certificates through pyHanko.
+
+Keys: a PKCS#12 file (``--p12``) or a PEM key and certificate (``--key-pem`` / ``--cert``), with
+a passphrase from an environment variable only. Each party signs its own field,
+``kvgate-<role>``. A self-signed lab certificate (documented in the README)::
+
+    openssl req -utf8 -x509 -newkey rsa:3072 -sha256 -days 730 -nodes -subj "/CN=Jane Doe/O=ACME Storage" \\
+        -keyout vendor.key -out vendor.crt
+    openssl pkcs12 -export -inkey vendor.key -in vendor.crt -out vendor.p12 -passout env:P12_PASS
+
+The PDF must be signed before the OpenSSH signatures of the manifest: adding a PDF signature
+changes ``report.pdf``, which the manifest lists.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional
+
+from harness.errors import InputError
+from harness.store.durable import write_atomic
+
+
+class PdfSignError(InputError):
+    """A PDF signature could not be made (bad key file, passphrase, field already signed)."""
+
+
+def _signer(*, p12: Optional[Path], key_pem: Optional[Path], cert: Optional[Path],
+            passphrase: Optional[bytes]) -> Any:
+    from pyhanko.sign import signers
+
+    if p12 is not None:
+        signer = signers.SimpleSigner.load_pkcs12(str(p12), passphrase=passphrase)  # type: ignore[no-untyped-call]
+        what = str(p12)
+    elif key_pem is not None and cert is not None:
+        signer = signers.SimpleSigner.load(  # type: ignore[no-untyped-call]
+            str(key_pem), str(cert), key_passphrase=passphrase)
+        what = f"{key_pem} / {cert}"
+    else:
+        raise PdfSignError("give --p12 FILE, or --key-pem FILE and --cert FILE, to sign the PDF")
+    if signer is None:
+        raise PdfSignError(f"{what}: cannot load the key and certificate (wrong passphrase, or not a "
+                           "PKCS#12 / PEM key and certificate); give a passphrase with --passphrase-env VAR")
+    return signer
+
+
+def field_name(role: str) -> str:
+    return f"kvgate-{role}"
+
+
+def sign_pdf(pdf: Path, *, role: str, signer_name: str, p12: Optional[Path] = None,
+             key_pem: Optional[Path] = None, cert: Optional[Path] = None,
+             passphrase: Optional[bytes] = None) -> str:
+    """Add ``role``'s signature to ``pdf`` as an incremental update; return the field name."""
+    from pyhanko.pdf_utils.incremental_writer import IncrementalPdfFileWriter
+    from pyhanko.pdf_utils.reader import PdfFileReader
+    from pyhanko.sign import fields, signers
+
+    pdf = Path(pdf)
+    if not pdf.is_file():
+        raise PdfSignError(f"{pdf}: no PDF to sign (kvgate sign --pdf renders it from report.html)")
+    name = field_name(role)
+    data = pdf.read_bytes()
+    import io
+
+    reader = PdfFileReader(io.BytesIO(data), strict=False)
+    if any(s.field_name == name for s in reader.embedded_signatures):
+        raise PdfSignError(f"{pdf}: the {role} has signed this PDF already (field {name})")
+    signer = _signer(p12=p12, key_pem=key_pem, cert=cert, passphrase=passphrase)
+    writer = IncrementalPdfFileWriter(io.BytesIO(data), strict=False)
+    meta = signers.PdfSignatureMetadata(field_name=name, reason=f"kvgate sign-off as {role}",
+                                        name=signer_name)
+    out = io.BytesIO()
+    signers.sign_pdf(writer, meta, signer=signer, new_field_spec=fields.SigFieldSpec(name), output=out)
+    write_atomic(pdf, out.getvalue())
+    return name
+
+
+@dataclass
+class PdfSignature:
+    field: str
+    signer: str  # the certificate's subject
+    intact: bool  # the signed bytes are unchanged
+    valid: bool  # the cryptographic signature checks
+    trusted: bool  # the certificate chains to a given trust root
+    covers_document: bool  # nothing but allowed incremental updates after it
+    modification: str
+    signed_at: Optional[str]
+
+    @property
+    def ok(self) -> bool:
+        return self.intact and self.valid and self.trusted
+
+
+def check_pdf(pdf: Path, trust_roots: list[Path]) -> list[PdfSignature]:
+    """Validate every signature of ``pdf`` against certificates in ``trust_roots`` (PEM/DER)."""
+    import io
+
+    from pyhanko.keys import load_certs_from_pemder
+    from pyhanko.pdf_utils.reader import PdfFileReader
+    from pyhanko.sign.validation import validate_pdf_signature
+    from pyhanko_certvalidator import ValidationContext
+
+    roots = list(load_certs_from_pemder([str(p) for p in trust_roots])) if trust_roots else []  # type: ignore[no-untyped-call]
+    ctx = ValidationContext(trust_roots=roots, allow_fetching=False)
+    reader = PdfFileReader(io.BytesIO(Path(pdf).read_bytes()), strict=False)
+    out = []
+    for sig in reader.embedded_signatures:
+        status = validate_pdf_signature(sig, ctx)
+        when = status.signer_reported_dt
+        level = status.modification_level
+        whole = status.coverage is not None and status.coverage.name == "ENTIRE_FILE"
+        out.append(PdfSignature(
+            field=sig.field_name, signer=status.signing_cert.subject.human_friendly,
+            intact=status.intact, valid=status.valid, trusted=status.trusted,
+            covers_document=whole or (level is not None
+                                      and level.name in ("NONE", "LTA_UPDATES", "FORM_FILLING")),
+            modification=level.name if level is not None else "unknown",
+            signed_at=when.astimezone(_dt.timezone.utc).isoformat() if when else None))
+    return out

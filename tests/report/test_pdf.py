@@ -1,0 +1,157 @@
+"""The sign-off PDF (WeasyPrint, print CSS) and its signatures by both parties (pyHanko), checked by
+poppler's ``pdftotext`` and ``pdfsig`` and by pyHanko's validator; the lab certificates are made
+with the README's ``openssl`` commands. Rendered once per module: layout is slow on two cores."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.cli.main import run
+from harness.report import render_campaign_report, render_gate_reports
+from harness.report.pdf import REPORT_PDF, write_pdf
+from harness.report.pdfsign import check_pdf
+
+from .conftest import make_result, write_gate
+
+
+def _run(argv: list[str], **kw: Any) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(argv, capture_output=True, text=True, timeout=120, **kw)  # noqa: S603
+
+
+def _pages(pdf: Path) -> list[str]:
+    text = _run(["pdftotext", "-layout", str(pdf), "-"]).stdout
+    return text.split("\f")[:-1]
+
+
+def _lab_cert(tmp: Path, name: str, cn: str, *, p12_pass: str | None) -> dict[str, Path]:
+    """The README's commands for a self-signed lab certificate."""
+    key, crt = tmp / f"{name}.key", tmp / f"{name}.crt"
+    _run(["openssl", "req", "-utf8", "-x509", "-newkey", "rsa:3072", "-sha256", "-days", "730", "-nodes",
+          "-subj", f"/CN={cn}/O=kvgate lab", "-keyout", str(key), "-out", str(crt)]).check_returncode()
+    out = {"key": key, "crt": crt}
+    if p12_pass is not None:
+        p12 = tmp / f"{name}.p12"
+        _run(["openssl", "pkcs12", "-export", "-inkey", str(key), "-in", str(crt), "-out", str(p12),
+              "-passout", "env:P12_PASS"], env={**os.environ, "P12_PASS": p12_pass}).check_returncode()
+        out["p12"] = p12
+    return out
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Path]]:
+    root = tmp_path_factory.mktemp("pdf")
+    camp = root / "camp-1"
+    gate = write_gate(camp / "G3", make_result())
+    render_gate_reports(gate)
+    pdf = write_pdf(gate)
+    g1 = make_result()
+    g1.gate = "G1"
+    write_gate(camp / "G1", g1)
+    render_campaign_report(camp)
+    yield {"root": root, "gate": gate, "pdf": pdf, "campaign": camp}
+
+
+def test_page_one_is_the_sign_off_page(rendered: dict[str, Path]) -> None:
+    pages = _pages(rendered["pdf"])
+    first = pages[0]
+    assert re.search(r"^\s*FAIL\s+Exit code 1", first, re.M)
+    assert "Checks" in first and "What was tested" in first and "Sign-off" in first
+    for check_id in ("ttft_p50_reduction", "read_bandwidth", "candidate_failed_requests", "throughput_gain_plausible"):
+        assert check_id in first
+    assert "Vendor" in first and "Customer" in first and "Date (YYYY-" in first
+    for n, page in enumerate(pages, 1):  # running header and page numbers on every page
+        assert "kvgate · camp-1 · G3 · FAIL" in page.split("\n", 3)[0] + page.split("\n", 3)[1]
+        assert f"Page {n} / {len(pages)}" in page
+    info = _run(["pdfinfo", str(rendered["pdf"])]).stdout
+    assert "A4" in info
+
+
+def test_no_heading_stranded_and_no_chart_split(rendered: dict[str, Path]) -> None:
+    import weasyprint
+
+    html = (rendered["gate"] / "report.html").read_text(encoding="utf-8")
+    doc = weasyprint.HTML(string=html).render()
+    figure_pages: dict[str, set[int]] = {}
+    for n, page in enumerate(doc.pages):
+        lines: list[tuple[float, list[str]]] = []
+
+        def walk(box: Any, tags: list[str], n: int = n, lines: list[tuple[float, list[str]]] = lines) -> None:
+            tag = getattr(box, "element_tag", None)
+            element = getattr(box, "element", None)
+            if tag == "figure" and element is not None:
+                figure_pages.setdefault(element.get("id"), set()).add(n)
+            if type(box).__name__ == "LineBox":
+                lines.append((box.position_y + box.height, tags))
+            for child in getattr(box, "children", None) or []:
+                if type(child).__name__ != "MarginBox":
+                    walk(child, tags + [tag] if tag else tags)
+
+        walk(page._page_box, [])
+        last = max(lines, key=lambda item: item[0])[1]
+        assert not {"h1", "h2", "h3"} & set(last), f"page {n + 1} ends with a heading"
+    assert figure_pages and all(len(p) == 1 for p in figure_pages.values()), figure_pages
+
+
+def test_campaign_pdf(rendered: dict[str, Path]) -> None:
+    pdf = write_pdf(rendered["campaign"])
+    first = _pages(pdf)[0]
+    assert "kvgate campaign camp-1" in first and "Sign-off" in first and "G1" in first and "G3" in first
+    assert "Threshold overrides" in first and "Customer contract 2026-11" in first and "Baselines" in first
+
+
+def test_both_parties_sign_the_pdf_then_the_manifest(rendered: dict[str, Path],
+                                                     capsys: pytest.CaptureFixture[str],
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp = rendered["root"] / "certs"
+    tmp.mkdir()
+    gate = rendered["root"] / "signed" / "G3"
+    shutil.copytree(rendered["gate"], gate)
+    vendor = _lab_cert(tmp, "vendor", "Jane Doe", p12_pass="p12-secret")
+    customer = _lab_cert(tmp, "customer", "张伟", p12_pass=None)
+    monkeypatch.setenv("KVGATE_P12_PASS", "p12-secret")
+    assert run(["sign", str(gate), "--pdf", "--p12", str(vendor["p12"]), "--passphrase-env", "KVGATE_P12_PASS",
+                "--signer", "Jane Doe", "--role", "vendor"]) == 0
+    assert run(["sign", str(gate), "--pdf", "--key-pem", str(customer["key"]), "--cert", str(customer["crt"]),
+                "--signer", "张伟", "--role", "customer"]) == 0
+    assert "p12-secret" not in capsys.readouterr().out
+    pdf = gate / REPORT_PDF
+
+    sigs = check_pdf(pdf, [vendor["crt"], customer["crt"]])
+    assert [s.field for s in sigs] == ["kvgate-vendor", "kvgate-customer"]
+    assert all(s.intact and s.valid and s.trusted and s.covers_document for s in sigs), sigs
+    assert "张伟" in sigs[1].signer
+    assert not any(s.trusted for s in check_pdf(pdf, [])), "no trust root: not trusted"
+
+    out = _run(["pdfsig", str(pdf)]).stdout
+    assert out.count("Signature Validation: Signature is Valid.") == 2, out
+    assert "Jane Doe" in out
+
+    # the PDF is in the manifest the parties then sign with OpenSSH; PDF signing is refused after
+    key = tmp / "ssh_vendor"
+    _run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)]).check_returncode()
+    assert run(["sign", str(gate), "--key", str(key), "--signer", "Jane Doe", "--role", "vendor"]) == 0
+    assert "report.pdf" in (gate / "MANIFEST.sha256").read_text()
+    capsys.readouterr()
+    assert run(["sign", str(gate), "--pdf", "--p12", str(vendor["p12"]), "--passphrase-env", "KVGATE_P12_PASS",
+                "--signer", "Jane Doe", "--role", "vendor"]) == 2
+    assert "Sign the PDF first" in capsys.readouterr().err
+    assert run(["report", str(gate), "--pdf"]) == 0  # a signed PDF is kept, not re-rendered
+    assert check_pdf(pdf, [vendor["crt"]])[0].intact
+
+    # any change to the signed bytes fails both validators
+    data = bytearray(pdf.read_bytes())
+    i = data.index(b"/Title") + 8
+    data[i] = ord("X") if data[i] != ord("X") else ord("Y")
+    bad = gate.parent / "tampered.pdf"
+    bad.write_bytes(bytes(data))
+    assert not any(s.intact for s in check_pdf(bad, [vendor["crt"], customer["crt"]]))
+    out = _run(["pdfsig", str(bad)]).stdout
+    assert "Signature is Valid." not in out and out.count("Signature Validation:") == 2, out
