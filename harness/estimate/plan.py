@@ -14,7 +14,7 @@ from typing import Any, Optional
 
 from harness.config.profile import Arm, Profile
 from harness.estimate.geometry import ModelGeometry, kv_sizes
-from harness.estimate.hardware import Accelerator
+from harness.estimate.hardware import ACCELERATORS, Accelerator
 from harness.estimate.timing import (
     Compute,
     Engine,
@@ -185,6 +185,17 @@ def estimate_profile(profile: Profile, inp: EstimateInputs) -> Estimate:
         },
         "notes": notes,
     }
+    if profile.engine.kind != "sim" and geom.active_params is not None:
+        # the break-even of the reused context on each preset part with a published peak, at the
+        # profile's devices per instance and the efficiency: a reference when the part is unknown
+        data["break_even_by_accelerator"] = {
+            a.name: break_even_bandwidth(geom, Compute(flops_per_s=a.peak_flops * devices_per_instance(profile)
+                                                       * inp.efficiency), request_tokens)
+            for a in ACCELERATORS.values() if a.peak_flops is not None}
+    cap["devices"] = devices_per_instance(profile)
+    # restore-bound G3 need: TTFT scales with 1/bandwidth, so a reduction r needs 1/(1-r) the bandwidth
+    data["g3"] = {"ttft_reduction": inp.g3_reduction, "read_bw_threshold": inp.g3_read_bw,
+                  "needed_ratio": 1.0 / (1.0 - inp.g3_reduction), "needed_bw": {}}
     engine = build_engine(profile, inp, notes)
     work = Workload(request_tokens, load.output_len, chunk, load.hit_ratio)
     est = Estimate(data, engine, work)
@@ -248,7 +259,7 @@ def _g3_needs(profile: Profile, inp: EstimateInputs, geom: ModelGeometry, engine
               tiers: Mapping[str, Optional[Tier]], arms: Mapping[str, Any]) -> dict[str, Any]:
     """Bandwidth the candidate needs for the G3 TTFT threshold against the baseline, per concurrency."""
     out: dict[str, Any] = {"ttft_reduction": inp.g3_reduction, "read_bw_threshold": inp.g3_read_bw,
-                           "needed_bw": {}}
+                           "needed_ratio": 1.0 / (1.0 - inp.g3_reduction), "needed_bw": {}}
     cand = profile.arm(profile.candidate)
     template = tiers.get(cand.name) or Tier(cand.storage or cand.name, 1e9, inp.per_chunk_s,
                                             None, SIM_READ_STREAMS if profile.engine.kind == "sim" else None)
