@@ -83,7 +83,8 @@ def _campaign_dir(args: argparse.Namespace) -> Optional[Path]:
     path = Path(args.campaign)
     if path.is_dir():
         return path
-    return (args.reports or reports_dir()) / args.campaign
+    root: Path = args.reports or reports_dir()
+    return root / str(args.campaign)
 
 
 def build(args: argparse.Namespace) -> dict[str, Any]:

@@ -109,9 +109,9 @@ def test_mooncake_break_even_within_25_percent(gpu_peak: float, paper_bw: float)
 def test_mooncake_formula_itself_reproduces_the_paper() -> None:
     # The paper's own terms, to show the inputs above are the paper's: l(a n^2 d + b n d^2) FLOPs
     # against n l (2 d / gqa) s bytes.
-    l, d, n, a, b, gqa, s = 80, 8192, 8192, 4, 22, 8, 2
-    flops = l * (a * n * n * d + b * n * d * d)
-    kv = n * l * (2 * d / gqa) * s
+    layers, d, n, a, b, gqa, s = 80, 8192, 8192, 4, 22, 8, 2
+    flops = layers * (a * n * n * d + b * n * d * d)
+    kv = n * layers * (2 * d / gqa) * s
     assert kv / (flops / (8 * 312e12)) == pytest.approx(6e9, rel=0.05)
     assert kv / (flops / (8 * 989e12)) == pytest.approx(19e9, rel=0.05)
     # and the estimator's FLOPs stay within 10% of the paper's count
