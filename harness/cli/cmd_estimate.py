@@ -111,6 +111,7 @@ def build(args: argparse.Namespace) -> dict[str, Any]:
         inp.read_bw_source[arm] = "given with --read-bw"
     data = estimate_profile(profile, inp).as_dict()
     data["profile"] = profile.name
+    data["baseline_offloads"] = profile.arm(profile.baseline).offload
     if figures is not None:
         data["campaign"] = {"path": str(camp), "gates": figures.gates}
         data["expected_vs_measured"] = expected_vs_measured(
@@ -128,7 +129,9 @@ def _bw(v: Optional[float]) -> str:
 
 
 def _gib(v: Optional[float]) -> str:
-    return "-" if v is None else f"{v / 2**30:,.2f} GiB"
+    if v is None:
+        return "-"
+    return f"{v / 2**30:,.2f} GiB" if abs(v) >= 2**30 else f"{v / 2**20:,.2f} MiB"
 
 
 def render_text(d: dict[str, Any]) -> str:
@@ -139,8 +142,8 @@ def render_text(d: dict[str, Any]) -> str:
     out.append(f"Model        {m['name']}: {m['layers']} layers, {shape}, KV dtype {m['kv_dtype_bytes']} B"
                + (f", {m['sliding_layers']} sliding-window layers" if m["sliding_layers"] else ""))
     if m["active_params"]:
-        out.append(f"             active {m['active_params'] / 1e9:.1f} B params/token (no embeddings), "
-                   f"total {m['total_params'] / 1e9:.1f} B")
+        out.append(f"             active {m['active_params'] / 1e9:.4g} B params/token (no embeddings), "
+                   f"total {m['total_params'] / 1e9:.4g} B")
     out.append(f"             source: {m['source']}")
     out.append("")
     out.append(f"KV per token       {kv['per_token']:,} B ({kv['per_token'] / 1024:,.1f} KiB)")
@@ -177,9 +180,10 @@ def render_text(d: dict[str, Any]) -> str:
         out.append(f"  per preset part (x{d['capacity'].get('devices', '')} devices, same efficiency): " + ", ".join(
             f"{k} {_bw(v)}" for k, v in d["break_even_by_accelerator"].items()))
     g = d["g3"]
+    ratio = (f"about {g['needed_ratio']:.2f}x the baseline's when restore dominates TTFT"
+             if d.get("baseline_offloads", True) else "what the model below says (the baseline recomputes)")
     out.append(f"G3 needs           TTFT p50 -{g['ttft_reduction']:.0%} vs the baseline: candidate read bandwidth "
-               f"about {g['needed_ratio']:.2f}x the baseline's when restore dominates TTFT"
-               f" and >= {_bw(g['read_bw_threshold'])} (read-bandwidth check)")
+               f"{ratio} and >= {_bw(g['read_bw_threshold'])} (read-bandwidth check)")
     if g["needed_bw"]:
         out.append("                   with this model: " + ", ".join(
             f"c{c} {_bw(v)}" for c, v in g["needed_bw"].items()))
@@ -196,7 +200,7 @@ def render_text(d: dict[str, Any]) -> str:
         comp = [[c, _pct(r["ttft_reduction"], neg=True), _pct(r["throughput_gain"]),
                  "-" if r["recompute_speedup"] is None else f"{r['recompute_speedup']:.1f}x"]
                 for c, r in d["compare"].items()]
-        out += ["", render_table(["conc", "TTFT reduction", "throughput gain", "vs recompute"], comp)]
+        out += ["", render_table(["conc", "TTFT p50 change", "throughput gain", "vs recompute"], comp)]
     evm = d.get("expected_vs_measured")
     if evm:
         rows = [[r["arm"], r["concurrency"], _ms(r["predicted_ttft_p50_ms"]), _ms(r["measured_ttft_p50_ms"]),
