@@ -12,7 +12,7 @@ PYTEST_ARGS ?=
 KVGATE_FLAGS ?=
 
 .PHONY: help install system-deps test lint demo gate-G1 gate-G2 gate-G3 gate-G4 bench bench-fanout \
-        bench-fio-parse bench-ttft validate clean
+        bench-fio-parse bench-ttft bench-estimate validate clean
 
 help:  ## list the targets
 	@grep -E '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 20
@@ -44,7 +44,7 @@ demo: install system-deps  ## G1 -> G2 -> G3 on localhost with the KV emulator a
 gate-G1 gate-G2 gate-G3 gate-G4: gate-%: install  ## run one gate: INVENTORY=... PROFILE=... CAMPAIGN=... [KVGATE_FLAGS=--resume]
 	$(KVGATE) gate $* --inventory $(INVENTORY) --profile $(PROFILE) --campaign $(CAMPAIGN) $(KVGATE_FLAGS)
 
-bench: bench-fanout bench-fio-parse bench-ttft  ## every benchmark, printing figures
+bench: bench-fanout bench-fio-parse bench-ttft bench-estimate  ## every benchmark, printing figures
 
 bench-fanout: install system-deps  ## SSH fan-out to 16 loopback nodes vs one, and vs OpenSSH's ssh
 	$(BIN)/python bench/fanout.py
@@ -54,6 +54,9 @@ bench-fio-parse: install  ## parse a 50 MB fio json+ document
 
 bench-ttft: install  ## TTFT accuracy and ingest rate of the load client vs an aiohttp reference
 	$(BIN)/python bench/ttft_accuracy.py
+
+bench-estimate: install system-deps  ## estimator vs the KV emulator: predicted vs measured TTFT p50 per point
+	$(BIN)/python bench/estimate.py
 
 clean:  ## remove the virtualenv and caches (reports/ is kept)
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info

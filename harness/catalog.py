@@ -76,6 +76,9 @@ _METRICS: list[MetricInfo] = [
     MetricInfo("candidate.fio.seq_read_bw", UnitKind.BANDWIDTH, "G3", "probes.fio",
                "candidate target read bandwidth"),
     MetricInfo("candidate.failed_ratio", UnitKind.PERCENT, "G3", "load", "failed requests in the candidate arm"),
+    # G2/G3: the estimator beside the measurement (harness/estimate); * is <arm>-c<concurrency>.
+    MetricInfo("estimate.ttft_p50_factor.*", UnitKind.RATIO, "G3", "estimate",
+               "max(measured / predicted, predicted / measured) TTFT p50, per arm and concurrency"),
     # G4: 72-hour stability.
     MetricInfo("soak.duration", UnitKind.DURATION, "G4", "pipeline.G4", "time under load"),
     MetricInfo("soak.failed_ratio", UnitKind.PERCENT, "G4", "load", "failed requests / all requests"),

@@ -77,4 +77,11 @@ def run_g2(run: GateRun) -> tuple[dict[str, Any], dict[str, Any]]:
         # "incomplete" here only records the fault above: not measured evidence against the storage.
         measured_baseline["complete"]["caused_by_fault"] = True
     charts["sweep"] = {arm: sweep_table(sweep)}
-    return {"baseline": measured_baseline}, charts
+    measured: dict[str, Any] = {"baseline": measured_baseline}
+    # --- estimate (i15): expected vs measured and the estimate_agreement leaves ---
+    from harness.estimate.gatehook import add_expected, fio_value
+
+    bw = fio_value(measured_baseline.get("fio", {}))
+    add_expected(run, measured, charts, {arm: bw} if bw else {})
+    # --- end estimate ---
+    return measured, charts

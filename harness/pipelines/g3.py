@@ -92,4 +92,11 @@ def run_g3(run: GateRun, g2: GateDir) -> tuple[dict[str, Any], dict[str, Any]]:
     if recompute is not None and profile.recompute is not None:
         measured["recompute"] = {"cold_restore": arm_cold_restore(run, profile.recompute, recompute)}
     charts["sweep"] = {arm: sweep_table(s) for arm, s in sweeps.items()}
+    # --- estimate (i15): expected vs measured and the estimate_agreement leaves ---
+    from harness.estimate.gatehook import add_expected, baseline_read_bw, fio_value
+
+    bw = {a: v for a, v in ((profile.candidate, fio_value(cand_measured.get("fio", {}))),
+                            (profile.baseline, baseline_read_bw(run.profile, g2))) if v}
+    add_expected(run, measured, charts, bw)
+    # --- end estimate ---
     return measured, charts

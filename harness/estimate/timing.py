@@ -1,0 +1,201 @@
+"""The time model: restore, recompute, TTFT per arm and concurrency, break-even bandwidth.
+
+Rules (derived in ``docs/estimator.md``):
+
+* restore (s) = restored bytes / tier read bandwidth (B/s) + per-chunk overhead (s) x chunks /
+  read parallelism. A tier's bandwidth is an aggregate (fio, many jobs): it is shared by the
+  requests restoring at once.
+* recompute (s) = prefill FLOPs / (peak FLOP/s x devices x efficiency), or tokens / token rate
+  when compute is given as a rate (the emulator, or a rate calibrated from a recompute arm).
+* one request alone: TTFT0 = restore + recompute of the tokens no tier served + fixed overhead.
+* a closed loop of ``c`` clients (no think time) is a closed queueing network; its throughput is
+  bounded by every shared resource (asymptotic bounds): X(c) = min(c / cycle0, 1 / D_max), where
+  cycle0 = TTFT0 + decode time and D_max is the largest per-request demand per server among the
+  batch slots (cycle0 / max_batch: a request holds its slot from prefill to its last token),
+  the tier (restored bytes / bandwidth), the readers (restore time / read streams) and, when the
+  accelerator is shared, the prefill compute. By the response time law the request time is
+  c / X(c), so TTFT(c) = c / X(c) - decode time. This is exact at both ends (c = 1 and deep
+  saturation) and optimistic near the knee; p50 equals the mean for equal requests.
+* break-even bandwidth: the read bandwidth at which restoring a prefix takes as long as
+  recomputing it: B* = KV bytes / (recompute time - per-chunk overhead term).
+
+Pure functions over plain values; no I/O.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Optional
+
+from harness.estimate.geometry import ModelGeometry, prefill_flops
+
+
+@dataclass(frozen=True)
+class Compute:
+    """How fast a prefill runs. Give ``flops_per_s`` (peak x devices x efficiency) or
+    ``tokens_per_s``. ``shared``: the accelerator's throughput is shared by every request in
+    flight (a real engine); False: each request gets the whole rate (the emulator's sleep)."""
+
+    flops_per_s: Optional[float] = None
+    tokens_per_s: Optional[float] = None
+    shared: bool = True
+
+    def __post_init__(self) -> None:
+        if (self.flops_per_s is None) == (self.tokens_per_s is None):
+            raise ValueError("give exactly one of flops_per_s and tokens_per_s")
+        rate = self.flops_per_s if self.flops_per_s is not None else self.tokens_per_s
+        if rate is None or rate <= 0:
+            raise ValueError(f"compute rate must be > 0, got {rate}")
+
+    def seconds(self, geom: ModelGeometry, tokens: int, *, prefix: int = 0) -> float:
+        """Seconds to prefill ``tokens`` new tokens after ``prefix`` cached ones."""
+        if tokens <= 0:
+            return 0.0
+        if self.tokens_per_s is not None:
+            return tokens / self.tokens_per_s
+        assert self.flops_per_s is not None
+        return prefill_flops(geom, tokens, prefix=prefix) / self.flops_per_s
+
+
+@dataclass(frozen=True)
+class Tier:
+    """A KV tier as the time model sees it.
+
+    ``read_bw``: aggregate read bandwidth (B/s), e.g. fio seq-read. ``per_chunk_s``: fixed cost of
+    one chunk read (lookup, open, syscall, device latency). ``stream_bw``: the bandwidth one
+    request's sequential reads reach (B/s; default ``read_bw``). ``read_streams``: requests that
+    can read at once (the emulator: 4 reader threads; None: unbounded)."""
+
+    name: str
+    read_bw: float
+    per_chunk_s: float = 0.0
+    stream_bw: Optional[float] = None
+    read_streams: Optional[int] = None
+
+    def __post_init__(self) -> None:
+        if self.read_bw <= 0:
+            raise ValueError(f"tier {self.name}: read bandwidth must be > 0, got {self.read_bw}")
+
+    def restore_seconds(self, nbytes: float, chunks: int, *, parallelism: int = 1) -> float:
+        """One request alone: bytes at its stream bandwidth plus the per-chunk overhead."""
+        bw = min(self.read_bw, self.stream_bw or self.read_bw)
+        return nbytes / bw + self.per_chunk_s * chunks / max(1, parallelism)
+
+
+@dataclass(frozen=True)
+class Workload:
+    """One request shape: ``input_tokens`` of prompt, ``output_tokens`` generated, and the share
+    a tier can serve (full chunks of a context that was populated: ``hit_tokens``)."""
+
+    input_tokens: int
+    output_tokens: int
+    chunk_size: int = 256
+    hit_ratio: float = 1.0  # share of requests whose context is in the tier
+
+    @property
+    def hit_tokens(self) -> int:
+        return (self.input_tokens // self.chunk_size) * self.chunk_size
+
+    @property
+    def chunks(self) -> int:
+        return self.input_tokens // self.chunk_size
+
+
+@dataclass(frozen=True)
+class Engine:
+    """The serving side: compute, batch slots, decode rate, fixed per-request overhead (s)."""
+
+    compute: Compute
+    max_batch: int
+    decode_tokens_per_s: float
+    fixed_s: float = 0.0
+
+    def decode_seconds(self, output_tokens: int) -> float:
+        # the first token ends the prefill; the others follow at the decode rate
+        return max(0, output_tokens - 1) / self.decode_tokens_per_s
+
+
+@dataclass(frozen=True)
+class PointPrediction:
+    concurrency: int
+    ttft_s: float
+    ttft_alone_s: float
+    restore_s: float
+    compute_s: float
+    request_s: float
+    requests_per_s: float
+    output_tokens_per_s: float
+    bottleneck: str
+
+    def as_dict(self) -> dict[str, object]:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+
+def predict_point(geom: ModelGeometry, engine: Engine, work: Workload, tier: Optional[Tier],
+                  concurrency: int) -> PointPrediction:
+    """Predicted TTFT and throughput of one arm at one concurrency (``tier`` None: recompute)."""
+    if concurrency < 1:
+        raise ValueError(f"concurrency must be >= 1, got {concurrency}")
+    hit = work.hit_ratio if tier is not None else 0.0
+    restored_bytes = geom.bytes_for_context(work.hit_tokens) if tier is not None else 0
+    restore_hit = tier.restore_seconds(restored_bytes, work.chunks) if tier is not None else 0.0
+    compute_hit = engine.compute.seconds(geom, work.input_tokens - work.hit_tokens, prefix=work.hit_tokens)
+    compute_miss = engine.compute.seconds(geom, work.input_tokens)
+    restore_s = hit * restore_hit
+    compute_s = hit * compute_hit + (1 - hit) * compute_miss
+    alone = engine.fixed_s + restore_s + compute_s
+    decode = engine.decode_seconds(work.output_tokens)
+    cycle0 = alone + decode
+    demands: dict[str, float] = {"clients": cycle0 / concurrency, "batch slots": cycle0 / engine.max_batch}
+    if tier is not None and restored_bytes:
+        demands["tier bandwidth"] = hit * restored_bytes / tier.read_bw
+        if tier.read_streams:
+            demands["tier readers"] = restore_s / tier.read_streams
+    if engine.compute.shared:
+        demands["compute"] = compute_s
+    bottleneck = max(demands, key=lambda k: demands[k])
+    x = 1.0 / demands[bottleneck]
+    request_s = concurrency / x
+    ttft = max(alone, request_s - decode)
+    return PointPrediction(concurrency, ttft, alone, restore_s, compute_s, request_s, x, x * work.output_tokens,
+                           bottleneck)
+
+
+def break_even_bandwidth(geom: ModelGeometry, compute: Compute, tokens: int, *, per_chunk_s: float = 0.0,
+                         chunk_size: int = 256) -> Optional[float]:
+    """Read bandwidth (B/s) at which restoring the KV of a ``tokens`` prefix takes as long as
+    recomputing it; None when the per-chunk overhead alone already exceeds the recompute time."""
+    recompute = compute.seconds(geom, tokens)
+    budget = recompute - per_chunk_s * (tokens // chunk_size)
+    if budget <= 0:
+        return None
+    return geom.bytes_for_context(tokens) / budget
+
+
+def bandwidth_for_reduction(geom: ModelGeometry, engine: Engine, work: Workload, *, baseline_ttft_s: float,
+                            reduction: float, concurrency: int, template: Tier,
+                            low: float = 1e6, high: float = 1e14) -> Optional[float]:
+    """Smallest aggregate read bandwidth (B/s) of a tier shaped like ``template`` (its per-chunk
+    overhead and readers kept) at which the predicted TTFT is at most (1 - reduction) x the
+    baseline's; None when no bandwidth up to ``high`` reaches it (other terms dominate)."""
+    target = (1.0 - reduction) * baseline_ttft_s
+
+    def ttft(bw: float) -> float:
+        t = Tier(template.name, bw, template.per_chunk_s,
+                 None if template.stream_bw is None else bw * template.stream_bw / template.read_bw,
+                 template.read_streams)
+        return predict_point(geom, engine, work, t, concurrency).ttft_s
+
+    if ttft(high) > target:
+        return None
+    if ttft(low) <= target:
+        return low
+    lo, hi = math.log(low), math.log(high)
+    for _ in range(80):
+        mid = (lo + hi) / 2
+        if ttft(math.exp(mid)) <= target:
+            hi = mid
+        else:
+            lo = mid
+    return math.exp(hi)

@@ -1,0 +1,116 @@
+"""`kvgate estimate`: the done-when command prints KV sizes, the break-even and the G3 bandwidth;
+a campaign's measured figures come back as expected vs measured; bad input exits 2."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from harness.cli.main import run
+from harness.report import render_gate_reports
+from harness.store.campaign import load_result
+
+ROOT = Path(__file__).resolve().parents[2]
+PROFILE_480B = str(ROOT / "profiles" / "moe-480b-tp8.yaml")
+
+
+def test_480b_profile_prints_the_figures(capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(["estimate", "--profile", PROFILE_480B]) == 0
+    out = capsys.readouterr().out
+    assert "KV per token       253,952 B" in out
+    assert "KV per request     15.50 GiB (65,552 tokens)" in out
+    assert "Break-even read bandwidth" in out and "H800 4.81 GB/s" in out
+    assert "G3 needs" in out and "1.33x the baseline's" in out and "5.00 GB/s" in out
+
+
+def test_480b_with_a_peak_and_bandwidths(capsys: pytest.CaptureFixture[str]) -> None:
+    code = run(["estimate", "--profile", PROFILE_480B, "--inventory",
+                str(ROOT / "inventory" / "mi308x-8gpu.example.yaml"), "--peak-tflops", "300",
+                "--read-bw", "baseline=3GB/s", "--read-bw", "candidate=5.23GB/s", "--json"])
+    assert code == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["accelerator"]["name"] == "MI308X"
+    assert d["capacity"]["hbm"]["requests_fit"] == 25
+    assert d["break_even_bw"] == pytest.approx(1.46e9, rel=0.01)
+    assert set(d["g3"]["needed_bw"]) == {"8", "16", "32"}
+    assert all(v is not None and v > 3e9 * 0.9 for v in d["g3"]["needed_bw"].values())
+    assert d["compare"]["16"]["ttft_reduction"] > 0.25  # 5.23 vs 3 GB/s clears the 25% on this model
+
+
+@pytest.mark.parametrize("argv", [
+    ["--read-bw", "nosucharm=1GB/s"],
+    ["--read-bw", "candidate=fast"],
+    ["--efficiency", "1.5"],
+    ["--model-config", "/nonexistent/config.json"],
+])
+def test_bad_input_exits_2(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(["estimate", "--profile", PROFILE_480B, *argv]) == 2
+    err = capsys.readouterr().err
+    assert "kvgate: error:" in err and "Traceback" not in err
+
+
+def test_model_config_file_overrides_the_preset(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cfg = ROOT / "tests" / "data" / "models" / "deepseek-v3.json"
+    assert run(["estimate", "--profile", PROFILE_480B, "--model-config", str(cfg), "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["model"]["attention"] == "mla"
+    assert d["kv"]["per_token"] == 70_272
+    assert d["kv"]["per_rank_per_request"] == d["kv"]["per_request"]  # the latent is replicated
+    bad = tmp_path / "config.json"
+    bad.write_text('{"num_hidden_layers": "many"}')
+    assert run(["estimate", "--profile", PROFILE_480B, "--model-config", str(bad)]) == 2
+    assert "num_hidden_layers" in capsys.readouterr().err
+
+
+def _fake_campaign(tmp_path: Path) -> Path:
+    """A G3 result.json as the demo writes it (measurements only matter here)."""
+    from harness.store.schema import GateResult
+
+    camp = tmp_path / "c1"
+    (camp / "G3").mkdir(parents=True)
+    result = GateResult(
+        gate="G3", title="t", campaign="c1", verdict="PASS", exit_code=0, started_at="x", finished_at="y",
+        kvgate_version="0", measurements={
+            "fio": {"local": {"fast-disk": {"seq_read_bw": 1.0e9}}},
+            "sweep": {"baseline": {"2": {"ttft_p50_ms": 212.7, "output_throughput": 125.0}},
+                      "candidate": {"2": {"ttft_p50_ms": 90.0, "output_throughput": 300.0}}},
+        })
+    (camp / "G3" / "result.json").write_text(result.model_dump_json())
+    return camp
+
+
+def test_campaign_gives_expected_vs_measured(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    camp = _fake_campaign(tmp_path)
+    assert run(["estimate", "--profile", str(ROOT / "profiles" / "demo.yaml"), "--campaign", str(camp),
+                "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["arms"]["candidate"]["read_bw"] == 1.0e9
+    rows = {r["arm"]: r for r in d["expected_vs_measured"]["rows"]}
+    assert rows["baseline"]["factor"] == pytest.approx(212.7 / 205.6, rel=1e-3)
+    assert rows["candidate"]["factor"] > 2 and "slower" in rows["candidate"]["cause"]
+    assert run(["estimate", "--profile", str(ROOT / "profiles" / "demo.yaml"), "--campaign", str(camp)]) == 0
+    assert "Expected vs measured" in capsys.readouterr().out
+
+
+def test_report_renders_the_expected_section(tmp_path: Path) -> None:
+    from harness.config.loader import load_inventory, load_profile
+    from harness.estimate.gatehook import expected_block
+
+    camp = _fake_campaign(tmp_path)
+    result = load_result(camp / "G3" / "result.json")
+    _, block = expected_block(load_profile(ROOT / "profiles" / "demo.yaml"),
+                              load_inventory(ROOT / "inventory" / "localhost.yaml"), {"candidate": 1.0e9},
+                              result.measurements["sweep"])
+    result.measurements["expected"] = block
+    (camp / "G3" / "result.json").write_text(result.model_dump_json())
+    render_gate_reports(camp / "G3")
+    html = (camp / "G3" / "report.html").read_text()
+    md = (camp / "G3" / "report.md").read_text()
+    for text in (html, md):
+        assert "Expected vs measured" in text and "Measured TTFT p50 (s)" in text
+        assert "0.213" in text and "0.206" in text  # baseline measured and predicted
+    assert "Measurements: expected" not in html
+    shutil.rmtree(camp)

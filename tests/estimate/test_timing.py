@@ -1,0 +1,118 @@
+"""The time model on hand-computed cases: restore, recompute, queueing bounds, break-even, the
+bandwidth a TTFT reduction needs."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.estimate import (
+    Compute,
+    Engine,
+    ModelGeometry,
+    Tier,
+    Workload,
+    attention_pairs,
+    bandwidth_for_reduction,
+    break_even_bandwidth,
+    kv_sizes,
+    predict_point,
+    prefill_flops,
+)
+
+# 2 layers x 2 KV heads x 64 x 2 B x 2 = 1024 B per token
+G = ModelGeometry("t", layers=2, kv_heads=2, head_dim=64, kv_dtype_bytes=2, num_attention_heads=4,
+                  qk_dim=64, v_dim=64, active_params=1e6)
+
+
+def test_kv_sizes_per_chunk_request_rank() -> None:
+    s = kv_sizes(G, request_tokens=1000, chunk_size=256, tp=4)
+    assert (s.per_token, s.per_chunk, s.per_request, s.chunks_per_request) == (1024, 262_144, 1_024_000, 3)
+    # 2 KV heads on 4 ranks: each rank holds one head (replicated), half the bytes
+    assert s.per_rank_per_request == 512_000
+    mla = ModelGeometry("m", layers=3, attention="mla", kv_lora_rank=512, qk_rope_head_dim=64)
+    assert mla.bytes_per_token == 3 * 576 * 2
+    assert kv_sizes(mla, request_tokens=10, tp=8).per_rank_per_request == mla.bytes_per_token * 10
+
+
+def test_attention_pairs_causal_and_windowed() -> None:
+    assert attention_pairs(4, None) == 1 + 2 + 3 + 4
+    assert attention_pairs(4, 2) == 1 + 2 + 2 + 2
+    assert attention_pairs(2, None, prefix=3) == 4 + 5
+    assert attention_pairs(3, 4, prefix=2) == 3 + 4 + 4
+
+
+def test_prefill_flops_linear_plus_attention() -> None:
+    # 2 x 1e6 x 10 + layers x 2 x heads x (qk + v) x pairs
+    assert prefill_flops(G, 10) == 2e6 * 10 + 2 * 2 * 4 * 128 * 55
+
+
+def test_restore_is_bytes_over_bandwidth_plus_chunk_overhead() -> None:
+    t = Tier("d", read_bw=1e6, per_chunk_s=0.01)
+    assert t.restore_seconds(2e6, 4) == pytest.approx(2.0 + 0.04)
+    assert t.restore_seconds(2e6, 4, parallelism=2) == pytest.approx(2.0 + 0.02)
+
+
+def _engine(shared: bool = False, batch: int = 4) -> Engine:
+    return Engine(Compute(tokens_per_s=1000.0, shared=shared), max_batch=batch, decode_tokens_per_s=10.0)
+
+
+def test_alone_point_is_restore_plus_the_uncached_tail() -> None:
+    w = Workload(input_tokens=1040, output_tokens=11, chunk_size=256)  # 4 chunks + 16 computed
+    tier = Tier("d", read_bw=1024 * 1024 / 0.5)  # 1024 tokens x 1024 B in 0.5 s
+    p = predict_point(G, _engine(), w, tier, 1)
+    assert p.restore_s == pytest.approx(0.5)
+    assert p.compute_s == pytest.approx(16 / 1000)
+    assert p.ttft_s == pytest.approx(0.516)
+    assert p.request_s == pytest.approx(0.516 + 1.0)  # 10 more tokens at 10 tok/s
+
+
+def test_queueing_beyond_the_batch() -> None:
+    w = Workload(input_tokens=1000, output_tokens=11)
+    e = _engine(batch=2)
+    alone = predict_point(G, e, w, None, 1)
+    assert alone.ttft_s == pytest.approx(1.0)
+    four = predict_point(G, e, w, None, 4)  # 4 clients, 2 slots: each request waits one service
+    assert four.bottleneck == "batch slots"
+    assert four.ttft_s == pytest.approx(4 / 2 * 2.0 - 1.0)
+    # a shared accelerator serialises prefills: 4 x 1 s of compute per cycle of 2 s
+    shared = predict_point(G, _engine(shared=True, batch=8), w, None, 4)
+    assert shared.bottleneck == "compute"
+    assert shared.ttft_s == pytest.approx(4 * 1.0 - 1.0)
+
+
+def test_tier_bandwidth_is_shared_at_concurrency() -> None:
+    w = Workload(input_tokens=1024, output_tokens=1)
+    tier = Tier("d", read_bw=1024 * 1024 / 0.5)
+    p = predict_point(G, _engine(batch=64), w, tier, 8)
+    assert p.bottleneck == "tier bandwidth"
+    assert p.ttft_s == pytest.approx(8 * 0.5)
+
+
+def test_break_even_bandwidth() -> None:
+    c = Compute(tokens_per_s=1000.0)
+    assert break_even_bandwidth(G, c, 1000) == pytest.approx(1_024_000 / 1.0)
+    assert break_even_bandwidth(G, c, 1024, per_chunk_s=0.1, chunk_size=256) == pytest.approx(1024 * 1024 / 0.624)
+    assert break_even_bandwidth(G, c, 1024, per_chunk_s=1.0, chunk_size=256) is None
+
+
+def test_bandwidth_for_reduction_meets_the_target() -> None:
+    w = Workload(input_tokens=1024, output_tokens=1)
+    e = _engine(batch=64)
+    base = predict_point(G, e, w, Tier("b", 1e6), 1).ttft_s
+    bw = bandwidth_for_reduction(G, e, w, baseline_ttft_s=base, reduction=0.25, concurrency=1,
+                                 template=Tier("c", 1e9))
+    assert bw is not None
+    assert predict_point(G, e, w, Tier("c", bw), 1).ttft_s == pytest.approx(0.75 * base, rel=1e-3)
+    assert predict_point(G, e, w, Tier("c", bw * 0.98), 1).ttft_s > 0.75 * base
+    # unreachable: the per-chunk overhead alone is above the target
+    assert bandwidth_for_reduction(G, e, w, baseline_ttft_s=0.1, reduction=0.25, concurrency=1,
+                                   template=Tier("c", 1e9, per_chunk_s=1.0)) is None
+
+
+def test_compute_needs_exactly_one_rate() -> None:
+    with pytest.raises(ValueError):
+        Compute()
+    with pytest.raises(ValueError):
+        Compute(flops_per_s=1.0, tokens_per_s=1.0)
+    with pytest.raises(ValueError):
+        Compute(tokens_per_s=0.0)
