@@ -115,8 +115,8 @@ def _min_p(n1: int, n2: int) -> float:
 def _effect_interval(current: Sequence[float], window: Sequence[float], *, seed: int,
                      confidence: float = 0.95) -> tuple[float, float]:
     rng = np.random.default_rng(seed)
-    a = np.asarray(current, dtype=float)
-    b = np.asarray(window, dtype=float)
+    a = np.asarray(current, dtype=np.float64)
+    b = np.asarray(window, dtype=np.float64)
     ra = np.median(a[rng.integers(0, len(a), size=(BOOTSTRAP_RESAMPLES, len(a)))], axis=1)
     rb = np.median(b[rng.integers(0, len(b), size=(BOOTSTRAP_RESAMPLES, len(b)))], axis=1)
     ok = rb != 0
@@ -178,7 +178,7 @@ def change_points(values: Sequence[Optional[float]], *, better: str, min_effect:
 
     sign = _worse_sign(better)
     idx = [i for i, v in enumerate(values) if v is not None and math.isfinite(float(v))]
-    xs = np.asarray([float(values[i]) for i in idx], dtype=float)
+    xs = np.asarray([float(values[i] or 0.0) for i in idx], dtype=np.float64)
     n = len(xs)
     if n < 2 * min_size:
         return []

@@ -277,7 +277,9 @@ class HistoryDB:
         }
         try:
             with self._tx("writing a run") as conn:
-                run_id = int(conn.execute(runs_table.insert().values(**row)).inserted_primary_key[0])
+                pk = conn.execute(runs_table.insert().values(**row)).inserted_primary_key
+                assert pk is not None  # an INSERT of one row always has its key
+                run_id = int(pk[0])
                 if run.metrics:
                     conn.execute(metrics_table.insert(), [_metric_row(run_id, m) for m in run.metrics])
         except IntegrityError:
