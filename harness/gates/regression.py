@@ -39,7 +39,9 @@ __all__ = [
 # Minimum relative effect per metric family (matched on the metric name's last parts).
 DEFAULT_MIN_EFFECT: dict[str, float] = {"ttft_p50": 0.05, "throughput": 0.05, "read_bw": 0.05}
 FALLBACK_MIN_EFFECT = 0.10
-ALPHA = 0.05  # significance of the window rank test (one-sided)
+# Significance of the window rank test (one-sided). 0.01, not 0.05: a night tracks tens of metrics,
+# and at 0.05 one of them would cross by chance most nights (the minimum effect filters more).
+ALPHA = 0.01
 CP_ALPHA = 0.01  # significance needed to confirm a change point (two-sided)
 BOOTSTRAP_RESAMPLES = 2000
 
