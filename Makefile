@@ -12,7 +12,7 @@ PYTEST_ARGS ?=
 KVGATE_FLAGS ?=
 
 .PHONY: help install system-deps test lint demo gate-G1 gate-G2 gate-G3 gate-G4 bench bench-fanout \
-        bench-fio-parse bench-ttft validate clean
+        bench-fio-parse bench-ttft validate clean nightly bench-history
 
 help:  ## list the targets
 	@grep -E '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 20
@@ -54,6 +54,17 @@ bench-fio-parse: install  ## parse a 50 MB fio json+ document
 
 bench-ttft: install  ## TTFT accuracy and ingest rate of the load client vs an aiohttp reference
 	$(BIN)/python bench/ttft_accuracy.py
+
+NIGHTLY_PROFILE ?= profiles/nightly.yaml
+HISTORY ?=
+
+nightly: install system-deps  ## nightly regression on INVENTORY (default localhost + emulator); HISTORY=URL optional
+	$(KVGATE) nightly --inventory $(INVENTORY) --profile $(NIGHTLY_PROFILE) \
+		$(if $(HISTORY),--history $(HISTORY)) \
+		$(if $(filter inventory/localhost.yaml,$(INVENTORY)),--create-local-targets) $(KVGATE_FLAGS)
+
+bench-history: install  ## history: change detection over 10,000 runs x 50 metrics, trend page render (SQLite)
+	$(BIN)/python bench/history.py
 
 clean:  ## remove the virtualenv and caches (reports/ is kept)
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info

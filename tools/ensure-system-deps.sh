@@ -7,6 +7,8 @@ command -v fio >/dev/null 2>&1 || need+=(fio)
 [ -x /usr/sbin/sshd ] || need+=(openssh-server)
 command -v ssh >/dev/null 2>&1 || need+=(openssh-client)
 command -v ssh-keygen >/dev/null 2>&1 || need+=(openssh-client)
+# PostgreSQL server binaries for the history tests (Debian keeps them off PATH, in /usr/lib/postgresql/*/bin)
+command -v initdb >/dev/null 2>&1 || compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || need+=(postgresql)
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" -ne 0 ]; then
   echo "kvgate: missing system packages: ${need[*]}; install them (as root: apt-get install ${need[*]})" >&2
