@@ -146,16 +146,16 @@ def compare_to_window(metric: str, current: Sequence[Optional[float]], window: S
         out.reason = f"{len(runs)} earlier run(s) of this series with it; {min_runs} needed"
         return out
     out.window_median = float(np.median(pooled))
-    if _min_p(len(cur), len(pooled)) >= alpha:
-        out.status = Status.NOT_ENOUGH_HISTORY
-        out.reason = (f"{len(cur)} sample(s) now and {len(pooled)} before cannot reach significance "
-                      f"{alpha:g} in a rank test")
-        return out
     if out.window_median == 0:
         out.status, out.reason = Status.NOT_ENOUGH_HISTORY, "the window's median is zero: no relative change"
         return out
     out.effect = out.current_median / out.window_median - 1.0
     out.effect_low, out.effect_high = _effect_interval(cur, pooled, seed=seed)
+    if _min_p(len(cur), len(pooled)) >= alpha:
+        out.status = Status.NOT_ENOUGH_HISTORY
+        out.reason = (f"{out.effect:+.1%} [{out.effect_low:+.1%}, {out.effect_high:+.1%}], but {len(cur)} sample(s) "
+                      f"now and {len(pooled)} before cannot reach significance {alpha:g} in a rank test")
+        return out
     worse = out.effect * sign > 0  # lower-is-better: a rise is worse
     # Test in the direction the medians moved; "greater" means this run's values rank higher.
     alternative = "greater" if out.effect > 0 else "less"
