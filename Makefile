@@ -12,7 +12,7 @@ PYTEST_ARGS ?=
 KVGATE_FLAGS ?=
 
 .PHONY: help install system-deps test lint demo gate-G1 gate-G2 gate-G3 gate-G4 bench bench-fanout \
-        bench-fio-parse bench-ttft bench-estimate validate clean
+        bench-fio-parse bench-ttft bench-estimate validate clean nightly bench-history
 
 help:  ## list the targets
 	@grep -E '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 20
@@ -57,6 +57,16 @@ bench-ttft: install  ## TTFT accuracy and ingest rate of the load client vs an a
 
 bench-estimate: install system-deps  ## estimator vs the KV emulator: predicted vs measured TTFT p50 per point
 	$(BIN)/python bench/estimate.py
+NIGHTLY_PROFILE ?= profiles/nightly.yaml
+HISTORY ?=
+
+nightly: install system-deps  ## nightly regression on INVENTORY (default localhost + emulator); HISTORY=URL optional
+	$(KVGATE) nightly --inventory $(INVENTORY) --profile $(NIGHTLY_PROFILE) \
+		$(if $(HISTORY),--history $(HISTORY)) \
+		$(if $(filter inventory/localhost.yaml,$(INVENTORY)),--create-local-targets) $(KVGATE_FLAGS)
+
+bench-history: install  ## history: change detection over 10,000 runs x 50 metrics, trend page render (SQLite)
+	$(BIN)/python bench/history.py
 
 clean:  ## remove the virtualenv and caches (reports/ is kept)
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info

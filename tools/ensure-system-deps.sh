@@ -10,6 +10,8 @@ command -v ssh-keygen >/dev/null 2>&1 || need+=(openssh-client)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)  # report pages checked in a real browser
 command -v pdfsig >/dev/null 2>&1 || need+=(poppler-utils)  # pdftotext / pdfsig check the sign-off PDF
 [ -f /usr/share/fonts/opentype/noto/NotoSansCJK-Regular.ttc ] || need+=(fonts-noto-cjk)  # zh reports
+# PostgreSQL server binaries for the history tests (Debian keeps them off PATH, in /usr/lib/postgresql/*/bin)
+command -v initdb >/dev/null 2>&1 || compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || need+=(postgresql)
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" -ne 0 ]; then
   echo "kvgate: missing system packages: ${need[*]}; install them (as root: apt-get install ${need[*]})" >&2

@@ -18,6 +18,7 @@ from harness.exitcodes import EXIT_CODE_HELP, ExitCode
 COMMANDS: tuple[str, ...] = (
     "validate", "show", "ping", "facts", "probe", "load", "sim", "gate", "report", "sign", "verify", "demo",
     "estimate",
+    "nightly", "history", "export",
 )
 
 

@@ -174,9 +174,13 @@ def main(argv: Optional[Sequence[str]] = None, environ: Optional[Mapping[str, st
         _check(args)
         connector, connector_name = _connector_enabled(args.kv_transfer_config)
         lmcache = load_config(env) if connector else LMCacheConfig()
+        args.tier_read_delay_s = _read_delay(env)
     except (_UsageError, LMCacheConfigError) as exc:
         print(f"kvgate sim: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    if args.tier_read_delay_s:
+        log.warning("%s is set: every directory-tier chunk read is delayed by %g ms (injected fault)",
+                    READ_DELAY_ENV, args.tier_read_delay_s * 1000)
     if unknown:
         log.info("ignoring vLLM arguments the emulator does not model: %s", " ".join(unknown))
     if not connector and env.get("LMCACHE_CONFIG_FILE"):
@@ -214,6 +218,23 @@ def main(argv: Optional[Sequence[str]] = None, environ: Optional[Mapping[str, st
         return EXIT_OK
 
 
+READ_DELAY_ENV = "KVGATE_SIM_TIER_READ_DELAY_MS"
+
+
+def _read_delay(environ: Mapping[str, str]) -> float:
+    """Seconds added to every chunk read from a directory tier (fault injection; 0 when unset)."""
+    raw = environ.get(READ_DELAY_ENV, "").strip()
+    if not raw:
+        return 0.0
+    try:
+        ms = float(raw)
+    except ValueError:
+        raise _UsageError(f"{READ_DELAY_ENV}={raw!r} is not a number of milliseconds") from None
+    if not 0 <= ms <= 60000:
+        raise _UsageError(f"{READ_DELAY_ENV}={raw!r} must be between 0 and 60000 ms")
+    return ms / 1000.0
+
+
 async def _serve(
     args: argparse.Namespace,
     model: str,
@@ -233,6 +254,7 @@ async def _serve(
             prefix_caching=args.prefix_caching,
             connector=connector,
             lmcache=lmcache,
+            tier_read_delay_s=args.tier_read_delay_s,
         ),
         metrics,
     )

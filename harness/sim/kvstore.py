@@ -56,6 +56,9 @@ class StoreSettings:
     prefix_caching: bool = True
     connector: bool = False  # a KV connector (LMCache) is configured
     lmcache: LMCacheConfig = field(default_factory=LMCacheConfig)
+    # Fault injection for tests and demos (KVGATE_SIM_TIER_READ_DELAY_MS): a slower storage tier
+    # without changing the profile, so the run keeps its workload fingerprint.
+    tier_read_delay_s: float = 0.0
 
     @property
     def chunk_size(self) -> int:
@@ -93,9 +96,10 @@ class KVStore:
             if cfg.local_cpu:
                 self.cpu = ChunkLRU(cfg.max_local_cpu_bytes // settings.chunk_bytes)
             if cfg.local_disk:
-                self.dirs.append(DirTier("local_disk", cfg.local_disk, cfg.max_local_disk_bytes))
+                self.dirs.append(DirTier("local_disk", cfg.local_disk, cfg.max_local_disk_bytes,
+                                         read_delay_s=settings.tier_read_delay_s))
             if cfg.remote_dir:
-                self.dirs.append(DirTier("remote", cfg.remote_dir, 0))
+                self.dirs.append(DirTier("remote", cfg.remote_dir, 0, read_delay_s=settings.tier_read_delay_s))
             elif cfg.remote_url:
                 log.warning("remote_url %s is not a file:// URL; the emulator ignores that tier", cfg.remote_url)
         for tier in self.dirs:

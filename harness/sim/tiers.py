@@ -10,6 +10,7 @@ import errno
 import logging
 import os
 import threading
+import time
 from collections import OrderedDict
 from typing import Optional
 
@@ -61,8 +62,9 @@ class ChunkLRU:
 class DirTier:
     """A directory of chunk files, bounded by ``max_bytes`` (0: unbounded), oldest evicted first."""
 
-    def __init__(self, name: str, directory: str, max_bytes: int) -> None:
+    def __init__(self, name: str, directory: str, max_bytes: int, *, read_delay_s: float = 0.0) -> None:
         self.name = name
+        self.read_delay_s = read_delay_s  # injected extra latency per chunk read (a slower tier)
         self.directory = directory
         self.max_bytes = max_bytes
         self._lock = threading.Lock()
@@ -78,7 +80,10 @@ class DirTier:
         return os.path.exists(self.path(digest))
 
     def read(self, digest: bytes) -> tuple[int, str]:
-        return directio.read_chunk(self.path(digest), digest)
+        out = directio.read_chunk(self.path(digest), digest)
+        if self.read_delay_s > 0:
+            time.sleep(self.read_delay_s)
+        return out
 
     def usage(self) -> tuple[int, list[tuple[float, str, int]]]:
         """Bytes used by chunk files (ours and any other instance's) and the files, oldest first."""

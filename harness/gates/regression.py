@@ -1,0 +1,232 @@
+"""Change detection over a metric's history: has this run got worse than the recent past, and where
+did the series change?
+
+Rules a reader must keep:
+
+* Only runs of one series (one workload fingerprint) are ever given to these functions; the
+  caller keys series by fingerprint so unlike runs are never compared.
+* **This run vs the recent window** (:func:`compare_to_window`), as asv does: a one-sided
+  Mann-Whitney U rank test (scipy) of this run's samples against the window runs' pooled samples,
+  AND a minimum relative effect on the medians (per metric; defaults in :data:`DEFAULT_MIN_EFFECT`).
+  A regression needs both: significant and large enough. An improvement is reported the same way,
+  and is never a failure. Too little history, or too few samples to reach significance at all, is
+  ``NOT_ENOUGH_HISTORY`` (the nightly exits 3), never a pass on no evidence.
+* The size of a change is the relative change of the medians (this run / window - 1) with a
+  seeded bootstrap percentile interval (numpy), so a result is reproducible.
+* **Change points over the whole series** (:func:`change_points`): kernel change-point detection
+  (``ruptures.KernelCPD``, RBF kernel, penalised; the kernel form of the energy-statistics family
+  e-divisive belongs to) on robustly scaled medians, then each candidate is confirmed by the same
+  two conditions on the segments either side (rank test and minimum effect); unconfirmed candidates
+  are dropped. We call the library; the algorithm is not ours.
+* ``better`` is ``"lower"`` (latency) or ``"higher"`` (bandwidth, throughput): "worse" follows it.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+import numpy as np
+
+__all__ = [
+    "DEFAULT_MIN_EFFECT", "FALLBACK_MIN_EFFECT", "ChangePoint", "Status", "WindowComparison",
+    "change_points", "compare_to_window", "min_effect_for", "what_changed",
+]
+
+# Minimum relative effect per metric family (matched on the metric name's last parts).
+DEFAULT_MIN_EFFECT: dict[str, float] = {"ttft_p50": 0.05, "throughput": 0.05, "read_bw": 0.05}
+FALLBACK_MIN_EFFECT = 0.10
+# Significance of the window rank test (one-sided). 0.01, not 0.05: a night tracks tens of metrics,
+# and at 0.05 one of them would cross by chance most nights (the minimum effect filters more).
+ALPHA = 0.01
+CP_ALPHA = 0.01  # significance needed to confirm a change point (two-sided)
+BOOTSTRAP_RESAMPLES = 2000
+
+
+class Status(str, enum.Enum):
+    REGRESSION = "regression"
+    IMPROVEMENT = "improvement"
+    NO_CHANGE = "no change"
+    NOT_ENOUGH_HISTORY = "not enough history"
+    NOT_MEASURED = "not measured"
+
+
+@dataclass
+class WindowComparison:
+    metric: str
+    status: Status
+    better: str
+    min_effect: float
+    current_median: Optional[float] = None
+    window_median: Optional[float] = None
+    effect: Optional[float] = None  # this run's median / window median - 1
+    effect_low: Optional[float] = None
+    effect_high: Optional[float] = None
+    p_value: Optional[float] = None  # one-sided, in the direction of the observed change
+    n_current: int = 0
+    n_window: int = 0
+    window_runs: int = 0
+    reason: str = ""
+
+
+@dataclass
+class ChangePoint:
+    index: int  # first run of the new segment (the first bad run of a regression)
+    before_median: float
+    after_median: float
+    effect: float  # after / before - 1
+    p_value: float
+    status: Status  # REGRESSION or IMPROVEMENT
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def min_effect_for(metric: str, overrides: Optional[Mapping[str, float]] = None) -> float:
+    """The minimum relative effect for ``metric``: an override whose key is contained in the name
+    (longest key wins), else the family default, else :data:`FALLBACK_MIN_EFFECT`."""
+    for table in (overrides or {}, DEFAULT_MIN_EFFECT):
+        keys = sorted((k for k in table if k in metric), key=len, reverse=True)
+        if keys:
+            return float(table[keys[0]])
+    return FALLBACK_MIN_EFFECT
+
+
+def _finite(xs: Sequence[Optional[float]]) -> list[float]:
+    return [float(x) for x in xs if x is not None and math.isfinite(float(x))]
+
+
+def _worse_sign(better: str) -> int:
+    if better not in ("lower", "higher"):
+        raise ValueError(f"better must be 'lower' or 'higher', got {better!r}")
+    return 1 if better == "lower" else -1
+
+
+def _mwu_one_sided(a: Sequence[float], b: Sequence[float], alternative: str) -> float:
+    from scipy.stats import mannwhitneyu
+
+    return float(mannwhitneyu(a, b, alternative=alternative, method="auto").pvalue)
+
+
+def _min_p(n1: int, n2: int) -> float:
+    """The smallest one-sided p-value an exact rank test can give with these sizes."""
+    return 1.0 / math.comb(n1 + n2, n1)
+
+
+def _effect_interval(current: Sequence[float], window: Sequence[float], *, seed: int,
+                     confidence: float = 0.95) -> tuple[float, float]:
+    rng = np.random.default_rng(seed)
+    a = np.asarray(current, dtype=np.float64)
+    b = np.asarray(window, dtype=np.float64)
+    ra = np.median(a[rng.integers(0, len(a), size=(BOOTSTRAP_RESAMPLES, len(a)))], axis=1)
+    rb = np.median(b[rng.integers(0, len(b), size=(BOOTSTRAP_RESAMPLES, len(b)))], axis=1)
+    ok = rb != 0
+    reps = ra[ok] / rb[ok] - 1.0
+    lo, hi = np.quantile(reps, [(1 - confidence) / 2, (1 + confidence) / 2])
+    return float(lo), float(hi)
+
+
+def compare_to_window(metric: str, current: Sequence[Optional[float]], window: Sequence[Sequence[Optional[float]]],
+                      *, better: str, min_effect: float, min_runs: int = 1, alpha: float = ALPHA,
+                      seed: int = 0) -> WindowComparison:
+    """This run's samples (``current``) against the samples of each earlier run of the window."""
+    sign = _worse_sign(better)
+    cur = _finite(current)
+    runs = [w for w in (_finite(x) for x in window) if w]
+    pooled = [x for w in runs for x in w]
+    out = WindowComparison(metric=metric, status=Status.NO_CHANGE, better=better, min_effect=min_effect,
+                           n_current=len(cur), n_window=len(pooled), window_runs=len(runs))
+    if not cur:
+        out.status, out.reason = Status.NOT_MEASURED, "this run has no value for it"
+        return out
+    out.current_median = float(np.median(cur))
+    if len(runs) < min_runs or not pooled:
+        out.status = Status.NOT_ENOUGH_HISTORY
+        out.reason = f"{len(runs)} earlier run(s) of this series with it; {min_runs} needed"
+        return out
+    out.window_median = float(np.median(pooled))
+    if out.window_median == 0:
+        out.status, out.reason = Status.NOT_ENOUGH_HISTORY, "the window's median is zero: no relative change"
+        return out
+    out.effect = out.current_median / out.window_median - 1.0
+    out.effect_low, out.effect_high = _effect_interval(cur, pooled, seed=seed)
+    if _min_p(len(cur), len(pooled)) >= alpha:
+        out.status = Status.NOT_ENOUGH_HISTORY
+        out.reason = (f"{out.effect:+.1%} [{out.effect_low:+.1%}, {out.effect_high:+.1%}], but {len(cur)} sample(s) "
+                      f"now and {len(pooled)} before cannot reach significance {alpha:g} in a rank test")
+        return out
+    worse = out.effect * sign > 0  # lower-is-better: a rise is worse
+    # Test in the direction the medians moved; "greater" means this run's values rank higher.
+    alternative = "greater" if out.effect > 0 else "less"
+    out.p_value = _mwu_one_sided(cur, pooled, alternative) if out.effect != 0 else 1.0
+    significant = out.p_value < alpha
+    large = abs(out.effect) >= min_effect
+    if significant and large:
+        out.status = Status.REGRESSION if worse else Status.IMPROVEMENT
+    out.reason = (f"median {out.current_median:.6g} vs {out.window_median:.6g} over {len(runs)} run(s): "
+                  f"{out.effect:+.1%} [{out.effect_low:+.1%}, {out.effect_high:+.1%}], "
+                  f"p={out.p_value:.3g} ({'significant' if significant else 'not significant'} at {alpha:g}), "
+                  f"minimum effect {min_effect:.0%} ({'reached' if large else 'not reached'})")
+    return out
+
+
+def change_points(values: Sequence[Optional[float]], *, better: str, min_effect: float, min_size: int = 3,
+                  penalty: Optional[float] = None, alpha: float = CP_ALPHA) -> list[ChangePoint]:
+    """Confirmed change points of a series of per-run medians (None for runs without a value).
+
+    Indices refer to ``values``. ``penalty`` defaults to ``3 * log(n)`` on robustly scaled data."""
+    import ruptures as rpt
+
+    sign = _worse_sign(better)
+    idx = [i for i, v in enumerate(values) if v is not None and math.isfinite(float(v))]
+    xs = np.asarray([float(values[i] or 0.0) for i in idx], dtype=np.float64)
+    n = len(xs)
+    if n < 2 * min_size:
+        return []
+    med = float(np.median(xs))
+    mad = float(np.median(np.abs(xs - med))) * 1.4826
+    scale = mad if mad > 0 else (float(np.std(xs)) or 1.0)
+    z = ((xs - med) / scale).reshape(-1, 1)
+    pen = penalty if penalty is not None else 3.0 * math.log(n)
+    bkps = [int(b) for b in rpt.KernelCPD(kernel="rbf", min_size=min_size).fit(z).predict(pen=pen)]
+    edges = [0] + bkps  # the last breakpoint is n
+    out: list[ChangePoint] = []
+    for k in range(1, len(edges) - 1):
+        before = xs[edges[k - 1]:edges[k]]
+        after = xs[edges[k]:edges[k + 1]]
+        mb, ma = float(np.median(before)), float(np.median(after))
+        if mb == 0:
+            continue
+        effect = ma / mb - 1.0
+        if abs(effect) < min_effect:
+            continue
+        from scipy.stats import mannwhitneyu
+
+        p = float(mannwhitneyu(after, before, alternative="two-sided").pvalue)
+        if p >= alpha:
+            continue
+        status = Status.REGRESSION if effect * sign > 0 else Status.IMPROVEMENT
+        out.append(ChangePoint(index=idx[edges[k]], before_median=mb, after_median=ma, effect=effect,
+                               p_value=p, status=status))
+    return out
+
+
+def what_changed(good: Mapping[str, Any], bad: Mapping[str, Any]) -> list[str]:
+    """What differs between two runs' provenance (``git_commit``, ``kvgate_version``, ``nodes``,
+    ``versions``: node -> software -> version), as sentences; empty when nothing recorded differs."""
+    out: list[str] = []
+    for key, label in (("git_commit", "kvgate commit"), ("kvgate_version", "kvgate version")):
+        if (good.get(key) or "") != (bad.get(key) or ""):
+            out.append(f"{label}: {good.get(key) or '-'} -> {bad.get(key) or '-'}")
+    gn, bn = list(good.get("nodes") or []), list(bad.get("nodes") or [])
+    if sorted(gn) != sorted(bn):
+        out.append(f"nodes: {', '.join(sorted(gn)) or '-'} -> {', '.join(sorted(bn)) or '-'}")
+    gv: Mapping[str, Mapping[str, str]] = good.get("versions") or {}
+    bv: Mapping[str, Mapping[str, str]] = bad.get("versions") or {}
+    for node in sorted(set(gv) | set(bv)):
+        a, b = gv.get(node) or {}, bv.get(node) or {}
+        for sw in sorted(set(a) | set(b)):
+            if a.get(sw) != b.get(sw):
+                out.append(f"{node} {sw}: {a.get(sw) or '-'} -> {b.get(sw) or '-'}")
+    return out

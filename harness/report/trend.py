@@ -1,0 +1,142 @@
+"""The trend page of one history series: per tracked metric, its median over the runs with the
+min-max band of its samples, confirmed change points marked, the latest run highlighted, each point
+titled with its run id, date and commit (hover), and one table of the runs. One self-contained HTML
+file (inline SVG and CSS, the gate reports' style sheet and chart helpers), deterministic for a
+given history.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+from harness.gates.regression import ChangePoint, change_points, min_effect_for
+from harness.report.charts import FONT, PALETTE, WIDTH, Chart, escape, nice_ticks, quoteattr
+from harness.store.durable import write_atomic
+from harness.store.historydb import HistoryDB, MetricRecord, StoredRun
+
+__all__ = ["TrendMetric", "trend_chart", "render_trend_html", "write_trend_page"]
+
+HEIGHT = 260
+REGRESSION_COLOUR = "#cf222e"
+IMPROVEMENT_COLOUR = "#1a7f37"
+
+
+@dataclass
+class TrendMetric:
+    name: str
+    unit: str
+    better: str
+    values: list[Optional[MetricRecord]]
+    change_points: list[ChangePoint] = field(default_factory=list)
+    chart: Optional[Chart] = None
+
+
+def _fmt(v: float) -> str:
+    a = abs(v)
+    if a >= 1e9:
+        return f"{v / 1e9:.3g}G"
+    if a >= 1e6:
+        return f"{v / 1e6:.3g}M"
+    if a >= 1e3:
+        return f"{v / 1e3:.3g}k"
+    return f"{v:.3g}"
+
+
+def _t(x: float, y: float, body: str, *, anchor: str = "middle", size: int = 11, extra: str = "") -> str:
+    return (f'<text x="{x:.1f}" y="{y:.1f}" text-anchor="{anchor}" font-size="{size}" fill="#1f2328"{extra}>'
+            f"{escape(body)}</text>")
+
+
+def trend_chart(metric: TrendMetric, runs: Sequence[StoredRun]) -> Chart:
+    """The metric's chart over ``runs`` (same order as ``metric.values``)."""
+    pts = [(i, m) for i, m in enumerate(metric.values)
+           if m is not None and m.median is not None and math.isfinite(m.median)]
+    title = f"{metric.name} ({metric.unit}, {metric.better} is better)"
+    if not pts:
+        return Chart(key=metric.name, title=title, note="no run of this series measured it")
+    left, right, top, bottom = 72, 24, 30, 40
+    pw, ph = WIDTH - left - right, HEIGHT - top - bottom
+    ys = [m.median for _, m in pts if m.median is not None]
+    ys += [v for _, m in pts for v in (m.low, m.high) if v is not None and math.isfinite(v)]
+    ticks = nice_ticks(min(ys), max(ys))
+    lo, hi = ticks[0], ticks[-1]
+    n = len(runs)
+
+    def px(i: float) -> float:
+        return left + (pw / 2 if n == 1 else pw * i / (n - 1))
+
+    def py(v: float) -> float:
+        return top + ph - (v - lo) / ((hi - lo) or 1.0) * ph
+
+    out = [f'<svg class="chart" role="img" viewBox="0 0 {WIDTH} {HEIGHT}" width="{WIDTH}" height="{HEIGHT}" '
+           f'style="{FONT};max-width:100%;height:auto"><title>{escape(title)}</title>'
+           f'<rect x="0" y="0" width="{WIDTH}" height="{HEIGHT}" fill="#ffffff"/>',
+           _t(left, 18, title, anchor="start", size=13, extra=' font-weight="600"')]
+    for tick in ticks:
+        y = py(tick)
+        out.append(f'<line x1="{left}" y1="{y:.1f}" x2="{left + pw}" y2="{y:.1f}" stroke="#e5e7eb"/>')
+        out.append(_t(left - 6, y + 4, _fmt(tick), anchor="end"))
+    out.append(f'<rect x="{left}" y="{top}" width="{pw}" height="{ph}" fill="none" stroke="#57606a"/>')
+    out.append(_t(left + pw / 2, HEIGHT - 10, f"runs of this series, oldest to newest ({n})"))
+    for cp in metric.change_points:
+        x = px(cp.index - 0.5) if cp.index > 0 else px(0)
+        colour = REGRESSION_COLOUR if cp.status.value == "regression" else IMPROVEMENT_COLOUR
+        out.append(f'<line class="change-point" x1="{x:.1f}" y1="{top}" x2="{x:.1f}" y2="{top + ph}" '
+                   f'stroke={quoteattr(colour)} stroke-width="2" stroke-dasharray="5 3">'
+                   f"<title>{escape(f'change point: {cp.status.value} {cp.effect:+.1%} (p={cp.p_value:.2g})')}"
+                   f"</title></line>")
+    band = [(i, m) for i, m in pts if m.low is not None and m.high is not None]
+    for i, m in band:
+        assert m.low is not None and m.high is not None
+        out.append(f'<line x1="{px(i):.1f}" y1="{py(m.low):.1f}" x2="{px(i):.1f}" y2="{py(m.high):.1f}" '
+                   f'stroke="#afb8c1" stroke-width="1.5"/>')
+    coords = " ".join(f"{px(i):.1f},{py(m.median or 0.0):.1f}" for i, m in pts)
+    if len(pts) > 1:
+        out.append(f'<polyline points="{coords}" fill="none" stroke={quoteattr(PALETTE[0])} stroke-width="1.5"/>')
+    last = pts[-1][0]
+    for i, m in pts:
+        r = runs[i]
+        tip = f"run {r.id} {r.started_at} {r.campaign} commit {(r.git_commit or '-')[:12]}: {_fmt(m.median or 0.0)}"
+        latest = i == last and i == n - 1
+        attrs = (f'r="6" fill={quoteattr(PALETTE[5])} stroke="#1f2328" class="latest"' if latest
+                 else f'r="2.5" fill={quoteattr(PALETTE[0])}')
+        out.append(f'<circle cx="{px(i):.1f}" cy="{py(m.median or 0.0):.1f}" {attrs}><title>{escape(tip)}</title>'
+                   "</circle>")
+    out.append("</svg>")
+    note = ""
+    if metric.change_points:
+        note = "; ".join(f"change point at run {runs[cp.index].id}: {cp.status.value} {cp.effect:+.1%}"
+                         for cp in metric.change_points if cp.index < n)
+    return Chart(key=metric.name, title=title, svg="".join(out), note=note)
+
+
+def _metrics(db: HistoryDB, series: str, span: int) -> tuple[list[StoredRun], list[TrendMetric]]:
+    runs, table = db.metric_series(series, limit=span)
+    out: list[TrendMetric] = []
+    for name, values in table.items():
+        first = next(m for m in values if m is not None)
+        medians = [m.median if m is not None else None for m in values]
+        tm = TrendMetric(name, first.unit, first.better, values)
+        if sum(v is not None for v in medians) >= 6:
+            tm.change_points = change_points(medians, better=first.better, min_effect=min_effect_for(name))
+        tm.chart = trend_chart(tm, runs)
+        out.append(tm)
+    return runs, out
+
+
+def render_trend_html(db: HistoryDB, series: str, *, span: int = 365) -> str:
+    from harness.report.render import _environment
+
+    runs, metrics = _metrics(db, series, span)
+    env = _environment(html=True)
+    return env.get_template("trend.html.j2").render(series=series, runs=runs, metrics=metrics,
+                                                    latest=runs[-1] if runs else None)
+
+
+def write_trend_page(db: HistoryDB, series: str, path: Path, *, span: int = 365) -> Path:
+    write_atomic(path, render_trend_html(db, series, span=span).encode())
+    return path

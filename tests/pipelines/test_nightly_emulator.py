@@ -1,0 +1,121 @@
+"""The nightly end to end with the KV emulator and real fio on this machine: history seeded to 20
+nights (2 real emulator nights, 18 drawn from their samples), then a night with the storage tier
+slowed (an injected read delay, profile unchanged) must exit 1 naming the TTFT metric; a night on
+unchanged settings exits 0; a changed workload starts a new series (exit 3) instead of comparing."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import random
+import xml.etree.ElementTree as ET
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.cli.main import run as cli
+from harness.store.historydb import HistoryDB, history_url
+from tests.pipelines.conftest import free_port, small_profile
+
+pytestmark = [pytest.mark.fio, pytest.mark.slow]
+
+TTFT = "candidate.c2.ttft_p50_ms"
+
+
+def _profile(port: int, **changes: Any) -> dict[str, Any]:
+    prof = small_profile(port, **changes)
+    prof["name"] = "nightly-e2e"
+    prof["load"] = {"workload": "long-doc", "input_len": 2048, "output_len": 4, "concurrency": [2],
+                    "prompts_per_point": 4, "warmup": 0, "repetitions": 3, "seed": 3, **changes.get("load_changes", {})}
+    prof.pop("load_changes", None)
+    prof["probes"] = {"fio": {"job_sets": ["seq-read"], "size": "4 MiB", "runtime": "1s", "ramp_time": "0s",
+                              "numjobs": 1, "iodepth": 4}}
+    prof["overrides"] = []
+    return prof
+
+
+def _night(inventory: Path, profile: Path, reports: Path, *extra: str, fio_reps: int = 3) -> tuple[int, dict[str, Any]]:
+    before = {p.name for p in reports.iterdir()} if reports.exists() else set()
+    code = cli(["nightly", "--inventory", str(inventory), "--profile", str(profile), "--reports", str(reports),
+                "--no-progress", "--fio-repetitions", str(fio_reps),
+                # a shared CI disk: fio bandwidth swings by tens of percent between runs here; the storage
+                # tier's effect is tracked through TTFT, at the default 5% minimum effect
+                "--min-effect", "read_bw=50%", *extra])
+    new = [p for p in reports.iterdir() if p.name not in before and p.name.startswith("nightly-")]
+    assert len(new) == 1, new
+    return code, json.loads((new[0] / "result.json").read_text())
+
+
+def _seed_from_real(url: str, n: int) -> None:
+    """Add ``n`` earlier nights whose samples are drawn from the real nights' samples."""
+    rng = random.Random(7)
+    with HistoryDB(url) as db:
+        real = db.runs(with_metrics=True)
+        for i in range(n):
+            src = real[i % len(real)]
+            metrics = [dataclasses.replace(m, samples=[rng.choice(m.samples) for _ in m.samples]) for m in src.metrics]
+            for m in metrics:
+                m.median = sorted(m.samples)[len(m.samples) // 2]
+            rec = dataclasses.replace(src, run_key=f"seed-{i}", campaign=f"seed-{i}",
+                                      started_at=f"2026-01-{i + 1:02d}T03:00:00Z", metrics=metrics)
+            db.add_run(rec)
+
+
+def test_nightly_detects_a_slower_storage_tier(tmp_path: Path, local_inventory: Path,
+                                               write_yaml: Callable[[str, dict[str, Any]], Path],
+                                               monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+                                               ) -> None:
+    monkeypatch.delenv("KVGATE_HISTORY_URL", raising=False)
+    monkeypatch.delenv("KVGATE_SIM_TIER_READ_DELAY_MS", raising=False)
+    reports = tmp_path / "reports"
+    profile = write_yaml("nightly.yaml", _profile(free_port()))
+    url = history_url(None, reports)
+
+    code, first = _night(local_inventory, profile, reports)
+    assert code == 3 and first["verdict"] == "INCONCLUSIVE"  # no history: never a pass
+    code, _second = _night(local_inventory, profile, reports)
+    assert code in (0, 3)  # one earlier night: fio (3 v 3) cannot reach significance yet
+    _seed_from_real(url, 18)
+
+    # The storage tier gets slower; nothing in the profile changes.
+    monkeypatch.setenv("KVGATE_SIM_TIER_READ_DELAY_MS", "40")
+    capsys.readouterr()
+    code, slow = _night(local_inventory, profile, reports)
+    out = capsys.readouterr().out
+    assert code == 1, out
+    assert slow["verdict"] == "FAIL"
+    regs = {r["metric"]: r for r in slow["measurements"]["nightly"]["regressions"]}
+    assert TTFT in regs, out
+    reg = regs[TTFT]
+    assert reg["effect"] > 0.05 and reg["effect_low"] > 0  # the size, with its interval, all above zero
+    assert reg["last_good"] is not None and reg["first_bad"]["campaign"] == slow["campaign"]
+    assert f"REGRESSION {TTFT}" in out
+    assert slow["measurements"]["nightly"]["series"] == first["measurements"]["nightly"]["series"]
+    folder = reports / slow["campaign"]
+    cases = ET.parse(folder / "junit.xml").getroot().iter("testcase")
+    failed = [c.get("name", "") for c in cases if c.find("failure") is not None]
+    assert any(TTFT in name for name in failed), failed
+    trend = (folder / "trend.html").read_text()
+    assert TTFT in trend and 'class="latest"' in trend
+
+    # Back to normal: the next night passes (the slow night is one of ten in its window).
+    monkeypatch.delenv("KVGATE_SIM_TIER_READ_DELAY_MS")
+    code, normal = _night(local_inventory, profile, reports)
+    assert code == 0, json.dumps(normal["measurements"]["nightly"]["regressions"], indent=1)
+    assert normal["verdict"] == "PASS"
+
+    # Another workload: a new series, never compared with the old one.
+    other = write_yaml("nightly-other.yaml", _profile(free_port(), load_changes={"repetitions": 2}))
+    code, changed = _night(local_inventory, other, reports, fio_reps=1)
+    assert code == 3
+    assert changed["measurements"]["nightly"]["series"] != first["measurements"]["nightly"]["series"]
+    assert changed["measurements"]["nightly"]["window"] == []
+    with HistoryDB(url) as db:
+        assert len(db.series_ids()) == 2
+        assert len(db.runs(series=first["measurements"]["nightly"]["series"])) == 22
+
+    # Importing the same reports again adds nothing (the nightlies recorded themselves).
+    assert cli(["history", "import", str(reports), "--reports", str(reports)]) == 0
+    assert "imported 0 run(s); 5 already in the history" in capsys.readouterr().out

@@ -1,0 +1,120 @@
+"""One contract for the history store, run against SQLite and a real PostgreSQL server."""
+
+from __future__ import annotations
+
+import multiprocessing
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from harness.errors import InputError
+from harness.store.historydb import (
+    SCHEMA_VERSION,
+    HistoryDB,
+    MetricRecord,
+    RunRecord,
+    history_url,
+    safe_url,
+    schema_table,
+)
+
+
+def _run(i: int, series: str = "s1", **kw: object) -> RunRecord:
+    metrics = [MetricRecord(name=f"m{k}", median=100.0 + i + k, unit="ms", better="lower", n=3,
+                            low=99.0 + i, high=101.0 + i, samples=[99.0 + i, 100.0 + i, 101.0 + i])
+               for k in range(3)]
+    base = dict(run_key=f"camp-{i}/nightly/2026-01-{i + 1:02d}T00:00:00Z", series=series, kind="nightly",
+                started_at=f"2026-01-{i + 1:02d}T00:00:00Z", campaign=f"camp-{i}", git_commit=f"c{i}",
+                nodes=["n1"], versions={"n1": {"engine": "1.0"}}, fingerprint={"load": {"c": 2}}, metrics=metrics)
+    base.update(kw)
+    return RunRecord(**base)  # type: ignore[arg-type]
+
+
+def test_round_trip_and_order(history_url: str) -> None:
+    with HistoryDB(history_url) as db:
+        assert db.schema_version() == SCHEMA_VERSION
+        for i in (2, 0, 1):
+            run_id, created = db.add_run(_run(i))
+            assert created and run_id > 0
+        runs = db.runs(series="s1", with_metrics=True)
+        assert [r.campaign for r in runs] == ["camp-0", "camp-1", "camp-2"]  # by started_at, not insert order
+        r = db.run(str(runs[1].id))
+        assert r.git_commit == "c1" and r.nodes == ["n1"] and r.versions == {"n1": {"engine": "1.0"}}
+        assert [m.name for m in r.metrics] == ["m0", "m1", "m2"]
+        assert r.metrics[0].samples == [100.0, 101.0, 102.0] and r.metrics[0].better == "lower"
+        assert db.runs(series="s1", limit=2)[0].campaign == "camp-1"
+        assert db.series_ids() == ["s1"]
+        _runs, table = db.metric_series("s1")
+        assert [m.median if m else None for m in table["m1"]] == [101.0, 102.0, 103.0]
+
+
+def test_same_run_twice_is_kept_once(history_url: str) -> None:
+    with HistoryDB(history_url) as db:
+        first, created = db.add_run(_run(0))
+        again, created2 = db.add_run(_run(0, git_commit="other"))
+        assert created and not created2 and again == first
+        assert db.count() == (1, 3)
+        assert db.run(str(first)).git_commit == "c0"
+
+
+def test_unknown_run_is_an_input_error(history_url: str) -> None:
+    with HistoryDB(history_url) as db:
+        with pytest.raises(InputError, match="no run '42'"):
+            db.run("42")
+
+
+def test_reopen_does_not_migrate_again_and_newer_schema_is_refused(history_url: str) -> None:
+    HistoryDB(history_url).close()
+    with HistoryDB(history_url) as db:
+        with db.engine.begin() as conn:
+            assert conn.execute(sa.select(sa.func.count()).select_from(schema_table)).scalar() == 1
+            conn.execute(schema_table.insert().values(version=SCHEMA_VERSION + 1, applied_at="x"))
+    with pytest.raises(InputError, match="schema version"):
+        HistoryDB(history_url)
+
+
+def _writer(url: str, worker: int, count: int) -> None:
+    with HistoryDB(url) as db:
+        for j in range(count):
+            # every worker also writes the shared runs 0..4: each must land exactly once
+            db.add_run(_run(j % 5, series="shared"))
+            db.add_run(_run(100 + worker * count + j, series=f"w{worker}"))
+
+
+def test_concurrent_writers_lose_and_duplicate_nothing(history_url: str) -> None:
+    """Four processes open a NEW database at once (racing on the migration) and write."""
+    ctx = multiprocessing.get_context("spawn")
+    procs = [ctx.Process(target=_writer, args=(history_url, w, 15)) for w in range(4)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+        assert p.exitcode == 0
+    with HistoryDB(history_url) as db:
+        assert db.schema_version() == SCHEMA_VERSION
+        assert len(db.runs(series="shared")) == 5
+        for w in range(4):
+            runs = db.runs(series=f"w{w}", with_metrics=True)
+            assert len(runs) == 15
+            assert all(len(r.metrics) == 3 for r in runs)  # never a run without its metrics
+        assert db.count() == (65, 195)
+
+
+def test_url_choice_and_password_masking(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("KVGATE_HISTORY_URL", raising=False)
+    assert history_url(None, tmp_path) == f"sqlite:///{tmp_path.resolve()}/history.sqlite"
+    assert history_url(str(tmp_path / "h.db"), tmp_path) == f"sqlite:///{tmp_path.resolve()}/h.db"
+    monkeypatch.setenv("KVGATE_HISTORY_URL", "postgresql://u:secret@db/h")
+    assert history_url(None, tmp_path) == "postgresql://u:secret@db/h"
+    assert "secret" not in safe_url("postgresql://u:secret@db/h")
+    with pytest.raises(InputError, match="not supported"):
+        HistoryDB("mysql://u@h/db")
+
+
+def test_unreachable_postgres_is_an_infra_error_without_the_password() -> None:
+    from harness.store.historydb import HistoryError
+
+    with pytest.raises(HistoryError) as info:
+        HistoryDB("postgresql://u:hunter2@127.0.0.1:1/none?connect_timeout=2")
+    assert "hunter2" not in str(info.value)
