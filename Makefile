@@ -31,9 +31,10 @@ system-deps:  ## install fio and OpenSSH (client and server) with apt-get when m
 test: install system-deps  ## run the whole test suite
 	$(BIN)/pytest $(PYTEST_ARGS)
 
-lint: install  ## ruff and mypy on harness/
+lint: install  ## ruff, mypy and the import layers (lint-imports) on harness/
 	$(BIN)/ruff check harness
 	$(BIN)/mypy harness
+	$(BIN)/lint-imports
 
 validate: install  ## validate every shipped inventory, profile and gate file
 	$(KVGATE) validate inventory/*.yaml profiles/*.yaml gates/*.yaml

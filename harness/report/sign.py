@@ -131,15 +131,11 @@ def parse_manifest(text: str) -> tuple[dict[str, str], list[str]]:
     return entries, problems
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
-    write_atomic(path, data)
-
-
 def write_manifest(gate_dir: Path, *, progress: bool = False) -> Path:
     """Write ``gate_dir/MANIFEST.sha256`` (sha256sum format, sorted) and return its path."""
     gate_dir = _check_gate_dir(gate_dir)
     path = gate_dir / MANIFEST
-    _atomic_write(path, manifest_text(compute_manifest(gate_dir, progress=progress)).encode("utf-8"))
+    write_atomic(path, manifest_text(compute_manifest(gate_dir, progress=progress)).encode("utf-8"))
     return path
 
 
@@ -266,7 +262,7 @@ def sign(gate_dir: Path, private_key_path: Path, signer: str, role: str, *,
             raise SignError(
                 f"{gate_dir}: files changed since it was signed ({', '.join(p.name for p in others)}): "
                 f"{changes}; refusing to sign (run kvgate verify for details)")
-    _atomic_write(manifest_path, current.encode("utf-8"))
+    write_atomic(manifest_path, current.encode("utf-8"))
     public = key.public_key()
     when = (now or _dt.datetime.now(_dt.timezone.utc)).astimezone(_dt.timezone.utc)
     fields = {
@@ -285,7 +281,7 @@ def sign(gate_dir: Path, private_key_path: Path, signer: str, role: str, *,
                                "signer (sorted keys, no spaces, ASCII)")
     doc["signature"] = base64.b64encode(key.sign(_statement(fields))).decode()
     path = signature_path(gate_dir, signer, role)
-    _atomic_write(path, (json.dumps(doc, indent=2) + "\n").encode("utf-8"))
+    write_atomic(path, (json.dumps(doc, indent=2) + "\n").encode("utf-8"))
     return path
 
 
