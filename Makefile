@@ -12,7 +12,7 @@ PYTEST_ARGS ?=
 KVGATE_FLAGS ?=
 
 .PHONY: help install system-deps test lint demo gate-G1 gate-G2 gate-G3 gate-G4 bench bench-fanout \
-        bench-fio-parse bench-ttft validate clean
+        bench-fio-parse bench-ttft validate docs-reference clean
 
 help:  ## list the targets
 	@grep -E '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 20
@@ -35,6 +35,9 @@ lint: install  ## ruff, mypy and the import layers (lint-imports) on harness/
 	$(BIN)/ruff check harness
 	$(BIN)/mypy harness
 	$(BIN)/lint-imports
+
+docs-reference: install  ## regenerate docs/reference/ (field reference + JSON Schemas) from the models
+	$(KVGATE) schema --write docs/reference
 
 validate: install  ## validate every shipped inventory, profile and gate file
 	$(KVGATE) validate inventory/*.yaml profiles/*.yaml gates/*.yaml
