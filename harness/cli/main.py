@@ -17,7 +17,7 @@ from harness.exitcodes import EXIT_CODE_HELP, ExitCode
 # One module per command, each with register(subparsers); see docs/ARCHITECTURE.md.
 COMMANDS: tuple[str, ...] = (
     "validate", "show", "ping", "facts", "probe", "load", "sim", "gate", "report", "sign", "verify", "demo",
-    "schema",
+    "schema", "init",
 )
 
 
