@@ -41,7 +41,7 @@ def inventory_text(platform_name: str, hosts: Sequence[str], name: str) -> str:
         f"cluster: {name}",
         "defaults:",
         "  user: root                         # TODO: the SSH user on the nodes",
-        "  identity_file: ~/.ssh/id_ed25519   # TODO: your private key (must exist)",
+        "  # identity_file: ~/.ssh/id_ed25519   # TODO: your private key (must exist); left out: your SSH agent",
         "  known_hosts: ~/.ssh/known_hosts    # host keys are verified; add the nodes' keys first",
         "  python: python3",
         "nodes:",
