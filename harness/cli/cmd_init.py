@@ -22,7 +22,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "where only you know the answer (SSH key, storage paths, model). Both files are validated "
         "before they are written; existing files are never overwritten.",
     )
-    p.add_argument("--platform", required=True, choices=[n for n in PLATFORMS if n != "cpu"] + ["cpu"],
+    p.add_argument("--platform", required=True, choices=list(PLATFORMS),
                    help="accelerator platform of the nodes")
     p.add_argument("hosts", nargs="+", metavar="HOST", help="node addresses or DNS names")
     p.add_argument("--name", default="lab", help="cluster and file name (default: lab)")
