@@ -10,17 +10,21 @@ PROFILE     ?= profiles/demo.yaml
 CAMPAIGN    ?= $(shell date -u +%Y%m%d-%H%M%S)
 PYTEST_ARGS ?=
 KVGATE_FLAGS ?=
+# a make variable as one shell word (CAMPAIGN="fx100 poc" stays one argument, so kvgate names the problem)
+quote = '$(subst ','\'',$(1))'
 
 .PHONY: help install system-deps test lint demo gate-G1 gate-G2 gate-G3 gate-G4 bench bench-fanout \
-        bench-fio-parse bench-ttft bench-estimate validate clean nightly bench-history
+        bench-fio-parse bench-ttft bench-estimate validate docs-reference clean nightly bench-history
 
 help:  ## list the targets
-	@grep -E '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 20
+	@grep -E '^[a-zA-Z0-9_% -]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([^:]+):.*## /\1\t/' | expand -t 20
 
 $(VENV)/.installed: pyproject.toml
+	@echo "kvgate: creating $(VENV) and installing kvgate with its dev tools (first time: 20-60 s)..."
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet --progress-bar off -e '.[dev]'
+	@echo "kvgate: installed ($(KVGATE))"
 	touch $@
 
 install: $(VENV)/.installed  ## create .venv and install kvgate with its dev extras
@@ -31,18 +35,23 @@ system-deps:  ## install fio and OpenSSH (client and server) with apt-get when m
 test: install system-deps  ## run the whole test suite
 	$(BIN)/pytest $(PYTEST_ARGS)
 
-lint: install  ## ruff and mypy on harness/
+lint: install  ## ruff, mypy and the import layers (lint-imports) on harness/
 	$(BIN)/ruff check harness
 	$(BIN)/mypy harness
+	$(BIN)/lint-imports
+
+docs-reference: install  ## regenerate docs/reference/ (field reference + JSON Schemas) from the models
+	$(KVGATE) schema --write docs/reference
 
 validate: install  ## validate every shipped inventory, profile and gate file
 	$(KVGATE) validate inventory/*.yaml profiles/*.yaml gates/*.yaml
 
 demo: install system-deps  ## G1 -> G2 -> G3 on localhost with the KV emulator and real fio
-	$(KVGATE) demo --campaign demo-$(CAMPAIGN)
+	$(KVGATE) demo --campaign $(call quote,demo-$(CAMPAIGN))
 
 gate-G1 gate-G2 gate-G3 gate-G4: gate-%: install  ## run one gate: INVENTORY=... PROFILE=... CAMPAIGN=... [KVGATE_FLAGS=--resume]
-	$(KVGATE) gate $* --inventory $(INVENTORY) --profile $(PROFILE) --campaign $(CAMPAIGN) $(KVGATE_FLAGS)
+	$(KVGATE) gate $* --inventory $(call quote,$(INVENTORY)) --profile $(call quote,$(PROFILE)) \
+		--campaign $(call quote,$(CAMPAIGN)) $(KVGATE_FLAGS)
 
 bench: bench-fanout bench-fio-parse bench-ttft bench-estimate  ## every benchmark, printing figures
 

@@ -15,6 +15,7 @@ from harness.facts.fanout import (
     collect_inventory_facts,
     facts_json,
     facts_rows,
+    storage_problems,
 )
 from harness.progress import Progress
 
@@ -26,7 +27,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         description="Collect the facts G1 compares with the inventory: accelerators (amd-smi/rocm-smi, "
         "npu-smi, nvidia-smi), NVMe drives, RAID, storage targets, link speed, RoCE GIDs, OS and "
         "software versions. A tool missing on a node is reported, not an error. Exit 4 when a node "
-        "cannot be reached.",
+        "cannot be reached or a storage target's directory does not exist.",
     )
     p.add_argument("--inventory", required=True, metavar="FILE", help="inventory YAML")
     p.add_argument("--node", action="append", metavar="NAME", help="only this node (repeatable)")
@@ -54,8 +55,11 @@ def run(args: argparse.Namespace) -> int:
                 for cmd, why in r.errors.items():
                     print(f"  {cmd}: {why}", file=sys.stderr)
     unreachable = [n for n, r in results.items() if isinstance(r, NodeUnreachable)]
-    if unreachable:
-        for n in unreachable:
-            print(f"kvgate: {n} unreachable: {results[n].error}", file=sys.stderr)  # type: ignore[union-attr]
+    for n in unreachable:
+        print(f"kvgate: {n} unreachable: {results[n].error}", file=sys.stderr)  # type: ignore[union-attr]
+    storage = storage_problems(inventory, results)
+    for line in storage:
+        print(f"kvgate: {line}", file=sys.stderr)
+    if unreachable or storage:
         return int(ExitCode.INFRA_FAULT)
     return int(ExitCode.OK)

@@ -19,6 +19,7 @@ COMMANDS: tuple[str, ...] = (
     "validate", "show", "ping", "facts", "probe", "load", "sim", "gate", "report", "sign", "verify", "demo",
     "estimate",
     "nightly", "history", "export",
+    "schema", "init",
 )
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict
+from pydantic import BaseModel, BeforeValidator, ConfigDict, WithJsonSchema
 
 from harness.units import Quantity, UnitKind, UnitParseError, parse_quantity
 
@@ -30,9 +30,15 @@ def _quantity_validator(kind: UnitKind) -> BeforeValidator:
     return BeforeValidator(parse)
 
 
+def _quantity_schema(kind: UnitKind, example: str) -> WithJsonSchema:
+    """In the JSON Schema (editors, docs/reference) a quantity is written with its unit."""
+    return WithJsonSchema({"type": ["string", "number"], "examples": [example],
+                           "description": f"a {kind.value} quantity with its unit, e.g. {example!r}"})
+
+
 # Quantity fields hold the value in the base unit (bytes, bytes/s, bits/s, seconds, fraction).
-Bytes = Annotated[float, _quantity_validator(UnitKind.BYTES)]
-Bandwidth = Annotated[float, _quantity_validator(UnitKind.BANDWIDTH)]
-BitRate = Annotated[float, _quantity_validator(UnitKind.BITRATE)]
-Duration = Annotated[float, _quantity_validator(UnitKind.DURATION)]
-Fraction = Annotated[float, _quantity_validator(UnitKind.PERCENT)]
+Bytes = Annotated[float, _quantity_validator(UnitKind.BYTES), _quantity_schema(UnitKind.BYTES, "192 GB")]
+Bandwidth = Annotated[float, _quantity_validator(UnitKind.BANDWIDTH), _quantity_schema(UnitKind.BANDWIDTH, "5 GB/s")]
+BitRate = Annotated[float, _quantity_validator(UnitKind.BITRATE), _quantity_schema(UnitKind.BITRATE, "200 Gb/s")]
+Duration = Annotated[float, _quantity_validator(UnitKind.DURATION), _quantity_schema(UnitKind.DURATION, "30s")]
+Fraction = Annotated[float, _quantity_validator(UnitKind.PERCENT), _quantity_schema(UnitKind.PERCENT, "25%")]

@@ -22,6 +22,28 @@ def _err(doc: YamlDocument | None, loc: tuple[object, ...], msg: str, path: str)
     return ConfigError(msg, path=path, line=line, column=col, field=dotted_path(loc) or None)  # type: ignore[arg-type]
 
 
+def check_controller_files(inv: Inventory, doc: YamlDocument | None = None,
+                           path: str = "<inventory>") -> list[ConfigError]:
+    """Files the controller itself reads must exist: an SSH node's identity_file (else every
+    connection would fail later, as "unreachable")."""
+    import os
+
+    errors: list[ConfigError] = []
+    if inv.defaults.identity_file and not os.path.isfile(os.path.expanduser(inv.defaults.identity_file)):
+        used = any(n.identity_file is None and n.connection == "ssh" for n in inv.nodes)
+        if used:
+            errors.append(_err(doc, ("defaults", "identity_file"),
+                               f"identity_file {inv.defaults.identity_file!r} does not exist on this machine "
+                               "(a private key file; leave it out to use your SSH agent)", path))
+    for i, node in enumerate(inv.nodes):
+        key = node.identity_file
+        if key and node.connection == "ssh" and not os.path.isfile(os.path.expanduser(key)):
+            errors.append(_err(doc, ("nodes", i, "identity_file"),
+                               f"node {node.name}: identity_file {key!r} does not exist on this machine "
+                               "(a private key file; leave it out to use your SSH agent)", path))
+    return errors
+
+
 def check_inventory(inv: Inventory, doc: YamlDocument | None = None, path: str = "<inventory>") -> list[ConfigError]:
     """Jump hosts exist and do not form a cycle."""
     errors: list[ConfigError] = []

@@ -106,6 +106,10 @@ def validation_errors(doc: YamlDocument, model: type[BaseModel], exc: Validation
                 message = message[len("Value error, "):]
             if kind == "missing":
                 msg = "required key is missing"
+            elif kind == "string_type" and loc and loc[-1] == "threshold" and isinstance(
+                    err.get("input"), (int, float)):
+                msg = (f"a threshold needs its unit: write it as a quoted quantity, e.g. '{err['input']}%', "
+                       f"'{err['input']} GB/s' or '{err['input']} ms', not the bare number {err['input']}")
             else:
                 msg = f"{message}; got {_describe_input(err.get('input'))}" if "input" in err and not isinstance(
                     err.get("input"), dict) else message
@@ -113,8 +117,31 @@ def validation_errors(doc: YamlDocument, model: type[BaseModel], exc: Validation
     return out
 
 
+def _wrong_kind(doc: YamlDocument, model: type[BaseModel]) -> ConfigError | None:
+    """A file of another kind passed where ``model`` is expected (a profile as --inventory): one
+    sentence saying so, instead of one unknown-key line per key."""
+    if not isinstance(doc.data, dict) or not doc.data:
+        return None
+    try:
+        kind = detect_kind(doc)
+    except ConfigError:
+        return None
+    expected = next((k for k, m in KINDS.items() if m is model), None)
+    if expected is None or kind == expected or set(doc.data) <= set(model.model_fields):
+        return None
+    return ConfigError(
+        f"this looks like {'an' if kind[0] in 'aeiou' else 'a'} {kind} file (keys: "
+        f"{', '.join(list(doc.data)[:5])}), not {'an' if expected[0] in 'aeiou' else 'a'} {expected} file: "
+        f"pass it as the {kind} (e.g. --{kind} {doc.path})",
+        path=doc.path, line=1, column=1,
+    )
+
+
 def parse_model(doc: YamlDocument, model: type[M]) -> M:
     """Validate ``doc`` against ``model``; every problem is reported with its location."""
+    wrong = _wrong_kind(doc, model)
+    if wrong is not None:
+        raise wrong
     try:
         return model.model_validate(doc.data)
     except ValidationError as exc:

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from pydantic import BaseModel
 
-from harness.config.crosscheck import check_gate, check_inventory, check_profile
+from harness.config.crosscheck import check_controller_files, check_gate, check_inventory, check_profile
 from harness.config.gatespec import GateSpec
 from harness.config.inventory import Inventory
 from harness.config.loader import load_any
@@ -43,7 +43,7 @@ def validate_files(paths: Sequence[str], kind: str | None = None) -> ValidationR
     for path, k, doc, model in loaded:
         problems: list[ConfigError] = []
         if isinstance(model, Inventory):
-            problems = check_inventory(model, doc, path)
+            problems = check_inventory(model, doc, path) + check_controller_files(model, doc, path)
         elif isinstance(model, GateSpec):
             problems = check_gate(model, doc, path)
         elif isinstance(model, Profile):

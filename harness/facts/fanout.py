@@ -21,7 +21,8 @@ from harness.progress import Progress
 from harness.remote.base import Executor
 from harness.remote.fleet import Fleet
 
-__all__ = ["NodeUnreachable", "collect_inventory_facts", "facts_rows", "facts_json", "FACTS_HEADERS"]
+__all__ = ["NodeUnreachable", "collect_inventory_facts", "facts_rows", "facts_json", "FACTS_HEADERS",
+           "storage_problems"]
 
 
 @dataclass(frozen=True)
@@ -113,3 +114,19 @@ def facts_json(inventory: Inventory, results: dict[str, NodeResult], *, raw: boo
         out[name] = {"facts": r.model_dump(mode="json", exclude=None if raw else {"raw"}),
                      "g1": compare_facts(inventory.node(name), r)}
     return {"nodes": out}
+
+
+def storage_problems(inventory: Inventory, results: dict[str, NodeResult]) -> list[str]:
+    """Storage targets of reached nodes whose directory does not exist (or could not be probed):
+    every probe and the KV tier would fail on them, so ``kvgate facts`` reports them and exits 4."""
+    out: list[str] = []
+    for name, r in results.items():
+        if isinstance(r, NodeUnreachable):
+            continue
+        for target in inventory.node(name).storage:
+            tf = r.targets.get(target.name)
+            if tf is None:
+                out.append(f"{name}: storage target {target.name} ({target.path}) could not be checked")
+            elif not tf.exists:
+                out.append(f"{name}: storage target {target.name}: {target.path} does not exist on the node")
+    return out

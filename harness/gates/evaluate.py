@@ -45,7 +45,7 @@ from harness.config.profile import ThresholdOverride
 from harness.errors import InputError
 from harness.gates import stats
 from harness.gates.metricpath import resolve
-from harness.store.schema import CheckResult, Interval, Observation, Verdict
+from harness.gates.outcome import CheckResult, Interval, Observation, Verdict
 from harness.units import UnitKind, UnitParseError, format_quantity, parse_quantity
 
 __all__ = ["evaluate_gate", "evaluate_check", "check_overrides", "compare", "REL_TOL"]

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from harness.errors import KvgateError
+from harness.load.stats import percentile_sorted
 
 __all__ = [
     "MIN_INTERVAL_SAMPLES",
@@ -61,19 +62,14 @@ class SampleSpecError(KvgateError):
 
 
 def percentile(xs: Sequence[float], q: float) -> float:
-    """The ``q``-th percentile (0..100) of ``xs`` with linear interpolation (numpy's default)."""
+    """The ``q``-th percentile (0..100) of ``xs`` with linear interpolation (numpy's default), computed
+    by the one percentile (``harness.load.stats``); a gate never takes a percentile of nothing."""
     if not xs:
         raise SampleSpecError("percentile of no samples")
-    s = sorted(xs)
-    return _percentile_sorted(s, q)
+    return _percentile_sorted(sorted(xs), q)
 
 
-def _percentile_sorted(s: Sequence[float], q: float) -> float:
-    pos = (len(s) - 1) * q / 100.0
-    lo = math.floor(pos)
-    hi = min(lo + 1, len(s) - 1)
-    frac = pos - lo
-    return s[lo] + (s[hi] - s[lo]) * frac
+_percentile_sorted = percentile_sorted
 
 
 def _median(xs: Sequence[float]) -> float:

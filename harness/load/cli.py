@@ -13,13 +13,12 @@ from pathlib import Path
 from typing import Any, Optional, TextIO
 
 from harness.errors import KvgateError
+from harness.exitcodes import ExitCode  # stdlib only, bundled in the agent
 from harness.load.errors import LoadInputError
 from harness.load.records import read_records
 from harness.load.runner import RECORDS_FILE, SUMMARY_FILE, LoadConfig, run_load
 from harness.load.summary import DEFAULT_PERCENTILES, Summary, records_from_vllm
 from harness.load.workloads import WORKLOADS
-
-EXIT_OK, EXIT_USAGE, EXIT_INFRA, EXIT_INTERRUPTED = 0, 2, 4, 130
 
 # CLI option -> workload parameter, per workload (only options the user gave are passed on)
 _WORKLOAD_OPTS: dict[str, dict[str, str]] = {
@@ -217,7 +216,7 @@ def _summarize(args: argparse.Namespace, out: TextIO) -> int:
         if summary.source == "vllm":
             n = len(records_from_vllm(summary.data))
             out.write(f"(imported from vllm bench serve; {n} per-request records in the file)\n")
-    return EXIT_OK
+    return int(ExitCode.OK)
 
 
 def dispatch(args: argparse.Namespace, out: Optional[TextIO] = None) -> int:
@@ -229,10 +228,10 @@ def dispatch(args: argparse.Namespace, out: Optional[TextIO] = None) -> int:
         out.write(format_summary(summary) + "\n")
         out.write(f"records: {args.out / RECORDS_FILE}\nsummary: {args.out / SUMMARY_FILE}\n")
         if summary.get("kvgate", {}).get("interrupted"):
-            return EXIT_INTERRUPTED
+            return int(ExitCode.INTERRUPTED)
         if summary["completed"] == 0 and summary["failed"]:
-            return EXIT_INFRA  # every request failed: the endpoint is not serving
-        return EXIT_OK
+            return int(ExitCode.INFRA_FAULT)  # every request failed: the endpoint is not serving
+        return int(ExitCode.OK)
     if args.load_command == "summarize":
         return _summarize(args, out)
     raise LoadInputError("expected a subcommand: run or summarize (see --help)")
@@ -244,7 +243,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:
-        return int(exc.code) if isinstance(exc.code, int) else EXIT_USAGE
+        return int(exc.code) if isinstance(exc.code, int) else int(ExitCode.USAGE_ERROR)
     try:
         return dispatch(args)
     except KvgateError as exc:
@@ -252,4 +251,4 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return int(exc.exit_status)
     except KeyboardInterrupt:
         print("load: interrupted; results taken so far are kept", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        return int(ExitCode.INTERRUPTED)

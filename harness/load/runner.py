@@ -321,6 +321,36 @@ async def run_load_async(config: LoadConfig, out_dir: Path, *, workload: Optiona
     out_dir.mkdir(parents=True, exist_ok=True)
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
+    # bad input (endpoint, key file) fails here, before any global state is touched
+    client = StreamClient(cfg.endpoint, cfg.client_options(), max_connections=cfg.concurrency)
+    installed, interrupted = _install_signals(loop, stop, handle_signals)
+    started_wall = time.time()
+    _quiet_gc()
+    run = _Run(cfg, client, stop)
+    watcher = asyncio.ensure_future(stop.wait())
+    watcher.add_done_callback(lambda _f: run.cancel_inflight())
+    open_loop = cfg.request_rate is not None or any(s.at_s is not None for s in wl.measured)
+    try:
+        t_start, t_end = await _warm_and_measure(run, cfg, wl, client, out_dir, open_loop, stop)
+    finally:
+        watcher.cancel()
+        await client.aclose()
+        _restore_gc()
+        for sig in installed:
+            loop.remove_signal_handler(sig)
+    setup, extra = _run_description(cfg, wl, client, run, started_wall, open_loop,
+                                    interrupted=bool(interrupted) or stop.is_set(),
+                                    signame=interrupted[0] if interrupted else None)
+    summary = Summary.from_records(run.measured, duration_s=(t_end - t_start) / 1e9, percentiles=cfg.percentiles,
+                                   goodput=cfg.goodput or None, setup=setup, extra=extra)
+    summary.save(out_dir / SUMMARY_FILE)
+    return summary
+
+
+def _install_signals(loop: asyncio.AbstractEventLoop, stop: asyncio.Event,
+                     handle_signals: bool) -> tuple[list[signal.Signals], list[str]]:
+    """SIGINT/SIGTERM set ``stop`` (every record taken is kept); returns what to remove, and the
+    list the handler appends the signal's name to."""
     installed: list[signal.Signals] = []
     interrupted: list[str] = []
 
@@ -328,8 +358,6 @@ async def run_load_async(config: LoadConfig, out_dir: Path, *, workload: Optiona
         interrupted.append(signame)
         stop.set()
 
-    # bad input (endpoint, key file) fails here, before any global state is touched
-    client = StreamClient(cfg.endpoint, cfg.client_options(), max_connections=cfg.concurrency)
     if handle_signals and threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGINT, signal.SIGTERM):
             try:
@@ -337,50 +365,49 @@ async def run_load_async(config: LoadConfig, out_dir: Path, *, workload: Optiona
                 installed.append(sig)
             except (NotImplementedError, RuntimeError):
                 pass
-    started_wall = time.time()
-    _quiet_gc()
-    run = _Run(cfg, client, stop)
-    watcher = asyncio.ensure_future(stop.wait())
-    watcher.add_done_callback(lambda _f: run.cancel_inflight())
-    open_loop = cfg.request_rate is not None or any(s.at_s is not None for s in wl.measured)
+    return installed, interrupted
+
+
+async def _warm_and_measure(run: _Run, cfg: LoadConfig, wl: Workload, client: StreamClient, out_dir: Path,
+                            open_loop: bool, stop: asyncio.Event) -> tuple[int, int]:
+    """Warm-up (not measured), then the measured requests; returns the measured window (ns)."""
     total = cfg.num_requests or (None if cfg.duration_s else len(wl.measured))
     t_start = t_end = perf_counter_ns()
-    try:
-        if cfg.pre_connect:
-            await client.warm(min(cfg.concurrency, max(len(wl.measured), len(wl.warmup))))
-        if cfg.run_warmup and wl.warmup and not stop.is_set():
-            with RecordWriter(out_dir / WARMUP_FILE) as ww, \
-                    Progress("load warm-up", total=len(wl.warmup), enabled=cfg.progress) as wp:
-                await run.closed_loop(iter(wl.warmup), "warmup", ww, _Live(wp), None, 0.0)
-        with RecordWriter(out_dir / RECORDS_FILE) as writer, \
-                Progress("load", total=total, enabled=cfg.progress) as prog:
-            live = _Live(prog)
-            t_start = perf_counter_ns()
-            deadline = t_start + int(cfg.duration_s * 1e9) if cfg.duration_s else None
-            cycle = cfg.duration_s is not None or (cfg.num_requests or 0) > len(wl.measured)
-            if not open_loop:
-                await run.closed_loop(_cycled(wl.measured, cfg.num_requests, cycle), "measure", writer,
-                                      live, deadline, cfg.ramp_up_s)
+    if cfg.pre_connect:
+        await client.warm(min(cfg.concurrency, max(len(wl.measured), len(wl.warmup))))
+    if cfg.run_warmup and wl.warmup and not stop.is_set():
+        with RecordWriter(out_dir / WARMUP_FILE) as ww, \
+                Progress("load warm-up", total=len(wl.warmup), enabled=cfg.progress) as wp:
+            await run.closed_loop(iter(wl.warmup), "warmup", ww, _Live(wp), None, 0.0)
+    with RecordWriter(out_dir / RECORDS_FILE) as writer, \
+            Progress("load", total=total, enabled=cfg.progress) as prog:
+        live = _Live(prog)
+        t_start = perf_counter_ns()
+        deadline = t_start + int(cfg.duration_s * 1e9) if cfg.duration_s else None
+        cycle = cfg.duration_s is not None or (cfg.num_requests or 0) > len(wl.measured)
+        if not open_loop:
+            await run.closed_loop(_cycled(wl.measured, cfg.num_requests, cycle), "measure", writer,
+                                  live, deadline, cfg.ramp_up_s)
+        else:
+            n = cfg.num_requests or len(wl.measured)
+            if cfg.duration_s and cfg.request_rate:
+                n = max(n, int(cfg.duration_s * cfg.request_rate * 1.5) + 16)
+            specs = list(_cycled(wl.measured, n, cycle))
+            if cfg.request_rate is not None:
+                offsets = arrival_offsets(len(specs), cfg.request_rate, burstiness=cfg.burstiness,
+                                          ramp_up_s=cfg.ramp_up_s, seed=cfg.seed)
             else:
-                n = cfg.num_requests or len(wl.measured)
-                if cfg.duration_s and cfg.request_rate:
-                    n = max(n, int(cfg.duration_s * cfg.request_rate * 1.5) + 16)
-                specs = list(_cycled(wl.measured, n, cycle))
-                if cfg.request_rate is not None:
-                    offsets = arrival_offsets(len(specs), cfg.request_rate, burstiness=cfg.burstiness,
-                                              ramp_up_s=cfg.ramp_up_s, seed=cfg.seed)
-                else:
-                    offsets = [s.at_s or 0.0 for s in specs]
-                await run.open_loop(specs, offsets, writer, live, deadline)
-            t_end = perf_counter_ns()
-            prog.status(live.text(), force=True)
-    finally:
-        watcher.cancel()
-        await client.aclose()
-        _restore_gc()
-        for sig in installed:
-            loop.remove_signal_handler(sig)
-    duration = (t_end - t_start) / 1e9
+                offsets = [s.at_s or 0.0 for s in specs]
+            await run.open_loop(specs, offsets, writer, live, deadline)
+        t_end = perf_counter_ns()
+        prog.status(live.text(), force=True)
+    return t_start, t_end
+
+
+def _run_description(cfg: LoadConfig, wl: Workload, client: StreamClient, run: _Run, started_wall: float,
+                     open_loop: bool, *, interrupted: bool,
+                     signame: Optional[str]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The summary's ``setup`` (vllm bench serve's keys) and kvgate's ``extra`` description."""
     endpoint = client.endpoint
     setup = {
         "date": time.strftime("%Y%m%d-%H%M%S", time.localtime(started_wall)),
@@ -401,8 +428,8 @@ async def run_load_async(config: LoadConfig, out_dir: Path, *, workload: Optiona
         "mode": "open" if open_loop else "closed",
         "workload": wl.describe(),
         "warmup_requests": len(wl.warmup) if cfg.run_warmup else 0,
-        "interrupted": bool(interrupted) or stop.is_set(),
-        "signal": interrupted[0] if interrupted else None,
+        "interrupted": interrupted,
+        "signal": signame,
         "num_requests_bound": cfg.num_requests,
         "duration_bound_s": cfg.duration_s,
         "ramp_up_s": cfg.ramp_up_s,
@@ -412,10 +439,7 @@ async def run_load_async(config: LoadConfig, out_dir: Path, *, workload: Optiona
         "started_at_unix": started_wall,
         "records": RECORDS_FILE,
     }
-    summary = Summary.from_records(run.measured, duration_s=duration, percentiles=cfg.percentiles,
-                                   goodput=cfg.goodput or None, setup=setup, extra=extra)
-    summary.save(out_dir / SUMMARY_FILE)
-    return summary
+    return setup, extra
 
 
 def run_load(config: LoadConfig, out_dir: Path, *, workload: Optional[Workload] = None) -> Summary:

@@ -32,11 +32,6 @@ from harness.load.stats import mean, percentile_sorted, std
 
 DEFAULT_PERCENTILES: tuple[float, ...] = (50.0, 90.0, 95.0, 99.0)
 METRICS = ("ttft", "tpot", "itl", "e2el")
-SCALAR_KEYS = (
-    "completed", "failed", "duration", "total_input_tokens", "total_output_tokens", "request_throughput",
-    "request_goodput", "output_throughput", "total_token_throughput", "max_output_tokens_per_s",
-    "max_concurrent_requests",
-)
 GOODPUT_METRICS = ("ttft", "tpot", "e2el")
 
 

@@ -1,16 +1,23 @@
-"""The demo: G1 -> G2 -> G3 on this machine with the KV emulator and real fio (no cluster, no GPU)."""
+"""The demo: G1 -> G2 -> G3 on this machine with the KV emulator and real fio (no cluster, no GPU).
+Each run gets its own paths and engine port (``per_campaign_inputs``): two demos at once both pass."""
 
 from __future__ import annotations
 
+import posixpath
+import socket
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
+import yaml
+
+from harness.config.inventory import CONNECTION_DEFAULTS
 from harness.config.loader import load_inventory
 from harness.exitcodes import ExitCode
 from harness.paths import project_root
 from harness.pipelines.gate import GateOutcome, run_gate
+from harness.store.campaign import check_campaign_name
 
 
 @dataclass
@@ -31,12 +38,46 @@ def prepare_local_targets(inventory_path: Path) -> None:
                     Path(target.path).mkdir(parents=True, exist_ok=True)
 
 
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def per_campaign_inputs(campaign: str, inventory: Path, profile: Path) -> tuple[Path, Path]:
+    """Copies of the inventory and profile for this demo run, so two demos on one machine never
+    share anything: every local node's storage targets and workdir get a ``<campaign>`` subfolder,
+    and the engine listens on a free port. Written (and returned) under the first local workdir."""
+    inv: dict[str, Any] = yaml.safe_load(inventory.read_text())
+    prof: dict[str, Any] = yaml.safe_load(profile.read_text())
+    defaults = inv.setdefault("defaults", {}) or {}
+    inv["defaults"] = defaults
+    base_workdir = str(defaults.get("workdir") or CONNECTION_DEFAULTS["workdir"])
+    home = posixpath.join(base_workdir, "demo", campaign)
+    for node in inv.get("nodes", []):
+        if node.get("connection") != "local":
+            continue
+        node["workdir"] = posixpath.join(str(node.get("workdir") or base_workdir), "demo", campaign)
+        for target in node.get("storage", []):
+            if not str(target["path"]).startswith("/dev/"):
+                target["path"] = posixpath.join(str(target["path"]), campaign)
+    prof.setdefault("engine", {})["port"] = free_port()
+    Path(home).mkdir(parents=True, exist_ok=True)
+    inv_path, prof_path = Path(home) / inventory.name, Path(home) / profile.name
+    header = f"# written by kvgate demo for campaign {campaign} from {{}}\n"
+    inv_path.write_text(header.format(inventory) + yaml.safe_dump(inv, sort_keys=False))
+    prof_path.write_text(header.format(profile) + yaml.safe_dump(prof, sort_keys=False))
+    return inv_path, prof_path
+
+
 def run_demo(campaign: str, *, inventory: Optional[Path] = None, profile: Optional[Path] = None,
              reports_root: Optional[Path] = None, progress: bool = True,
              on_gate: Optional[Callable[[GateOutcome], None]] = None) -> DemoResult:
     root = project_root()
     inventory = inventory or root / "inventory" / "localhost.yaml"
     profile = profile or root / "profiles" / "demo.yaml"
+    check_campaign_name(campaign)  # it names folders below
+    inventory, profile = per_campaign_inputs(campaign, Path(inventory), Path(profile))
     prepare_local_targets(inventory)
     t0 = time.monotonic()
     outcomes: list[GateOutcome] = []

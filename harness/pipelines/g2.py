@@ -9,9 +9,10 @@ from harness.errors import InfraError
 from harness.pipelines.coldrestore import cold_restore_measured, expectation
 from harness.pipelines.context import GateRun
 from harness.pipelines.loadpoint import point_workload
-from harness.pipelines.probesteps import checkpoint_step, fio_step, modelload_step
+from harness.pipelines.probesteps import fio_step, probe_step
 from harness.pipelines.sweep import run_arm_sweep
 from harness.pipelines.sweepdata import Sweep, baseline_measured, measurement, sweep_table
+from harness.probes.registry import PROBES
 
 
 def arm_storage_probes(run: GateRun, arm_name: str, prefix: str) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -30,20 +31,15 @@ def arm_storage_probes(run: GateRun, arm_name: str, prefix: str) -> tuple[dict[s
     fio = fio_step(run, node, target, key=f"fio/{prefix}/{node.name}/{target.name}")
     measured["fio"] = fio
     charts["fio"] = {node.name: {target.name: {k: v.get("value") for k, v in fio.items()}}}
-    ckpt_target = run.profile.probes.checkpoint.target if run.profile.probes.checkpoint else None
-    if ckpt_target in (None, target_name):
-        ck = checkpoint_step(run, node, target, f"checkpoint/{prefix}")
-        if ck is not None:
-            measured["checkpoint"] = {"write_bw": ck["write_bw"]}
-            if "chart" in ck:
-                charts["checkpoint"] = {arm.name: ck["chart"]}
-    ml_targets = run.profile.probes.modelload.targets if run.profile.probes.modelload else []
-    if not ml_targets or target_name in ml_targets:
-        ml = modelload_step(run, node, target, f"modelload/{prefix}")
-        if ml is not None:
-            measured["modelload"] = {"read_bw": ml["read_bw"]}
-            if "chart" in ml:
-                charts["modelload"] = {arm.name: ml["chart"]}
+    for kind in PROBES.values():  # every registered one-node probe the profile asks for, on this target
+        spec = kind.spec_of(run.profile)
+        if kind.run is None or spec is None or not kind.runs_on(spec, target_name):
+            continue
+        got = probe_step(run, kind.name, node, target, f"{kind.name}/{prefix}")
+        if got is not None:
+            measured[kind.name] = {kind.metric: got[kind.metric]}
+            if "chart" in got:
+                charts[kind.chart_key] = {arm.name: got["chart"]}
     return measured, charts
 
 

@@ -28,7 +28,7 @@ from harness.pipelines.applicability import expected_leaves, fill_expected, mark
 from harness.pipelines.baseline import BaselineCheck, check_baseline
 from harness.pipelines.context import GateRun, summary_of
 from harness.report import render_campaign_report, render_gate_reports, write_manifest
-from harness.store.campaign import Campaign, GateDir
+from harness.store.campaign import Campaign, GateDir, check_campaign_name
 from harness.store.schema import GateResult, Verdict
 
 log = logging.getLogger(__name__)
@@ -86,11 +86,14 @@ def run_gate(gate: str, *, inventory_path: Path, profile_path: Path, campaign: s
     overrides = [o for o in profile.overrides if o.gate == gate]
     check_overrides(spec, overrides)
     root = Path(reports_root) if reports_root else reports_dir()
-    # 2. The campaign directory; one writer at a time.
+    # 2. Prerequisites, read-only: a gate refused here creates nothing (no campaign.json, no runs.jsonl).
+    check_campaign_name(campaign)
+    _check_prerequisites(gate, spec, root / campaign, campaign, root, baseline_campaign)
+    # 3. The campaign directory; one writer at a time (prerequisites checked again under the lock).
     camp = Campaign.open(root, campaign, inventory_path=Path(inventory_path), profile_path=Path(profile_path),
                          operator=operator or getpass.getuser(), create=True)
     try:
-        _check_prerequisites(gate, spec, camp, root, baseline_campaign)
+        _check_prerequisites(gate, spec, camp.path, camp.name, root, baseline_campaign)
         baseline: Optional[BaselineCheck] = None
         if gate == "G3":
             g2, where = _baseline_dir(camp, root, baseline_campaign)
@@ -148,7 +151,7 @@ def _pipeline(gate: str, run: GateRun, root: Path, baseline_campaign: Optional[s
     return run_g3(run, g2)
 
 
-def _check_prerequisites(gate: str, spec: GateSpec, camp: Campaign, root: Path,
+def _check_prerequisites(gate: str, spec: GateSpec, camp_path: Path, camp_name: str, root: Path,
                          baseline_campaign: Optional[str]) -> None:
     """Refuse to start unless the gates this one needs have passed (read-only: nothing created)."""
     from harness.pipelines.g3 import check_prerequisite
@@ -159,7 +162,7 @@ def _check_prerequisites(gate: str, spec: GateSpec, camp: Campaign, root: Path,
             check_prerequisite(GateDir(other.path / "G2", "G2", create=False),
                                f"campaign {baseline_campaign!r}", gate)
             continue
-        check_prerequisite(GateDir(camp.path / pre, pre, create=False), f"campaign {camp.name!r}", gate)
+        check_prerequisite(GateDir(camp_path / pre, pre, create=False), f"campaign {camp_name!r}", gate)
 
 
 def _finalize(run: GateRun, spec: GateSpec, overrides: list[Any], measured: dict[str, Any],

@@ -20,7 +20,9 @@ from harness.config.profile import Profile
 from harness.engines.base import EngineInstance
 from harness.load import LoadConfig, RequestSpec, Workload, build_workload, read_records, run_load_async
 from harness.load.summary import Summary
+from harness.pipelines.agentload import run_agent_point
 from harness.pipelines.context import GateRun
+from harness.pipelines.instances import combine, split_requests
 
 SUCCESS = "ok"
 
@@ -67,13 +69,6 @@ class PointResult:
     evidence: list[str]
 
 
-def split_requests(specs: Sequence[RequestSpec], parts: int) -> list[list[RequestSpec]]:
-    out: list[list[RequestSpec]] = [[] for _ in range(parts)]
-    for i, s in enumerate(specs):
-        out[i % parts].append(s)
-    return out
-
-
 def _config(profile: Profile, instance: EngineInstance, concurrency: int, label: str) -> LoadConfig:
     load = profile.load
     goodput = {"ttft": load.ttft_slo * 1000.0} if load.ttft_slo else {}
@@ -93,20 +88,6 @@ def _config(profile: Profile, instance: EngineInstance, concurrency: int, label:
         progress=False,
         label=label,
     )
-
-
-def combine(summaries: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """The whole-machine summary of several instances measured side by side."""
-    if len(summaries) == 1:
-        return dict(summaries[0])
-    out: dict[str, Any] = {"instances": [dict(s) for s in summaries]}
-    for key in ("completed", "failed", "total_input_tokens", "total_output_tokens"):
-        out[key] = sum(int(s.get(key) or 0) for s in summaries)
-    for key in ("request_throughput", "output_throughput", "total_token_throughput", "request_goodput"):
-        out[key] = sum(float(s.get(key) or 0.0) for s in summaries)
-    out["duration"] = max(float(s.get("duration") or 0.0) for s in summaries)
-    out["max_concurrent_requests"] = sum(int(s.get("max_concurrent_requests") or 0) for s in summaries)
-    return out
 
 
 def run_local_point(profile: Profile, instances: Sequence[EngineInstance], specs: Sequence[RequestSpec],
@@ -149,8 +130,6 @@ def run_point(run: GateRun, client: Node, instances: Sequence[EngineInstance], s
     """Run one batch of requests from ``client`` and return its summary, TTFT samples and evidence."""
     profile = run.profile
     if client.connection != "local":
-        from harness.pipelines.agentload import run_agent_point
-
         summary, records = run_agent_point(
             run.executor(client.name), str(run.inventory.setting(client, "python")),
             str(run.inventory.setting(client, "workdir")), profile, instances, specs, concurrency, out_dir)

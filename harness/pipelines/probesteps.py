@@ -71,10 +71,3 @@ def probe_step(run: GateRun, name: str, node: Node, target: StorageTarget, key: 
     run.gate_dir.mark_step_done(key, out)
     return out
 
-
-def checkpoint_step(run: GateRun, node: Node, target: StorageTarget, key: str) -> Optional[dict[str, Any]]:
-    return probe_step(run, "checkpoint", node, target, key)
-
-
-def modelload_step(run: GateRun, node: Node, target: StorageTarget, key: str) -> Optional[dict[str, Any]]:
-    return probe_step(run, "modelload", node, target, key)

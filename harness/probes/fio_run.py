@@ -221,89 +221,82 @@ def run_fio_probe(
     info = inspect_target(executor, target.path)
     check_target(executor, target, sets, int(spec.size) * spec.numjobs, info)
     raw_device = info.is_block_device or target.path.startswith("/dev/")
-    if raw_device:
-        scratch = f"/tmp/kvgate-fio-{run_id}"
-    else:
-        scratch = f"{target.path.rstrip('/')}/kvgate-fio-{run_id}"
-    remote_out = f"{scratch}/{stem}.json"
+    scratch = f"/tmp/kvgate-fio-{run_id}" if raw_device else f"{target.path.rstrip('/')}/kvgate-fio-{run_id}"
     _say(progress, f"{node}/{target.name}: preparing {scratch}")
     executor.run(["mkdir", "-p", f"{scratch}/bwlogs"])
     try:
-        if raw_device:
-            engine = choose_engine(
-                executor,
-                target.path,
-                target=target.name,
-                preferred=spec.ioengine,
-                fio=fio,
-                remove_probe_file=False,
-            )
-        else:
-            engine = choose_engine(
-                executor,
-                f"{scratch}/kvgate-engine-probe",
-                target=target.name,
-                preferred=spec.ioengine,
-                fio=fio,
-            )
-        job = build_jobfile(
-            spec,
-            job_sets=sets,
-            engine=engine,
-            directory=None if raw_device else scratch,
-            filename=target.path if raw_device else None,
-            bw_log_dir=f"{scratch}/bwlogs" if steady_state != "off" else None,
-            ss_window=_ss_window(executor, fio, spec) if steady_state == "fio" else None,
-        )
-        jobfile_remote = f"{scratch}/{stem}.fio"
-        executor.write_file(jobfile_remote, job.text.encode())
-        jobfile_local = out_dir / f"{stem}.fio"
-        jobfile_local.write_text(job.text)
+        engine, job, jobfile_remote, jobfile_local = _prepare_job(
+            executor, target, spec, sets, fio, scratch, stem, out_dir, raw_device=raw_device,
+            steady_state=steady_state)
+        remote_out = f"{scratch}/{stem}.json"
         argv = fio_command(fio, jobfile_remote, remote_out)
         command = describe_command(argv)
         (out_dir / f"{stem}.cmd").write_text(command + "\n")
-        budget = _time_budget(spec, len(sets))
         _say(
             progress,
             f"{node}/{target.name}: fio {', '.join(sets)} with {engine} "
             f"(~{len(sets) * (spec.runtime + spec.ramp_time):.0f} s)",
         )
-        res = executor.run(argv, check=False, timeout=budget)
-        raw_local = out_dir / f"{stem}.json"
-        got_output = executor.run(["test", "-s", remote_out], check=False).ok
-        if got_output:
-            executor.get(remote_out, str(raw_local))
-        if not res.ok:
-            raise ProbeError(
-                f"fio exited with {res.exit_code}",
-                node=node,
-                target=target.name,
-                detail=f"command: {command}\n{(res.stderr or res.stdout)[-2000:]}",
-            )
-        if not got_output:
-            raise ProbeError(
-                "fio wrote no output file", node=node, target=target.name, detail=res.stderr[-2000:]
-            )
+        raw_local = _run_fio(executor, argv, remote_out, out_dir / f"{stem}.json", _time_budget(spec, len(sets)),
+                             target=target.name, command=command)
         parsed = parse_fio_file(raw_local, node=node)
-        logs = (
-            _fetch_bw_logs(executor, f"{scratch}/bwlogs", out_dir / f"{stem}-bwlogs")
-            if steady_state != "off"
-            else {}
-        )
-        results = _job_set_results(parsed, sets, job, logs, node, target.name)
+        logs = (_fetch_bw_logs(executor, f"{scratch}/bwlogs", out_dir / f"{stem}-bwlogs")
+                if steady_state != "off" else {})
         return FioProbeResult(
-            node=node,
-            target=target.name,
-            engine=engine,
-            fio_version=parsed.final.fio_version,
-            job_sets=results,
-            raw_output=raw_local,
-            jobfile=jobfile_local,
-            command=command,
-            bw_logs=tuple(sorted(p for paths in logs.values() for p in paths)),
+            node=node, target=target.name, engine=engine, fio_version=parsed.final.fio_version,
+            job_sets=_job_set_results(parsed, sets, job, logs, node, target.name), raw_output=raw_local,
+            jobfile=jobfile_local, command=command, bw_logs=tuple(sorted(p for ps in logs.values() for p in ps)),
         )
     finally:
         _cleanup(executor, scratch)
+
+
+def _prepare_job(executor: Executor, target: StorageTarget, spec: FioSpec, sets: Sequence[str], fio: str,
+                 scratch: str, stem: str, out_dir: Path, *, raw_device: bool,
+                 steady_state: str) -> tuple[str, FioJobFile, str, Path]:
+    """Choose the I/O engine by a real read, write the job file on the node and as evidence."""
+    engine = choose_engine(
+        executor,
+        target.path if raw_device else f"{scratch}/kvgate-engine-probe",
+        target=target.name,
+        preferred=spec.ioengine,
+        fio=fio,
+        remove_probe_file=not raw_device,
+    )
+    job = build_jobfile(
+        spec,
+        job_sets=list(sets),
+        engine=engine,
+        directory=None if raw_device else scratch,
+        filename=target.path if raw_device else None,
+        bw_log_dir=f"{scratch}/bwlogs" if steady_state != "off" else None,
+        ss_window=_ss_window(executor, fio, spec) if steady_state == "fio" else None,
+    )
+    jobfile_remote = f"{scratch}/{stem}.fio"
+    executor.write_file(jobfile_remote, job.text.encode())
+    jobfile_local = out_dir / f"{stem}.fio"
+    jobfile_local.write_text(job.text)
+    return engine, job, jobfile_remote, jobfile_local
+
+
+def _run_fio(executor: Executor, argv: list[str], remote_out: str, raw_local: Path, budget: float, *,
+             target: str, command: str) -> Path:
+    """Run fio and copy its JSON output back byte for byte (also when fio failed, as evidence)."""
+    node = executor.node
+    res = executor.run(argv, check=False, timeout=budget)
+    got_output = executor.run(["test", "-s", remote_out], check=False).ok
+    if got_output:
+        executor.get(remote_out, str(raw_local))
+    if not res.ok:
+        raise ProbeError(
+            f"fio exited with {res.exit_code}",
+            node=node,
+            target=target,
+            detail=f"command: {command}\n{(res.stderr or res.stdout)[-2000:]}",
+        )
+    if not got_output:
+        raise ProbeError("fio wrote no output file", node=node, target=target, detail=res.stderr[-2000:])
+    return raw_local
 
 
 LAYOUT_FLOOR_BYTES_PER_S = 50e6  # slowest plausible file layout; only bounds the wait, never a result
@@ -522,46 +515,14 @@ def run_fio_client_server(
         argv = [fio_client, "--output-format=json+"]
         local_jobfiles = []
         for srv in servers:
-            ex = srv.executor
-            fio = _fio_path(ex, srv.target.name)
-            info = inspect_target(ex, srv.target.path)
-            check_target(ex, srv.target, sets, int(spec.size) * spec.numjobs, info)
-            if info.is_block_device:
-                raise ProbeRefused(
-                    "client/server mode probes filesystem targets only", node=ex.node, target=srv.target.name
-                )
-            scratch = f"{srv.target.path.rstrip('/')}/kvgate-fio-{run_id}"
-            ex.run(["mkdir", "-p", scratch])
-            scratches.append((ex, scratch))
-            engine = choose_engine(
-                ex, f"{scratch}/kvgate-engine-probe", target=srv.target.name, preferred=spec.ioengine, fio=fio
-            )
+            engine, remote_job, local = _start_server(client, srv, spec, sets, run_id, client_dir, out_dir,
+                                                      handles, scratches, progress)
             engines.add(engine)
-            job = build_jobfile(spec, job_sets=sets, engine=engine, directory=scratch)
-            stem = f"fio-{_safe(ex.node)}-{_safe(srv.target.name)}"
-            remote_job = f"{client_dir}/{stem}.fio"
-            client.write_file(remote_job, job.text.encode())
-            local = out_dir / f"{stem}.fio"
-            local.write_text(job.text)
             local_jobfiles.append(local)
-            _say(progress, f"{ex.node}: starting fio --server on {srv.address}:{srv.port}")
-            if srv.port in _listening_ports(ex):
-                raise ProbeRefused(
-                    f"port {srv.port} is already in use on the node; choose another fio server port",
-                    node=ex.node,
-                    target=srv.target.name,
-                )
-            handle = ex.start_detached(
-                [fio, f"--server=ip:{srv.address},{srv.port}"],
-                workdir=f"{scratch}-server",
-                name=f"fio-server-{run_id}",
-            )
-            handles.append((srv, handle))
-            scratches.append((ex, f"{scratch}-server"))
-            _wait_listening(srv, handle)
             argv += [f"--client=ip:{srv.address},{srv.port}", remote_job]
             label_of[f"{srv.address}:{srv.port}"] = (
-                ex.node if shared.get(ex.node, 0) < 2 else f"{ex.node}/{srv.target.name}"
+                srv.executor.node if shared.get(srv.executor.node, 0) < 2
+                else f"{srv.executor.node}/{srv.target.name}"
             )
         remote_out = f"{client_dir}/fio-cluster.json"
         argv.insert(2, f"--output={remote_out}")
@@ -581,36 +542,88 @@ def run_fio_client_server(
             )
         if not raw_local.exists():
             raise ProbeError("fio --client wrote no output", node=client.node, detail=res.stdout[-2000:])
-        parsed = parse_fio_file(raw_local)
-        doc = parsed.final
-        hosts = tuple(dict.fromkeys(label_of.get(j.host, j.host) for j in doc.jobs))
-        cluster = {g.name: g for g in summarise_groups(doc.jobs)}
-        per_host: dict[str, dict[str, JobSetResult]] = {}
-        for host_key, node_name in label_of.items():
-            groups = {g.name: g for g in summarise_groups([j for j in doc.jobs if j.host == host_key])}
-            per_host[node_name] = {
-                n: JobSetResult.from_group(n, groups[n], None) for n in sets if n in groups
-            }
-        missing = [n for n in sets if n not in cluster]
-        if missing:
-            raise ProbeError(f"fio client output lacks job set(s) {', '.join(missing)}", node=client.node)
-        return FioProbeResult(
-            node="+".join(hosts),
-            target="+".join(s.target.name for s in servers),
-            engine="/".join(sorted(engines)),
-            fio_version=doc.fio_version,
-            job_sets={n: JobSetResult.from_group(n, cluster[n], None) for n in sets},
-            raw_output=raw_local,
-            jobfile=local_jobfiles[0] if local_jobfiles else raw_local,
-            command=command,
-            hosts=hosts,
-            per_host=per_host,
-        )
+        return _cluster_result(client.node, raw_local, label_of, sets, servers, engines, local_jobfiles, command)
     finally:
-        for srv, handle in handles:
-            try:
-                srv.executor.stop(handle, grace=5.0)
-            except RemoteError:
-                pass
-        for ex, path in scratches:
-            _cleanup(ex, path)
+        _stop_servers(handles, scratches)
+
+
+def _stop_servers(handles: Sequence[tuple[ServerSpec, DetachedHandle]],
+                  scratches: Sequence[tuple[Executor, str]]) -> None:
+    for srv, handle in handles:
+        try:
+            srv.executor.stop(handle, grace=5.0)
+        except RemoteError:
+            pass
+    for ex, path in scratches:
+        _cleanup(ex, path)
+
+
+def _start_server(client: Executor, srv: ServerSpec, spec: FioSpec, sets: Sequence[str], run_id: str,
+                  client_dir: str, out_dir: Path, handles: list[tuple[ServerSpec, DetachedHandle]],
+                  scratches: list[tuple[Executor, str]], progress: ProgressLike) -> tuple[str, str, Path]:
+    """Check the server's target, write its job file (on the client and as evidence) and start ``fio
+    --server`` there; the handle and scratch directories are appended for the caller's cleanup.
+    Returns (I/O engine, job file on the client, local copy)."""
+    ex = srv.executor
+    fio = _fio_path(ex, srv.target.name)
+    info = inspect_target(ex, srv.target.path)
+    check_target(ex, srv.target, sets, int(spec.size) * spec.numjobs, info)
+    if info.is_block_device:
+        raise ProbeRefused("client/server mode probes filesystem targets only", node=ex.node, target=srv.target.name)
+    scratch = f"{srv.target.path.rstrip('/')}/kvgate-fio-{run_id}"
+    ex.run(["mkdir", "-p", scratch])
+    scratches.append((ex, scratch))
+    engine = choose_engine(
+        ex, f"{scratch}/kvgate-engine-probe", target=srv.target.name, preferred=spec.ioengine, fio=fio
+    )
+    job = build_jobfile(spec, job_sets=list(sets), engine=engine, directory=scratch)
+    stem = f"fio-{_safe(ex.node)}-{_safe(srv.target.name)}"
+    remote_job = f"{client_dir}/{stem}.fio"
+    client.write_file(remote_job, job.text.encode())
+    local = out_dir / f"{stem}.fio"
+    local.write_text(job.text)
+    _say(progress, f"{ex.node}: starting fio --server on {srv.address}:{srv.port}")
+    if srv.port in _listening_ports(ex):
+        raise ProbeRefused(
+            f"port {srv.port} is already in use on the node; choose another fio server port",
+            node=ex.node,
+            target=srv.target.name,
+        )
+    handle = ex.start_detached(
+        [fio, f"--server=ip:{srv.address},{srv.port}"],
+        workdir=f"{scratch}-server",
+        name=f"fio-server-{run_id}",
+    )
+    handles.append((srv, handle))
+    scratches.append((ex, f"{scratch}-server"))
+    _wait_listening(srv, handle)
+    return engine, remote_job, local
+
+
+def _cluster_result(client_node: str, raw_local: Path, label_of: Mapping[str, str], sets: Sequence[str],
+                    servers: Sequence[ServerSpec], engines: set[str], local_jobfiles: Sequence[Path],
+                    command: str) -> FioProbeResult:
+    """The per-host sums and each host's own figures from fio --client's json+ output."""
+    parsed = parse_fio_file(raw_local)
+    doc = parsed.final
+    hosts = tuple(dict.fromkeys(label_of.get(j.host, j.host) for j in doc.jobs))
+    cluster = {g.name: g for g in summarise_groups(doc.jobs)}
+    per_host: dict[str, dict[str, JobSetResult]] = {}
+    for host_key, node_name in label_of.items():
+        groups = {g.name: g for g in summarise_groups([j for j in doc.jobs if j.host == host_key])}
+        per_host[node_name] = {n: JobSetResult.from_group(n, groups[n], None) for n in sets if n in groups}
+    missing = [n for n in sets if n not in cluster]
+    if missing:
+        raise ProbeError(f"fio client output lacks job set(s) {', '.join(missing)}", node=client_node)
+    return FioProbeResult(
+        node="+".join(hosts),
+        target="+".join(s.target.name for s in servers),
+        engine="/".join(sorted(engines)),
+        fio_version=doc.fio_version,
+        job_sets={n: JobSetResult.from_group(n, cluster[n], None) for n in sets},
+        raw_output=raw_local,
+        jobfile=local_jobfiles[0] if local_jobfiles else raw_local,
+        command=command,
+        hosts=hosts,
+        per_host=per_host,
+    )

@@ -45,6 +45,8 @@ class ProbeKind:
     chart_key: str  # the ``measurements`` section the report reads (layout in report/charts.py)
     chart: Callable[[Any], dict[str, Any]]  # that section's entry for one result
     rows: Optional[Callable[[Sequence[Any]], tuple[tuple[str, ...], list[list[object]]]]] = None
+    # in a gate: does it run on the arm's storage target of this name
+    runs_on: Callable[[Any, str], bool] = lambda spec, target: True
     # ``kvgate probe <name>``: (spec, inventory, profile, --node, --target) -> [(node name, where)]
     select: Optional[Callable[[Any, Inventory, Profile, Optional[str], Optional[str]], list[Place]]] = None
 
@@ -123,6 +125,7 @@ PROBES: dict[str, ProbeKind] = {
             chart=lambda res: {"write_bw": res.write_bw_bytes, "bytes": res.total_bytes, "seconds": res.total_s},
             rows=checkpoint_rows,
             select=_checkpoint_select,
+            runs_on=lambda spec, target: spec.target in (None, target),
         ),
         ProbeKind(
             name="modelload",
@@ -141,6 +144,7 @@ PROBES: dict[str, ProbeKind] = {
                                "bytes": res.total_bytes, "seconds": res.total_s},
             rows=modelload_rows,
             select=_modelload_select,
+            runs_on=lambda spec, target: not spec.targets or target in spec.targets,
         ),
     )
 }

@@ -258,6 +258,18 @@ class SSHExecutor:
             raise Unreachable(f"cannot connect to {self.host}:{self.port}: {reason}",
                               host=self._node) from exc
 
+    def _await_banner(self, sock: object, client: paramiko.SSHClient) -> None:
+        """An SSH server speaks first: a listener that stays silent (a hung sshd, a port forwarded to
+        nothing, another service) is named as such instead of as a later handshake error."""
+        if not isinstance(sock, socket.socket):
+            return  # a channel through a jump host: paramiko's banner timeout applies
+        ready, _, _ = select.select([sock], [], [], self.connect_timeout)
+        if not ready:
+            client.close()
+            sock.close()
+            raise Unreachable(f"no SSH banner from {self.host}:{self.port} within {self.connect_timeout:g} s "
+                              "(the port accepts connections but no SSH server answers)", host=self._node)
+
     def _connect_once(self) -> paramiko.Transport:
         pkey = load_key(self.identity_file, self._node, self._passphrase) if self.identity_file else None
         if pkey is None and not self.use_agent:
@@ -275,6 +287,7 @@ class SSHExecutor:
         client.set_missing_host_key_policy(KnownHostsPolicy(self._node, self.known_hosts,
                                                             self.accept_new_host_keys))
         name = known_hosts_name(self.host, self.port)
+        self._await_banner(sock, client)
         try:
             client.connect(self.host, port=self.port, username=self.user, pkey=pkey, sock=sock,
                            allow_agent=self.use_agent, look_for_keys=False, timeout=self.connect_timeout,

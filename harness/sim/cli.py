@@ -17,17 +17,15 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Optional
 
+from harness.exitcodes import ExitCode  # stdlib only, bundled in the agent
 from harness.sim.kvstore import KVStore, StoreSettings
 from harness.sim.lmcache_config import LMCacheConfig, LMCacheConfigError, load_config
 from harness.sim.metrics import SimMetrics
 from harness.sim.server import ServerSettings, SimServer
+from harness.sim.shimfile import write_vllm_shim
 
 log = logging.getLogger("kvgate.sim")
 
-# Exit codes match harness.exitcodes (not imported: this package stays stdlib-only for the agent).
-EXIT_OK = 0
-EXIT_USAGE = 2
-EXIT_INFRA = 4
 
 
 class _Parser(argparse.ArgumentParser):
@@ -146,22 +144,20 @@ def main(argv: Optional[Sequence[str]] = None, environ: Optional[Mapping[str, st
         args, unknown = parser.parse_known_args(argv)
     except _UsageError as exc:
         print(f"kvgate sim: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return int(ExitCode.USAGE_ERROR)
     except SystemExit as exc:  # --help
-        return int(exc.code) if isinstance(exc.code, int) else EXIT_USAGE
+        return int(exc.code) if isinstance(exc.code, int) else int(ExitCode.USAGE_ERROR)
     if args.command == "shim":
-        from harness.sim.vllm_shim import write_vllm_shim
-
         try:
             path = write_vllm_shim(args.directory, args.python)
         except OSError as exc:
             print(f"kvgate sim: error: cannot write the shim into {args.directory}: {exc.strerror}", file=sys.stderr)
-            return EXIT_USAGE
+            return int(ExitCode.USAGE_ERROR)
         print(path)
-        return EXIT_OK
+        return int(ExitCode.OK)
     if args.command != "serve":
         parser.print_help(sys.stderr)
-        return EXIT_USAGE
+        return int(ExitCode.USAGE_ERROR)
     logging.basicConfig(
         level=getattr(logging, args.log_level),
         stream=sys.stderr,
@@ -177,7 +173,7 @@ def main(argv: Optional[Sequence[str]] = None, environ: Optional[Mapping[str, st
         args.tier_read_delay_s = _read_delay(env)
     except (_UsageError, LMCacheConfigError) as exc:
         print(f"kvgate sim: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return int(ExitCode.USAGE_ERROR)
     if args.tier_read_delay_s:
         log.warning("%s is set: every directory-tier chunk read is delayed by %g ms (injected fault)",
                     READ_DELAY_ENV, args.tier_read_delay_s * 1000)
@@ -210,12 +206,12 @@ def main(argv: Optional[Sequence[str]] = None, environ: Optional[Mapping[str, st
                 f"kvgate sim: error: cannot listen on {args.host}:{args.port}: {exc.strerror}",
                 file=sys.stderr,
             )
-            return EXIT_INFRA
+            return int(ExitCode.INFRA_FAULT)
         log.error("storage tier unusable: %s", exc)
         print(f"kvgate sim: error: {exc}", file=sys.stderr)
-        return EXIT_INFRA
+        return int(ExitCode.INFRA_FAULT)
     except KeyboardInterrupt:
-        return EXIT_OK
+        return int(ExitCode.OK)
 
 
 READ_DELAY_ENV = "KVGATE_SIM_TIER_READ_DELAY_MS"
@@ -276,7 +272,7 @@ async def _serve(
         await server.serve_until_signalled()
     finally:
         store.close()
-    return EXIT_OK
+    return int(ExitCode.OK)
 
 
 if __name__ == "__main__":

@@ -9,7 +9,6 @@ from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
-MAX_HEADER_LINE = 16 * 1024
 MAX_HEADERS = 100
 MAX_BODY = 256 * 1024 * 1024
 

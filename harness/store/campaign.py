@@ -53,6 +53,12 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 _GATE = re.compile(r"^G[1-9][0-9]?$")
 
 
+def check_campaign_name(name: str) -> None:
+    """A campaign name is one folder name (checked before any path is built from it)."""
+    if not _NAME.match(name):
+        raise CampaignError(f"campaign name {name!r}: use letters, digits, '.', '_' and '-' (max 128)")
+
+
 class CampaignError(InputError):
     """A campaign cannot be opened or written as asked."""
 
@@ -245,8 +251,7 @@ class Campaign:
         Re-opening an existing one (``--resume``) checks that the files given, if any, are the
         ones it was started with. Raises :class:`CampaignLocked` when another process holds it.
         """
-        if not _NAME.match(name):
-            raise CampaignError(f"campaign name {name!r}: use letters, digits, '.', '_' and '-' (max 128)")
+        check_campaign_name(name)
         path = Path(root) / name
         meta_path = path / "campaign.json"
         exists = meta_path.exists()

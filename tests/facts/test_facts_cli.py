@@ -79,3 +79,14 @@ def test_facts_over_ssh_and_an_unreachable_node(shared_ssh_cluster, tmp_path: Pa
     assert result[alive]["facts"]["os"]["kernel"]
     assert "unreachable" in result["dead"]
     assert "dead unreachable" in captured.err
+
+
+def test_a_missing_storage_directory_is_a_facts_problem(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    inv = _local_inventory(tmp_path)
+    (tmp_path / "tier").rmdir()
+    code = run(["facts", "--inventory", str(inv)])
+    err = capsys.readouterr().err
+    assert code == 4
+    assert f"storage target tier: {tmp_path / 'tier'} does not exist on the node" in err
+    (tmp_path / "tier").mkdir()
+    assert run(["facts", "--inventory", str(inv)]) == 0

@@ -101,12 +101,14 @@ def test_emulator_runs_from_a_zipapp_with_bare_python(tmp_path: Path) -> None:
     source tree. A minimal zipapp of the same files proves the emulator needs nothing else."""
     import zipapp
 
+    from harness.agent.bundle import source_files
+
     src = tmp_path / "app"
     (src / "harness" / "sim").mkdir(parents=True)
-    repo = Path(__file__).resolve().parents[2]
-    (src / "harness" / "__init__.py").write_text((repo / "harness" / "__init__.py").read_text())
-    for f in (repo / "harness" / "sim").glob("*.py"):
-        (src / "harness" / "sim" / f.name).write_text(f.read_text())
+    # the agent's top-level stdlib modules (exitcodes, errors, ...) and harness/sim, nothing else
+    for name, path in source_files():
+        if name.count("/") == 1 or name.startswith("harness/sim/"):
+            (src / name).write_text(path.read_text())
     (src / "__main__.py").write_text("import sys\nfrom harness.sim.cli import main\nsys.exit(main(sys.argv[1:]))\n")
     pyz = tmp_path / "sim.pyz"
     zipapp.create_archive(src, pyz)

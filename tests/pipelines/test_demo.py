@@ -1,0 +1,93 @@
+"""Two demos on one machine at once both pass: each run gets its own engine port and its own folders
+(the inventory's and profile's fixed port and paths are the same for both)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from harness.config.loader import load_inventory, load_profile
+from harness.pipelines.demo import per_campaign_inputs
+from tests.pipelines.conftest import free_port, small_profile
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_each_demo_run_has_its_own_port_and_paths(tmp_path: Path) -> None:
+    tag = uuid.uuid4().hex[:8]
+    a, b = f"t{tag}-a", f"t{tag}-b"
+    try:
+        _check_two(a, b)
+    finally:  # the shipped inventory's workdir: remove only the two folders this test made
+        for name in (a, b):
+            shutil.rmtree(Path("/var/tmp/kvgate/demo") / name, ignore_errors=True)
+
+
+def _check_two(a: str, b: str) -> None:
+    inv_a, prof_a = per_campaign_inputs(a, REPO / "inventory" / "localhost.yaml", REPO / "profiles" / "demo.yaml")
+    inv_b, prof_b = per_campaign_inputs(b, REPO / "inventory" / "localhost.yaml", REPO / "profiles" / "demo.yaml")
+    assert inv_a.parent == Path("/var/tmp/kvgate/demo") / a
+    ia, ib = load_inventory(inv_a), load_inventory(inv_b)
+    pa, pb = load_profile(prof_a), load_profile(prof_b)
+    assert pa.engine.port != 18000 and pa.engine.port != pb.engine.port
+    ta = {t.path for n in ia.nodes for t in n.storage}
+    tb = {t.path for n in ib.nodes for t in n.storage}
+    assert not ta & tb and all(p.endswith("/" + a) for p in ta)
+    assert ia.nodes[0].workdir != ib.nodes[0].workdir
+
+
+def test_two_demos_at_once_both_pass(tmp_path: Path, local_inventory: Path,
+                                     write_yaml: Callable[[str, dict[str, Any]], Path]) -> None:
+    port = free_port()
+    with socket_held(port):  # even the profile's own port is taken: each demo picks a free one
+        # a slower emulated prefill than the other e2e tests: the verdict must not hinge on how busy
+        # two emulators on one small machine make each other (the storage benefit is made large)
+        prof = small_profile(port)
+        prof["engine"]["sim"]["prefill_tokens_per_s"] = 5000
+        profile = write_yaml("profile.yaml", prof)
+        env = {**os.environ, "PYTHONPATH": str(REPO)}
+        procs = [subprocess.Popen(  # noqa: S603 - fixed argv, test code
+            [sys.executable, "-m", "harness.cli.main", "demo", "--campaign", f"twin-{i}", "--inventory",
+             str(local_inventory), "--profile", str(profile), "--reports", str(tmp_path / "reports"),
+             "--no-progress"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+            for i in (1, 2)]
+        outs = []
+        deadline = time.monotonic() + 540
+        try:
+            for p in procs:
+                out, _ = p.communicate(timeout=max(1.0, deadline - time.monotonic()))
+                outs.append(out)
+        finally:
+            for p in procs:
+                if p.poll() is None:
+                    p.kill()
+                    p.wait(10)
+    for p, out in zip(procs, outs):
+        assert p.returncode == 0, out[-3000:]
+        assert "G3: PASS" in out
+    tier = Path(yaml.safe_load(local_inventory.read_text())["nodes"][0]["storage"][0]["path"])
+    assert (tier / "twin-1").is_dir() and (tier / "twin-2").is_dir()
+
+
+class socket_held:
+    def __init__(self, port: int) -> None:
+        import socket
+
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", port))
+        self.sock.listen(1)
+
+    def __enter__(self) -> socket_held:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.sock.close()
