@@ -14,7 +14,7 @@ KVGATE_FLAGS ?=
 quote = '$(subst ','\'',$(1))'
 
 .PHONY: help install system-deps test lint demo gate-G1 gate-G2 gate-G3 gate-G4 bench bench-fanout \
-        bench-fio-parse bench-ttft bench-estimate validate docs-reference clean nightly bench-history
+        bench-fio-parse bench-ttft bench-estimate validate docs-reference clean nightly bench-history bench-coverage mutation
 
 help:  ## list the targets
 	@grep -E '^[a-zA-Z0-9_% -]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([^:]+):.*## /\1\t/' | expand -t 20
@@ -77,5 +77,14 @@ nightly: install system-deps  ## nightly regression on INVENTORY (default localh
 bench-history: install  ## history: change detection over 10,000 runs x 50 metrics, trend page render (SQLite)
 	$(BIN)/python bench/history.py
 
+bench-coverage: install  ## coverage of the hierarchical vs pooled bootstrap intervals (ICC 0.3, 400 trials)
+	$(BIN)/python bench/coverage.py
+
+mutation: install  ## mutation testing of harness/gates/ with mutmut (tests/gates/), printing the score
+	$(BIN)/pip install --quiet -e '.[mutation]'
+	rm -rf mutants
+	$(BIN)/mutmut run --max-children 2 > /dev/null || true
+	$(BIN)/python tools/mutation_score.py
+
 clean:  ## remove the virtualenv and caches (reports/ is kept)
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info mutants

@@ -102,6 +102,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     c.add_argument("--no-ignore-eos", action="store_true", help="do not send ignore_eos")
     c.add_argument("--continuous-usage", action="store_true",
                    help="ask for usage in every chunk (vLLM continuous_usage_stats): exact per-chunk tokens")
+    c.add_argument("--keep-text", action="store_true", help="record each response's text in the records")
+    c.add_argument("--temperature", type=float, default=None, help="sampling temperature sent (0: greedy)")
     c.add_argument("--api-key-env", default="OPENAI_API_KEY", help="environment variable holding the API key")
     c.add_argument("--api-key-file", help="file whose first line is the API key")
     c.add_argument("--ca-file", help="CA bundle for https")
@@ -138,6 +140,8 @@ def config_from_args(args: argparse.Namespace) -> LoadConfig:
         duration_s=args.duration, ramp_up_s=args.ramp_up, run_warmup=not args.no_warmup,
         timeout_s=args.timeout, idle_timeout_s=args.idle_timeout, ignore_eos=not args.no_ignore_eos,
         continuous_usage=args.continuous_usage, api_key_env=args.api_key_env, api_key_file=args.api_key_file,
+        keep_text=args.keep_text,
+        extra_body={} if args.temperature is None else {"temperature": args.temperature},
         ca_file=args.ca_file, insecure_tls=args.insecure, goodput=_goodput(args.goodput),
         percentiles=_percentiles(args.percentiles), progress=not args.quiet, label=args.label)
 

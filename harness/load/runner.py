@@ -72,6 +72,7 @@ class LoadConfig:
     idle_timeout_s: Optional[float] = None
     ignore_eos: bool = True
     continuous_usage: bool = False
+    keep_text: bool = False  # record each response's text (the gates' output identity check)
     extra_body: dict[str, Any] = field(default_factory=dict)
     api_key_env: Optional[str] = "OPENAI_API_KEY"
     api_key_file: Optional[str] = None
@@ -116,6 +117,7 @@ class LoadConfig:
         return ClientOptions(
             model=self.model, api=self.api, timeout_s=self.timeout_s, idle_timeout_s=self.idle_timeout_s,
             ignore_eos=self.ignore_eos, continuous_usage=self.continuous_usage, extra_body=dict(self.extra_body),
+            keep_text=self.keep_text,
             api_key=load_api_key(self.api_key_env, self.api_key_file), ca_file=self.ca_file,
             insecure_tls=self.insecure_tls)
 

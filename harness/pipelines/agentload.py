@@ -34,7 +34,9 @@ def _load_args(profile: Profile, inst: EngineInstance, trace: str, concurrency: 
     load = profile.load
     args = ["--endpoint", inst.endpoint_url, "--model", inst.plan.served_model_name, "--api", load.api,
             "--workload", "trace", "--trace", trace, "--concurrency", str(max(1, concurrency)),
-            "--num-requests", str(n), "--no-warmup", "--timeout", repr(float(load.request_timeout))]
+            "--num-requests", str(n), "--no-warmup", "--timeout", repr(float(load.request_timeout)),
+            # greedy, and the text kept: the gate compares outputs across arms (output_identity)
+            "--keep-text", "--temperature", "0"]
     if load.mode == "open" and load.request_rate:
         args += ["--request-rate", repr(float(load.request_rate)), "--burstiness", repr(float(load.burstiness))]
     if profile.engine.api_key_env:

@@ -11,6 +11,7 @@ from harness.config.yamlsource import YamlDocument
 from harness.errors import ConfigError, InfraError, InputError, KvgateError
 from harness.pipelines.context import GateRun
 from harness.pipelines.g2 import arm_cold_restore, arm_storage_probes
+from harness.pipelines.identity import output_identity_measured
 from harness.pipelines.sweep import load_sweep, run_arm_sweep
 from harness.pipelines.sweepdata import Sweep, compare_measured, failed_ratio, sweep_table
 from harness.store.campaign import GateDir
@@ -91,6 +92,12 @@ def run_g3(run: GateRun, g2: GateDir) -> tuple[dict[str, Any], dict[str, Any]]:
     }
     if recompute is not None and profile.recompute is not None:
         measured["recompute"] = {"cold_restore": arm_cold_restore(run, profile.recompute, recompute)}
+    # The reference outputs: the recompute arm's (from G2's records when it is the baseline arm).
+    ref_name = profile.recompute or profile.baseline
+    ref_sweep = recompute if recompute is not None else base
+    ref_base = g2.path if ref_sweep is base else run.path
+    measured["compare"]["output_identity"] = output_identity_measured(
+        cand, run.path, ref_sweep, ref_base, profile.load.concurrency, ref_name)
     charts["sweep"] = {arm: sweep_table(s) for arm, s in sweeps.items()}
     # --- estimate (i15): expected vs measured and the estimate_agreement leaves ---
     from harness.estimate.gatehook import add_expected, baseline_read_bw, fio_value

@@ -85,6 +85,9 @@ def _config(profile: Profile, instance: EngineInstance, concurrency: int, label:
         timeout_s=load.request_timeout,
         api_key_env=profile.engine.api_key_env,
         goodput=goodput,
+        # greedy, and the text kept: the gate compares outputs across arms (output_identity)
+        keep_text=True,
+        extra_body={"temperature": 0},
         progress=False,
         label=label,
     )

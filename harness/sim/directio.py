@@ -11,7 +11,7 @@ from __future__ import annotations
 import errno
 import mmap
 import os
-from typing import Optional
+from typing import Any, Optional
 
 ALIGN = 4096
 MAGIC = b"KVGATECHUNK1"
@@ -43,8 +43,11 @@ def _drop_cache(fd: int) -> None:
             pass
 
 
-def read_chunk(path: str, expected_digest: Optional[bytes] = None) -> tuple[int, str]:
+def read_chunk(path: str, expected_digest: Optional[bytes] = None,
+               content: Optional[Any] = None) -> tuple[int, str]:
     """Read the whole file at ``path`` bypassing the page cache; returns (bytes read, mode).
+    ``content`` (an object with ``update(bytes)``, e.g. a hashlib object), when given, is updated
+    with the bytes read.
 
     Raises FileNotFoundError when it is gone (evicted by another instance) and ValueError when its
     header does not match ``expected_digest`` (a torn or foreign file)."""
@@ -83,6 +86,8 @@ def read_chunk(path: str, expected_digest: Optional[bytes] = None) -> tuple[int,
                     if n == 0:
                         break
                     total += n
+                if content is not None:
+                    content.update(view[:total])
                 if expected_digest is not None:
                     head = bytes(view[:HEADER])
                     if not head.startswith(MAGIC) or head[len(MAGIC) : len(MAGIC) + 32] != expected_digest[:32]:

@@ -80,6 +80,34 @@ class PrefillResult:
     read_seconds: float = 0.0
     compute_seconds: float = 0.0
     new_chunks: list[bytes] = field(default_factory=list)
+    # Content hashes of chunks a tier returned with other bytes than were stored (corrupted).
+    corrupted: list[bytes] = field(default_factory=list)
+
+
+class _Crc:
+    """CRC-32 of the bytes a chunk read returned (``directio.read_chunk``'s ``content``)."""
+
+    def __init__(self) -> None:
+        self.crc = 0
+
+    def update(self, data: memoryview) -> None:
+        self.crc = zlib.crc32(data, self.crc)
+
+
+def output_tokens(prompt_ids: list[int], corrupted: list[bytes], n: int) -> list[str]:
+    """The emulator's greedy output: a pure function of the prompt and of the KV bytes the request
+    actually used. Correct KV (recomputed, or read back as stored) gives the same words for the
+    same prompt in every arm; a chunk read back with other bytes changes them, as corrupted KV
+    changes a real model's answer."""
+    seed = hashlib.sha256(b"".join(i.to_bytes(4, "little", signed=False) for i in prompt_ids))
+    for h in corrupted:
+        seed.update(h)
+    words = []
+    state = seed.digest()
+    for _ in range(n):
+        state = hashlib.sha256(state).digest()
+        words.append(f" w{int.from_bytes(state[:4], 'little') % 997}")
+    return words
 
 
 class KVStore:
@@ -112,15 +140,25 @@ class KVStore:
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kv-write")
         self._pending_writes: set[asyncio.Future[None]] = set()
         self.payload_cache: dict[bytes, bytes] = {}
+        self._content_crcs: dict[bytes, int] = {}
 
     def close(self) -> None:
         self._readers.shutdown(wait=True)
         self._writer.shutdown(wait=True)
 
     # --- lookup and load -------------------------------------------------------------------------------
-    def _load_external(self, digests: list[bytes]) -> tuple[list[str], float]:
+    def _expected_crc(self, digest: bytes) -> int:
+        """CRC-32 of the bytes a correct chunk file holds (recorded when this process stored it)."""
+        crc = self._content_crcs.get(digest)
+        if crc is None:
+            crc = zlib.crc32(directio.chunk_payload(digest, self.s.chunk_bytes))
+            self._content_crcs[digest] = crc
+        return crc
+
+    def _load_external(self, digests: list[bytes], corrupted: list[bytes]) -> tuple[list[str], float]:
         """Runs in a reader thread: for each chunk in order, find the fastest tier holding it and
-        read it. Stops at the first chunk no tier has (only a prefix can be reused)."""
+        read it. Stops at the first chunk no tier has (only a prefix can be reused). The content
+        hash of every chunk read with other bytes than were stored goes to ``corrupted``."""
         served: list[str] = []
         start = time.perf_counter()
         m = self.metrics
@@ -132,8 +170,11 @@ class KVStore:
                 tier_name = "local_cpu"
             else:
                 for tier in self.dirs:
+                    # one CRC pass over the bytes read, as a real engine copies them once more to
+                    # the device: cheap, and it makes what was read decide the output
+                    content = _Crc()
                     try:
-                        nbytes, _mode = tier.read(d)
+                        nbytes, _mode = tier.read(d, content)
                     except FileNotFoundError:
                         continue
                     except (OSError, ValueError) as exc:
@@ -144,6 +185,8 @@ class KVStore:
                         continue
                     with m.lock:
                         m.sim_read_bytes.inc(m.tier_labels("tier", tier.name), nbytes)
+                    if content.crc != self._expected_crc(d):
+                        corrupted.append(content.crc.to_bytes(4, "little"))
                     tier_name = tier.name
                     break
             if not tier_name:
@@ -166,7 +209,8 @@ class KVStore:
         ext_served: list[str] = []
         if self.s.connector and i < len(digests) and (self.cpu is not None or self.dirs):
             loop = asyncio.get_running_loop()
-            ext_served, res.read_seconds = await loop.run_in_executor(self._readers, self._load_external, digests[i:])
+            ext_served, res.read_seconds = await loop.run_in_executor(
+                self._readers, self._load_external, digests[i:], res.corrupted)
             for name in ext_served:
                 res.tiers[name] = res.tiers.get(name, 0) + 1
         loaded = len(ext_served)
@@ -211,6 +255,7 @@ class KVStore:
             for tier in self.dirs:
                 if not data:
                     data = directio.chunk_payload(d, self.s.chunk_bytes)
+                    self._content_crcs[d] = zlib.crc32(data)
                 try:
                     written, evicted = tier.write(d, data)
                 except OSError as exc:

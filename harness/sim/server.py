@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from harness.sim.http import HTTPError, Request, Response, read_request
-from harness.sim.kvstore import KVStore, PrefillResult, tokenize
+from harness.sim.kvstore import KVStore, PrefillResult, output_tokens, tokenize
 from harness.sim.metrics import SimMetrics
 
 log = logging.getLogger("kvgate.sim")
@@ -376,10 +376,6 @@ class SimServer:
             ]
         return base
 
-    @staticmethod
-    def _word(k: int) -> str:
-        return f" w{k % 997}"
-
     async def _generate(self, gen: Generation, resp: Response) -> str:
         arrival = time.perf_counter()
         self._waiting += 1
@@ -413,13 +409,14 @@ class SimServer:
         # the first token exists now: the new chunks are written behind, off the request's path
         self.store.store_behind(pre.new_chunks)
         words: list[str] = []
+        out = output_tokens(gen.prompt_ids, pre.corrupted, gen.max_tokens)
         t0 = time.perf_counter()
         for k in range(gen.max_tokens):
             if k:
                 delay = t0 + k * step - time.perf_counter()
                 if delay > 0:
                     await asyncio.sleep(delay)
-            word = self._word(k)
+            word = out[k]
             words.append(word)
             if gen.stream:
                 finish = "length" if k == gen.max_tokens - 1 else None

@@ -12,7 +12,7 @@ import os
 import threading
 import time
 from collections import OrderedDict
-from typing import Optional
+from typing import Any, Optional
 
 from harness.sim import directio
 
@@ -79,8 +79,8 @@ class DirTier:
     def exists(self, digest: bytes) -> bool:
         return os.path.exists(self.path(digest))
 
-    def read(self, digest: bytes) -> tuple[int, str]:
-        out = directio.read_chunk(self.path(digest), digest)
+    def read(self, digest: bytes, content: Optional[Any] = None) -> tuple[int, str]:
+        out = directio.read_chunk(self.path(digest), digest, content)
         if self.read_delay_s > 0:
             time.sleep(self.read_delay_s)
         return out

@@ -214,3 +214,45 @@ def test_all_blockers_not_applicable_decides_nothing(tmp_path: Path, capsys: pyt
     assert "no applicable blocker" in res["verdict_reason"]
     junit = (tmp_path / "r" / "na" / "G1" / "junit.xml").read_text()
     assert 'failures="1"' in junit and "no applicable blocker" in junit
+
+
+def test_corrupted_chunk_files_fail_output_identity(base: Base, capsys: pytest.CaptureFixture[str]) -> None:
+    import threading
+
+    kv_dir = Path(base.root / "tier")
+    done: set[Path] = set()
+    stop = threading.Event()
+
+    def corrupt() -> None:
+        # flip bytes in the body of every chunk file the candidate stores, between its populate
+        # pass and its measurement (the 4 KiB header, which names the chunk, is kept)
+        while not stop.is_set():
+            for path in kv_dir.rglob("*.kvchunk"):
+                if path in done:
+                    continue
+                try:
+                    with open(path, "r+b") as fh:
+                        fh.seek(8192)
+                        block = fh.read(64)
+                        fh.seek(8192)
+                        fh.write(bytes(b ^ 0xFF for b in block))
+                    done.add(path)
+                except OSError:
+                    continue
+            stop.wait(0.005)
+
+    watcher = threading.Thread(target=corrupt, daemon=True)
+    watcher.start()
+    try:
+        code, out = kvgate(capsys, *gate_argv("G3", base.inv, base.prof, base.reports, "corrupt", "--baseline", "base"))
+    finally:
+        stop.set()
+        watcher.join(timeout=10)
+    res = result(base.reports, "corrupt", "G3")
+    assert done, "no chunk file was stored"
+    assert code == 1 and res["verdict"] == "FAIL", out
+    ident = check(res, "output_identity")
+    assert ident["verdict"] == "FAIL" and ident["observations"][0]["measured"] < 0.9
+    assert "output_identity" in res["verdict_reason"] and "differ" in ident["observations"][0]["reason"]
+    # the tier did serve the (corrupted) chunks: the counters alone would have called it a cold restore
+    assert check(res, "candidate_offload_hits")["verdict"] == "PASS"

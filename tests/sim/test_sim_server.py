@@ -433,3 +433,35 @@ def test_client_disconnect_mid_stream_frees_the_slot(sim: Callable[..., SimProc]
         time.sleep(0.05)
     assert s.ttft("d e f", max_tokens=2) < 1.0  # the only slot is free again
     assert "request gone-1 POST /v1/completions: client disconnected" in s.wait_log("gone-1 POST")
+
+
+def _completion_text(s: SimProc, prompt: str, n: int = 16) -> str:
+    status, body, _ = s.request("POST", "/v1/completions", {"prompt": prompt, "max_tokens": n,
+                                                            "temperature": 0})
+    assert status == 200, body
+    return str(json.loads(body)["choices"][0]["text"])
+
+
+def test_output_follows_the_kv_bytes_read_so_a_corrupted_chunk_changes_the_answer(
+        sim: Callable[..., SimProc], tmp_path: Path) -> None:
+    disk = tmp_path / "disk"
+    s = sim("--kv-transfer-config", CONNECTOR, *KV_ARGS, env=_disk_env(tmp_path, disk))
+    recompute = sim(*KV_ARGS, name="recompute")  # no connector: every prompt is recomputed
+    prompt, other = words(1024, "o"), words(1024, "x")
+    reference = _completion_text(recompute, prompt)
+    assert _completion_text(recompute, other) != reference  # the answer depends on the prompt
+    assert _completion_text(s, prompt) == reference  # computed, then stored
+    _wait_stored(s, 1024)
+    _evict(s)
+    assert _completion_text(s, prompt) == reference  # read back intact: the same answer
+    assert s.metric("lmcache:num_hit_tokens_total") == 1024
+    # flip bytes in the body of one stored chunk (its header, which names the chunk, is kept)
+    victim = sorted(disk.glob("*.kvchunk"))[0]
+    data = bytearray(victim.read_bytes())
+    for i in range(8192, 8192 + 64):
+        data[i] ^= 0xFF
+    victim.write_bytes(bytes(data))
+    _evict(s)
+    corrupted = _completion_text(s, prompt)
+    assert s.metric("lmcache:num_hit_tokens_total") == 2048  # served from the tier again, faster than recompute
+    assert corrupted != reference  # ... and wrong
