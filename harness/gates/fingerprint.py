@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any, Optional
 
 from harness.config.inventory import Inventory
@@ -97,7 +97,3 @@ def fingerprint_diff(recorded: Mapping[str, Any], current: Mapping[str, Any]
             out.append((key, a, b))
     return out
 
-
-def format_diff(diff: Iterable[tuple[str, Any, Any]], *, left: str = "baseline", right: str = "this run") -> str:
-    return "; ".join(f"{k}: {left} {json.dumps(a, default=str)}, {right} {json.dumps(b, default=str)}"
-                     for k, a, b in diff)

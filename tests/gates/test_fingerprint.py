@@ -52,3 +52,62 @@ def test_arms_differ_and_missing_fields_are_named() -> None:
     changed = {k for k, _, _ in fingerprint_diff(base, cand)}
     assert "arm.name" in changed and not any(k.startswith(("load.", "model.")) for k in changed)
     assert ("nodes.platforms", MISSING, ["cpu"]) in fingerprint_diff({}, {"nodes.platforms": ["cpu"]})
+
+
+PROFILE = {
+    "name": "fp", "model": {"name": "m/x", "preset": "tiny", "tensor_parallel_size": 2, "instances_per_node": 3,
+                            "nodes_per_instance": 1, "max_model_len": 8192},
+    "engine": {"kind": "sim", "extra_args": ["--a"], "port": 1234, "env": {"SECRET": "s"},
+               "sim": {"prefill_tokens_per_s": 1000, "decode_tokens_per_s": 10, "max_batch": 2, "hbm_tokens": 512,
+                       "kv_scale": 0.5}},
+    "arms": [{"name": "baseline", "offload": False, "description": "words"},
+             {"name": "candidate", "storage": "t", "lmcache": {"chunk_size": 128, "max_local_disk_size": 3}}],
+    "load": {"workload": "long-doc", "input_len": 300, "output_len": 5, "concurrency": [4, 1],
+             "prompts_per_point": 9, "warmup": 1, "repetitions": 6, "seed": 4},
+}
+
+
+def test_every_field_and_value_is_exactly_as_documented() -> None:
+    from harness.config.profile import Profile
+
+    prof = Profile.model_validate(PROFILE)
+    fp = workload_fingerprint(prof, arm="candidate", engine_version="v9")
+    assert fp == {
+        "model.geometry.dtype_bytes": 2, "model.geometry.head_dim": 64, "model.geometry.kv_heads": 2,
+        "model.geometry.latent_dim": None, "model.geometry.layers": 4, "model.instances_per_node": 3,
+        "model.max_model_len": 8192, "model.name": "m/x", "model.nodes_per_instance": 1,
+        "model.tensor_parallel_size": 2, "engine.extra_args": ["--a"], "engine.kind": "sim",
+        "engine.sim.decode_tokens_per_s": 10.0, "engine.sim.hbm_tokens": 512, "engine.sim.kv_scale": 0.5,
+        "engine.sim.max_batch": 2, "engine.sim.prefill_tokens_per_s": 1000.0, "engine.version": "v9",
+        "load.api": "completions", "load.burstiness": 1.0, "load.cold_restore": True, "load.concurrency": [1, 4],
+        "load.hit_ratio": 1.0, "load.input_len": 300, "load.mode": "closed", "load.num_groups": 4,
+        "load.num_rounds": 2, "load.output_len": 5, "load.prefix_len": 0, "load.prompts_per_point": 9,
+        "load.range_ratio": 0.0, "load.repetitions": 6, "load.request_rate": None, "load.request_timeout": 600.0,
+        "load.seed": 4, "load.trace": None, "load.ttft_slo": None, "load.warmup": 1, "load.workload": "long-doc",
+        "arm.lmcache.cache_policy": None, "arm.lmcache.chunk_size": 128, "arm.lmcache.enable_async_loading": None,
+        "arm.lmcache.extra_config": {}, "arm.lmcache.gds_path": None, "arm.lmcache.local_cpu": False,
+        "arm.lmcache.max_local_cpu_size": 5.0, "arm.lmcache.max_local_disk_size": 3.0,
+        "arm.lmcache.remote_serde": None, "arm.lmcache.remote_url": None, "arm.lmcache.save_unfull_chunk": None,
+        "arm.lmcache.use_gds": None, "arm.name": "candidate", "arm.offload": True, "arm.storage": "t",
+    }
+    base = workload_fingerprint(prof, arm="baseline")
+    assert base["arm.lmcache"] is None and base["arm.offload"] is False and base["engine.version"] is None
+    assert "arm.storage" in base and base["arm.storage"] is None
+    vllm = Profile.model_validate({**PROFILE, "engine": {"kind": "vllm"}})
+    assert not any(k.startswith("engine.sim") for k in workload_fingerprint(vllm, arm="candidate"))
+
+
+def test_digest_is_the_sha256_of_compact_sorted_json() -> None:
+    import hashlib
+
+    fp = {"b": [2, 3], "a": 1, "c": None, "d": "é"}
+    want = hashlib.sha256(b'{"a":1,"b":[2,3],"c":null,"d":"\\u00e9"}').hexdigest()
+    assert fingerprint_digest(fp) == want
+    assert fingerprint_record(fp) == {"digest": want, "fields": fp}
+
+
+def test_diff_compares_canonically_and_lists_both_sides() -> None:
+    assert fingerprint_diff({"x": [1, 2]}, {"x": [1, 2]}) == []
+    assert fingerprint_diff({"x": {"b": 1, "a": 2}}, {"x": {"a": 2, "b": 1}}) == []
+    assert fingerprint_diff({"x": 1, "y": 2}, {"x": 1.5, "z": 3}) == [
+        ("x", 1, 1.5), ("y", 2, MISSING), ("z", MISSING, 3)]

@@ -145,3 +145,42 @@ def test_a_fail_that_only_records_the_fault_exits_4_and_measured_fail_exits_1() 
         result = _result(checks, ["n2 unreachable"])
         red = int(ET.fromstring(junit_xml([result])).get("failures", "0")) > 0
         assert red and result.exit_code != 0
+
+
+def test_reasons_are_exact_sentences() -> None:
+    two = [_cr(Verdict.ERROR, i=0), _cr(Verdict.ERROR, i=1)]
+    assert decide(two).reason == "blocker(s) could not be evaluated: blocker0, blocker1"
+    assert decide([_cr(Verdict.NOT_RUN)]).reason == "blocker(s) not run: blocker0"
+    assert decide([_cr(Verdict.INCONCLUSIVE)]).reason == "blocker(s) inconclusive: blocker0"
+    assert decide([_cr(Verdict.PASS)]).reason == "all 1 applicable blocker(s) passed"
+    assert decide([_cr(Verdict.FAIL)]).reason == "blocker(s) failed: blocker0"
+    assert decide([]).reason == "no applicable blocker check: the gate decided nothing"
+    assert decide([_cr(Verdict.FAIL)], ["disk full", "node down"]).reason == (
+        "blocker(s) failed: blocker0; 2 infrastructure fault(s): disk full")
+    assert decide([_cr(Verdict.PASS)], ["disk full"]).reason == (
+        "every applicable blocker passed, but the run recorded 1 infrastructure fault(s): disk full")
+
+
+def test_build_gate_result_keeps_every_field_it_is_given() -> None:
+    import datetime as dt
+
+    from harness import __version__
+    from harness.gates.result import utc_now
+
+    fp = {"digest": "d" * 64, "fields": {"load.seed": 1}}
+    res = build_gate_result(
+        _spec(), [_cr(Verdict.PASS)], campaign="c", started_at="s", finished_at="f",
+        campaign_meta={"kvgate_version": "9.9", "git_commit": "abc", "operator": "op"},
+        inventory={"cluster": "k"}, profile={"name": "p"}, measurements={"sweep": {}}, faults=[],
+        notes=["n"], emulated=True, fingerprint=fp, baseline={"where": "w"})
+    assert (res.kvgate_version, res.git_commit, res.operator, res.emulated) == ("9.9", "abc", "op", True)
+    assert (res.inventory, res.profile, res.measurements, res.notes) == (
+        {"cluster": "k"}, {"name": "p"}, {"sweep": {}}, ["n"])
+    assert (res.fingerprint, res.baseline, res.started_at, res.finished_at) == (fp, {"where": "w"}, "s", "f")
+    plain = build_gate_result(_spec(), [], campaign="c", started_at="s")
+    assert plain.kvgate_version == __version__ and plain.emulated is False
+    assert plain.fingerprint is None and plain.baseline is None and plain.inventory == {}
+    now = utc_now()
+    assert now.endswith("Z") and "+" not in now
+    parsed = dt.datetime.fromisoformat(now.replace("Z", "+00:00"))
+    assert abs((dt.datetime.now(dt.timezone.utc) - parsed).total_seconds()) < 60
