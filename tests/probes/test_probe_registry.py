@@ -114,3 +114,34 @@ def test_a_fake_probe_runs_from_the_cli_by_registering_one_object(
 
 def test_without_the_registration_the_cli_does_not_know_it(capsys: pytest.CaptureFixture[str]) -> None:
     assert run(["probe", "fakeprobe"]) == 2
+
+
+def test_the_fake_probe_runs_as_a_gate_step_through_the_same_runner(fake_probe: ProbeKind, tmp_path: Path) -> None:
+    from harness.config.loader import load_gate, load_inventory, load_profile
+    from harness.pipelines.context import GateRun
+    from harness.pipelines.probesteps import probe_step
+    from harness.store.campaign import Campaign
+
+    tier = tmp_path / "tier"
+    tier.mkdir()
+    inv_path = tmp_path / "inv.yaml"
+    inv_path.write_text(yaml.safe_dump({"cluster": "t", "nodes": [
+        {"name": "local", "host": "localhost", "connection": "local",
+         "storage": [{"name": "fast", "path": str(tier)}]}]}))
+    prof_path = REPO / "profiles" / "demo.yaml"
+    inventory, profile = load_inventory(inv_path), load_profile(prof_path)
+    camp = Campaign.open(tmp_path / "reports", "c", inventory_path=inv_path, profile_path=prof_path, create=True)
+    try:
+        run_ = GateRun("G2", load_gate(REPO / "gates" / "G2.yaml"), inventory, profile, camp, camp.gate_dir("G2"),
+                       progress=False)
+        node = inventory.nodes[0]
+        out = probe_step(run_, "fakeprobe", node, node.storage[0], "fakeprobe/baseline")
+        assert out is not None and out["bytes"]["value"] == 3 and out["chart"] == {"bytes": 3}
+        assert (tier / "fake-probe.bin").read_bytes() == b"xxx"
+        # resumable: the recorded step is returned, the probe does not run again
+        (tier / "fake-probe.bin").unlink()
+        assert probe_step(run_, "fakeprobe", node, node.storage[0], "fakeprobe/baseline") == out
+        assert not (tier / "fake-probe.bin").exists()
+        run_.close()
+    finally:
+        camp.close()
