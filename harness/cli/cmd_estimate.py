@@ -112,8 +112,9 @@ def build(args: argparse.Namespace) -> dict[str, Any]:
     if figures is not None and profile.recompute and figures.sweeps.get(profile.recompute):
         table = figures.sweeps[profile.recompute]
         low = min(table, key=int)
-        p50 = table[low].get("ttft_p50_ms")
-        rate = calibrate_compute(profile, inp, int(low), float(p50) / 1000) if p50 else None
+        raw = table[low].get("ttft_p50_ms")
+        p50 = float(raw) if isinstance(raw, (int, float)) else 0.0
+        rate = calibrate_compute(profile, inp, int(low), p50 / 1000) if p50 > 0 else None
         if rate is not None:
             if profile.engine.kind == "sim":
                 inp.compute_tokens_per_s = rate
@@ -122,7 +123,7 @@ def build(args: argparse.Namespace) -> dict[str, Any]:
                 inp.compute_flops_per_s = rate
                 what = f"{rate / 1e12:,.0f} TFLOP/s effective"
             inp.compute_source = (f"compute calibrated from the recompute arm {profile.recompute!r} at c{low} "
-                                  f"(measured TTFT p50 {float(p50) / 1000:.3f} s): {what}; that arm agrees "
+                                  f"(measured TTFT p50 {p50 / 1000:.3f} s): {what}; that arm agrees "
                                   "by construction")
     data = estimate_profile(profile, inp).as_dict()
     data["profile"] = profile.name

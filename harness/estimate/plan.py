@@ -316,4 +316,4 @@ def calibrate_compute(profile: Profile, inp: EstimateInputs, concurrency: int, m
             hi = mid
         if hi / lo < 1 + 1e-9:
             break
-    return (lo * hi) ** 0.5
+    return float((lo * hi) ** 0.5)
