@@ -106,6 +106,24 @@ def cpu_chunk_seconds(samples: int = 400) -> float:
     return (time.perf_counter() - start) / samples
 
 
+def frontend_seconds(ctx: int, reps: int = 5) -> float:
+    """The emulator's per-request work on its event loop for a prompt of ``ctx`` words: parse the
+    JSON body, tokenize, hash the chunks (the same functions it runs; median of ``reps``)."""
+    import random
+
+    from harness.load.workloads import words
+    from harness.sim.kvstore import chunk_hashes, tokenize
+
+    prompt = words(random.Random(ctx), ctx + QUERY_LEN)
+    body = json.dumps({"model": "bench/model", "prompt": prompt, "max_tokens": OUTPUT_LEN, "stream": True})
+    times = []
+    for _ in range(reps):
+        start = time.perf_counter()
+        chunk_hashes("bench/model", tokenize(json.loads(body)["prompt"]), CHUNK)
+        times.append(time.perf_counter() - start)
+    return sorted(times)[reps // 2]
+
+
 def wait_ready(port: int, proc: subprocess.Popen[bytes]) -> None:
     for _ in range(200):
         if proc.poll() is not None:
@@ -195,9 +213,11 @@ def main() -> int:
               f"{MAX_BATCH}, {SIM_READERS} reader threads; {GEOM.bytes_per_token:,} B/token; {QUERIES} measured "
               f"requests per point, output {OUTPUT_LEN} tokens")
         print("each prediction uses the tier probed just before its point at the emulator's access pattern (its "
-              "chunk files, one read each; for cpu, the real length of its sleeps); 'fio pred.' uses fio instead\n")
-        print(f"{'tier':5} {'context':>7} {'conc':>4} {'tier GB/s 1/4':>13} {'predicted ms':>12} {'measured ms':>11} "
-              f"{'error':>7} {'fio pred.':>9} {'error':>7}  bottleneck")
+              "chunk files, one read each; for cpu, the real length of its sleeps) and the emulator's front-end "
+              "work for that prompt (parse, tokenize, hash: 'front ms', timed in-process); 'fio pred.' uses fio "
+              "instead of the tier probe\n")
+        print(f"{'tier':5} {'context':>7} {'conc':>4} {'tier GB/s 1/4':>13} {'front ms':>8} {'predicted ms':>12} "
+              f"{'measured ms':>11} {'error':>7} {'fio pred.':>9} {'error':>7}  bottleneck")
         errors: dict[str, list[float]] = {}
         fio_errors: list[float] = []
         for tier_name, directory, _ in tiers:
@@ -209,7 +229,8 @@ def main() -> int:
             proc, port = start_sim(work, tier_name, kv_dir)
             try:
                 fixed, tpot = fixed_probe(port, work / f"fixed-{tier_name}")
-                engine = Engine(Compute(tokens_per_s=PREFILL_TPS, shared=False), MAX_BATCH, 1 / tpot, fixed_s=fixed)
+                base_engine = Engine(Compute(tokens_per_s=PREFILL_TPS, shared=False), MAX_BATCH, 1 / tpot,
+                                     fixed_s=fixed)
                 print(f"[{tier_name}] per-request overhead {fixed * 1000:.1f} ms, decode {tpot * 1000:.2f} ms/token "
                       "(1-token probe at concurrency 1)")
                 for ctx in CONTEXTS:
@@ -228,6 +249,9 @@ def main() -> int:
                             one = CHUNK * GEOM.bytes_per_token / cpu_chunk_seconds()
                             tier = Tier("cpu", read_bw=one * SIM_READERS, stream_bw=one, read_streams=SIM_READERS)
                             bw = f"{one / 1e9:.1f}/{one * SIM_READERS / 1e9:.0f}"
+                        front = frontend_seconds(ctx)
+                        engine = Engine(base_engine.compute, MAX_BATCH, base_engine.decode_tokens_per_s,
+                                        fixed_s=base_engine.fixed_s, frontend_s=front)
                         s = load(port, work / f"run-{tier_name}-{ctx}-{conc}", ctx, conc, populate=False)
                         shape = Workload(ctx + QUERY_LEN, OUTPUT_LEN, CHUNK)
                         pred = predict_point(GEOM, engine, shape, tier, conc)
@@ -239,8 +263,9 @@ def main() -> int:
                             fp = predict_point(GEOM, engine, shape, fio_tier, conc).ttft_s * 1000
                             fio_errors.append(fp / measured - 1)
                             fio_txt = f"{fp:9.1f} {fp / measured - 1:+7.1%}"
-                        print(f"{tier_name:5} {ctx:7d} {conc:4d} {bw:>13} {pred.ttft_s * 1000:12.1f} {measured:11.1f} "
-                              f"{err:+7.1%} {fio_txt}  {pred.bottleneck}", flush=True)
+                        print(f"{tier_name:5} {ctx:7d} {conc:4d} {bw:>13} {front * 1000:8.1f} "
+                              f"{pred.ttft_s * 1000:12.1f} {measured:11.1f} {err:+7.1%} {fio_txt}  {pred.bottleneck}",
+                              flush=True)
             finally:
                 proc.terminate()
                 proc.wait(timeout=30)
