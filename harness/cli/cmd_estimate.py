@@ -16,7 +16,7 @@ from harness.estimate.compare import expected_vs_measured
 from harness.estimate.hardware import Accelerator, find_accelerator
 from harness.estimate.loader import geometry_for_profile
 from harness.estimate.measured import campaign_figures
-from harness.estimate.plan import DEFAULT_EFFICIENCY, EstimateInputs, estimate_profile
+from harness.estimate.plan import DEFAULT_EFFICIENCY, EstimateInputs, calibrate_compute, estimate_profile
 from harness.exitcodes import ExitCode
 from harness.paths import reports_dir
 from harness.units import UnitKind, UnitParseError, format_quantity, parse_quantity
@@ -109,6 +109,22 @@ def build(args: argparse.Namespace) -> dict[str, Any]:
             raise InputError(f"--read-bw {item!r}: expected ARM=BANDWIDTH with ARM one of {', '.join(sorted(names))}")
         inp.read_bw[arm] = _quantity(bw, UnitKind.BANDWIDTH, f"--read-bw {arm}")
         inp.read_bw_source[arm] = "given with --read-bw"
+    if figures is not None and profile.recompute and figures.sweeps.get(profile.recompute):
+        table = figures.sweeps[profile.recompute]
+        low = min(table, key=int)
+        raw = table[low].get("ttft_p50_ms")
+        p50 = float(raw) if isinstance(raw, (int, float)) else 0.0
+        rate = calibrate_compute(profile, inp, int(low), p50 / 1000) if p50 > 0 else None
+        if rate is not None:
+            if profile.engine.kind == "sim":
+                inp.compute_tokens_per_s = rate
+                what = f"{rate:,.0f} tok/s per request"
+            else:
+                inp.compute_flops_per_s = rate
+                what = f"{rate / 1e12:,.0f} TFLOP/s effective"
+            inp.compute_source = (f"compute calibrated from the recompute arm {profile.recompute!r} at c{low} "
+                                  f"(measured TTFT p50 {p50 / 1000:.3f} s): {what}; that arm agrees "
+                                  "by construction")
     data = estimate_profile(profile, inp).as_dict()
     data["profile"] = profile.name
     data["baseline_offloads"] = profile.arm(profile.baseline).offload

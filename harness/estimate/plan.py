@@ -53,6 +53,7 @@ class EstimateInputs:
     stream_bw: dict[str, float] = field(default_factory=dict)  # one request's sequential read rate
     decode_tokens_per_s: Optional[float] = None
     compute_tokens_per_s: Optional[float] = None  # a calibrated prefill rate (replaces FLOPs)
+    compute_flops_per_s: Optional[float] = None  # calibrated effective FLOP/s of one instance
     compute_source: str = ""
     g3_reduction: float = G3_TTFT_REDUCTION
     g3_read_bw: float = G3_READ_BW
@@ -102,6 +103,8 @@ def build_engine(profile: Profile, inp: EstimateInputs, notes: list[str]) -> Opt
         notes.append(f"decode rate assumed {DEFAULT_DECODE_TPS:g} tok/s per request (give --decode-tps)")
     if inp.compute_tokens_per_s is not None:
         return Engine(Compute(tokens_per_s=inp.compute_tokens_per_s, shared=True), max_batch, decode)
+    if inp.compute_flops_per_s is not None:
+        return Engine(Compute(flops_per_s=inp.compute_flops_per_s, shared=True), max_batch, decode)
     peak = inp.peak_flops or (inp.accelerator.peak_flops if inp.accelerator else None)
     if peak is None:
         acc = inp.accelerator.name if inp.accelerator else "the accelerator (no inventory given)"
@@ -277,3 +280,40 @@ def _g3_needs(profile: Profile, inp: EstimateInputs, geom: ModelGeometry, engine
 def point_prediction(d: Mapping[str, Any]) -> PointPrediction:
     """A ``PointPrediction`` back from its dict (reports, calibration)."""
     return PointPrediction(**{k: d[k] for k in PointPrediction.__dataclass_fields__})
+
+
+def calibrate_compute(profile: Profile, inp: EstimateInputs, concurrency: int, measured_ttft_s: float
+                      ) -> Optional[float]:
+    """The compute rate at which the recompute arm's predicted TTFT at ``concurrency`` equals the
+    measured one: tokens/s per request for the emulator, effective FLOP/s of one instance for a
+    real engine (None when the geometry has no parameter count or nothing matches). Set it as
+    ``compute_tokens_per_s`` / ``compute_flops_per_s``; that arm then agrees by construction."""
+    geom = inp.geometry
+    load = profile.load
+    request_tokens = load.input_len + (16 if load.workload == "long-doc" else 0)
+    work = Workload(request_tokens, load.output_len, 256, 0.0)
+    sim = profile.engine.kind == "sim"
+    if not sim and geom.active_params is None:
+        return None
+    probe = EstimateInputs(geometry=geom, decode_tokens_per_s=inp.decode_tokens_per_s, peak_flops=1.0)
+    base = build_engine(profile, probe, [])
+    if base is None:
+        return None
+
+    def ttft(rate: float) -> float:
+        compute = Compute(tokens_per_s=rate, shared=not sim) if sim else Compute(flops_per_s=rate, shared=True)
+        engine = Engine(compute, base.max_batch, base.decode_tokens_per_s, base.fixed_s)
+        return predict_point(geom, engine, work, None, concurrency).ttft_s
+
+    lo, hi = (1.0, 1e12) if sim else (1e9, 1e21)
+    if not ttft(hi) <= measured_ttft_s <= ttft(lo):
+        return None
+    for _ in range(200):  # TTFT falls as the rate grows: bisect on the log of the rate
+        mid = (lo * hi) ** 0.5
+        if ttft(mid) > measured_ttft_s:
+            lo = mid
+        else:
+            hi = mid
+        if hi / lo < 1 + 1e-9:
+            break
+    return float((lo * hi) ** 0.5)

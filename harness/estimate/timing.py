@@ -13,7 +13,8 @@ Rules (derived in ``docs/estimator.md``):
   cycle0 = TTFT0 + decode time and D_max is the largest per-request demand per server among the
   batch slots (cycle0 / max_batch: a request holds its slot from prefill to its last token),
   the tier (restored bytes / bandwidth), the readers (restore time / read streams) and, when the
-  accelerator is shared, the prefill compute. By the response time law the request time is
+  accelerator is shared, the prefill compute, and a single-threaded front end (parsing,
+  tokenizing, hashing the prompt). By the response time law the request time is
   c / X(c), so TTFT(c) = c / X(c) - decode time. This is exact at both ends (c = 1 and deep
   saturation) and optimistic near the knee; p50 equals the mean for equal requests.
 * break-even bandwidth: the read bandwidth at which restoring a prefix takes as long as
@@ -104,12 +105,15 @@ class Workload:
 
 @dataclass(frozen=True)
 class Engine:
-    """The serving side: compute, batch slots, decode rate, fixed per-request overhead (s)."""
+    """The serving side: compute, batch slots, decode rate, fixed per-request overhead (s), and the
+    per-request work of a single-threaded front end (s: request parsing, tokenization, prefix
+    hashing), which requests take turns at."""
 
     compute: Compute
     max_batch: int
     decode_tokens_per_s: float
     fixed_s: float = 0.0
+    frontend_s: float = 0.0
 
     def decode_seconds(self, output_tokens: int) -> float:
         # the first token ends the prefill; the others follow at the decode rate
@@ -144,7 +148,7 @@ def predict_point(geom: ModelGeometry, engine: Engine, work: Workload, tier: Opt
     compute_miss = engine.compute.seconds(geom, work.input_tokens)
     restore_s = hit * restore_hit
     compute_s = hit * compute_hit + (1 - hit) * compute_miss
-    alone = engine.fixed_s + restore_s + compute_s
+    alone = engine.fixed_s + engine.frontend_s + restore_s + compute_s
     decode = engine.decode_seconds(work.output_tokens)
     cycle0 = alone + decode
     demands: dict[str, float] = {"clients": cycle0 / concurrency, "batch slots": cycle0 / engine.max_batch}
@@ -154,6 +158,8 @@ def predict_point(geom: ModelGeometry, engine: Engine, work: Workload, tier: Opt
             demands["tier readers"] = restore_s / tier.read_streams
     if engine.compute.shared:
         demands["compute"] = compute_s
+    if engine.frontend_s:
+        demands["front end"] = engine.frontend_s
     bottleneck = max(demands, key=lambda k: demands[k])
     x = 1.0 / demands[bottleneck]
     request_s = concurrency / x

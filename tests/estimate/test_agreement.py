@@ -98,3 +98,15 @@ def test_expected_block_without_bandwidth_is_not_run() -> None:
     assert leaves["estimate"]["ttft_p50_factor"]["candidate-c2"]["value"] is None
     [check] = _check(leaves)
     assert check.verdict is Verdict.NOT_RUN
+
+
+def test_prediction_never_depends_on_the_measurement_it_is_compared_with() -> None:
+    # the wrong-PASS scenario: a "prediction" fitted to the sweep would always agree
+    profile = load_profile(ROOT / "profiles" / "demo.yaml")
+    inventory = load_inventory(ROOT / "inventory" / "localhost.yaml")
+    preds = []
+    for measured_ms in (10.0, 100.0, 1000.0):
+        _, block = expected_block(profile, inventory, {"candidate": 1.0e9},
+                                  {"candidate": {"2": {"ttft_p50_ms": measured_ms}}})
+        preds.append(block["rows"][0]["predicted_ttft_p50_ms"])
+    assert preds[0] == preds[1] == preds[2]

@@ -116,3 +116,12 @@ def test_compute_needs_exactly_one_rate() -> None:
         Compute(flops_per_s=1.0, tokens_per_s=1.0)
     with pytest.raises(ValueError):
         Compute(tokens_per_s=0.0)
+
+
+def test_single_threaded_front_end_is_a_shared_resource() -> None:
+    w = Workload(input_tokens=1000, output_tokens=1)
+    e = Engine(Compute(tokens_per_s=1e9, shared=False), max_batch=64, decode_tokens_per_s=10.0, frontend_s=0.1)
+    assert predict_point(G, e, w, None, 1).ttft_s == pytest.approx(0.1 + 1e-6)
+    p = predict_point(G, e, w, None, 8)  # eight requests take turns at 0.1 s of front-end work
+    assert p.bottleneck == "front end"
+    assert p.ttft_s == pytest.approx(0.8)
