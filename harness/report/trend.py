@@ -115,7 +115,7 @@ def trend_chart(metric: TrendMetric, runs: Sequence[StoredRun]) -> Chart:
 
 
 def _metrics(db: HistoryDB, series: str, span: int) -> tuple[list[StoredRun], list[TrendMetric]]:
-    runs, table = db.metric_series(series, limit=span)
+    runs, table = db.metric_series(series, limit=span, samples_for_last=0)  # the charts need no samples
     out: list[TrendMetric] = []
     for name, values in table.items():
         first = next(m for m in values if m is not None)
