@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
+from harness import __version__
 from harness.config.crosscheck import check_profile
 from harness.config.gatespec import GateSpec
 from harness.config.loader import load_gate, load_inventory, load_profile
@@ -162,6 +163,24 @@ def _fio_metrics(run: GateRun, reps: int) -> tuple[dict[str, dict[str, Any]], di
     return {name: _metric(read, "B/s", "higher")}, chart
 
 
+def _versions(run: GateRun) -> dict[str, dict[str, str]]:
+    """Software versions of the server nodes (engine, LMCache, drivers, kernel, fio), from their
+    facts, so a regression can say what changed. A node whose facts fail is a warning: the
+    measurement does not depend on it."""
+    from harness.facts.collect import collect_facts
+
+    out: dict[str, dict[str, str]] = {}
+    for node in run.server_nodes():
+        try:
+            facts = collect_facts(run.executor(node.name), node)
+        except (InfraError, OSError) as exc:
+            run.warn(f"{node.name}: versions not collected", exc)
+            continue
+        run.gate_dir.write_evidence_json(f"facts/{node.name}.json", facts.model_dump(mode="json"))
+        out[node.name] = {k: str(v) for k, v in facts.versions.items() if v}
+    return out
+
+
 def _sweep_arm(run: GateRun, arm: str, label: str) -> Sweep:
     try:
         return run_arm_sweep(run, arm, label=label)
@@ -258,6 +277,12 @@ def _run(db: HistoryDB, inventory_path: Path, profile_path: Path, inventory: Any
         summary = summary_of(run)
         series, fp_fields = series_key({"profile": summary["profile"]})
         try:
+            versions = _versions(run)
+            for node in summary["inventory"]["nodes"]:
+                if versions.get(node["name"]):
+                    node["versions"] = versions[node["name"]]
+            if profile.engine.kind == "sim":
+                summary["profile"]["engine_version"] = f"kvgate KV emulator {__version__}"
             metrics, fio_chart = _fio_metrics(run, opts.fio_repetitions)
             sweeps = {profile.candidate: _sweep_arm(run, profile.candidate, f"candidate ({profile.candidate})")}
             metrics.update(_sweep_metrics(profile.candidate, sweeps[profile.candidate], "candidate"))
@@ -273,7 +298,9 @@ def _run(db: HistoryDB, inventory_path: Path, profile_path: Path, inventory: Any
         this_ref = {"id": None, "campaign": name, "started_at": started, "git_commit": camp.meta.get("git_commit"),
                     "provenance": {"git_commit": camp.meta.get("git_commit"),
                                    "kvgate_version": camp.meta.get("kvgate_version", ""),
-                                   "nodes": [n.name for n in inventory.nodes], "versions": {}}}
+                                   "nodes": [n.name for n in inventory.nodes],
+                                   "versions": _with_engine([n.name for n in inventory.nodes], versions,
+                                                            summary["profile"].get("engine_version"))}}
         comparisons: list[WindowComparison] = []
         checks: list[CheckResult] = []
         regressions: list[dict[str, Any]] = []
@@ -324,6 +351,19 @@ def _run(db: HistoryDB, inventory_path: Path, profile_path: Path, inventory: Any
                               regressions, improvements, run_id, series, reports)
     finally:
         camp.close()
+
+
+def _with_engine(nodes: list[str], versions: dict[str, dict[str, str]], engine: Optional[str]
+                 ) -> dict[str, dict[str, str]]:
+    """The versions as the history will store them (``historyrecords``: the engine under every node)."""
+    out: dict[str, dict[str, str]] = {}
+    for name in nodes:
+        sw = dict(versions.get(name) or {})
+        if engine:
+            sw["engine"] = engine
+        if sw:
+            out[name] = sw
+    return out
 
 
 def _samples(r: StoredRun, metric: str) -> list[Optional[float]]:
