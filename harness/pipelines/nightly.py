@@ -220,20 +220,19 @@ def _check(c: WindowComparison, unit: str) -> CheckResult:
         verdict=verdict, reason=c.reason, observations=[obs])
 
 
-def _first_bad(metric: str, history: list[StoredRun], cps: list[ChangePoint]) -> int:
-    """Index in ``history + [this run]`` of the first bad run: the start of the latest confirmed
-    regression change point when it lies in the window's tail, else this run."""
-    n = len(history)
-    latest = [cp for cp in cps if cp.status is Status.REGRESSION]
-    if latest and latest[-1].index <= n and all(cp.index <= latest[-1].index for cp in cps):
-        return latest[-1].index
-    return n
+def _first_bad(n_history: int, window: int, cps: list[ChangePoint], status: Status) -> int:
+    """Index in ``history + [this run]`` of the first run at the new level: the latest confirmed
+    change point in the same direction when it is the series' last one and lies inside the window
+    (the change began a few nights ago and this run confirms it), else this run."""
+    if cps and cps[-1].status is status and n_history - window <= cps[-1].index <= n_history:
+        return cps[-1].index
+    return n_history
 
 
-def _describe(c: WindowComparison, history: list[StoredRun], this: dict[str, Any], cps: list[ChangePoint]
-              ) -> dict[str, Any]:
+def _describe(c: WindowComparison, history: list[StoredRun], window: int, this: dict[str, Any],
+              cps: list[ChangePoint]) -> dict[str, Any]:
     runs: list[Any] = list(history)
-    first = _first_bad(c.metric, history, cps)
+    first = _first_bad(len(history), window, cps, c.status)
     bad = this if first == len(history) else _run_ref(runs[first])
     bad_prov = this["provenance"] if first == len(history) else _provenance(runs[first])
     good = runs[first - 1] if first >= 1 else None
@@ -321,9 +320,9 @@ def _run(db: HistoryDB, inventory_path: Path, profile_path: Path, inventory: Any
             comparisons.append(c)
             checks.append(_check(c, m["unit"]))
             if c.status is Status.REGRESSION:
-                regressions.append(_describe(c, past, this_ref, cps))
+                regressions.append(_describe(c, past, len(window), this_ref, cps))
             elif c.status is Status.IMPROVEMENT:
-                improvements.append(_describe(c, past, this_ref, cps))
+                improvements.append(_describe(c, past, len(window), this_ref, cps))
         if not metrics and not run.faults:
             run.fault("nothing was measured")
         notes = list(run.notes)
