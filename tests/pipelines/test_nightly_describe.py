@@ -27,7 +27,8 @@ def test_first_bad_is_this_run_unless_a_recent_change_point_started_it() -> None
 def test_describe_names_runs_and_what_changed() -> None:
     history = [_run(i, "aaa") for i in range(10)] + [_run(10, "bbb", {"n1": {"vllm": "2"}})]
     this = {"id": None, "campaign": "tonight", "started_at": "t99", "git_commit": "bbb",
-            "provenance": {"git_commit": "bbb", "kvgate_version": "0.1", "nodes": ["n1"], "versions": {"n1": {"vllm": "2"}}}}
+            "provenance": {"git_commit": "bbb", "kvgate_version": "0.1", "nodes": ["n1"],
+                           "versions": {"n1": {"vllm": "2"}}}}
     c = WindowComparison(metric="m", status=Status.REGRESSION, better="lower", min_effect=0.05, effect=0.2,
                          effect_low=0.1, effect_high=0.3)
     d = _describe(c, history, 10, this, [_cp(10)])
