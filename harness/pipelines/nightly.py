@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
+from harness import __version__
 from harness.config.crosscheck import check_profile
 from harness.config.gatespec import GateSpec
 from harness.config.loader import load_gate, load_inventory, load_profile
@@ -162,6 +163,24 @@ def _fio_metrics(run: GateRun, reps: int) -> tuple[dict[str, dict[str, Any]], di
     return {name: _metric(read, "B/s", "higher")}, chart
 
 
+def _versions(run: GateRun) -> dict[str, dict[str, str]]:
+    """Software versions of the server nodes (engine, LMCache, drivers, kernel, fio), from their
+    facts, so a regression can say what changed. A node whose facts fail is a warning: the
+    measurement does not depend on it."""
+    from harness.facts.collect import collect_facts
+
+    out: dict[str, dict[str, str]] = {}
+    for node in run.server_nodes():
+        try:
+            facts = collect_facts(run.executor(node.name), node)
+        except (InfraError, OSError) as exc:
+            run.warn(f"{node.name}: versions not collected", exc)
+            continue
+        run.gate_dir.write_evidence_json(f"facts/{node.name}.json", facts.model_dump(mode="json"))
+        out[node.name] = {k: str(v) for k, v in facts.versions.items() if v}
+    return out
+
+
 def _sweep_arm(run: GateRun, arm: str, label: str) -> Sweep:
     try:
         return run_arm_sweep(run, arm, label=label)
@@ -201,20 +220,19 @@ def _check(c: WindowComparison, unit: str) -> CheckResult:
         verdict=verdict, reason=c.reason, observations=[obs])
 
 
-def _first_bad(metric: str, history: list[StoredRun], cps: list[ChangePoint]) -> int:
-    """Index in ``history + [this run]`` of the first bad run: the start of the latest confirmed
-    regression change point when it lies in the window's tail, else this run."""
-    n = len(history)
-    latest = [cp for cp in cps if cp.status is Status.REGRESSION]
-    if latest and latest[-1].index <= n and all(cp.index <= latest[-1].index for cp in cps):
-        return latest[-1].index
-    return n
+def _first_bad(n_history: int, window: int, cps: list[ChangePoint], status: Status) -> int:
+    """Index in ``history + [this run]`` of the first run at the new level: the latest confirmed
+    change point in the same direction when it is the series' last one and lies inside the window
+    (the change began a few nights ago and this run confirms it), else this run."""
+    if cps and cps[-1].status is status and n_history - window <= cps[-1].index <= n_history:
+        return cps[-1].index
+    return n_history
 
 
-def _describe(c: WindowComparison, history: list[StoredRun], this: dict[str, Any], cps: list[ChangePoint]
-              ) -> dict[str, Any]:
+def _describe(c: WindowComparison, history: list[StoredRun], window: int, this: dict[str, Any],
+              cps: list[ChangePoint]) -> dict[str, Any]:
     runs: list[Any] = list(history)
-    first = _first_bad(c.metric, history, cps)
+    first = _first_bad(len(history), window, cps, c.status)
     bad = this if first == len(history) else _run_ref(runs[first])
     bad_prov = this["provenance"] if first == len(history) else _provenance(runs[first])
     good = runs[first - 1] if first >= 1 else None
@@ -258,6 +276,12 @@ def _run(db: HistoryDB, inventory_path: Path, profile_path: Path, inventory: Any
         summary = summary_of(run)
         series, fp_fields = series_key({"profile": summary["profile"]})
         try:
+            versions = _versions(run)
+            for node in summary["inventory"]["nodes"]:
+                if versions.get(node["name"]):
+                    node["versions"] = versions[node["name"]]
+            if profile.engine.kind == "sim":
+                summary["profile"]["engine_version"] = f"kvgate KV emulator {__version__}"
             metrics, fio_chart = _fio_metrics(run, opts.fio_repetitions)
             sweeps = {profile.candidate: _sweep_arm(run, profile.candidate, f"candidate ({profile.candidate})")}
             metrics.update(_sweep_metrics(profile.candidate, sweeps[profile.candidate], "candidate"))
@@ -273,7 +297,9 @@ def _run(db: HistoryDB, inventory_path: Path, profile_path: Path, inventory: Any
         this_ref = {"id": None, "campaign": name, "started_at": started, "git_commit": camp.meta.get("git_commit"),
                     "provenance": {"git_commit": camp.meta.get("git_commit"),
                                    "kvgate_version": camp.meta.get("kvgate_version", ""),
-                                   "nodes": [n.name for n in inventory.nodes], "versions": {}}}
+                                   "nodes": [n.name for n in inventory.nodes],
+                                   "versions": _with_engine([n.name for n in inventory.nodes], versions,
+                                                            summary["profile"].get("engine_version"))}}
         comparisons: list[WindowComparison] = []
         checks: list[CheckResult] = []
         regressions: list[dict[str, Any]] = []
@@ -294,9 +320,9 @@ def _run(db: HistoryDB, inventory_path: Path, profile_path: Path, inventory: Any
             comparisons.append(c)
             checks.append(_check(c, m["unit"]))
             if c.status is Status.REGRESSION:
-                regressions.append(_describe(c, past, this_ref, cps))
+                regressions.append(_describe(c, past, len(window), this_ref, cps))
             elif c.status is Status.IMPROVEMENT:
-                improvements.append(_describe(c, past, this_ref, cps))
+                improvements.append(_describe(c, past, len(window), this_ref, cps))
         if not metrics and not run.faults:
             run.fault("nothing was measured")
         notes = list(run.notes)
@@ -324,6 +350,19 @@ def _run(db: HistoryDB, inventory_path: Path, profile_path: Path, inventory: Any
                               regressions, improvements, run_id, series, reports)
     finally:
         camp.close()
+
+
+def _with_engine(nodes: list[str], versions: dict[str, dict[str, str]], engine: Optional[str]
+                 ) -> dict[str, dict[str, str]]:
+    """The versions as the history will store them (``historyrecords``: the engine under every node)."""
+    out: dict[str, dict[str, str]] = {}
+    for name in nodes:
+        sw = dict(versions.get(name) or {})
+        if engine:
+            sw["engine"] = engine
+        if sw:
+            out[name] = sw
+    return out
 
 
 def _samples(r: StoredRun, metric: str) -> list[Optional[float]]:

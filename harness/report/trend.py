@@ -18,7 +18,7 @@ from harness.report.charts import FONT, PALETTE, WIDTH, Chart, escape, nice_tick
 from harness.store.durable import write_atomic
 from harness.store.historydb import HistoryDB, MetricRecord, StoredRun
 
-__all__ = ["TrendMetric", "trend_chart", "render_trend_html", "write_trend_page"]
+__all__ = ["TrendMetric", "run_labels", "trend_chart", "render_trend_html", "write_trend_page"]
 
 HEIGHT = 260
 REGRESSION_COLOUR = "#cf222e"
@@ -51,8 +51,15 @@ def _t(x: float, y: float, body: str, *, anchor: str = "middle", size: int = 11,
             f"{escape(body)}</text>")
 
 
-def trend_chart(metric: TrendMetric, runs: Sequence[StoredRun]) -> Chart:
-    """The metric's chart over ``runs`` (same order as ``metric.values``)."""
+def run_labels(runs: Sequence[StoredRun]) -> list[str]:
+    """Each run's hover label, escaped once (shared by every chart of the page)."""
+    return [escape(f"run {r.id} {r.started_at} {r.campaign} commit {(r.git_commit or '-')[:12]}") for r in runs]
+
+
+def trend_chart(metric: TrendMetric, runs: Sequence[StoredRun], labels: Optional[Sequence[str]] = None) -> Chart:
+    """The metric's chart over ``runs`` (same order as ``metric.values``); ``labels`` from
+    :func:`run_labels`."""
+    labels = labels if labels is not None else run_labels(runs)
     pts = [(i, m) for i, m in enumerate(metric.values)
            if m is not None and m.median is not None and math.isfinite(m.median)]
     title = f"{metric.name} ({metric.unit}, {metric.better} is better)"
@@ -98,14 +105,13 @@ def trend_chart(metric: TrendMetric, runs: Sequence[StoredRun]) -> Chart:
     if len(pts) > 1:
         out.append(f'<polyline points="{coords}" fill="none" stroke={quoteattr(PALETTE[0])} stroke-width="1.5"/>')
     last = pts[-1][0]
+    normal = f'r="2.5" fill={quoteattr(PALETTE[0])}'
+    highlighted = f'r="6" fill={quoteattr(PALETTE[5])} stroke="#1f2328" class="latest"'
     for i, m in pts:
-        r = runs[i]
-        tip = f"run {r.id} {r.started_at} {r.campaign} commit {(r.git_commit or '-')[:12]}: {_fmt(m.median or 0.0)}"
-        latest = i == last and i == n - 1
-        attrs = (f'r="6" fill={quoteattr(PALETTE[5])} stroke="#1f2328" class="latest"' if latest
-                 else f'r="2.5" fill={quoteattr(PALETTE[0])}')
-        out.append(f'<circle cx="{px(i):.1f}" cy="{py(m.median or 0.0):.1f}" {attrs}><title>{escape(tip)}</title>'
-                   "</circle>")
+        attrs = highlighted if i == last and i == n - 1 else normal
+        # the label is escaped already; the value is a formatted number
+        out.append(f'<circle cx="{px(i):.1f}" cy="{py(m.median or 0.0):.1f}" {attrs}><title>{labels[i]}: '
+                   f"{_fmt(m.median or 0.0)}</title></circle>")
     out.append("</svg>")
     note = ""
     if metric.change_points:
@@ -115,7 +121,8 @@ def trend_chart(metric: TrendMetric, runs: Sequence[StoredRun]) -> Chart:
 
 
 def _metrics(db: HistoryDB, series: str, span: int) -> tuple[list[StoredRun], list[TrendMetric]]:
-    runs, table = db.metric_series(series, limit=span)
+    runs, table = db.metric_series(series, limit=span, samples_for_last=0)  # the charts need no samples
+    labels = run_labels(runs)
     out: list[TrendMetric] = []
     for name, values in table.items():
         first = next(m for m in values if m is not None)
@@ -123,7 +130,7 @@ def _metrics(db: HistoryDB, series: str, span: int) -> tuple[list[StoredRun], li
         tm = TrendMetric(name, first.unit, first.better, values)
         if sum(v is not None for v in medians) >= 6:
             tm.change_points = change_points(medians, better=first.better, min_effect=min_effect_for(name))
-        tm.chart = trend_chart(tm, runs)
+        tm.chart = trend_chart(tm, runs, labels)
         out.append(tm)
     return runs, out
 

@@ -267,14 +267,7 @@ class HistoryDB:
         existing = self._id_of(run.run_key)
         if existing is not None:
             return existing, False
-        row = {
-            "run_key": run.run_key, "series": run.series, "kind": run.kind, "campaign": run.campaign,
-            "started_at": run.started_at, "finished_at": run.finished_at, "profile": run.profile,
-            "kvgate_version": run.kvgate_version, "git_commit": run.git_commit, "verdict": run.verdict,
-            "exit_code": run.exit_code, "emulated": run.emulated, "nodes": json.dumps(run.nodes),
-            "versions": json.dumps(run.versions, sort_keys=True),
-            "fingerprint": json.dumps(run.fingerprint, sort_keys=True), "source": run.source,
-        }
+        row = _run_row(run)
         try:
             with self._tx("writing a run") as conn:
                 pk = conn.execute(runs_table.insert().values(**row)).inserted_primary_key
@@ -289,6 +282,24 @@ class HistoryDB:
                 raise
             return found, False
         return run_id, True
+
+    def add_runs(self, runs: Sequence[RunRecord]) -> int:
+        """Store many runs in one transaction (bulk import, benchmarks); runs already stored are
+        skipped. Returns how many were added."""
+        with self.engine.connect() as conn:
+            keys = [r.run_key for r in runs]
+            have: set[str] = set()
+            for start in range(0, len(keys), 500):
+                q = sa.select(runs_table.c.run_key).where(runs_table.c.run_key.in_(keys[start:start + 500]))
+                have.update(str(k) for k in conn.execute(q).scalars())
+        todo = [r for r in runs if r.run_key not in have]
+        with self._tx("writing runs") as conn:
+            for run in todo:
+                pk = conn.execute(runs_table.insert().values(**_run_row(run))).inserted_primary_key
+                assert pk is not None
+                if run.metrics:
+                    conn.execute(metrics_table.insert(), [_metric_row(int(pk[0]), m) for m in run.metrics])
+        return len(todo)
 
     def _id_of(self, run_key: str) -> Optional[int]:
         with self.engine.connect() as conn:
@@ -326,25 +337,38 @@ class HistoryDB:
             self._attach_metrics(conn, [out])
         return out
 
-    def _attach_metrics(self, conn: Connection, runs: Sequence[StoredRun]) -> None:
+    def _attach_metrics(self, conn: Connection, runs: Sequence[StoredRun], *, samples: bool = True) -> None:
         by_id = {r.id: r for r in runs}
         ids = list(by_id)
+        t = metrics_table.c
+        cols = [t.run_id, t.name, t.unit, t.better, t.n, t.median, t.low, t.high] + ([t.samples] if samples else [])
         for start in range(0, len(ids), 500):
             chunk = ids[start:start + 500]
-            q = sa.select(metrics_table).where(metrics_table.c.run_id.in_(chunk)).order_by(
-                metrics_table.c.run_id, metrics_table.c.name)
-            for m in conn.execute(q).mappings():
-                by_id[int(m["run_id"])].metrics.append(_metric(m))
+            q = sa.select(*cols).where(t.run_id.in_(chunk)).order_by(t.run_id, t.name)
+            # plain tuples: this is the hot path of change detection over long series
+            for row in conn.execute(q).all():
+                xs = [float(x) for x in json.loads(row[8])] if samples and row[8] else []
+                by_id[int(row[0])].metrics.append(MetricRecord(
+                    name=row[1], unit=row[2], better=row[3], n=int(row[4]), median=row[5], low=row[6], high=row[7],
+                    samples=xs))
 
     def series_ids(self) -> list[str]:
         with self.engine.connect() as conn:
             return [str(s) for s in conn.execute(sa.select(runs_table.c.series).distinct()).scalars()]
 
-    def metric_series(self, series: str, *, limit: Optional[int] = None
+    def metric_series(self, series: str, *, limit: Optional[int] = None, samples_for_last: Optional[int] = None
                       ) -> tuple[list[StoredRun], dict[str, list[Optional[MetricRecord]]]]:
         """The runs of one series (oldest first, the last ``limit``) and, per metric name, its record
-        in each of those runs (None where a run lacks it)."""
-        runs = self.runs(series=series, limit=limit, with_metrics=True)
+        in each of those runs (None where a run lacks it). With ``samples_for_last``, only the last
+        that many runs carry their samples (the others their summary only: faster for long series)."""
+        runs = self.runs(series=series, limit=limit)
+        if runs:
+            cut = len(runs) if samples_for_last is None else max(0, len(runs) - samples_for_last)
+            with self.engine.connect() as conn:
+                if cut:
+                    self._attach_metrics(conn, runs[:cut], samples=samples_for_last is None)
+                if cut < len(runs):
+                    self._attach_metrics(conn, runs[cut:])
         names = sorted({m.name for r in runs for m in r.metrics})
         table: dict[str, list[Optional[MetricRecord]]] = {n: [None] * len(runs) for n in names}
         for i, r in enumerate(runs):
@@ -370,14 +394,20 @@ def _now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
 
+def _run_row(run: RunRecord) -> dict[str, Any]:
+    return {
+        "run_key": run.run_key, "series": run.series, "kind": run.kind, "campaign": run.campaign,
+        "started_at": run.started_at, "finished_at": run.finished_at, "profile": run.profile,
+        "kvgate_version": run.kvgate_version, "git_commit": run.git_commit, "verdict": run.verdict,
+        "exit_code": run.exit_code, "emulated": run.emulated, "nodes": json.dumps(run.nodes),
+        "versions": json.dumps(run.versions, sort_keys=True),
+        "fingerprint": json.dumps(run.fingerprint, sort_keys=True), "source": run.source,
+    }
+
+
 def _metric_row(run_id: int, m: MetricRecord) -> dict[str, Any]:
     return {"run_id": run_id, "name": m.name, "unit": m.unit, "better": m.better, "n": m.n, "median": m.median,
             "low": m.low, "high": m.high, "samples": json.dumps([float(x) for x in m.samples])}
-
-
-def _metric(m: Any) -> MetricRecord:
-    return MetricRecord(name=m["name"], unit=m["unit"], better=m["better"], n=int(m["n"]), median=m["median"],
-                        low=m["low"], high=m["high"], samples=[float(x) for x in json.loads(m["samples"] or "[]")])
 
 
 def _stored(r: Any) -> StoredRun:

@@ -66,11 +66,11 @@ def test_the_targets_exist_and_run_kvgate_nightly() -> None:
     assert re.search(r"^nightly:", makefile, re.M)
     # Dry run: the target resolves and the command it runs is kvgate nightly (with the history URL
     # passed through when given).
-    out = subprocess.run(["make", "-n", "-C", str(ROOT), "nightly", "HISTORY=sqlite:////tmp/h.sqlite",
+    out = subprocess.run(["make", "-n", "-C", str(ROOT), "nightly", "HISTORY=sqlite:////tmp/h.sqlite",  # noqa: S603
                           "VENV=.venv"], capture_output=True, text=True, check=True).stdout.replace("\\\n", " ")
     line = next(ln for ln in out.splitlines() if "kvgate nightly" in ln)
     assert "--profile profiles/nightly.yaml" in line and "--history sqlite:////tmp/h.sqlite" in line
     assert "--create-local-targets" in line  # default inventory: localhost
-    out = subprocess.run(["make", "-n", "-C", str(ROOT), "nightly", "INVENTORY=inventory/lab.yaml"],
+    out = subprocess.run(["make", "-n", "-C", str(ROOT), "nightly", "INVENTORY=inventory/lab.yaml"],  # noqa: S603
                          capture_output=True, text=True, check=True).stdout
     assert "--create-local-targets" not in out and "--history" not in out

@@ -97,6 +97,9 @@ def test_nightly_detects_a_slower_storage_tier(tmp_path: Path, local_inventory: 
     cases = ET.parse(folder / "junit.xml").getroot().iter("testcase")
     failed = [c.get("name", "") for c in cases if c.find("failure") is not None]
     assert any(TTFT in name for name in failed), failed
+    report = (folder / "report.html").read_text()
+    assert 'id="nightly-regressions"' in report and TTFT in report
+    assert slow["inventory"]["nodes"][0]["versions"]["fio"]  # provenance for "what changed"
     trend = (folder / "trend.html").read_text()
     assert TTFT in trend and 'class="latest"' in trend
 

@@ -118,3 +118,11 @@ def test_unreachable_postgres_is_an_infra_error_without_the_password() -> None:
     with pytest.raises(HistoryError) as info:
         HistoryDB("postgresql://u:hunter2@127.0.0.1:1/none?connect_timeout=2")
     assert "hunter2" not in str(info.value)
+
+
+def test_bulk_add_skips_stored_runs(history_url: str) -> None:
+    with HistoryDB(history_url) as db:
+        db.add_run(_run(1))
+        assert db.add_runs([_run(0), _run(1), _run(2)]) == 2
+        assert db.add_runs([_run(0), _run(1), _run(2)]) == 0
+        assert db.count() == (3, 9)

@@ -7,6 +7,7 @@ The binaries come from the ``postgresql`` package that ``tools/ensure-system-dep
 (Debian keeps them in ``/usr/lib/postgresql/<version>/bin``, off PATH).
 """
 
+# ruff: noqa: S603  (fixed argv lists of the PostgreSQL tools, no user input)
 from __future__ import annotations
 
 import glob
