@@ -12,7 +12,7 @@ PYTEST_ARGS ?=
 KVGATE_FLAGS ?=
 
 .PHONY: help install system-deps test lint demo gate-G1 gate-G2 gate-G3 gate-G4 bench bench-fanout \
-        bench-fio-parse bench-ttft validate clean
+        bench-fio-parse bench-ttft validate clean i18n
 
 help:  ## list the targets
 	@grep -E '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 20
@@ -30,6 +30,9 @@ system-deps:  ## install fio and OpenSSH (client and server) with apt-get when m
 
 test: install system-deps  ## run the whole test suite
 	$(BIN)/pytest $(PYTEST_ARGS)
+
+i18n: install  ## re-extract the report wording into harness/report/locale (then translate the new msgids)
+	$(BIN)/python tools/i18n_extract.py
 
 lint: install  ## ruff and mypy on harness/
 	$(BIN)/ruff check harness

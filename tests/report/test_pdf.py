@@ -155,3 +155,16 @@ def test_both_parties_sign_the_pdf_then_the_manifest(rendered: dict[str, Path],
     assert not any(s.intact for s in check_pdf(bad, [vendor["crt"], customer["crt"]]))
     out = _run(["pdfsig", str(bad)]).stdout
     assert "Signature is Valid." not in out and out.count("Signature Validation:") == 2, out
+
+
+def test_zh_pdf_embeds_a_cjk_font(rendered: dict[str, Path]) -> None:
+    gate = rendered["gate"]
+    render_gate_reports(gate, "zh")
+    pdf = write_pdf(gate, "zh")
+    assert pdf.name == "report.zh.pdf"
+    first = _pages(pdf)[0]
+    for word in ("检查结果", "测试对象", "签字确认", "厂商方", "ttft_p50_reduction", "FAIL"):
+        assert word in first, word
+    fonts = _run(["pdffonts", str(pdf)]).stdout
+    assert re.search(r"Noto-Sans-CJK-SC\s+CID .* yes yes yes", fonts), fonts  # embedded, subset, with a ToUnicode map
+    assert "kvgate · camp-1 · G3 · FAIL" in first
