@@ -35,9 +35,10 @@ def main() -> int:
         with open(po_path, "rb") as fh:
             cat = read_po(fh)
         cat.update(pot, no_fuzzy_matching=True)
+        cat.fuzzy = False  # the header: a fuzzy header would be dropped with its charset
+        cat.project, cat.version = "kvgate", "1"
         with open(po_path, "wb") as fh:
-            write_po(fh, cat, omit_header=True, sort_output=True, no_location=True, width=100,
-                     ignore_obsolete=True)
+            write_po(fh, cat, sort_output=True, no_location=True, width=100, ignore_obsolete=True)
     print(f"{len(pot)} messages")
     return 0
 
