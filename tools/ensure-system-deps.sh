@@ -10,6 +10,7 @@ command -v ssh-keygen >/dev/null 2>&1 || need+=(openssh-client)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)  # report pages checked in a real browser
 command -v pdfsig >/dev/null 2>&1 || need+=(poppler-utils)  # pdftotext / pdfsig check the sign-off PDF
 [ -f /usr/share/fonts/opentype/noto/NotoSansCJK-Regular.ttc ] || need+=(fonts-noto-cjk)  # zh reports
+ldconfig -p 2>/dev/null | grep -q 'libpangoft2-1.0.so.0' || need+=(libpangoft2-1.0-0)  # WeasyPrint (PDF)
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" -ne 0 ]; then
   echo "kvgate: missing system packages: ${need[*]}; install them (as root: apt-get install ${need[*]})" >&2
