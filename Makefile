@@ -14,7 +14,7 @@ KVGATE_FLAGS ?=
 quote = '$(subst ','\'',$(1))'
 
 .PHONY: help install system-deps test lint demo gate-G1 gate-G2 gate-G3 gate-G4 bench bench-fanout \
-        bench-fio-parse bench-ttft bench-estimate validate docs-reference clean nightly bench-history bench-coverage mutation
+        bench-fio-parse bench-ttft bench-estimate validate docs-reference clean nightly bench-history bench-coverage mutation i18n
 
 help:  ## list the targets
 	@grep -E '^[a-zA-Z0-9_% -]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([^:]+):.*## /\1\t/' | expand -t 20
@@ -34,6 +34,9 @@ system-deps:  ## install fio and OpenSSH (client and server) with apt-get when m
 
 test: install system-deps  ## run the whole test suite
 	$(BIN)/pytest $(PYTEST_ARGS)
+
+i18n: install  ## re-extract the report wording into harness/report/locale (then translate the new msgids)
+	$(BIN)/python tools/i18n_extract.py
 
 lint: install  ## ruff, mypy and the import layers (lint-imports) on harness/
 	$(BIN)/ruff check harness

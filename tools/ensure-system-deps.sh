@@ -12,6 +12,7 @@ command -v pdfsig >/dev/null 2>&1 || need+=(poppler-utils)  # pdftotext / pdfsig
 [ -f /usr/share/fonts/opentype/noto/NotoSansCJK-Regular.ttc ] || need+=(fonts-noto-cjk)  # zh reports
 # PostgreSQL server binaries for the history tests (Debian keeps them off PATH, in /usr/lib/postgresql/*/bin)
 command -v initdb >/dev/null 2>&1 || compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || need+=(postgresql)
+ldconfig -p 2>/dev/null | grep -q 'libpangoft2-1.0.so.0' || need+=(libpangoft2-1.0-0)  # WeasyPrint (PDF)
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" -ne 0 ]; then
   echo "kvgate: missing system packages: ${need[*]}; install them (as root: apt-get install ${need[*]})" >&2

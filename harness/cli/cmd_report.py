@@ -10,6 +10,7 @@ from pathlib import Path
 from harness.errors import InputError
 from harness.exitcodes import ExitCode
 from harness.paths import reports_dir
+from harness.report.i18n import DEFAULT_LANG, LANGS
 from harness.report.loader import RESULT_FILE, ResultFileError
 from harness.report.pdf import PdfError, write_pdf
 from harness.report.render import gate_dirs, render_campaign_report, render_gate_reports
@@ -26,6 +27,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("campaign", metavar="CAMPAIGN_DIR_OR_NAME", help="campaign directory or name")
     p.add_argument("--gate", metavar="GATE",
                    help="re-render this gate only (e.g. G3), then the campaign summary")
+    p.add_argument("--lang", choices=LANGS, default=DEFAULT_LANG,
+                   help="report language: en writes report.html/.md/.pdf, zh writes report.zh.html/.md/.pdf "
+                   "(default: %(default)s)")
     p.add_argument("--pdf", action="store_true",
                    help="also print each report.html to report.pdf (A4 sign-off document; a signed PDF "
                    "is left as it is)")
@@ -45,10 +49,10 @@ def _resolve(target: str) -> Path:
 def run(args: argparse.Namespace) -> int:
     path = _resolve(args.campaign)
     if (path / RESULT_FILE).is_file() and not args.gate:  # a gate directory was named
-        for p in render_gate_reports(path):
+        for p in render_gate_reports(path, args.lang):
             print(p)
         if args.pdf:
-            print(_pdf(path))
+            print(_pdf(path, args.lang))
         return int(ExitCode.OK)
     gates = gate_dirs(path)
     if args.gate:
@@ -59,22 +63,22 @@ def run(args: argparse.Namespace) -> int:
     failed = 0
     for gate in gates:
         try:
-            for p in render_gate_reports(gate):
+            for p in render_gate_reports(gate, args.lang):
                 print(p)
             if args.pdf:
-                print(_pdf(gate))
+                print(_pdf(gate, args.lang))
         except ResultFileError as exc:  # one unreadable gate must not stop the others
             print(f"kvgate: error: {exc}", file=sys.stderr)
             failed += 1
-    for p in render_campaign_report(path):
+    for p in render_campaign_report(path, args.lang):
         print(p)
     if args.pdf:
-        print(_pdf(path))
+        print(_pdf(path, args.lang))
     return int(ExitCode.USAGE_ERROR if failed else ExitCode.OK)
 
 
-def _pdf(directory: Path) -> str:
+def _pdf(directory: Path, lang: str) -> str:
     try:
-        return str(write_pdf(directory))
+        return str(write_pdf(directory, lang))
     except PdfError as exc:  # signed already: kept, and said so
         return f"kept      {exc}"

@@ -9,8 +9,9 @@ from pathlib import Path
 
 from harness.errors import InputError
 from harness.exitcodes import ExitCode
+from harness.report.i18n import DEFAULT_LANG, LANGS
 from harness.report.manifest import SIGNATURES
-from harness.report.pdf import REPORT_PDF, write_pdf
+from harness.report.pdf import pdf_name, write_pdf
 from harness.report.pdfsign import sign_pdf
 from harness.report.sign import ROLES, sign
 
@@ -40,6 +41,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     pdf.add_argument("--pdf", action="store_true",
                      help="sign GATE_DIR/report.pdf (rendered from report.html when absent) with an "
                      "X.509 certificate instead of the manifest, as an incremental update")
+    pdf.add_argument("--lang", choices=LANGS, default=DEFAULT_LANG,
+                     help="which PDF: en report.pdf, zh report.zh.pdf (default: %(default)s)")
     pdf.add_argument("--p12", type=Path, metavar="FILE", help="PKCS#12 file with key and certificate")
     pdf.add_argument("--key-pem", type=Path, metavar="FILE", help="PEM private key (with --cert)")
     pdf.add_argument("--cert", type=Path, metavar="FILE", help="PEM certificate (with --key-pem)")
@@ -76,9 +79,9 @@ def _sign_pdf(args: argparse.Namespace, passphrase: bytes | None) -> int:
         raise InputError(f"{gate_dir}: the manifest is signed already ({', '.join(sorted(sigs))}); a PDF "
                          "signature now would change report.pdf and break those signatures. Sign the PDF "
                          "first (both parties), then the manifest.")
-    pdf = gate_dir / REPORT_PDF
+    pdf = gate_dir / pdf_name(args.lang)
     if not pdf.is_file():
-        write_pdf(gate_dir)
+        write_pdf(gate_dir, args.lang)
         print(f"rendered  {pdf}")
     field = sign_pdf(pdf, role=args.role, signer_name=args.signer, p12=args.p12, key_pem=args.key_pem,
                      cert=args.cert, passphrase=passphrase)

@@ -29,7 +29,9 @@ Other sections are shown as tables by the renderer, not charted.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Optional
 from xml.sax.saxutils import escape as _escape
@@ -51,7 +53,7 @@ VERDICT_COLOURS = {
 }
 
 WIDTH = 720
-FONT = "font-family:system-ui,-apple-system,'Segoe UI',Roboto,Helvetica,Arial,sans-serif"
+FONT = "font-family:system-ui,-apple-system,'Segoe UI',Roboto,Helvetica,Arial,'Noto Sans CJK SC',sans-serif"
 MAX_LABEL = 28
 TITLE_CHARS = 86  # 13 px titles that fit the chart width (see _text_width)
 
@@ -75,6 +77,23 @@ class _Series:
     points: list[tuple[float, float]] = field(default_factory=list)  # (x index or value, y)
     colour: str = PALETTE[0]
     dashed: bool = False
+
+
+_GETTEXT: ContextVar[Callable[[str], str]] = ContextVar("chart_gettext", default=str)
+
+
+@contextmanager
+def chart_language(gettext: Callable[[str], str]) -> Iterator[None]:
+    """Draw charts with the words of a report language (``harness.report.i18n``)."""
+    token = _GETTEXT.set(gettext)
+    try:
+        yield
+    finally:
+        _GETTEXT.reset(token)
+
+
+def _t(message: str) -> str:
+    return _GETTEXT.get()(message)
 
 
 # --- small helpers ----------------------------------------------------------------------------
@@ -202,7 +221,7 @@ def _line_chart(title: str, series: list[_Series], xcats: list[int], ylabel: str
         out.append(f'<line x1="{x:.1f}" y1="{top + ph}" x2="{x:.1f}" y2="{top + ph + 5}" stroke="#57606a"/>')
         out.append(_text(x, top + ph + 18, str(c)))
     out.append(f'<rect x="{left}" y="{top}" width="{pw}" height="{ph}" fill="none" stroke="#57606a"/>')
-    out.append(_text(left + pw / 2, height - 12, "concurrency (requests in flight)"))
+    out.append(_text(left + pw / 2, height - 12, _t("concurrency (requests in flight)")))
     out.append(_text(16, top + ph / 2, ylabel, extra=f' transform="rotate(-90 16 {top + ph / 2:.1f})"'))
     for s in series:
         pts = sorted(s.points)
@@ -258,37 +277,38 @@ def _sweep_series(measurements: Mapping[str, Any], metrics: Sequence[tuple[str, 
 
 
 def _dropped_note(dropped: int) -> str:
-    return f" {dropped} value(s) were missing or not a finite number and are not drawn." if dropped else ""
+    return " " + _t("%(n)s value(s) were missing or not a finite number and are not drawn.") % {"n": dropped} \
+        if dropped else ""
 
 
 def ttft_chart(measurements: Mapping[str, Any]) -> Chart:
     """TTFT p50 (solid) and p99 (dashed) against concurrency, one colour per arm."""
-    chart = Chart("ttft", "TTFT against concurrency")
+    chart = Chart("ttft", _t("TTFT against concurrency"))
     series, xcats, dropped = _sweep_series(
         measurements, [("ttft_p50_ms", " p50", False), ("ttft_p99_ms", " p99", True)])
     chart.dropped = dropped
     if not series:
-        chart.note = ("No TTFT measurements in this gate (measurements.sweep is empty or has no "
-                      "ttft_p50_ms / ttft_p99_ms values), so there is no TTFT chart."
+        chart.note = (_t("No TTFT measurements in this gate (measurements.sweep is empty or has no "
+                         "ttft_p50_ms / ttft_p99_ms values), so there is no TTFT chart.")
                       + _dropped_note(dropped))
         return chart
-    chart.svg = _line_chart(chart.title, series, xcats, "TTFT (ms)", zero=True)
-    chart.caption = ("Time to first token per arm: p50 solid, p99 dashed. Lower is better."
+    chart.svg = _line_chart(chart.title, series, xcats, _t("TTFT (ms)"), zero=True)
+    chart.caption = (_t("Time to first token per arm: p50 solid, p99 dashed. Lower is better.")
                      + _dropped_note(dropped))
     return chart
 
 
 def throughput_chart(measurements: Mapping[str, Any]) -> Chart:
     """Output token throughput against concurrency, one line per arm."""
-    chart = Chart("throughput", "Output throughput against concurrency")
+    chart = Chart("throughput", _t("Output throughput against concurrency"))
     series, xcats, dropped = _sweep_series(measurements, [("output_throughput", "", False)])
     chart.dropped = dropped
     if not series:
-        chart.note = ("No throughput measurements in this gate (measurements.sweep has no "
-                      "output_throughput values), so there is no throughput chart." + _dropped_note(dropped))
+        chart.note = (_t("No throughput measurements in this gate (measurements.sweep has no "
+                         "output_throughput values), so there is no throughput chart.") + _dropped_note(dropped))
         return chart
-    chart.svg = _line_chart(chart.title, series, xcats, "output tokens/s", zero=True)
-    chart.caption = "Output tokens per second per arm. Higher is better." + _dropped_note(dropped)
+    chart.svg = _line_chart(chart.title, series, xcats, _t("output tokens/s"), zero=True)
+    chart.caption = _t("Output tokens per second per arm. Higher is better.") + _dropped_note(dropped)
     return chart
 
 
@@ -296,7 +316,7 @@ def throughput_chart(measurements: Mapping[str, Any]) -> Chart:
 
 def fio_chart(measurements: Mapping[str, Any]) -> Chart:
     """Sequential read and write bandwidth (fio, direct I/O) per storage target, per node, GB/s."""
-    chart = Chart("fio", "Storage bandwidth per target (fio, direct I/O)")
+    chart = Chart("fio", _t("Storage bandwidth per target (fio, direct I/O)"))
     fio = measurements.get("fio")
     groups: list[tuple[str, dict[str, float]]] = []
     dropped = 0
@@ -320,8 +340,8 @@ def fio_chart(measurements: Mapping[str, Any]) -> Chart:
                     groups.append((f"{node} / {target}", bars))
     chart.dropped = dropped
     if not groups:
-        chart.note = ("No fio bandwidth in this gate (measurements.fio is empty), so there is no "
-                      "bandwidth chart." + _dropped_note(dropped))
+        chart.note = (_t("No fio bandwidth in this gate (measurements.fio is empty), so there is no "
+                         "bandwidth chart.") + _dropped_note(dropped))
         return chart
     row_h, bar_h = 44, 16
     left, right, top = 210, 40, 40
@@ -341,7 +361,7 @@ def fio_chart(measurements: Mapping[str, Any]) -> Chart:
         x = px(t)
         out.append(f'<line x1="{x:.1f}" y1="{top}" x2="{x:.1f}" y2="{base}" stroke="#e5e7eb"/>')
         out.append(_text(x, base + 16, _fmt_tick(t)))
-    out.append(_text(left + pw / 2, base + 36, "GB/s (decimal: 10^9 bytes per second)"))
+    out.append(_text(left + pw / 2, base + 36, _t("GB/s (decimal: 10^9 bytes per second)")))
     colours = {"read": PALETTE[0], "write": PALETTE[1]}
     for g, (label, bars) in enumerate(groups):
         y0 = top + g * row_h + 4
@@ -363,8 +383,8 @@ def fio_chart(measurements: Mapping[str, Any]) -> Chart:
     out.append(f'<line x1="{left}" y1="{top}" x2="{left}" y2="{base}" stroke="#57606a"/>')
     out.append("</svg>")
     chart.svg = "".join(out)
-    chart.caption = ("Sequential 1 MiB read (blue) and write (orange) bandwidth measured by fio with "
-                     "direct I/O, per node and storage target." + _dropped_note(dropped))
+    chart.caption = (_t("Sequential 1 MiB read (blue) and write (orange) bandwidth measured by fio with "
+                        "direct I/O, per node and storage target.") + _dropped_note(dropped))
     return chart
 
 
@@ -441,9 +461,10 @@ def _forest_caption(check: CheckResult, missing: Sequence[str]) -> str:
     conf = ""
     ivs = [o.interval for o in check.observations if o.interval is not None]
     if ivs:
-        conf = f" Whiskers: {ivs[0].confidence * 100:g}% interval ({ivs[0].method})."
-    return ("Square: point estimate; dashed red line: the threshold." + conf
-            + (f" Not drawn (no value): {', '.join(missing)}." if missing else ""))
+        conf = " " + _t("Whiskers: %(confidence)s%% interval (%(method)s).") % {
+            "confidence": f"{ivs[0].confidence * 100:g}", "method": ivs[0].method}
+    return (_t("Square: point estimate; dashed red line: the threshold.") + conf
+            + (" " + _t("Not drawn (no value): %(paths)s.") % {"paths": ", ".join(missing)} if missing else ""))
 
 
 def forest_chart(check: CheckResult) -> Chart:
@@ -451,15 +472,16 @@ def forest_chart(check: CheckResult) -> Chart:
 
     PASS needs the whole interval on the right side of the line; an interval across it is
     INCONCLUSIVE. Observations without a measured value are listed in the note, not drawn."""
-    chart = Chart(f"forest-{check.id}", f"{check.id}: estimate and interval against the threshold")
+    chart = Chart(f"forest-{check.id}", _t("%(check)s: estimate and interval against the threshold")
+                  % {"check": check.id})
     factor, unit = _scale(check.unit_kind)
     rows, missing = _forest_rows(check, factor)
     thr = _num(check.threshold_value)
     thr_s = thr * factor if thr is not None else None
     chart.dropped = len(missing)
     if not rows:
-        chart.note = (f"No measured value for {check.id}, so there is no interval chart"
-                      + (f" ({len(missing)} observation(s) without a value)." if missing else "."))
+        chart.note = (_t("No measured value for %(check)s, so there is no interval chart.") % {"check": check.id}
+                      + (" " + _t("%(n)s observation(s) without a value.") % {"n": len(missing)} if missing else ""))
         return chart
     ticks = _forest_ticks(rows, thr_s)
     lo, hi = ticks[0], ticks[-1]
@@ -480,7 +502,7 @@ def forest_chart(check: CheckResult) -> Chart:
         x = px(thr_s)
         out.append(f'<line x1="{x:.1f}" y1="{top - 10}" x2="{x:.1f}" y2="{base}" stroke="#cf222e" '
                    f'stroke-width="2" stroke-dasharray="5 3"/>')
-        label = f"threshold {check.comparator} {_fmt_tick(thr_s)}{unit}"
+        label = _t("threshold %(rule)s") % {"rule": f"{check.comparator} {_fmt_tick(thr_s)}{unit}"}
         half = _text_width(label, 11) / 2
         out.append(_text(min(max(x, half + 4), WIDTH - half - 4), top - 14, label, size=11,
                          extra=' fill="#cf222e"'))

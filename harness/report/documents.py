@@ -8,7 +8,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from harness.report.pdf import REPORT_PDF
+from harness.report.i18n import LANGS
+from harness.report.pdf import pdf_name
 from harness.report.render import REPORT_HTML, campaign_documents
 
 
@@ -24,21 +25,23 @@ def campaign_document_problems(campaign_dir: Path) -> list[str]:
 
 
 def pdf_problems(directory: Path, roles: Sequence[str], trust_roots: Sequence[Path] | None) -> list[str]:
-    """Findings about ``directory/report.pdf``'s signatures (none when it has no PDF and no roots
-    were given)."""
+    """Findings about the signatures of ``report.pdf`` and ``report.zh.pdf`` (each present PDF:
+    every signature intact and valid; with trust roots, each required role signed by a trusted
+    certificate, and at least one PDF present)."""
     from harness.report.pdfsign import check_pdf, field_name
 
-    pdf = Path(directory) / REPORT_PDF
-    if not pdf.is_file():
-        return [f"{pdf}: missing (PDF signatures were asked for)"] if trust_roots else []
-    sigs = check_pdf(pdf, list(trust_roots or []))
-    problems = [f"{pdf}: signature {s.field} ({s.signer}) is broken: the signed bytes changed"
-                for s in sigs if not (s.intact and s.valid)]
-    problems += [f"{pdf}: signature {s.field} is followed by changes it does not allow ({s.modification})"
-                 for s in sigs if s.intact and s.valid and not s.covers_document]
-    if trust_roots:
-        for role in roles:
-            good = [s for s in sigs if s.field == field_name(role) and s.ok]
-            if not good:
-                problems.append(f"{pdf}: no valid PDF signature of the {role} by a trusted certificate")
+    pdfs = [Path(directory) / pdf_name(lang) for lang in LANGS if (Path(directory) / pdf_name(lang)).is_file()]
+    if not pdfs:
+        return [f"{Path(directory) / pdf_name()}: missing (PDF signatures were asked for)"] if trust_roots else []
+    problems: list[str] = []
+    for pdf in pdfs:
+        sigs = check_pdf(pdf, list(trust_roots or []))
+        problems += [f"{pdf}: signature {s.field} ({s.signer}) is broken: the signed bytes changed"
+                     for s in sigs if not (s.intact and s.valid)]
+        problems += [f"{pdf}: signature {s.field} is followed by changes it does not allow ({s.modification})"
+                     for s in sigs if s.intact and s.valid and not s.covers_document]
+        if trust_roots:
+            for role in roles:
+                if not [s for s in sigs if s.field == field_name(role) and s.ok]:
+                    problems.append(f"{pdf}: no valid PDF signature of the {role} by a trusted certificate")
     return problems

@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from harness.errors import InputError
+from harness.report.i18n import DEFAULT_LANG, suffix
 from harness.store.durable import write_atomic
 
 REPORT_PDF = "report.pdf"
@@ -38,11 +39,15 @@ def pdf_has_signatures(path: Path) -> bool:
         return bool(PdfFileReader(fh, strict=False).embedded_signatures)
 
 
-def write_pdf(directory: Path) -> Path:
-    """Render ``directory/report.html`` to ``directory/report.pdf``; refuse to overwrite a
+def pdf_name(lang: str = DEFAULT_LANG) -> str:
+    return f"report{suffix(lang)}.pdf"
+
+
+def write_pdf(directory: Path, lang: str = DEFAULT_LANG) -> Path:
+    """Render ``directory/report[.LANG].html`` to ``report[.LANG].pdf``; refuse to overwrite a
     signed one."""
     directory = Path(directory)
-    html_path, pdf_path = directory / "report.html", directory / REPORT_PDF
+    html_path, pdf_path = directory / f"report{suffix(lang)}.html", directory / pdf_name(lang)
     if not html_path.is_file():
         raise PdfError(f"{html_path}: no HTML report to print (run kvgate report first)")
     if pdf_path.is_file() and pdf_has_signatures(pdf_path):

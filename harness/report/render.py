@@ -15,8 +15,9 @@ import jinja2
 import markupsafe
 
 from harness.errors import InputError
-from harness.report.charts import gate_charts
+from harness.report.charts import chart_language, gate_charts
 from harness.report.evidence import finder as evidence_finder
+from harness.report.i18n import DEFAULT_LANG, N_, check_lang, suffix, translations
 from harness.report.junit import junit_xml
 from harness.report.loader import RESULT_FILE, ResultFileError, load_gate_result
 from harness.report.manifest import MANIFEST
@@ -37,7 +38,7 @@ from harness.store.schema import GateResult, Verdict
 REPORT_HTML = "report.html"
 REPORT_MD = "report.md"
 JUNIT_XML = "junit.xml"
-SIGNOFF_ROLES = ("Vendor", "Customer")  # the rows of the sign-off block (ink or electronic)
+SIGNOFF_ROLES = (N_("Vendor"), N_("Customer"))  # the rows of the sign-off block (ink or electronic)
 
 
 def _md_cell(value: object) -> str:
@@ -58,8 +59,9 @@ def _finalize(value: object) -> object:
     return value
 
 
-def _environment(*, html: bool) -> jinja2.Environment:
+def _environment(*, html: bool, lang: str = DEFAULT_LANG) -> jinja2.Environment:
     env = jinja2.Environment(
+        extensions=["jinja2.ext.i18n"],
         finalize=_finalize,
         loader=jinja2.PackageLoader("harness.report", "templates"),
         autoescape=html,
@@ -69,6 +71,13 @@ def _environment(*, html: bool) -> jinja2.Environment:
         keep_trailing_newline=True,
     )
     env.filters["md"] = _md_cell
+    trans = translations(lang)
+    env.install_gettext_translations(trans, newstyle=True)  # type: ignore[attr-defined]
+    # ``_("literal")`` is for the templates' own words (their markup is trusted); ``tr(value)``
+    # translates a word handed over by code or data, escaped like any other value.
+    env.globals["tr"] = (lambda m: markupsafe.escape(trans.gettext(str(m)))) if html else (
+        lambda m: trans.gettext(str(m)))
+    env.globals["lang"] = lang
     return env
 
 
@@ -78,28 +87,40 @@ def _write(path: Path, data: bytes) -> Path:
     return path
 
 
-def render_gate_html(result: GateResult, gate_dir: Path | None = None) -> str:
+def render_gate_html(result: GateResult, gate_dir: Path | None = None, lang: str = DEFAULT_LANG) -> str:
     view = gate_view(result, evidence_finder(gate_dir, result))
-    return _environment(html=True).get_template("gate.html.j2").render(
-        r=result, v=view, charts=gate_charts(result.measurements, result.checks),
+    with chart_language(translations(lang).gettext):
+        charts = gate_charts(result.measurements, result.checks)
+    return _environment(html=True, lang=lang).get_template("gate.html.j2").render(
+        r=result, v=view, charts=charts,
         sweep_rows=sweep_rows(result.measurements), fio_rows=fio_rows(result.measurements),
-        signoff_roles=SIGNOFF_ROLES)
+        signoff_roles=SIGNOFF_ROLES, baseline_rows=baseline_rows(result))
 
 
-def render_gate_markdown(result: GateResult, gate_dir: Path | None = None) -> str:
-    return _environment(html=False).get_template("gate.md.j2").render(
-        r=result, v=gate_view(result, evidence_finder(gate_dir, result)))
+def render_gate_markdown(result: GateResult, gate_dir: Path | None = None, lang: str = DEFAULT_LANG) -> str:
+    return _environment(html=False, lang=lang).get_template("gate.md.j2").render(
+        r=result, v=gate_view(result, evidence_finder(gate_dir, result)), baseline_rows=baseline_rows(result))
 
 
-def render_gate_reports(gate_dir: Path) -> list[Path]:
-    """Read ``gate_dir/result.json`` and write ``report.html``, ``report.md`` and ``junit.xml``
-    next to it. Returns the paths of the four report files (``result.json`` is the JSON report)."""
+def report_names(lang: str = DEFAULT_LANG) -> tuple[str, str]:
+    """``report.html``/``report.md`` in English, ``report.zh.html``/``report.zh.md`` in Chinese:
+    both languages can sit (and be signed) side by side."""
+    infix = suffix(lang)
+    return f"report{infix}.html", f"report{infix}.md"
+
+
+def render_gate_reports(gate_dir: Path, lang: str = DEFAULT_LANG) -> list[Path]:
+    """Read ``gate_dir/result.json`` and write the HTML and Markdown reports in ``lang`` and
+    ``junit.xml`` next to it. Returns the paths of the four report files (``result.json`` is the
+    JSON report)."""
     gate_dir = Path(gate_dir)
+    lang = check_lang(lang)
     result = load_gate_result(gate_dir)
+    html_name, md_name = report_names(lang)
     return [
         gate_dir / RESULT_FILE,
-        _write(gate_dir / REPORT_HTML, render_gate_html(result, gate_dir).encode("utf-8")),
-        _write(gate_dir / REPORT_MD, render_gate_markdown(result, gate_dir).encode("utf-8")),
+        _write(gate_dir / html_name, render_gate_html(result, gate_dir, lang).encode("utf-8")),
+        _write(gate_dir / md_name, render_gate_markdown(result, gate_dir, lang).encode("utf-8")),
         _write(gate_dir / JUNIT_XML, junit_xml([result])),
     ]
 
@@ -122,7 +143,7 @@ def _manifest_sha(gate_dir: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def campaign_documents(campaign_dir: Path) -> tuple[str, str, bytes]:
+def campaign_documents(campaign_dir: Path, lang: str = DEFAULT_LANG) -> tuple[str, str, bytes]:
     """The campaign's HTML, Markdown and JUnit, from each gate's ``result.json`` and the sha256 of
     its ``MANIFEST.sha256`` (so the signed campaign document names the exact gate contents).
     A gate whose result file cannot be read is an error row (and the campaign not passed)."""
@@ -159,16 +180,18 @@ def campaign_documents(campaign_dir: Path) -> tuple[str, str, bytes]:
         overrides=[(v.result.gate, c) for v in views for c in v.overrides],
         baselines=[(v.result.gate, b) for v in views for b in baseline_rows(v.result)],
         provenance=campaign_provenance(campaign_dir.name, results), signoff_roles=SIGNOFF_ROLES)
-    html = _environment(html=True).get_template("campaign.html.j2").render(**context)
-    md = _environment(html=False).get_template("campaign.md.j2").render(**context)
+    html = _environment(html=True, lang=lang).get_template("campaign.html.j2").render(**context)
+    md = _environment(html=False, lang=lang).get_template("campaign.md.j2").render(**context)
     return html, md, junit_xml(results)
 
 
-def render_campaign_report(campaign_dir: Path) -> list[Path]:
-    """Write the campaign's ``report.html``, ``report.md`` and ``junit.xml`` at its root."""
-    html, md, junit = campaign_documents(campaign_dir)
+def render_campaign_report(campaign_dir: Path, lang: str = DEFAULT_LANG) -> list[Path]:
+    """Write the campaign's HTML and Markdown pages in ``lang`` and ``junit.xml`` at its root."""
+    lang = check_lang(lang)
+    html, md, junit = campaign_documents(campaign_dir, lang)
+    html_name, md_name = report_names(lang)
     return [
-        _write(Path(campaign_dir) / REPORT_HTML, html.encode("utf-8")),
-        _write(Path(campaign_dir) / REPORT_MD, md.encode("utf-8")),
+        _write(Path(campaign_dir) / html_name, html.encode("utf-8")),
+        _write(Path(campaign_dir) / md_name, md.encode("utf-8")),
         _write(Path(campaign_dir) / JUNIT_XML, junit),
     ]

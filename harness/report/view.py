@@ -12,31 +12,32 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 from urllib.parse import quote
 
+from harness.report.i18n import N_
 from harness.report.textutil import concurrency_of
 from harness.report.textutil import xml_safe as xml_safe  # re-exported: render and junit use it
 from harness.store.schema import CheckResult, GateResult, Interval, Observation, Verdict
 from harness.units import UnitKind, format_quantity
 
 EXIT_MEANINGS: dict[int, str] = {
-    0: "every blocker check passed",
-    1: "a blocker check failed or was not run",
-    2: "usage or input error: nothing was measured",
-    3: "inconclusive: not enough samples to decide a blocker check",
-    4: "infrastructure fault: a node, engine or disk failed during the gate",
-    5: "internal error in kvgate",
-    130: "interrupted: results taken so far are kept",
+    0: N_("every blocker check passed"),
+    1: N_("a blocker check failed or was not run"),
+    2: N_("usage or input error: nothing was measured"),
+    3: N_("inconclusive: not enough samples to decide a blocker check"),
+    4: N_("infrastructure fault: a node, engine or disk failed during the gate"),
+    5: N_("internal error in kvgate"),
+    130: N_("interrupted: results taken so far are kept"),
 }
 
 VERDICT_TEXT: dict[Verdict, str] = {
-    Verdict.PASS: "passed",
-    Verdict.FAIL: "failed",
-    Verdict.INCONCLUSIVE: "inconclusive (not passed)",
-    Verdict.NOT_RUN: "not run (not passed)",
-    Verdict.ERROR: "error (not passed)",
-    Verdict.NOT_APPLICABLE: "not applicable (nothing expected)",
+    Verdict.PASS: N_("passed"),
+    Verdict.FAIL: N_("failed"),
+    Verdict.INCONCLUSIVE: N_("inconclusive (not passed)"),
+    Verdict.NOT_RUN: N_("not run (not passed)"),
+    Verdict.ERROR: N_("error (not passed)"),
+    Verdict.NOT_APPLICABLE: N_("not applicable (nothing expected)"),
 }
 
-EMULATION_NOTICE = (
+EMULATION_NOTICE = N_(
     "Compute was emulated by kvgate's KV emulator: no GPU or NPU ran a model. Storage I/O was real "
     "(KV chunks were written to and read from the configured tiers). These figures are not a "
     "hardware result.")
@@ -299,6 +300,10 @@ def _versions(result: GateResult, *names: str) -> Optional[str]:
     return ", ".join(found) or None
 
 
+_ARM_LABELS = {"baseline": N_("Baseline arm"), "candidate": N_("Candidate arm"),
+               "recompute": N_("Recompute arm")}
+
+
 def tested_summary(result: GateResult) -> list[tuple[str, str]]:
     """The "what was tested" block: the usual keys first, whatever layout the pipeline used.
     Engine and LMCache versions say "not recorded" rather than disappear."""
@@ -313,20 +318,20 @@ def tested_summary(result: GateResult) -> list[tuple[str, str]]:
         node_text = _described(nodes, skip=("name", "description", "accelerators", "storage", "roles",
                                             "versions", "software"))
     rows: list[tuple[str, Any]] = [
-        ("Cluster", _pick(inv, "cluster", "name")),
-        ("Nodes", node_text),
-        ("Platforms", _names(platforms) if platforms is not None else None),
-        ("Profile", _pick(prof, "name")),
-        ("Model", _pick(prof, "model")),
-        ("Engine", _pick(prof, "engine")),
-        ("Engine version", _versions(result, "engine", "vllm", "vllm_ascend") or "not recorded"),
-        ("LMCache version", _versions(result, "lmcache") or "not recorded"),
-        ("Arms", _described(_pick(prof, "arms"), skip=("name", "description", "lmcache"))
+        (N_("Cluster"), _pick(inv, "cluster", "name")),
+        (N_("Nodes"), node_text),
+        (N_("Platforms"), _names(platforms) if platforms is not None else None),
+        (N_("Profile"), _pick(prof, "name")),
+        (N_("Model"), _pick(prof, "model")),
+        (N_("Engine"), _pick(prof, "engine")),
+        (N_("Engine version"), _versions(result, "engine", "vllm", "vllm_ascend") or "not recorded"),
+        (N_("LMCache version"), _versions(result, "lmcache") or "not recorded"),
+        (N_("Arms"), _described(_pick(prof, "arms"), skip=("name", "description", "lmcache"))
          if _pick(prof, "arms") is not None else None),
     ]
     for role in ("baseline", "candidate", "recompute"):
         if isinstance(prof.get(role), str):
-            rows.append((f"{role.capitalize()} arm", prof[role]))
+            rows.append((_ARM_LABELS[role], prof[role]))
     out = []
     for k, v in rows:
         if v is None:
@@ -339,12 +344,12 @@ def tested_summary(result: GateResult) -> list[tuple[str, str]]:
 
 def provenance(result: GateResult) -> list[tuple[str, str]]:
     return [
-        ("Operator", result.operator or "not recorded"),
-        ("Started", result.started_at),
-        ("Finished", result.finished_at),
-        ("kvgate version", result.kvgate_version),
-        ("Git commit", result.git_commit or "not recorded"),
-        ("Campaign", result.campaign),
+        (N_("Operator"), result.operator or "not recorded"),
+        (N_("Started"), result.started_at),
+        (N_("Finished"), result.finished_at),
+        (N_("kvgate version"), result.kvgate_version),
+        (N_("Git commit"), result.git_commit or "not recorded"),
+        (N_("Campaign"), result.campaign),
     ]
 
 
@@ -451,24 +456,24 @@ def campaign_provenance(name: str, results: Sequence[GateResult]) -> list[tuple[
     versions = sorted({r.kvgate_version for r in results if r.kvgate_version})
     commits = sorted({r.git_commit for r in results if r.git_commit})
     return [
-        ("Campaign", name),
-        ("Started (first gate)", starts[0] if starts else "not recorded"),
-        ("Finished (last gate)", ends[-1] if ends else "not recorded"),
-        ("Operators", ", ".join(operators) or "not recorded"),
-        ("kvgate version", ", ".join(versions) or "not recorded"),
-        ("Git commit", ", ".join(commits) or "not recorded"),
+        (N_("Campaign"), name),
+        (N_("Started (first gate)"), starts[0] if starts else "not recorded"),
+        (N_("Finished (last gate)"), ends[-1] if ends else "not recorded"),
+        (N_("Operators"), ", ".join(operators) or "not recorded"),
+        (N_("kvgate version"), ", ".join(versions) or "not recorded"),
+        (N_("Git commit"), ", ".join(commits) or "not recorded"),
     ]
 
 
 def baseline_rows(result: GateResult) -> list[tuple[str, str]]:
     """The G2 baseline a gate compared against and every difference accepted with
-    ``--allow-baseline-mismatch``, as (what, text) rows."""
+    ``--allow-baseline-mismatch``, as (label msgid, text) rows."""
     b = result.baseline
     if not isinstance(b, Mapping):
         return []
-    rows = [("baseline", f"{b.get('where', '?')} (fingerprint {str(b.get('digest', '?'))[:16]})")]
+    rows = [(N_("Baseline used"), f"{b.get('where', '?')} (fingerprint {str(b.get('digest', '?'))[:16]})")]
     for a in b.get("accepted_mismatches") or []:
         if isinstance(a, Mapping):
-            rows.append((f"accepted mismatch: {a.get('field', '?')}",
-                         f"baseline {a.get('baseline')!r}, this run {a.get('this_run')!r} (--allow-baseline-mismatch)"))
+            rows.append((N_("Accepted mismatch (--allow-baseline-mismatch)"),
+                         f"{a.get('field', '?')}: baseline {a.get('baseline')!r}, this run {a.get('this_run')!r}"))
     return rows

@@ -92,3 +92,10 @@ def test_a_baseline_with_a_broken_signature_is_refused(tmp_path: Path) -> None:
     sig.write_text("\n".join(lines) + "\n")
     with pytest.raises(InputError, match="signature"):
         check_baseline(g2, "x", dict(FP), [])
+
+
+def test_a_baseline_with_a_symlink_is_refused(tmp_path: Path) -> None:
+    g2 = _g2(tmp_path)
+    (g2.path / "evidence" / "link").symlink_to(g2.path / "result.json")
+    with pytest.raises(InputError, match=r"evidence/link \(symlink\) is not a regular file"):
+        check_baseline(g2, "x", dict(FP), [])

@@ -40,6 +40,8 @@ class Loaded:
     boxes: list[dict[str, Any]] = field(default_factory=list)
     verdict_box: dict[str, float] | None = None
     verdict_text: str = ""
+    heading_fonts: list[dict[str, Any]] = field(default_factory=list)  # fonts that drew the first <h2>
+    screenshot: Path | None = None
 
 
 def _load(browser: Browser, path: Path, shot: Path) -> Loaded:
@@ -53,7 +55,14 @@ def _load(browser: Browser, path: Path, shot: Path) -> Loaded:
     verdict = page.locator("#verdict")
     out.verdict_box = verdict.bounding_box()
     out.verdict_text = verdict.inner_text()
-    page.screenshot(path=str(shot))
+    cdp = page.context.new_cdp_session(page)
+    cdp.send("DOM.enable")
+    cdp.send("CSS.enable")
+    root = cdp.send("DOM.getDocument")["root"]["nodeId"]
+    h2 = cdp.send("DOM.querySelector", {"nodeId": root, "selector": "h2"})["nodeId"]
+    out.heading_fonts = cdp.send("CSS.getPlatformFontsForNode", {"nodeId": h2})["fonts"]
+    page.screenshot(path=str(shot), full_page=False)
+    out.screenshot = shot
     page.close()
     return out
 
@@ -71,23 +80,27 @@ def pages(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Loaded
     render_gate_reports(g3)
     render_gate_reports(g2)
     render_campaign_report(camp)
+    render_gate_reports(g3, "zh")
+    render_campaign_report(camp, "zh")
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
         try:
-            yield {name: _load(browser, path / "report.html", root / f"{name}.png")
-                   for name, path in (("G3", g3), ("G2", g2), ("campaign", camp))}
+            yield {name: _load(browser, path / page, root / f"{name}.png")
+                   for name, path, page in (("G3", g3, "report.html"), ("G2", g2, "report.html"),
+                                            ("campaign", camp, "report.html"), ("G3-zh", g3, "report.zh.html"),
+                                            ("campaign-zh", camp, "report.zh.html"))}
         finally:
             browser.close()
 
 
-@pytest.mark.parametrize("name", ["G3", "G2", "campaign"])
+@pytest.mark.parametrize("name", ["G3", "G2", "campaign", "G3-zh", "campaign-zh"])
 def test_no_console_error_and_no_request_leaves_the_file(pages: dict[str, Loaded], name: str) -> None:
     page = pages[name]
     assert page.console_errors == []
     assert page.requests == [page.url]
 
 
-@pytest.mark.parametrize("name", ["G3", "G2"])
+@pytest.mark.parametrize("name", ["G3", "G2", "G3-zh"])
 def test_every_svg_text_inside_its_viewbox(pages: dict[str, Loaded], name: str) -> None:
     boxes = pages[name].boxes
     assert len(boxes) > 20  # the charts were drawn
@@ -96,8 +109,20 @@ def test_every_svg_text_inside_its_viewbox(pages: dict[str, Loaded], name: str) 
     assert outside == []
 
 
-@pytest.mark.parametrize("name,verdict", [("G3", "FAIL"), ("G2", "FAIL"), ("campaign", "FAIL")])
+@pytest.mark.parametrize("name,verdict", [("G3", "FAIL"), ("G2", "FAIL"), ("campaign", "FAIL"),
+                                          ("G3-zh", "FAIL"), ("campaign-zh", "FAIL")])
 def test_verdict_in_first_viewport(pages: dict[str, Loaded], name: str, verdict: str) -> None:
     box = pages[name].verdict_box
     assert box is not None and box["y"] >= 0 and box["y"] + box["height"] <= VIEWPORT["height"]
     assert pages[name].verdict_text.startswith(verdict)
+
+
+@pytest.mark.parametrize("name", ["G3-zh", "campaign-zh"])
+def test_cjk_drawn_with_a_cjk_font(pages: dict[str, Loaded], name: str) -> None:
+    """Chinese headings are drawn by an installed CJK font (not tofu from a Latin fallback); the
+    screenshot stays in the test's output folder for a person to look at."""
+    fonts = pages[name].heading_fonts
+    assert any("CJK" in f["familyName"] and f["glyphCount"] > 0 for f in fonts), fonts
+    shot = pages[name].screenshot
+    assert shot is not None and shot.stat().st_size > 10_000
+    print(f"screenshot: {shot}")

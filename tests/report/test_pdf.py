@@ -146,6 +146,19 @@ def test_both_parties_sign_the_pdf_then_the_manifest(rendered: dict[str, Path],
     assert run(["report", str(gate), "--pdf"]) == 0  # a signed PDF is kept, not re-rendered
     assert check_pdf(pdf, [vendor["crt"]])[0].intact
 
+    ckey = tmp / "ssh_customer"
+    _run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(ckey)]).check_returncode()
+    assert run(["sign", str(gate), "--key", str(ckey), "--signer", "张伟", "--role", "customer"]) == 0
+    allowed = tmp / "allowed_signers"
+    cid = next(p.name for p in (gate / "signatures").glob("customer-*.sig"))[len("customer-"):-len(".sig")]
+    allowed.write_text(f"jane-doe@vendor {Path(str(key) + '.pub').read_text()}"
+                       f"{cid}@customer {Path(str(ckey) + '.pub').read_text()}")
+    capsys.readouterr()
+    both = ["--pdf-trust", str(vendor["crt"]), "--pdf-trust", str(customer["crt"])]
+    assert run(["verify", str(gate), "--allowed-signers", str(allowed), *both]) == 0
+    assert run(["verify", str(gate), "--allowed-signers", str(allowed), "--pdf-trust", str(vendor["crt"])]) == 1
+    assert "no valid PDF signature of the customer by a trusted certificate" in capsys.readouterr().out
+
     # any change to the signed bytes fails both validators
     data = bytearray(pdf.read_bytes())
     i = data.index(b"/Title") + 8
@@ -155,3 +168,16 @@ def test_both_parties_sign_the_pdf_then_the_manifest(rendered: dict[str, Path],
     assert not any(s.intact for s in check_pdf(bad, [vendor["crt"], customer["crt"]]))
     out = _run(["pdfsig", str(bad)]).stdout
     assert "Signature is Valid." not in out and out.count("Signature Validation:") == 2, out
+
+
+def test_zh_pdf_embeds_a_cjk_font(rendered: dict[str, Path]) -> None:
+    gate = rendered["gate"]
+    render_gate_reports(gate, "zh")
+    pdf = write_pdf(gate, "zh")
+    assert pdf.name == "report.zh.pdf"
+    first = _pages(pdf)[0]
+    for word in ("检查结果", "测试对象", "签字确认", "厂商方", "ttft_p50_reduction", "FAIL"):
+        assert word in first, word
+    fonts = _run(["pdffonts", str(pdf)]).stdout
+    assert re.search(r"Noto-Sans-CJK-SC\s+CID .* yes yes yes", fonts), fonts  # embedded, subset, with a ToUnicode map
+    assert "kvgate · camp-1 · G3 · FAIL" in first
