@@ -7,11 +7,13 @@ from typing import Any, Literal, Optional
 from pydantic import Field, SecretStr, field_validator, model_validator
 
 from harness.config.common import BitRate, Bytes, Duration, StrictModel
+from harness.config.paths import NodePath, OptionalNodePath
 from harness.platforms import PLATFORMS
 
 
 def _platform_schema(schema: dict[str, Any]) -> None:
     schema["enum"] = list(PLATFORMS)
+
 
 Role = Literal["server", "client", "storage"]
 StorageKind = Literal["local-nvme", "nvmeof-raid", "nfs", "tmpfs", "other"]
@@ -30,7 +32,8 @@ class StorageTarget(StrictModel):
     """A storage tier on a node: where fio probes run and where LMCache's disk tier can live."""
 
     name: str = Field(min_length=1, description="Name the profile's arms use to refer to it")
-    path: str = Field(min_length=1, description="Mount point or directory on the node, e.g. /mnt/fx100")
+    path: NodePath = Field(min_length=1, description="Mount point or directory on the node, e.g. /mnt/fx100 "
+                          "(absolute and normalised)")
     kind: StorageKind = Field(default="other", description="What the tier is")
     device: Optional[str] = Field(default=None, description="Block device behind it (e.g. /dev/md0)")
     capacity: Optional[Bytes] = Field(default=None, description="Expected capacity, e.g. '14 TB'")
@@ -73,7 +76,8 @@ class ConnectionSettings(StrictModel):
     command_timeout: Optional[Duration] = Field(default=None, description="Default timeout per command")
     keepalive: Optional[Duration] = Field(default=None, description="Interval of the liveness check")
     python: Optional[str] = Field(default=None, description="Python interpreter on the node (python3)")
-    workdir: Optional[str] = Field(default=None, description="Scratch directory on the node")
+    workdir: OptionalNodePath = Field(default=None, description="Scratch directory on the node (absolute; created 0700 "
+                                      "and refused when another user owns it or a parent is unsafe)")
 
 
 class Defaults(ConnectionSettings):

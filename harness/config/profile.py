@@ -7,6 +7,7 @@ from typing import Literal, Optional
 from pydantic import Field, PositiveInt, field_validator, model_validator
 
 from harness.config.common import Bytes, Duration, Fraction, StrictModel
+from harness.config.paths import OptionalNodePath, OptionalRelOrNodePath, check_file_url
 
 
 class KVGeometry(StrictModel):
@@ -42,7 +43,7 @@ class ModelSpec(StrictModel):
 
     name: str = Field(description="Model name or path passed to the engine (vllm serve NAME)")
     served_name: Optional[str] = Field(default=None, description="--served-model-name; defaults to name")
-    path: Optional[str] = Field(default=None, description="Local directory of the weights on the node")
+    path: OptionalNodePath = Field(default=None, description="Local directory of the weights on the node")
     tensor_parallel_size: PositiveInt = Field(default=1, description="--tensor-parallel-size")
     instances_per_node: PositiveInt = Field(default=1, description="Engine instances per node (TP4x2 -> 2)")
     nodes_per_instance: PositiveInt = Field(default=1, description=">1 spans nodes with vLLM's Ray backend")
@@ -110,6 +111,11 @@ class LMCacheSettings(StrictModel):
     gds_path: Optional[str] = Field(default=None, description="GDS path")
     cache_policy: Optional[str] = Field(default=None, description="Eviction policy, e.g. LRU")
     extra_config: dict[str, object] = Field(default_factory=dict, description="extra_config, e.g. use_odirect")
+
+    @field_validator("remote_url")
+    @classmethod
+    def _safe_remote_url(cls, v: Optional[str]) -> Optional[str]:
+        return None if v is None else check_file_url(v, what="remote_url")
 
 
 class Arm(StrictModel):
@@ -189,7 +195,8 @@ class FioSpec(StrictModel):
     numjobs: PositiveInt = Field(default=4, description="Parallel jobs")
     iodepth: PositiveInt = Field(default=32, description="Queue depth (sequential)")
     block_size: Bytes = Field(default=2**20, description="Block size (sequential)")
-    ioengine: Optional[str] = Field(default=None, description="libaio, io_uring, psync; default: best available")
+    ioengine: Optional[str] = Field(default=None, pattern=r"^[a-z0-9_]+$",
+                                    description="libaio, io_uring, psync; default: best available")
     targets: list[str] = Field(default_factory=list, description="Targets to probe; default all")
 
 
@@ -206,7 +213,8 @@ class CheckpointSpec(StrictModel):
 class ModelLoadSpec(StrictModel):
     """Model load probe (R9)."""
 
-    directory: Optional[str] = Field(default=None, description="Weights directory on the node")
+    directory: OptionalRelOrNodePath = Field(default=None, description="Weights directory on the node "
+                                             "(absolute, or relative to the target)")
     readers: PositiveInt = Field(default=8, description="Parallel readers")
     targets: list[str] = Field(default_factory=list, description="Targets holding a copy of the weights")
     synthetic_size: Optional[Bytes] = Field(default=None, description="Write synthetic shards of this size")

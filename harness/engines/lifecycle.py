@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
 from harness.engines.base import EngineError, EngineInstance, EnginePlan, EngineStartError, EngineStopError
-from harness.engines.planning import KV_SUBDIR
 from harness.engines.prometheus import MetricsSnapshot
 from harness.engines.ray import start_ray_cluster, stop_ray_cluster
 from harness.redact import redact_data
 from harness.remote.base import Executor, ProcessState, RemoteError
+from harness.remote.scratch import ENGINE_OWNER, create_owned_dir, remove_owned_dir
 
 if TYPE_CHECKING:
     from harness.engines.base import Engine
@@ -150,7 +150,10 @@ class EngineLifecycle:
             raise EngineStartError(
                 f"{exe!r} is not on the PATH of node {plan.node}", node=plan.node, command=plan.argv
             )
-        executor.run(["mkdir", "-p", "--", plan.instance_dir, *plan.kv_dirs], timeout=60.0)
+        executor.run(["mkdir", "-p", "--", plan.instance_dir], timeout=60.0)
+        for d in plan.kv_dirs:
+            # created and marked (unless it exists), so that only what kvgate made is ever removed
+            create_owned_dir(executor, d, ENGINE_OWNER)
         for path, content in plan.files.items():
             executor.write_file(path, content.encode())
         executor.write_file(plan.instance_dir + "/plan.json", json.dumps(plan.to_json(), indent=2).encode())
@@ -283,16 +286,15 @@ class EngineLifecycle:
             time.sleep(0.1)
         if remove_kv_files:
             for d in plan.kv_dirs:
-                if f"/{KV_SUBDIR}/" not in d:
-                    log.info("%s: keeping %s (not a kvgate-owned directory)", plan.node, d)
-                    continue
-                res = ex.run(["rm", "-rf", "--", d], timeout=600.0, check=False)
-                if res.exit_code != 0:
+                # Containment, not a name pattern: only a directory kvgate created and marked.
+                removal = remove_owned_dir(ex, d, None)
+                if removal.outcome == "refused":
+                    log.info("%s: keeping %s (%s)", plan.node, d, removal.reason)
+                elif removal.outcome == "failed":
                     raise EngineStopError(
-                        f"could not remove LMCache files in {d}",
+                        f"could not remove LMCache files in {d}: {removal.reason}",
                         node=plan.node,
-                        command=("rm", "-rf", "--", d),
-                        log_tail=res.stderr,
+                        command=removal.argv,
                     )
         log.info("%s: stopped %s (%s)", plan.node, plan.name, state.reason or "stopped")
         return state

@@ -62,6 +62,31 @@ class GateRun:
             self.notes.append(f"warning: {text}")
         self.gate_dir.append_jsonl("faults.jsonl", {"warning": text})
 
+    # Node directories: created and deleted by containment (harness.remote.scratch) ---------
+    def create_owned(self, executor: Executor, path: str) -> str:
+        """Create ``path`` on the node marked for this campaign (kept as is when it exists)."""
+        from harness.remote.scratch import create_owned_dir
+
+        state = create_owned_dir(executor, path, self.campaign.id)
+        self.gate_dir.record_command(executor.node, ["kvgate-mkdir", path], error=None if state in (
+            "created", "ours") else f"exists and is not this campaign's ({state}): it will not be removed")
+        return state
+
+    def remove_owned(self, executor: Executor, path: str) -> None:
+        """Remove ``path`` only when this campaign created it; a refusal is recorded, never silent."""
+        from harness.remote.scratch import remove_owned_dir
+
+        try:
+            removal = remove_owned_dir(executor, path, self.campaign.id)
+        except RemoteError as exc:
+            self.warn(f"{executor.node}: could not remove {path}", exc)
+            return
+        self.gate_dir.record_removal(removal)
+        if removal.outcome == "refused":
+            self.warn(f"kept {path} on {executor.node}: {removal.reason}")
+        elif removal.outcome == "failed":
+            self.warn(f"{executor.node}: removing {path} failed: {removal.reason}")
+
     def close(self) -> None:
         with self._lock:
             executors = list(self._executors.values())

@@ -15,6 +15,7 @@ from harness.probes.fio_run import run_fio_probe
 from harness.probes.measured import FIO_METRICS, fio_leaf
 from harness.probes.registry import get_probe, run_probe_on
 from harness.progress import Progress
+from harness.remote.scratch import remove_stale_dirs
 
 
 def fio_step(run: GateRun, node: Node, target: StorageTarget, *, job_sets: Optional[list[str]] = None,
@@ -29,8 +30,9 @@ def fio_step(run: GateRun, node: Node, target: StorageTarget, *, job_sets: Optio
     out_dir = Path(run.gate_dir.evidence_path(f"fio/{node.name}/{target.name}"))
     with Progress(f"{run.gate} fio {node.name}/{target.name}", enabled=run.progress) as p:
         try:
+            _remove_stale_scratch(run, node, target)
             res = run_fio_probe(run.executor(node.name), target, run.profile.probes.fio, out_dir,
-                                job_sets=sets, progress=p)
+                                job_sets=sets, progress=p, owner=run.campaign.id)
         except (InfraError, InputError) as exc:
             run.fault(f"{node.name}: fio on target {target.name} failed", exc)
             reason = f"fio did not run: {exc}"
@@ -44,6 +46,16 @@ def fio_step(run: GateRun, node: Node, target: StorageTarget, *, job_sets: Optio
             out[metric] = leaf
     run.gate_dir.mark_step_done(key, out)
     return out
+
+
+def _remove_stale_scratch(run: GateRun, node: Node, target: StorageTarget) -> None:
+    """Scratch directories this campaign left on the target when a run was killed (SIGKILL): removed
+    by containment before the step runs again (``--resume``)."""
+    if target.path.startswith("/dev/"):
+        return
+    for removal in remove_stale_dirs(run.executor(node.name), target.path, "kvgate-fio-", run.campaign.id):
+        run.gate_dir.record_removal(removal)
+        run.notes.append(f"removed scratch left by an interrupted run: {removal.describe()}")
 
 
 def probe_step(run: GateRun, name: str, node: Node, target: StorageTarget, key: str) -> Optional[dict[str, Any]]:

@@ -79,6 +79,8 @@ def _start_instances(run: GateRun, engine: Engine, server: Node, arm: Arm) -> li
             run.gate_dir.write_evidence_json(f"engine/{arm.name}/instance{i}-plan.json", plan.to_json())
             run.gate_dir.record_command(server.name, ["env", *[f"{k}={v}" for k, v in sorted(plan.env.items())],
                                                       *plan.argv])
+            for d in plan.kv_dirs:  # marked for this campaign: only these are removed at the end
+                run.create_owned(executor, d)
             inst = engine.start(executor, plan, peer_executors=peer_executors or None)
             instances.append(inst)
             # Saved at once: a run killed mid-sweep leaves a detached engine behind, which a
@@ -115,10 +117,13 @@ def _stop_instances(run: GateRun, engine: Engine, instances: Sequence[EngineInst
         except (InfraError, OSError) as exc:
             run.warn(f"{inst.node}: collecting the logs of {arm.name} instance {i} failed", exc)
         try:
-            # The KV files this arm wrote are removed: a customer node is left as it was found.
-            engine.stop(inst, remove_kv_files=True)
+            engine.stop(inst, remove_kv_files=False)
         except (InfraError, OSError) as exc:
             run.fault(f"{inst.node}: stopping {arm.name} instance {i} failed", exc)
+            continue
+        # The KV files this arm wrote are removed (by containment): a node is left as it was found.
+        for d in inst.plan.kv_dirs:
+            run.remove_owned(inst.executor, d)
 
 
 def _scrape(run: GateRun, engine: Engine, instances: Sequence[EngineInstance]) -> list[Any]:

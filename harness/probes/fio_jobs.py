@@ -61,6 +61,25 @@ def job_set(name: str) -> JobSet:
         raise InputError(f"unknown fio job set {name!r}; known: {', '.join(JOB_SETS)}") from None
 
 
+# fio reads a job file line by line: a line break starts a new option (``exec_prerun=`` runs a
+# command), ``;`` and ``#`` start comments, ``:`` separates several files or directories, ``$``
+# expands variables and ``\\`` escapes. A path is therefore pasted into a job file only when every
+# character is one fio takes literally; anything else is refused, never escaped.
+_FIO_SAFE_PATH = re.compile(r"/[A-Za-z0-9._/@+-]*")
+
+
+def fio_safe_path(value: str, *, what: str) -> str:
+    """``value`` when fio will read it as exactly that path in a job file, else InputError."""
+    if not _FIO_SAFE_PATH.fullmatch(value):
+        bad = sorted({c for c in value if not re.fullmatch(r"[A-Za-z0-9._/@+-]", c)})
+        shown = ", ".join(repr(c) for c in bad) or "(not absolute)"
+        raise InputError(
+            f"{what} {value!r} cannot be written into a fio job file: fio would interpret "
+            f"{shown} (allowed: letters, digits and . _ / @ + -; the path must be absolute)"
+        )
+    return value
+
+
 def _seconds(value: float) -> str:
     """fio time value: whole seconds as plain integers, else milliseconds."""
     if float(value).is_integer():
@@ -99,6 +118,14 @@ def build_jobfile(
     """
     if (directory is None) == (filename is None):
         raise ValueError("give exactly one of directory and filename")
+    if directory is not None:
+        fio_safe_path(directory, what="fio directory")
+    if filename is not None:
+        fio_safe_path(filename, what="fio filename")
+    if bw_log_dir is not None:
+        fio_safe_path(bw_log_dir, what="fio bandwidth log directory")
+    if engine not in ENGINE_PREFERENCE and not re.fullmatch(r"[a-z0-9_]+", engine):
+        raise InputError(f"fio ioengine {engine!r} is not a plain engine name")
     sets = [job_set(n) for n in job_sets]
     size = int(spec.size)
     lines = [

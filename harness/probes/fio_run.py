@@ -8,6 +8,7 @@ come from parsing that copy, so what is reported is what fio wrote.
 
 from __future__ import annotations
 
+import logging
 import re
 import time
 import uuid
@@ -27,6 +28,7 @@ from harness.probes.fio_jobs import (
     choose_engine,
     describe_command,
     fio_command,
+    fio_safe_path,
     fio_version,
     inspect_target,
 )
@@ -41,6 +43,9 @@ from harness.probes.steady import SteadyState, check_steady_state
 from harness.progress import Progress
 from harness.remote.base import DetachedHandle, Executor, RemoteError
 from harness.remote.fleet import Fleet
+from harness.remote.scratch import create_owned_dir, remove_owned_dir
+
+log = logging.getLogger(__name__)
 
 ProgressLike = Union[Progress, Callable[[str], None], None]
 
@@ -198,6 +203,7 @@ def run_fio_probe(
     progress: ProgressLike = None,
     run_id: Optional[str] = None,
     steady_state: str = "log",
+    owner: Optional[str] = None,
 ) -> FioProbeResult:
     """Run the profile's fio job sets on ``target`` of the executor's node and parse fio's output.
 
@@ -222,9 +228,14 @@ def run_fio_probe(
     check_target(executor, target, sets, int(spec.size) * spec.numjobs, info)
     raw_device = info.is_block_device or target.path.startswith("/dev/")
     scratch = f"/tmp/kvgate-fio-{run_id}" if raw_device else f"{target.path.rstrip('/')}/kvgate-fio-{run_id}"
+    fio_safe_path(scratch, what=f"scratch directory of target {target.name}")
+    if raw_device:
+        fio_safe_path(target.path, what=f"device of target {target.name}")
+    owner = owner or f"kvgate-fio-{run_id}"
     _say(progress, f"{node}/{target.name}: preparing {scratch}")
-    executor.run(["mkdir", "-p", f"{scratch}/bwlogs"])
+    _make_scratch(executor, scratch, owner, target.name)
     try:
+        executor.run(["mkdir", "-p", f"{scratch}/bwlogs"])
         engine, job, jobfile_remote, jobfile_local = _prepare_job(
             executor, target, spec, sets, fio, scratch, stem, out_dir, raw_device=raw_device,
             steady_state=steady_state)
@@ -248,7 +259,7 @@ def run_fio_probe(
             jobfile=jobfile_local, command=command, bw_logs=tuple(sorted(p for ps in logs.values() for p in ps)),
         )
     finally:
-        _cleanup(executor, scratch)
+        _cleanup(executor, scratch, owner)
 
 
 def _prepare_job(executor: Executor, target: StorageTarget, spec: FioSpec, sets: Sequence[str], fio: str,
@@ -309,14 +320,26 @@ def _time_budget(spec: FioSpec, sets: int) -> float:
     return sets * (spec.runtime + spec.ramp_time) + layout + 300.0
 
 
-def _cleanup(executor: Executor, scratch: str) -> None:
-    # Only ever our own run directory (its name is generated above), never the target itself.
-    if "/kvgate-fio-" not in scratch:
-        raise AssertionError(f"refusing to remove {scratch}")
+def _make_scratch(executor: Executor, scratch: str, owner: str, target: str) -> None:
+    """Create the run directory fresh and mark it for ``owner`` (only such a directory is ever
+    removed, see ``harness.remote.scratch``)."""
     try:
-        executor.run(["rm", "-rf", "--", scratch], check=False, timeout=600)
+        state = create_owned_dir(executor, scratch, owner)
+    except ValueError as exc:
+        raise ProbeRefused(str(exc), node=executor.node, target=target) from None
+    if state not in ("created", "ours"):
+        raise ProbeRefused(f"{scratch} already exists and is not this run's directory ({state}); "
+                           "kvgate writes only into a directory it created", node=executor.node, target=target)
+
+
+def _cleanup(executor: Executor, scratch: str, owner: str) -> None:
+    # Only a directory this run created and marked (containment, not a name pattern).
+    try:
+        removal = remove_owned_dir(executor, scratch, owner)
     except RemoteError:
-        pass  # the node went away: nothing more can be done from here; the error in flight wins
+        return  # the node went away: nothing more can be done from here; the error in flight wins
+    if removal.outcome in ("refused", "failed"):
+        log.warning("%s", removal.describe())
 
 
 def _fetch_bw_logs(executor: Executor, remote_dir: str, local_dir: Path) -> dict[str, list[Path]]:
@@ -504,14 +527,15 @@ def run_fio_client_server(
     handles: list[tuple[ServerSpec, DetachedHandle]] = []
     scratches: list[tuple[Executor, str]] = []
     client_dir = f"/tmp/kvgate-fio-{run_id}-client"
-    scratches.append((client, client_dir))
+    owner = f"kvgate-fio-{run_id}"  # marks every directory of this run (harness.remote.scratch)
     label_of: dict[str, str] = {}  # "address:port" as fio names the host -> our label for it
     shared: dict[str, int] = {}
     for srv in servers:
         shared[srv.executor.node] = shared.get(srv.executor.node, 0) + 1
     engines: set[str] = set()
     try:
-        client.run(["mkdir", "-p", client_dir])
+        _make_scratch(client, client_dir, owner, "client")
+        scratches.append((client, client_dir))
         argv = [fio_client, "--output-format=json+"]
         local_jobfiles = []
         for srv in servers:
@@ -544,18 +568,18 @@ def run_fio_client_server(
             raise ProbeError("fio --client wrote no output", node=client.node, detail=res.stdout[-2000:])
         return _cluster_result(client.node, raw_local, label_of, sets, servers, engines, local_jobfiles, command)
     finally:
-        _stop_servers(handles, scratches)
+        _stop_servers(handles, scratches, owner)
 
 
 def _stop_servers(handles: Sequence[tuple[ServerSpec, DetachedHandle]],
-                  scratches: Sequence[tuple[Executor, str]]) -> None:
+                  scratches: Sequence[tuple[Executor, str]], owner: str) -> None:
     for srv, handle in handles:
         try:
             srv.executor.stop(handle, grace=5.0)
         except RemoteError:
             pass
     for ex, path in scratches:
-        _cleanup(ex, path)
+        _cleanup(ex, path, owner)
 
 
 def _start_server(client: Executor, srv: ServerSpec, spec: FioSpec, sets: Sequence[str], run_id: str,
@@ -571,7 +595,8 @@ def _start_server(client: Executor, srv: ServerSpec, spec: FioSpec, sets: Sequen
     if info.is_block_device:
         raise ProbeRefused("client/server mode probes filesystem targets only", node=ex.node, target=srv.target.name)
     scratch = f"{srv.target.path.rstrip('/')}/kvgate-fio-{run_id}"
-    ex.run(["mkdir", "-p", scratch])
+    fio_safe_path(scratch, what=f"scratch directory of target {srv.target.name}")
+    _make_scratch(ex, scratch, f"kvgate-fio-{run_id}", srv.target.name)
     scratches.append((ex, scratch))
     engine = choose_engine(
         ex, f"{scratch}/kvgate-engine-probe", target=srv.target.name, preferred=spec.ioengine, fio=fio
@@ -589,13 +614,14 @@ def _start_server(client: Executor, srv: ServerSpec, spec: FioSpec, sets: Sequen
             node=ex.node,
             target=srv.target.name,
         )
+    _make_scratch(ex, f"{scratch}-server", f"kvgate-fio-{run_id}", srv.target.name)
+    scratches.append((ex, f"{scratch}-server"))
     handle = ex.start_detached(
         [fio, f"--server=ip:{srv.address},{srv.port}"],
         workdir=f"{scratch}-server",
         name=f"fio-server-{run_id}",
     )
     handles.append((srv, handle))
-    scratches.append((ex, f"{scratch}-server"))
     _wait_listening(srv, handle)
     return engine, remote_job, local
 

@@ -31,6 +31,7 @@ import os
 import re
 import socket
 import subprocess
+import uuid
 from pathlib import Path, PurePosixPath
 from typing import Any, Optional, Union
 
@@ -159,6 +160,15 @@ class GateDir:
             rec["error"] = error
         return self.append_jsonl("commands.jsonl", rec)
 
+    def record_removal(self, removal: Any) -> str:
+        """Record a deletion request (``harness.remote.scratch.Removal``) in ``commands.jsonl``."""
+        rec: dict[str, Any] = {"ts": _now(), "node": removal.node, "argv": ["kvgate-rm", removal.path],
+                               "exit_code": removal.exit_code, "duration_s": round(removal.duration_s, 6),
+                               "outcome": removal.outcome}
+        if removal.reason:
+            rec["reason"] = removal.reason
+        return self.append_jsonl("commands.jsonl", rec)
+
     # -- resumable state ------------------------------------------------------------------------
     @property
     def state_path(self) -> Path:
@@ -279,7 +289,8 @@ class Campaign:
                 if inv is None or prof is None:
                     raise CampaignError(f"a new campaign ({name}) needs the inventory and the profile files")
                 meta = {
-                    "format": CAMPAIGN_FORMAT, "name": name, "started_at": _now(), "operator": operator,
+                    "format": CAMPAIGN_FORMAT, "name": name, "id": uuid.uuid4().hex,
+                    "started_at": _now(), "operator": operator,
                     "kvgate_version": __version__, "git_commit": _git_commit(),
                     "host": socket.gethostname(), "inventory": inv, "profile": prof,
                 }
@@ -338,6 +349,11 @@ class Campaign:
         return fd
 
     # -- use ------------------------------------------------------------------------------------
+    @property
+    def id(self) -> str:
+        """This campaign's id: what marks the node directories it creates (only those are deleted)."""
+        return str(self.meta.get("id") or f"{self.name}@{self.meta.get('started_at', '')}")
+
     @property
     def writable(self) -> bool:
         return self._lock_fd is not None
