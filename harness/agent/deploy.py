@@ -56,10 +56,14 @@ def remote_sha256(executor: Executor, path: str) -> Optional[str]:
 
 def ensure_agent(executor: Executor, workdir: str) -> str:
     """Make sure the node has this controller's agent under ``workdir``; return its remote path."""
+    from harness.remote.detached import ensure_workdir
+
     local, digest = local_agent()
     remote = posixpath.join(workdir, local.name)
+    # Checked before anything is read or written there: a workdir another user owns or can write
+    # (a planted /tmp/kvgate) is refused, never used.
+    ensure_workdir(executor, workdir)
     if remote_sha256(executor, remote) == digest:
         return remote
-    executor.run(["mkdir", "-p", "--", workdir], timeout=60)
-    executor.put(str(local), remote, mode=0o755)
+    executor.put(str(local), remote, mode=0o700)
     return remote

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import getpass
+import re
 from typing import Any, Literal, Optional
 
 from pydantic import Field, SecretStr, field_validator, model_validator
@@ -95,8 +97,15 @@ CONNECTION_DEFAULTS: dict[str, object] = {
     "command_timeout": 600.0,
     "keepalive": 5.0,
     "python": "python3",
-    "workdir": "/tmp/kvgate",
+    "workdir": None,  # per user: /var/tmp/kvgate-<user> (see Inventory.setting)
 }
+
+
+def default_workdir(user: Optional[str]) -> str:
+    """The node workdir when the inventory names none: one per SSH user, so two users never share
+    one, and kvgate refuses it when someone else created it first (never a shared /tmp/kvgate)."""
+    name = re.sub(r"[^A-Za-z0-9._-]", "_", user or getpass.getuser()) or "user"
+    return f"/var/tmp/kvgate-{name}"
 
 
 class Node(ConnectionSettings):
@@ -168,6 +177,9 @@ class Inventory(StrictModel):
             value = getattr(self.defaults, key)
         if value is None:
             value = CONNECTION_DEFAULTS.get(key)
+        if value is None and key == "workdir":
+            user = self.setting(node, "user")
+            value = default_workdir(user if isinstance(user, str) and node.connection == "ssh" else None)
         return value
 
     def nodes_with_role(self, role: str) -> list[Node]:

@@ -18,6 +18,7 @@ from harness.engines.prometheus import MetricsSnapshot
 from harness.engines.ray import start_ray_cluster, stop_ray_cluster
 from harness.redact import redact_data
 from harness.remote.base import Executor, ProcessState, RemoteError
+from harness.remote.detached import ensure_workdir
 from harness.remote.scratch import ENGINE_OWNER, create_owned_dir, remove_owned_dir
 
 if TYPE_CHECKING:
@@ -150,13 +151,14 @@ class EngineLifecycle:
             raise EngineStartError(
                 f"{exe!r} is not on the PATH of node {plan.node}", node=plan.node, command=plan.argv
             )
-        executor.run(["mkdir", "-p", "--", plan.instance_dir], timeout=60.0)
+        ensure_workdir(executor, plan.instance_dir)  # 0700, ours: refused when another user owns it
         for d in plan.kv_dirs:
             # created and marked (unless it exists), so that only what kvgate made is ever removed
             create_owned_dir(executor, d, ENGINE_OWNER)
         for path, content in plan.files.items():
-            executor.write_file(path, content.encode())
-        executor.write_file(plan.instance_dir + "/plan.json", json.dumps(plan.to_json(), indent=2).encode())
+            executor.write_file(path, content.encode(), mode=0o600)
+        executor.write_file(plan.instance_dir + "/plan.json",
+                            json.dumps(redact_data(plan.to_json()), indent=2).encode(), mode=0o600)
         if plan.ray is not None:
             start_ray_cluster(plan.ray, {plan.node: executor, **peers})
         try:

@@ -60,14 +60,68 @@ proc_stat() {
 }
 """
 
-LAUNCH = _STAT_FN + r"""
+# safe_dir DIR: create DIR (mode 0700) unless it exists, refusing it unless it is safe for the
+# files kvgate writes there: every component from / down is a directory owned by root or by us (a
+# symbolic link only when root or we own it), a component writable by group or others only with
+# the sticky bit (like /tmp), and DIR itself ours and writable by nobody else. So another user's
+# planted directory or link (e.g. /tmp/kvgate -> somewhere) is refused, not followed.
+SAFE_DIR_FN = r"""
+safe_dir() {
+  d=$1
+  case "$d" in /*) ;; *) echo "kvgate: workdir $d is not absolute" >&2; return 1 ;; esac
+  me=$(id -u)
+  cur=
+  oldifs=$IFS
+  IFS=/
+  set -f
+  for part in ${d#/}; do
+    [ -n "$part" ] || continue
+    cur="$cur/$part"
+    if [ ! -e "$cur" ] && [ ! -L "$cur" ]; then
+      # created only below a component already checked, so never through a foreign link
+      (umask 077 && mkdir -- "$cur" 2>/dev/null) || [ -d "$cur" ] || {
+        IFS=$oldifs; set +f; echo "kvgate: cannot create workdir $d ($cur)" >&2; return 1; }
+    fi
+    if [ -L "$cur" ]; then
+      lu=$(stat -c %u -- "$cur") || return 1
+      if [ "$lu" != 0 ] && [ "$lu" != "$me" ]; then
+        IFS=$oldifs; set +f
+        echo "kvgate: unsafe workdir $d: $cur is a symbolic link owned by uid $lu" >&2; return 1
+      fi
+    fi
+    st=$(stat -L -c '%u %a' -- "$cur") || { IFS=$oldifs; set +f; return 1; }
+    u=${st%% *} m=$((0${st#* }))
+    if [ "$u" != 0 ] && [ "$u" != "$me" ]; then
+      IFS=$oldifs; set +f
+      echo "kvgate: unsafe workdir $d: $cur is owned by uid $u, not by us (uid $me) or root" >&2; return 1
+    fi
+    if [ $((m & 18)) -ne 0 ] && { [ $((m & 512)) -eq 0 ] || [ "$cur" = "$d" ]; }; then
+      IFS=$oldifs; set +f
+      echo "kvgate: unsafe workdir $d: $cur is writable by group or others" >&2; return 1
+    fi
+  done
+  IFS=$oldifs
+  set +f
+  if [ "$(stat -L -c %u -- "$d")" != "$me" ]; then
+    echo "kvgate: unsafe workdir $d: not owned by uid $me" >&2; return 1
+  fi
+}
+"""
+
+ENSURE_DIR = SAFE_DIR_FN + r"""safe_dir "$1" && echo ok
+"""
+
+LAUNCH = _STAT_FN + SAFE_DIR_FN + r"""
 out=$1 err=$2 pidf=$3 exf=$4 dir=$5
 shift 5
-mkdir -p -- "$(dirname -- "$out")" "$(dirname -- "$pidf")" || exit 96
-rm -f -- "$pidf" "$exf"
+safe_dir "$(dirname -- "$out")" || exit 95
+safe_dir "$(dirname -- "$pidf")" || exit 95
+rm -f -- "$out" "$err" "$pidf" "$exf" "$pidf.tmp" "$exf.tmp"
 if [ -n "$dir" ]; then cd -- "$dir" || exit 97; fi
+set -C  # noclobber: a log file that reappeared (a link planted meanwhile) is never opened
 setsid sh -c '""" + WRAPPER.replace("'", "'\\''") + r"""' kvgate-wrapper "$pidf" "$exf" "$@" \
   </dev/null >"$out" 2>"$err" &
+set +C
 i=0
 while [ ! -s "$pidf" ]; do
   i=$((i + 1))
@@ -126,6 +180,24 @@ def _start_time(ticks: str, btime: str, clk: str) -> float | None:
         return None
 
 
+class UnsafeWorkdir(RemoteError):
+    """A node directory kvgate would write into is owned by another user or writable by others."""
+
+
+def ensure_workdir(ex: Executor, path: str) -> str:
+    """Create ``path`` on the node (0700) or check it: refused (:class:`UnsafeWorkdir`) when it or
+    a parent is another user's, a foreign link, or writable by others (see ``SAFE_DIR_FN``)."""
+    if not path.startswith("/") or "\0" in path or "\n" in path:
+        raise InputError(f"invalid workdir {path!r}: an absolute path is needed")
+    res = ex.run(["sh", "-c", ENSURE_DIR, "kvgate-workdir", path], timeout=60.0, check=False)
+    if res.exit_code != 0 or res.stdout.strip() != "ok":
+        msg = res.stderr.strip().splitlines()[-1] if res.stderr.strip() else f"cannot prepare workdir {path}"
+        raise UnsafeWorkdir(msg + " (set another workdir in the inventory, or fix its owner/mode)",
+                            host=ex.node, command=["kvgate-workdir", path], exit_code=res.exit_code,
+                            stderr=res.stderr)
+    return path
+
+
 def start_detached(ex: Executor, argv: Sequence[str], *, workdir: str, name: str,
                    env: Mapping[str, str] | None = None, cwd: str | None = None) -> DetachedHandle:
     """Start ``argv`` detached on ``ex``'s node; logs and bookkeeping files live in ``workdir``."""
@@ -145,6 +217,10 @@ def start_detached(ex: Executor, argv: Sequence[str], *, workdir: str, name: str
     launcher = [*env_prefix({MARKER_VAR: marker, **user_env}), "sh", "-c", LAUNCH, "kvgate-detached",
                 paths["out"], paths["err"], paths["pid"], paths["exit"], cwd or "", *args]
     res = ex.run(launcher, timeout=60.0, check=False)
+    if res.exit_code == 95:
+        raise UnsafeWorkdir(res.stderr.strip().splitlines()[-1] if res.stderr.strip() else
+                            f"unsafe workdir {workdir}", host=ex.node, command=args, exit_code=95,
+                            stderr=res.stderr)
     fields = res.stdout.split()
     if res.exit_code != 0 or len(fields) != 4 or not fields[0].isdigit():
         raise RemoteError("could not start a detached process", host=ex.node, command=args,
