@@ -10,12 +10,28 @@ import re
 import shlex
 from typing import Any
 
-__all__ = ["MASK", "is_secret_name", "redact_argv", "redact_command_line", "redact_config_text", "redact_data"]
+__all__ = ["MASK", "is_secret_name", "mask_values", "normalise_name", "redact_argv", "redact_command_line",
+           "redact_config_text", "redact_data"]
 
 MASK = "***"
 
+# The documented rule (docs/ARCHITECTURE.md, "Secrets"). A name is normalised first: quotes and
+# leading dashes dropped, lower case, '-' read as '_' (so ``--api-key``, ``"DB_PASSWORD"``,
+# ``hf-token`` are all seen the same way). It is a secret when it is one of SECRET_NAMES or ends
+# with one of SECRET_SUFFIXES (``HF_TOKEN``, ``DB_PASSWORD``, ``AWS_SECRET``, ``OPENAI_API_KEY``),
+# unless it only says where a secret is kept (POINTER_SUFFIXES: ``passphrase_env``,
+# ``api_key_file``) or is a per-token quantity. So ``--prefill-tokens-per-s`` or ``max_tokens`` are not secrets.
+SECRET_NAMES = frozenset({
+    "api_key", "apikey", "token", "password", "passwd", "passphrase", "secret", "credential",
+    "credentials", "auth", "authorization", "private_key", "access_key", "secret_key",
+})
+SECRET_SUFFIXES = ("_token", "_password", "_passwd", "_passphrase", "_secret", "_key", "_apikey",
+                   "_credential", "_credentials")
+POINTER_SUFFIXES = ("_env", "_file", "_path", "_dir")
+# Quantities named after tokens are not secrets: ``kv_bytes_per_token``, ``max_num_batched_tokens``.
+NOT_SECRET_SUFFIXES = ("_per_token",)
+
 _SECRET = re.compile(r"(api[-_]?key|token|password|passwd|passphrase|secret|credential)", re.IGNORECASE)
-_POINTER = re.compile(r"(_env|_file|_path)$", re.IGNORECASE)
 
 # `passphrase: x`, `api_key: "x"`, `{hf_token: x}` in YAML text; not `passphrase_env:`.
 _SECRET_VALUE = re.compile(
@@ -24,9 +40,18 @@ _SECRET_VALUE = re.compile(
     re.IGNORECASE)
 
 
+def normalise_name(name: str) -> str:
+    return name.strip().strip("'\"").lstrip("-").lower().replace("-", "_")
+
+
 def is_secret_name(name: str) -> bool:
-    """True for a key or variable name whose value is a secret (``HF_TOKEN``, ``api_key``)."""
-    return bool(_SECRET.search(name)) and not _POINTER.search(name)
+    """True for a key, flag or variable name whose value is a secret (``HF_TOKEN``, ``api_key``,
+    ``--api-key``, ``"DB_PASSWORD"``); False for pointers (``passphrase_env``) and for names that
+    merely contain a secret-like word (``--prefill-tokens-per-s``)."""
+    n = normalise_name(name)
+    if not n or n.endswith(POINTER_SUFFIXES) or n.endswith(NOT_SECRET_SUFFIXES):
+        return False
+    return n in SECRET_NAMES or n.endswith(SECRET_SUFFIXES)
 
 
 def redact_argv(argv: Any) -> list[str]:
@@ -43,7 +68,7 @@ def redact_argv(argv: Any) -> list[str]:
         name, sep, _ = arg.partition("=")
         if sep and is_secret_name(name):
             out.append(f"{name}={MASK}")
-        elif arg.startswith("-") and is_secret_name(arg):
+        elif arg.startswith("-") and not sep and is_secret_name(arg):
             out.append(arg)
             hide_next = True
         else:
@@ -83,3 +108,12 @@ def redact_command_line(line: str) -> str:
 def redact_config_text(text: str) -> str:
     """YAML text with the values of secret-looking keys replaced by ``'***'``."""
     return _SECRET_VALUE.sub(lambda m: f"{m.group(1)}'{MASK}'", text)
+
+
+def mask_values(text: str, secrets: Any) -> str:
+    """``text`` with every occurrence of each known secret value replaced by the mask (for logs an
+    engine wrote: vLLM echoes its arguments). Values shorter than 4 characters are not searched
+    (they would mask ordinary words)."""
+    for value in sorted({str(v) for v in secrets if v is not None and len(str(v)) >= 4}, key=len, reverse=True):
+        text = text.replace(value, MASK)
+    return text

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Union
+from typing import Any, Optional, Union
 
 import yaml
 
@@ -21,6 +21,57 @@ from harness.errors import ConfigError
 MAX_CONFIG_BYTES = 4 * 1024 * 1024
 
 PathKey = tuple[Union[str, int], ...]
+
+# Hostile-input limits. Configs need at most a little reuse (an anchor or two) and a few levels of
+# nesting; billion-laughs aliases, deep nesting and huge integers are refused in well under a
+# second with the file and line, instead of minutes, gigabytes or a traceback.
+MAX_ALIASES = 100  # alias uses (``*name`` and ``<<: *name``) per file
+MAX_DEPTH = 64  # nesting of mappings and sequences
+MAX_VALUES = 20_000  # values after alias expansion (the largest shipped config has a few hundred)
+MAX_INT_DIGITS = 40  # an integer longer than this is a mistake (2**128 has 39 digits)
+
+
+class _LimitedLoader(yaml.SafeLoader):
+    """PyYAML's safe composer with alias and depth limits checked while the tree is built."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self.aliases = 0
+        self.depth = 0
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            self.aliases += 1
+            if self.aliases > MAX_ALIASES:
+                raise _LimitError(f"more than {MAX_ALIASES} aliases (*name); configuration files need "
+                                  "no more than a little reuse", self.peek_event().start_mark)  # type: ignore[no-untyped-call]
+            return super().compose_node(parent, index)
+        self.depth += 1
+        try:
+            if self.depth > MAX_DEPTH:
+                raise _LimitError(f"nested deeper than {MAX_DEPTH} levels", self.peek_event().start_mark)  # type: ignore[no-untyped-call]
+            return super().compose_node(parent, index)
+        finally:
+            self.depth -= 1
+
+
+class _LimitError(Exception):
+    def __init__(self, problem: str, mark: Any) -> None:
+        super().__init__(problem)
+        self.problem = problem
+        self.mark = mark
+
+
+def compose(text: str, path: str) -> Optional[yaml.Node]:
+    """One YAML document's node tree, within the limits above (ConfigError otherwise)."""
+    loader = _LimitedLoader(text)
+    try:
+        return loader.get_single_node()
+    except _LimitError as exc:
+        raise ConfigError(exc.problem, path=path, line=exc.mark.line + 1 if exc.mark else None,
+                          column=exc.mark.column + 1 if exc.mark else None) from None
+    finally:
+        loader.dispose()
 
 
 @dataclass
@@ -52,8 +103,17 @@ class _Builder:
         self.positions: dict[PathKey, tuple[int, int]] = {}
         self.key_positions: dict[PathKey, tuple[int, int]] = {}
         self._scalars = yaml.SafeLoader("")
+        self.values = 0
 
     def build(self, node: yaml.Node, loc: PathKey) -> Any:
+        self.values += 1
+        if self.values > MAX_VALUES:
+            raise ConfigError(f"more than {MAX_VALUES} values once aliases are expanded (alias bomb?)",
+                              path=self.path, line=node.start_mark.line + 1, column=node.start_mark.column + 1)
+        if (isinstance(node, yaml.ScalarNode) and node.tag == "tag:yaml.org,2002:int"
+                and len(node.value) > MAX_INT_DIGITS):
+            raise ConfigError(f"integer of {len(node.value)} characters; at most {MAX_INT_DIGITS} are accepted",
+                              path=self.path, line=node.start_mark.line + 1, column=node.start_mark.column + 1)
         self.positions[loc] = (node.start_mark.line + 1, node.start_mark.column + 1)
         if isinstance(node, yaml.MappingNode):
             return self._mapping(node, loc)
@@ -150,7 +210,7 @@ def parse_yaml(text: str, path: str = "<input>") -> YamlDocument:
     ):
         raise ConfigError("file is empty; expected a YAML mapping", path=path, line=1, column=1)
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        node = compose(text, path)
     except yaml.composer.ComposerError as exc:
         mark = exc.problem_mark
         raise ConfigError(
@@ -185,3 +245,65 @@ def parse_yaml(text: str, path: str = "<input>") -> YamlDocument:
 def load_yaml(path: Union[str, os.PathLike[str]]) -> YamlDocument:
     """Read and parse the YAML file at ``path``."""
     return parse_yaml(read_text(path), str(path))
+
+
+def mask_secret_values(text: str, path: str = "<input>") -> str:
+    """``text`` with the value of every secret (``harness.redact.is_secret_name``) replaced by
+    ``'***'``, found in the parsed YAML tree rather than by line patterns: block scalars, quoted
+    keys, flow mappings, anchors and argument lists (``[--api-key, sk-..]``, ``HF_TOKEN=..``) are
+    masked exactly, comments and layout kept. Raises ConfigError when the text is not YAML."""
+    from harness.redact import MASK, is_secret_name
+
+    try:
+        root = compose(text, path)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"YAML error: {exc}", path=path) from None
+    spans: dict[int, tuple[int, str]] = {}  # start index -> (end index, replacement)
+
+    def mask_all(node: yaml.Node) -> None:
+        if isinstance(node, yaml.ScalarNode):
+            end = node.end_mark.index
+            raw = text[node.start_mark.index:end]
+            tail = raw[len(raw.rstrip("\n")):] if node.style in ("|", ">") else ""
+            spans[node.start_mark.index] = (end, f"'{MASK}'" + tail)
+        elif isinstance(node, yaml.SequenceNode):
+            for child in node.value:
+                mask_all(child)
+        elif isinstance(node, yaml.MappingNode):
+            for _, child in node.value:
+                mask_all(child)
+
+    seen: set[int] = set()
+
+    def walk(node: yaml.Node) -> None:
+        if id(node) in seen:
+            return
+        seen.add(id(node))
+        if isinstance(node, yaml.MappingNode):
+            for key, value in node.value:
+                if isinstance(key, yaml.ScalarNode) and is_secret_name(str(key.value)):
+                    mask_all(value)
+                else:
+                    walk(value)
+        elif isinstance(node, yaml.SequenceNode):
+            hide_next = False
+            for item in node.value:
+                if isinstance(item, yaml.ScalarNode):
+                    value = str(item.value)
+                    name, sep, _ = value.partition("=")
+                    if sep and is_secret_name(name) and not hide_next and name.replace("-", "_").isidentifier():
+                        spans[item.start_mark.index] = (item.end_mark.index, f"'{name}={MASK}'")
+                    elif hide_next or (sep and is_secret_name(name)):
+                        mask_all(item)
+                    hide_next = value.startswith("-") and not sep and is_secret_name(value)
+                else:
+                    hide_next = False
+                    walk(item)
+
+    if root is not None:
+        walk(root)
+    out = text
+    for start in sorted(spans, reverse=True):
+        end, repl = spans[start]
+        out = out[:start] + repl + out[end:]
+    return out

@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Optional
 from harness.engines.base import EngineError, EngineInstance, EnginePlan, EngineStartError, EngineStopError
 from harness.engines.prometheus import MetricsSnapshot
 from harness.engines.ray import start_ray_cluster, stop_ray_cluster
-from harness.redact import redact_data
+from harness.engines.secretargs import plan_secrets
+from harness.redact import mask_values, redact_data
 from harness.remote.base import Executor, ProcessState, RemoteError
 from harness.remote.detached import ensure_workdir
 from harness.remote.scratch import ENGINE_OWNER, create_owned_dir, remove_owned_dir
@@ -127,6 +128,15 @@ def drop_page_cache(executor: Executor) -> bool:
         log.warning("%s: dropping the page cache failed: %s", executor.node, res.stderr.strip())
         return False
     return True
+
+
+def _mask_file(path: Path, secrets: list[str]) -> None:
+    if not secrets:
+        return
+    text = path.read_bytes().decode("utf-8", "replace")
+    masked = mask_values(text, secrets)
+    if masked != text:
+        path.write_text(masked)
 
 
 class EngineLifecycle:
@@ -247,6 +257,7 @@ class EngineLifecycle:
         dest_dir.mkdir(parents=True, exist_ok=True)
         out: list[Path] = []
         base = f"{plan.node}-{plan.name}"
+        secrets = plan_secrets(dict(plan.env), plan.argv)  # engines echo their arguments in logs
         for remote, suffix in (
             (instance.handle.stdout_path, "stdout.log"),
             (instance.handle.stderr_path, "stderr.log"),
@@ -254,6 +265,7 @@ class EngineLifecycle:
             local = dest_dir / f"{base}.{suffix}"
             try:
                 instance.executor.get(remote, str(local))
+                _mask_file(local, secrets)
                 out.append(local)
             except RemoteError as exc:
                 log.warning("%s: could not collect %s: %s", plan.node, remote, exc.message.splitlines()[0])
@@ -262,7 +274,7 @@ class EngineLifecycle:
         out.append(plan_path)
         for remote_path, content in plan.files.items():
             local = dest_dir / f"{base}.{os.path.basename(remote_path)}"
-            local.write_text(content)
+            local.write_text(mask_values(content, secrets))
             out.append(local)
         return out
 

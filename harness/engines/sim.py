@@ -17,6 +17,7 @@ from harness.config.profile import Arm, Profile
 from harness.engines.base import DEFAULT_WORKDIR, EngineError, EngineInstance, EnginePlan, EvictResult
 from harness.engines.lifecycle import EngineLifecycle, http_request
 from harness.engines.planning import plan_common
+from harness.engines.secretargs import move_secret_args
 from harness.errors import InputError
 
 SOURCE_ROOT = str(Path(__file__).resolve().parents[2])
@@ -82,8 +83,10 @@ class SimEngine(EngineLifecycle):
             "--kv-scale",
             repr(sim.kv_scale),
         ]
-        argv += list(engine.extra_args)
-        notes = (*c.notes, "engine is kvgate's KV emulator: compute is emulated, storage I/O is real")
+        extra, secret_env, secret_notes = move_secret_args(engine.extra_args)  # secrets by env (i17)
+        argv += extra
+        env.update(secret_env)
+        notes = (*c.notes, *secret_notes, "engine is kvgate's KV emulator: compute is emulated, storage I/O is real")
         return EnginePlan(
             kind=self.kind,
             node=node.name,

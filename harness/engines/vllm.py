@@ -22,6 +22,7 @@ from harness.engines.base import DEFAULT_WORKDIR, EngineError, EngineInstance, E
 from harness.engines.lifecycle import EngineLifecycle, http_request, restart
 from harness.engines.planning import plan_common
 from harness.engines.ray import plan_ray_cluster
+from harness.engines.secretargs import move_secret_args
 from harness.errors import InputError
 
 
@@ -92,7 +93,8 @@ class VllmEngine(EngineLifecycle):
             )
         if c.kv_transfer is not None:
             argv += ["--kv-transfer-config", c.kv_transfer]
-        argv += list(engine.extra_args)
+        extra, secret_env, secret_notes = move_secret_args(engine.extra_args)  # secrets by env (i17)
+        argv += extra
         return EnginePlan(
             kind=self.kind,
             node=node.name,
@@ -100,7 +102,7 @@ class VllmEngine(EngineLifecycle):
             arm=c.arm.name,
             instance_index=instance_index,
             argv=tuple(argv),
-            env=c.env,
+            env={**c.env, **secret_env},
             files=c.files,
             host=engine.host,
             port=c.port,
@@ -116,7 +118,7 @@ class VllmEngine(EngineLifecycle):
             offload=c.arm.offload,
             cpu_tier=c.arm.offload and c.arm.lmcache.local_cpu,
             ray=ray,
-            notes=tuple(notes),
+            notes=(*notes, *secret_notes),
         )
 
     def evict(self, instance: EngineInstance) -> EvictResult:

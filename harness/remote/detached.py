@@ -3,7 +3,7 @@
 A process is started through two fixed shell scripts (constants below: no user string is ever
 part of a script; the command, paths and names are positional parameters ``"$@"``)::
 
-    env KVGATE_MARKER=<uuid> [K=V ...] sh -c LAUNCH kvgate-detached <out> <err> <pid> <exit> <cwd> argv...
+    env KVGATE_MARKER=<uuid> sh -c LAUNCH kvgate-detached <out> <err> <pid> <exit> <cwd> argv...  (K=V lines on stdin)
         └─ setsid sh -c WRAPPER ... argv...   (new session: survives the connection and the controller)
               ├─ writes its pid to <pid>, ignores nothing (TERM is trapped, so children get the default)
               ├─ runs argv with stdin /dev/null, stdout/stderr to <out>/<err>
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from harness.errors import InputError
 from harness.remote.base import DetachedHandle, Executor, ProcessState, RemoteError
-from harness.remote.commands import check_argv, env_prefix
+from harness.remote.commands import check_argv, check_env, env_prefix
 
 MARKER_VAR = "KVGATE_MARKER"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -114,6 +114,9 @@ ENSURE_DIR = SAFE_DIR_FN + r"""safe_dir "$1" && echo ok
 LAUNCH = _STAT_FN + SAFE_DIR_FN + r"""
 out=$1 err=$2 pidf=$3 exf=$4 dir=$5
 shift 5
+# The command's environment arrives on stdin (NAME=value lines), never in an argument list, so
+# secrets in it (HF_TOKEN, VLLM_API_KEY) never show in ps.
+while IFS= read -r kv; do export "$kv" || exit 94; done
 safe_dir "$(dirname -- "$out")" || exit 95
 safe_dir "$(dirname -- "$pidf")" || exit 95
 rm -f -- "$out" "$err" "$pidf" "$exf" "$pidf.tmp" "$exf.tmp"
@@ -214,9 +217,14 @@ def start_detached(ex: Executor, argv: Sequence[str], *, workdir: str, name: str
     user_env = dict(env or {})
     if MARKER_VAR in user_env:
         raise InputError(f"{MARKER_VAR} is reserved for kvgate")
-    launcher = [*env_prefix({MARKER_VAR: marker, **user_env}), "sh", "-c", LAUNCH, "kvgate-detached",
+    env_lines = check_env(user_env)
+    bad = [k for k, v in env_lines.items() if "\n" in v or "\r" in v]
+    if bad:
+        raise InputError(f"environment variable(s) {', '.join(bad)} contain a line break")
+    launcher = [*env_prefix({MARKER_VAR: marker}), "sh", "-c", LAUNCH, "kvgate-detached",
                 paths["out"], paths["err"], paths["pid"], paths["exit"], cwd or "", *args]
-    res = ex.run(launcher, timeout=60.0, check=False)
+    stdin = "".join(f"{k}={v}\n" for k, v in env_lines.items()).encode()
+    res = ex.run(launcher, timeout=60.0, check=False, stdin=stdin)
     if res.exit_code == 95:
         raise UnsafeWorkdir(res.stderr.strip().splitlines()[-1] if res.stderr.strip() else
                             f"unsafe workdir {workdir}", host=ex.node, command=args, exit_code=95,

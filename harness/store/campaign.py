@@ -38,9 +38,10 @@ from typing import Any, Optional, Union
 from pydantic import ValidationError
 
 from harness import __version__
-from harness.errors import InputError
+from harness.config.yamlsource import mask_secret_values
+from harness.errors import ConfigError, InputError
 from harness.paths import project_root
-from harness.redact import redact_argv, redact_config_text, redact_data
+from harness.redact import redact_argv, redact_data
 from harness.remote.base import RunResult
 from harness.store import durable
 from harness.store.schema import SCHEMA_VERSION, GateResult
@@ -96,8 +97,14 @@ def _file_record(path: Path) -> dict[str, Any]:
         raise CampaignError(f"cannot read {path}: {exc.strerror or exc}") from None
     # The hash is of the file as given (a resumed run must use the same file); the text kept in
     # the campaign has its secret values masked, since campaigns are shared and signed.
-    return {"path": str(path), "sha256": hashlib.sha256(raw).hexdigest(),
-            "text": redact_config_text(raw.decode("utf-8", "replace"))}
+    # Masked in the parsed YAML tree (block scalars, quoted keys, argument lists), never by
+    # editing lines; a file that is not YAML is not copied at all (only its hash).
+    text = raw.decode("utf-8", "replace")
+    try:
+        masked: Optional[str] = mask_secret_values(text, str(path))
+    except ConfigError:
+        masked = None
+    return {"path": str(path), "sha256": hashlib.sha256(raw).hexdigest(), "text": masked}
 
 
 def _safe_relpath(name: str) -> PurePosixPath:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from harness.store.campaign import Campaign, redact_config_text
+from harness.redact import redact_config_text
+from harness.store.campaign import Campaign
 
 
 def test_inline_secrets_are_masked_in_campaign_json(tmp_path: Path) -> None:

@@ -1,0 +1,100 @@
+"""Finding 5: secrets leak.
+
+A block-scalar passphrase appeared unmasked in campaign.json; ``--api-key`` in ``extra_args``
+reached campaign.json, engine stderr evidence, the node's plan.json and ``ps``; ``HF_TOKEN`` reached
+plan.json (0644) and ``ps``; a quoted ``"DB_PASSWORD"`` key was not masked; non-secrets such as
+``--prefill-tokens-per-s`` were masked. Now: one rule on names, masking in the parsed YAML tree,
+``--api-key`` moved to ``VLLM_API_KEY``, the environment handed to the launcher on stdin, plan
+files 0600 and masked, engine logs masked. This test starts a real engine, samples ``ps``
+throughout and greps every file written, on the node and in the evidence: zero hits."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+from harness.config.profile import Profile
+from harness.engines import get_engine
+from harness.remote.local import LocalExecutor
+from harness.store.campaign import Campaign
+from tests.engines.test_lifecycle import _node, _profile
+from tests.sim.simhelpers import free_port
+
+API_KEY = "sk-kvgate-API-0123456789"
+HF = "hf_kvgateTOKEN0123456789"
+DB = "dbpass-kvgate-0123456789"
+PASS = "hunter2-kvgate-passphrase"
+SECRETS = (API_KEY, HF, DB, PASS)
+
+
+def _grep(root: Path) -> list[str]:
+    hits = []
+    for p in root.rglob("*"):
+        if p.is_file() and not p.is_symlink():
+            data = p.read_bytes()
+            hits += [f"{p}: {s}" for s in SECRETS if s.encode() in data]
+    return hits
+
+
+def test_campaign_json_masks_block_scalars_quoted_keys_and_argv_but_not_non_secrets(tmp_path: Path) -> None:
+    inv = tmp_path / "inv.yaml"
+    inv.write_text(
+        "cluster: c\ndefaults:\n  passphrase: >-\n    " + PASS + "\n    continued\n"
+        "nodes:\n  - {name: n1, host: localhost, connection: local}\n"
+    )
+    prof = tmp_path / "prof.yaml"
+    prof.write_text(
+        "name: p\nengine:\n  kind: sim\n  extra_args: [--api-key, " + API_KEY + ", --prefill-tokens-per-s, '500']\n"
+        "  env:\n    \"DB_PASSWORD\": " + DB + "\n    HF_TOKEN: " + HF + "\n    MODEL_DIR: /m\n"
+    )
+    with Campaign.open(tmp_path / "reports", "c1", inventory_path=inv, profile_path=prof):
+        pass
+    text = (tmp_path / "reports" / "c1" / "campaign.json").read_text()
+    assert not [s for s in SECRETS if s in text]
+    meta = json.loads(text)
+    assert "continued" not in meta["inventory"]["text"]
+    assert "--prefill-tokens-per-s, '500'" in meta["profile"]["text"] and "MODEL_DIR: /m" in meta["profile"]["text"]
+
+
+def test_engine_secrets_never_in_ps_plan_files_or_logs(tmp_path: Path) -> None:
+    port = free_port()
+    profile: Profile = _profile(tmp_path, kind="sim", command=None, port=port,
+                                extra=["--api-key", API_KEY], env={"HF_TOKEN": HF, "DB_PASSWORD": DB})
+    node = _node(tmp_path)
+    (tmp_path / "tier").mkdir()
+    engine = get_engine("sim")
+    workdir = tmp_path / "w"
+    plan = engine.plan(node, profile, "disk", 0, workdir=str(workdir), python=sys.executable)
+    assert API_KEY not in plan.argv and plan.env["VLLM_API_KEY"] == API_KEY
+    assert any("VLLM_API_KEY" in n for n in plan.notes)
+    seen: list[str] = []
+    stop = threading.Event()
+
+    def sample() -> None:
+        while not stop.is_set():
+            out = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+            seen.append(out)
+            stop.wait(0.01)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    evidence = tmp_path / "evidence"
+    with LocalExecutor("local") as ex:
+        inst = engine.start(ex, plan)
+        try:
+            engine.wait_ready(inst, 20)
+            environ = Path(f"/proc/{inst.handle.pid}/environ").read_bytes()
+            assert f"HF_TOKEN={HF}".encode() in environ  # the engine did get its secrets
+            engine.collect_logs(inst, evidence)
+        finally:
+            engine.stop(inst, remove_kv_files=True)
+            stop.set()
+            sampler.join(5)
+    assert len(seen) > 5
+    assert not [s for s in SECRETS for snap in seen if s in snap], "a secret appeared in ps"
+    node_plan = Path(plan.instance_dir) / "plan.json"
+    assert node_plan.stat().st_mode & 0o777 == 0o600
+    assert _grep(workdir) == [] and _grep(evidence) == []
