@@ -31,7 +31,7 @@ from typing import Any, Optional
 from harness.load.errors import LoadInputError
 from harness.load.http import Endpoint, ProtocolError, ResponseParser, build_request
 from harness.load.spec import RequestSpec
-from harness.load.sse import StreamTimeline
+from harness.load.sse import ResponseShapeError, StreamTimeline
 
 TOKEN_RULE = "usage-delta|words"  # see harness.load.sse
 
@@ -424,9 +424,16 @@ class StreamClient:
                 tl.feed_pieces(p.pieces)
             else:
                 _non_streaming(tl, p)
+        except ResponseShapeError as exc:
+            kind = kind or "bad_response"
+            message = message or str(exc)
         except ValueError as exc:
             kind = kind or "protocol_error"
             message = message or str(exc)
+        except (TypeError, AttributeError, KeyError, IndexError, RecursionError, OverflowError) as exc:
+            # whatever a server sends is a recorded error of this request, never a crash of the run
+            kind = kind or "bad_response"
+            message = message or f"unreadable response: {type(exc).__name__}: {str(exc)[:200]}"
         self._timeline_into(res, tl, start)
         if kind is None:
             if tl.error is not None:

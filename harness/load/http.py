@@ -17,7 +17,16 @@ from harness.load.errors import LoadInputError
 
 
 class ProtocolError(Exception):
-    """The server sent something that is not valid HTTP/1.1 framing."""
+    """The server sent something that is not valid HTTP/1.1 framing, or more than the limits below."""
+
+
+# Limits on what a server may send (a broken or hostile server must give a recorded error, never a
+# hang, a crash or unbounded memory). Generous for any real completion stream.
+MAX_HEAD_BYTES = 65536  # status line + headers
+MAX_HEADERS = 128
+MAX_INTERIM = 8  # 1xx responses before the real one
+MAX_BODY_BYTES = 64 * 2**20  # a completion stream of 64 MiB is hundreds of thousands of tokens
+_HEX = frozenset(b"0123456789abcdefABCDEF")
 
 
 @dataclass(frozen=True)
@@ -89,9 +98,12 @@ class ResponseParser:
     """Incremental parser of one HTTP/1.1 response. ``feed`` returns True once it is complete."""
 
     __slots__ = ("state", "buf", "status", "reason", "headers", "pieces", "remaining",
-                 "keep_alive", "body_bytes", "first_byte_ns", "last_byte_ns")
+                 "keep_alive", "body_bytes", "first_byte_ns", "last_byte_ns", "max_body", "interim", "_scanned")
 
-    def __init__(self) -> None:
+    def __init__(self, max_body: int = MAX_BODY_BYTES) -> None:
+        self.max_body = max_body
+        self.interim = 0
+        self._scanned = 0  # bytes of ``buf`` already searched for the end of the head
         self.state = _HEAD
         self.buf = b""
         self.status = 0
@@ -155,11 +167,13 @@ class ResponseParser:
                 if end < 0:
                     self._stash(data, pos, 1024, "chunk-size line")
                     return False
-                line = data[pos:end].split(b";", 1)[0].strip()
-                try:
-                    size = int(line, 16)
-                except ValueError:
-                    raise ProtocolError(f"bad chunk-size line {line[:40]!r}") from None
+                line = data[pos:end].split(b";", 1)[0].strip(b" \t")
+                # hex digits only: int() would also take "-6", "+6", "0x6" or "6_0"
+                if not line or len(line) > 16 or not _HEX.issuperset(line):
+                    raise ProtocolError(f"bad chunk-size line {line[:40]!r}")
+                size = int(line, 16)
+                if self.body_bytes + size > self.max_body:
+                    raise ProtocolError(f"response body larger than {self.max_body} bytes")
                 pos = end + 2
                 if size == 0:
                     self.state = _TRAILER
@@ -191,14 +205,20 @@ class ResponseParser:
                 pos = end + 4
                 self.state = _DONE
             elif state == _HEAD:
-                end = data.find(b"\r\n\r\n", pos)
+                # search only the new bytes (and 3 before them): a head trickled byte by byte
+                # costs linear time, not quadratic
+                end = data.find(b"\r\n\r\n", max(pos, pos + self._scanned - 3))
                 if end < 0:
-                    self._stash(data, pos, 65536, "response head")
+                    self._stash(data, pos, MAX_HEAD_BYTES, "response head")
+                    self._scanned = len(self.buf)
                     return False
+                self._scanned = 0
                 self._head(data[pos:end])
                 pos = end + 4
             elif state == _CLOSE:
                 piece = data[pos:] if pos else data
+                if self.body_bytes + len(piece) > self.max_body:
+                    raise ProtocolError(f"response body larger than {self.max_body} bytes")
                 self.pieces.append((t_ns, piece))
                 self.body_bytes += len(piece)
                 pos = n
@@ -215,21 +235,28 @@ class ResponseParser:
     def _head(self, raw: bytes) -> None:
         lines = raw.decode("latin-1").split("\r\n")
         parts = lines[0].split(" ", 2)
-        if len(parts) < 2 or not parts[0].startswith("HTTP/1."):
+        if len(parts) < 2 or parts[0] not in ("HTTP/1.1", "HTTP/1.0"):
             raise ProtocolError(f"bad status line {lines[0][:80]!r}")
-        try:
-            status = int(parts[1])
-        except ValueError:
-            raise ProtocolError(f"bad status code in {lines[0][:80]!r}") from None
+        if len(parts[1]) != 3 or not parts[1].isdigit() or not 100 <= int(parts[1]) <= 599:
+            raise ProtocolError(f"bad status code in {lines[0][:80]!r}")
+        status = int(parts[1])
+        if len(lines) - 1 > MAX_HEADERS:
+            raise ProtocolError(f"more than {MAX_HEADERS} header lines")
         headers: dict[str, str] = {}
         for line in lines[1:]:
             name, sep, value = line.partition(":")
-            if not sep:
+            if not sep or not name or name != name.strip():
                 raise ProtocolError(f"bad header line {line[:80]!r}")
-            key = name.strip().lower()
+            key = name.lower()
             value = value.strip()
-            headers[key] = f"{headers[key]}, {value}" if key in headers else value
+            if key == "content-length" and key in headers and headers[key] != value:
+                raise ProtocolError("conflicting Content-Length headers")
+            headers[key] = value if key == "content-length" else (
+                f"{headers[key]}, {value}" if key in headers else value)
         if 100 <= status < 200:
+            self.interim += 1
+            if self.interim > MAX_INTERIM:
+                raise ProtocolError(f"more than {MAX_INTERIM} interim (1xx) responses")
             return  # an interim response (100 Continue): the real one follows
         self.status = status
         self.reason = parts[2] if len(parts) > 2 else ""
@@ -239,10 +266,12 @@ class ResponseParser:
         if "chunked" in headers.get("transfer-encoding", "").lower():
             self.state = _SIZE
         elif "content-length" in headers:
-            try:
-                self.remaining = int(headers["content-length"])
-            except ValueError:
-                raise ProtocolError(f"bad Content-Length {headers['content-length']!r}") from None
+            length = headers["content-length"]
+            if not length.isascii() or not length.isdigit() or len(length) > 19:
+                raise ProtocolError(f"bad Content-Length {length[:40]!r}")
+            self.remaining = int(length)
+            if self.remaining > self.max_body:
+                raise ProtocolError(f"Content-Length {self.remaining} is larger than {self.max_body} bytes")
             self.state = _LENGTH if self.remaining > 0 else _DONE
         elif status in (204, 304):
             self.state = _DONE

@@ -25,6 +25,26 @@ from __future__ import annotations
 import json
 from typing import Any, Optional
 
+# Limits on what one stream may claim (a hostile or broken server gets a recorded error, never
+# unbounded memory): one SSE event, and the tokens one request may report.
+MAX_EVENT_BYTES = 4 * 2**20
+MAX_COMPLETION_TOKENS = 1_000_000
+
+
+class ResponseShapeError(ValueError):
+    """A JSON value in the stream that is not shaped like an OpenAI completion chunk."""
+
+
+def _count(value: Any, what: str) -> Optional[int]:
+    """A token count from ``usage``: a non-negative int within bounds, None when absent."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ResponseShapeError(f"usage.{what} is {value!r}, not an integer")
+    if not 0 <= value <= MAX_COMPLETION_TOKENS:
+        raise ResponseShapeError(f"usage.{what} = {value} is outside 0..{MAX_COMPLETION_TOKENS}")
+    return value
+
 
 class SSEDecoder:
     """Incremental splitter of an event stream into raw event blocks (lines joined by ``\\n``)."""
@@ -47,10 +67,14 @@ class SSEDecoder:
         if self._buf:
             data = self._buf + data
         if b"\n\n" not in data:
+            if len(data) > MAX_EVENT_BYTES:
+                raise ResponseShapeError(f"an SSE event longer than {MAX_EVENT_BYTES} bytes")
             self._buf = data
             return []
         parts = data.split(b"\n\n")
         self._buf = parts.pop()
+        if len(self._buf) > MAX_EVENT_BYTES:
+            raise ResponseShapeError(f"an SSE event longer than {MAX_EVENT_BYTES} bytes")
         return [p for p in parts if p.strip(b"\n")]
 
     def flush(self) -> list[bytes]:
@@ -174,27 +198,40 @@ class StreamTimeline:
                 self.error = _error_text(obj)[:500]
             return
         if not isinstance(obj, dict):
-            return
+            raise ResponseShapeError(f"a stream chunk is a JSON {type(obj).__name__}, not an object")
         usage = obj.get("usage")
+        if usage is not None and not isinstance(usage, dict):
+            raise ResponseShapeError(f"usage is {type(usage).__name__}, not an object")
         choices = obj.get("choices")
+        if choices is not None and not isinstance(choices, list):
+            raise ResponseShapeError(f"choices is {type(choices).__name__}, not a list")
         if choices:
             self.last_choice_ns = t
             c0 = choices[0]
+            if not isinstance(c0, dict):
+                raise ResponseShapeError(f"choices[0] is {type(c0).__name__}, not an object")
             if self.api == "chat":
                 delta = c0.get("delta") or {}
+                if not isinstance(delta, dict):
+                    raise ResponseShapeError(f"choices[0].delta is {type(delta).__name__}, not an object")
                 text = delta.get("content") or delta.get("reasoning_content") or ""
             else:
                 text = c0.get("text") or ""
-            if c0.get("finish_reason"):
-                self.finish_reason = c0.get("finish_reason")
+            if not isinstance(text, str):
+                raise ResponseShapeError(f"the generated text is {type(text).__name__}, not a string")
+            reason = c0.get("finish_reason")
+            if reason:
+                self.finish_reason = str(reason)[:64]
             if text:
                 self.chunks += 1
-                ct = usage.get("completion_tokens") if isinstance(usage, dict) else None
-                if isinstance(ct, int) and ct > self._usage_ct:
+                ct = _count(usage.get("completion_tokens"), "completion_tokens") if usage else None
+                if ct is not None and ct > self._usage_ct:
                     k = ct - self._usage_ct
                     self._usage_ct = ct
                 else:
                     k = len(text.split()) or 1
+                if self.counted + k > MAX_COMPLETION_TOKENS:
+                    raise ResponseShapeError(f"more than {MAX_COMPLETION_TOKENS} tokens in one response")
                 if self.keep_text:
                     self.text_parts.append(text)
                 if not self.first_ns:
@@ -206,12 +243,12 @@ class StreamTimeline:
                     self.itl_ns.extend([gap] * k)
                 self.last_text_ns = t
                 self.counted += k
-        if isinstance(usage, dict):
-            pt = usage.get("prompt_tokens")
-            ct = usage.get("completion_tokens")
-            if isinstance(pt, int):
+        if usage:
+            pt = _count(usage.get("prompt_tokens"), "prompt_tokens")
+            ct = _count(usage.get("completion_tokens"), "completion_tokens")
+            if pt is not None:
                 self.prompt_tokens = pt
-            if isinstance(ct, int):
+            if ct is not None:
                 self.completion_tokens = ct
 
     @property
