@@ -12,7 +12,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from harness.sim.http import HTTPError, Request, Response, read_request
+from harness.sim.http import HTTPError, Request, Response, limit_connections, read_request
 from harness.sim.kvstore import KVStore, PrefillResult, output_tokens, tokenize
 from harness.sim.metrics import SimMetrics
 
@@ -104,7 +104,7 @@ class SimServer:
     # --- connection handling -----------------------------------------------------------------------
     async def start(self) -> None:
         self._server = await asyncio.start_server(
-            self._on_connection, self.s.host, self.s.port, limit=64 * 1024, reuse_address=True
+            limit_connections(self._on_connection), self.s.host, self.s.port, limit=64 * 1024, reuse_address=True
         )
 
     async def serve_until_signalled(self) -> None:
