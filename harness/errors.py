@@ -9,6 +9,7 @@ exit code (``harness.exitcodes.ExitCode``)::
     │   │   └── ConfigErrors         several ConfigError at once
     │   └── UnitError                a quantity string with an unknown or wrong unit
     ├── InfraError                   something outside kvgate failed (exit 4)
+    │   ├── StorageFull              a local disk kvgate writes to is full (ENOSPC, EDQUOT)
     │   └── (remote.errors.RemoteError and its subclasses: host, command, exit code, output tail)
     └── NotAvailableError            a part that is not built yet (exit 2, never a pass)
 """
@@ -87,6 +88,15 @@ class InfraError(KvgateError):
     """Something outside kvgate failed: a node, a network link, an engine, a disk."""
 
     exit_status = ExitCode.INFRA_FAULT
+
+
+class StorageFull(InfraError):
+    """A local disk kvgate writes to (reports, evidence) is full or over quota: a fault (exit 4),
+    never a bug; what was written before stays."""
+
+    def __init__(self, message: str, *, path: str | None = None) -> None:
+        super().__init__(message)
+        self.path = path
 
 
 class NotAvailableError(KvgateError):

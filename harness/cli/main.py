@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import os
 import sys
@@ -67,6 +68,12 @@ def run(argv: Sequence[str] | None = None) -> int:
         return int(ExitCode.INTERRUPTED)
     except BrokenPipeError:
         return int(ExitCode.OK)
+    except OSError as exc:
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):  # a full disk is a fault, not a bug (exit 4)
+            print(f"kvgate: error: {exc.strerror}: {exc.filename or 'a local file'} (free space and run again "
+                  "with --resume: what was recorded before is kept)", file=sys.stderr)
+            return int(ExitCode.INFRA_FAULT)
+        return _internal_error(exc)
     except Exception as exc:  # noqa: BLE001 - last line of defence: no traceback for users
         return _internal_error(exc)
 

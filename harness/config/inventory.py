@@ -33,7 +33,8 @@ class AcceleratorSpec(StrictModel):
 class StorageTarget(StrictModel):
     """A storage tier on a node: where fio probes run and where LMCache's disk tier can live."""
 
-    name: str = Field(min_length=1, description="Name the profile's arms use to refer to it")
+    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$",
+                      description="Name the profile's arms use to refer to it (letters, digits, . _ -)")
     path: NodePath = Field(min_length=1, description="Mount point or directory on the node, e.g. /mnt/fx100 "
                           "(absolute and normalised)")
     kind: StorageKind = Field(default="other", description="What the tier is")

@@ -32,7 +32,7 @@ _TARGET_PROBE = (
     'd="$1"; f="$d/.kvgate-write-probe-$$"; '
     'if [ -d "$d" ]; then echo dir; if : > "$f" 2>/dev/null; then rm -f "$f"; echo writable; fi; fi'
 )
-_IFACE = re.compile(r"^[A-Za-z0-9_.:@-]{1,32}$")
+_IFACE = re.compile(r"^[A-Za-z0-9_.:@-]{1,32}\Z")
 
 
 class _Collector:

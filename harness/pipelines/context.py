@@ -30,6 +30,7 @@ class GateRun:
     notes: list[str] = field(default_factory=list)
     _executors: dict[str, Executor] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _unrecorded: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def path(self) -> Path:
@@ -42,25 +43,63 @@ class GateRun:
         with self._lock:
             ex = self._executors.get(node)
         if ex is None:
-            ex = executor_for(self.inventory, node, accept_new_host_keys=self.accept_new_host_keys)
+            from harness.remote.recording import RecordingExecutor
+
+            # every command on the node goes to commands.jsonl with its exit code and duration
+            ex = RecordingExecutor(executor_for(self.inventory, node, accept_new_host_keys=self.accept_new_host_keys),
+                                   self.gate_dir.record_command)
             with self._lock:
                 self._executors[node] = ex
         return ex
 
     def fault(self, what: str, exc: Optional[BaseException] = None) -> None:
         """An infrastructure fault that kept something from being measured (recorded as evidence;
-        the gate exits 4 unless it passed anyway)."""
+        the gate exits 4 unless it passed anyway). When the reports disk is full the record is kept
+        in memory and written by :meth:`flush_faults` once there is space again."""
         text = what if exc is None else f"{what}: {exc}"
         with self._lock:
             self.faults.append(text)
-        self.gate_dir.append_jsonl("faults.jsonl", {"fault": text})
+        self._record({"fault": text})
+
+    def _record(self, rec: dict[str, Any]) -> None:
+        from harness.errors import StorageFull
+
+        with self._lock:
+            pending = [*self._unrecorded, rec]
+            self._unrecorded = []
+        for i, item in enumerate(pending):
+            try:
+                self.gate_dir.append_jsonl("faults.jsonl", item)
+            except StorageFull:
+                with self._lock:
+                    self._unrecorded = pending[i:] + self._unrecorded
+                return
+
+    def flush_faults(self, wait_s: float = 0.0, poll_s: float = 1.0) -> bool:
+        """Write the fault records a full disk held back, retrying for up to ``wait_s`` seconds
+        (space may come back); True when every fault is on disk."""
+        import time
+
+        deadline = time.monotonic() + wait_s
+        while True:
+            with self._lock:
+                if not self._unrecorded:
+                    return True
+                rec = self._unrecorded.pop(0)
+            self._record(rec)
+            with self._lock:
+                if not self._unrecorded:
+                    return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(poll_s)
 
     def warn(self, what: str, exc: Optional[BaseException] = None) -> None:
         """Something went wrong that did not affect a measurement (log collection, say)."""
         text = what if exc is None else f"{what}: {exc}"
         with self._lock:
             self.notes.append(f"warning: {text}")
-        self.gate_dir.append_jsonl("faults.jsonl", {"warning": text})
+        self._record({"warning": text})
 
     # Node directories: created and deleted by containment (harness.remote.scratch) ---------
     def create_owned(self, executor: Executor, path: str) -> str:

@@ -18,7 +18,7 @@ from harness.config.inventory import Inventory
 from harness.config.loader import load_gate, load_inventory, load_profile
 from harness.config.profile import Profile
 from harness.config.yamlsource import load_yaml
-from harness.errors import ConfigErrors, InputError, NotAvailableError
+from harness.errors import ConfigErrors, InputError, NotAvailableError, StorageFull
 from harness.exitcodes import ExitCode
 from harness.gates.evaluate import check_overrides, evaluate_gate
 from harness.gates.fingerprint import fingerprint_record, workload_fingerprint
@@ -34,6 +34,7 @@ from harness.store.schema import GateResult, Verdict
 log = logging.getLogger(__name__)
 
 GATES = ("G1", "G2", "G3", "G4")
+DISK_FULL_WAIT_S = 30.0  # how long a gate waits for space to record a disk-full fault before exiting 4
 
 
 @dataclass
@@ -109,10 +110,17 @@ def run_gate(gate: str, *, inventory_path: Path, profile_path: Path, campaign: s
                       progress=progress)
         started = _now()
         try:
-            measured, measurements = _pipeline(gate, run, root, baseline_campaign)
-        finally:
-            run.close()
-        return _finalize(run, spec, overrides, measured, measurements, started, baseline)
+            try:
+                measured, measurements = _pipeline(gate, run, root, baseline_campaign)
+            finally:
+                run.close()
+            return _finalize(run, spec, overrides, measured, measurements, started, baseline)
+        except StorageFull as exc:
+            # A full reports disk is a fault (exit 4), recorded once space is back (bounded wait).
+            run.fault("the reports directory is full", exc)
+            if not run.flush_faults(wait_s=DISK_FULL_WAIT_S):
+                log.error("the fault could not be recorded in %s (disk still full)", gate_dir.path)
+            raise
     finally:
         camp.close()
 

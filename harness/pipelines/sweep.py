@@ -23,6 +23,7 @@ from harness.errors import InfraError, InputError
 from harness.gates.stats import percentile
 from harness.pipelines.coldrestore import point_counters
 from harness.pipelines.context import GateRun
+from harness.pipelines.enospc import enospc_lines
 from harness.pipelines.loadpoint import point_workload, run_point
 from harness.pipelines.sweepdata import Repetition, Sweep
 from harness.progress import Progress
@@ -189,10 +190,16 @@ def run_arm_sweep(run: GateRun, arm_name: str, *, label: Optional[str] = None) -
                 run_point(run, client, instances, warm, conc, point_dir / "warmup", f"{arm.name} c{conc} warm-up")
                 protocol["warmup_requests"] = len(warm)
             before = _scrape(run, engine, instances)
+            full_before = enospc_lines(instances)
             progress.status(f"c{conc} rep{rep}: measuring {len(workload.measure)} requests")
             point = run_point(run, client, instances, workload.measure, conc, point_dir / "measure",
                               f"{arm.name} c{conc} rep{rep}")
             after = _scrape(run, engine, instances)
+            full_lines = enospc_lines(instances) - full_before
+            if full_lines > 0:  # the KV tier was full: not a storage measurement (i17)
+                run.fault(f"{arm.name} c{conc} rep{rep}: the engine logged {full_lines} 'no space left on device' "
+                          "line(s) during the point; the repetition is not counted")
+                continue
             metrics = [delta(b, a).to_json() if b is not None and a is not None else None
                        for b, a in zip(before, after)]
             (point_dir / "metrics-delta.json").write_text(json.dumps(metrics, indent=2, default=str) + "\n")

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 
 from harness.errors import InputError
 
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
 def check_argv(argv: Sequence[str]) -> tuple[str, ...]:

@@ -29,7 +29,7 @@ from harness.remote.base import DetachedHandle, Executor, ProcessState, RemoteEr
 from harness.remote.commands import check_argv, check_env, env_prefix
 
 MARKER_VAR = "KVGATE_MARKER"
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*\Z")
 
 # Runs in the new session; $1 = pid file, $2 = exit file, the rest is the user's command.
 # TERM/INT/HUP are trapped (not ignored) so the command gets the default action while this shell

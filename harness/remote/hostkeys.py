@@ -1,17 +1,29 @@
 """Host key verification against a known_hosts file: unknown keys are refused unless
-trust-on-first-use was asked for explicitly; a changed key is always refused."""
+trust-on-first-use was asked for explicitly; a changed key is always refused.
+
+known_hosts is read here, not by paramiko (whose reader fails on OpenSSH's marker lines with
+"Incorrect padding", making every node unreachable): ``@revoked`` keys are refused for every host
+with a clear message (also under trust-on-first-use); ``@cert-authority`` lines are skipped with a
+warning (kvgate does not verify host certificates: list the node's own key instead); lines that
+cannot be read are skipped with a warning naming the line, as OpenSSH does.
+"""
 
 from __future__ import annotations
 
 import base64
+import binascii
 import fcntl
 import hashlib
+import logging
 import os
 import threading
+from dataclasses import dataclass, field
 
 import paramiko
 
 from harness.remote.base import HostKeyError
+
+log = logging.getLogger(__name__)
 
 _APPEND_LOCK = threading.Lock()  # flock is per open file; this also orders threads of one process
 
@@ -40,16 +52,85 @@ def append_known_host(path: str, name: str, key: paramiko.PKey) -> None:
             os.close(fd)
 
 
+@dataclass
+class KnownHosts:
+    """What a known_hosts file says: usable entries, revoked keys, and why lines were skipped."""
+
+    entries: list[tuple[list[str], paramiko.PKey]] = field(default_factory=list)
+    revoked: list[paramiko.PKey] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    def is_revoked(self, key: paramiko.PKey) -> bool:
+        blob = key.asbytes()
+        return any(r.asbytes() == blob for r in self.revoked)
+
+    def install(self, keys: paramiko.HostKeys) -> None:
+        for names, key in self.entries:
+            for name in names:
+                keys.add(name, key.get_name(), key)
+
+
+def _parse_key(fields: list[str]) -> paramiko.PKey | None:
+    if len(fields) < 3:
+        return None
+    entry = paramiko.hostkeys.HostKeyEntry.from_line(" ".join(fields[:3]))
+    return entry.key if entry is not None else None
+
+
+def read_known_hosts(path: str) -> KnownHosts:
+    """Parse ``path`` (OpenSSH format, markers included); never raises for a bad line."""
+    out = KnownHosts()
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        lines = fh.read().splitlines()
+    for lineno, raw in enumerate(lines, 1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        fields = line.split()
+        marker = fields[0] if fields[0].startswith("@") else None
+        if marker is not None:
+            fields = fields[1:]
+        try:
+            key = _parse_key(fields)
+        except (paramiko.SSHException, binascii.Error, ValueError) as exc:
+            out.warnings.append(f"{path}:{lineno}: skipped (cannot read the key: {exc})")
+            continue
+        if key is None:
+            out.warnings.append(f"{path}:{lineno}: skipped (not a host, key type and key)")
+            continue
+        if marker == "@revoked":
+            out.revoked.append(key)
+        elif marker == "@cert-authority":
+            out.warnings.append(f"{path}:{lineno}: @cert-authority line skipped: kvgate does not verify "
+                                "host certificates; list the node's own host key to connect to it")
+        elif marker is not None:
+            out.warnings.append(f"{path}:{lineno}: skipped (unknown marker {marker})")
+        else:
+            out.entries.append((fields[0].split(","), key))
+    for w in out.warnings:
+        log.warning("%s", w)
+    return out
+
+
+def revoked_key_error(node: str, hostname: str, known_hosts: str, key: paramiko.PKey) -> HostKeyError:
+    return HostKeyError(
+        f"host key of {hostname} ({key.get_name()} {fingerprint(key)}) is marked @revoked in {known_hosts}: "
+        "kvgate refuses to connect to a server presenting it", host=node)
+
+
 class KnownHostsPolicy(paramiko.MissingHostKeyPolicy):
     """Called by paramiko only for a host with no key in known_hosts. Refuses with the fingerprint
     and the way to accept, or (``accept_new``) records the key: never paramiko's AutoAddPolicy."""
 
-    def __init__(self, node: str, known_hosts: str, accept_new: bool) -> None:
+    def __init__(self, node: str, known_hosts: str, accept_new: bool, known: KnownHosts | None = None) -> None:
         self.node = node
         self.known_hosts = known_hosts
         self.accept_new = accept_new
+        self.known = known or KnownHosts()
 
     def missing_host_key(self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey) -> None:
+        if self.known.is_revoked(key):
+            raise revoked_key_error(self.node, hostname, self.known_hosts, key)
         if not self.accept_new:
             raise HostKeyError(
                 f"unknown host key for {hostname}: {key.get_name()} {fingerprint(key)} is not in "

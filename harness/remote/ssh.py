@@ -44,7 +44,14 @@ from harness.remote.base import (
     Unreachable,
 )
 from harness.remote.commands import check_argv, env_prefix
-from harness.remote.hostkeys import KnownHostsPolicy, changed_key_error, known_hosts_name
+from harness.remote.hostkeys import (
+    KnownHosts,
+    KnownHostsPolicy,
+    changed_key_error,
+    known_hosts_name,
+    read_known_hosts,
+    revoked_key_error,
+)
 from harness.remote.keys import PassphraseSource, load_key
 from harness.remote.local import sha256_file
 
@@ -277,15 +284,17 @@ class SSHExecutor:
                               host=self._node)
         sock = self._open_socket()
         client = paramiko.SSHClient()
+        known = KnownHosts()
         if os.path.exists(self.known_hosts):
             try:
-                client.load_host_keys(self.known_hosts)
-            except (OSError, paramiko.SSHException) as exc:
+                known = read_known_hosts(self.known_hosts)  # markers understood (hostkeys.py)
+            except OSError as exc:
                 sock.close()
                 raise HostKeyError(f"cannot read known_hosts {self.known_hosts}: {exc}",
                                    host=self._node) from exc
+            known.install(client.get_host_keys())
         client.set_missing_host_key_policy(KnownHostsPolicy(self._node, self.known_hosts,
-                                                            self.accept_new_host_keys))
+                                                            self.accept_new_host_keys, known))
         name = known_hosts_name(self.host, self.port)
         self._await_banner(sock, client)
         try:
@@ -311,6 +320,10 @@ class SSHExecutor:
                               host=self._node) from None
         transport = client.get_transport()
         assert transport is not None
+        server_key = transport.get_remote_server_key()
+        if known.is_revoked(server_key):
+            client.close()
+            raise revoked_key_error(self._node, name, self.known_hosts, server_key)
         self._client, self._transport, self._dead_reason = client, transport, None
         self._ever_connected = True
         self.connect_count += 1

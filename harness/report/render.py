@@ -50,6 +50,14 @@ def _md_cell(value: object) -> str:
     return text.replace("\n", "<br>")
 
 
+def _md_code(value: object) -> str:
+    """Text safe inside a Markdown code span in a table cell: no backtick, pipe or line break can
+    end the span, the cell or the row (names from an inventory are user text)."""
+    text = "" if value is None else str(value)
+    text = re.sub(r"[\r\n\t]+", " ", text).replace("`", "'")
+    return text.replace("|", "\\|")
+
+
 def _finalize(value: object) -> object:
     """Every value a template prints loses ANSI escapes and control characters."""
     if isinstance(value, markupsafe.Markup):
@@ -71,6 +79,7 @@ def _environment(*, html: bool, lang: str = DEFAULT_LANG) -> jinja2.Environment:
         keep_trailing_newline=True,
     )
     env.filters["md"] = _md_cell
+    env.filters["mdcode"] = _md_code
     trans = translations(lang)
     env.install_gettext_translations(trans, newstyle=True)  # type: ignore[attr-defined]
     # ``_("literal")`` is for the templates' own words (their markup is trusted); ``tr(value)``

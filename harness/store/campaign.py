@@ -51,8 +51,8 @@ __all__ = ["Campaign", "GateDir", "CampaignError", "CampaignLocked", "ResultFile
 
 CAMPAIGN_FORMAT = 1
 OUTPUT_TAIL_CHARS = 4000  # of stdout/stderr kept per command in commands.jsonl
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
-_GATE = re.compile(r"^G[1-9][0-9]?$")
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}\Z")
+_GATE = re.compile(r"^G[1-9][0-9]?\Z")
 
 
 def check_campaign_name(name: str) -> None:

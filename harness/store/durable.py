@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import threading
@@ -17,7 +18,20 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-__all__ = ["write_atomic", "fsync_dir", "append_jsonl", "read_jsonl", "iter_jsonl"]
+from harness.errors import StorageFull
+
+__all__ = ["write_atomic", "fsync_dir", "append_jsonl", "read_jsonl", "iter_jsonl", "is_disk_full"]
+
+_FULL = {errno.ENOSPC, errno.EDQUOT}
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    return isinstance(exc, OSError) and exc.errno in _FULL
+
+
+def _full(path: Path, exc: OSError) -> StorageFull:
+    return StorageFull(f"cannot write {path}: {exc.strerror or 'no space left on device'} (the disk is full; "
+                       "free space and run again with --resume: what was recorded before is kept)", path=str(path))
 
 # Pipelines append from several threads (one per node); one lock per file keeps records whole.
 _APPEND_LOCKS: dict[str, threading.Lock] = {}
@@ -43,7 +57,16 @@ def fsync_dir(path: Path) -> None:
 
 
 def write_atomic(path: Path, data: bytes | str) -> None:
-    """Replace ``path`` with ``data`` atomically and durably."""
+    """Replace ``path`` with ``data`` atomically and durably (StorageFull when the disk is full)."""
+    try:
+        _write_atomic(path, data)
+    except OSError as exc:
+        if is_disk_full(exc):
+            raise _full(path, exc) from exc
+        raise
+
+
+def _write_atomic(path: Path, data: bytes | str) -> None:
     payload = data.encode("utf-8") if isinstance(data, str) else data
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp.{os.getpid()}.{threading.get_ident()}")
@@ -69,7 +92,12 @@ def append_jsonl(path: Path, record: Mapping[str, Any]) -> None:
     line = json.dumps(record, sort_keys=True, separators=(",", ":"), allow_nan=False).encode("utf-8") + b"\n"
     path.parent.mkdir(parents=True, exist_ok=True)
     with _append_lock(path):
-        _append_locked(path, line)
+        try:
+            _append_locked(path, line)
+        except OSError as exc:
+            if is_disk_full(exc):
+                raise _full(path, exc) from exc
+            raise
 
 
 def _append_locked(path: Path, line: bytes) -> None:

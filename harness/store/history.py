@@ -12,7 +12,7 @@ from harness.store.campaign import Campaign, CampaignError, ResultFileError, loa
 
 __all__ = ["CampaignSummary", "list_campaigns"]
 
-_GATE_DIR = re.compile(r"^G[1-9][0-9]?$")
+_GATE_DIR = re.compile(r"^G[1-9][0-9]?\Z")
 
 
 @dataclass
