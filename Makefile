@@ -14,7 +14,7 @@ KVGATE_FLAGS ?=
 quote = '$(subst ','\'',$(1))'
 
 .PHONY: help install system-deps test lint demo gate-G1 gate-G2 gate-G3 gate-G4 bench bench-fanout \
-        bench-fio-parse bench-ttft bench-estimate validate docs-reference clean nightly bench-history bench-coverage mutation i18n
+        bench-fio-parse bench-ttft bench-estimate validate docs-reference clean nightly bench-history bench-coverage mutation i18n fuzz
 
 help:  ## list the targets
 	@grep -E '^[a-zA-Z0-9_% -]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([^:]+):.*## /\1\t/' | expand -t 20
@@ -91,3 +91,8 @@ mutation: install  ## mutation testing of harness/gates/ with mutmut (tests/gate
 
 clean:  ## remove the virtualenv and caches (reports/ is kept)
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info mutants
+
+FUZZ_EXAMPLES ?= 20000
+fuzz: install  ## time-bounded Hypothesis runs over the fio, YAML, HTTP/SSE, emulator-request and Prometheus parsers
+	KVGATE_HYPOTHESIS_PROFILE=fuzz KVGATE_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/pytest -p no:cacheprovider -q \
+		--timeout=900 --hypothesis-show-statistics --durations=0 tests/fuzz tests/security/test_load_client_bounds.py

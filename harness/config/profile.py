@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Literal, Optional
 
 from pydantic import Field, PositiveInt, field_validator, model_validator
@@ -116,6 +117,15 @@ class LMCacheSettings(StrictModel):
     @classmethod
     def _safe_remote_url(cls, v: Optional[str]) -> Optional[str]:
         return None if v is None else check_file_url(v, what="remote_url")
+
+    @field_validator("extra_config")
+    @classmethod
+    def _plain_keys(cls, v: dict[str, object]) -> dict[str, object]:
+        # the keys are written into LMCache's YAML file: plain identifiers only (no line breaks)
+        bad = [k for k in v if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", str(k))]
+        if bad:
+            raise ValueError(f"extra_config keys must be plain identifiers, not {', '.join(map(repr, bad))}")
+        return v
 
 
 class Arm(StrictModel):

@@ -30,11 +30,11 @@ from tests.pipelines.test_gates_local import gate, result
 def small_fs(tmp_path: Path) -> Iterator[Path]:
     mnt = tmp_path / "small"
     mnt.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mnt)], check=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mnt)], check=True)  # noqa: S603
     try:
         yield mnt
     finally:
-        subprocess.run(["umount", "-l", str(mnt)], check=False)
+        subprocess.run(["umount", "-l", str(mnt)], check=False)  # noqa: S603
 
 
 def _fill(mnt: Path) -> Path:
@@ -54,7 +54,7 @@ def test_full_reports_directory_is_exit_4_without_traceback(tmp_path: Path, smal
                                                              write_yaml: Callable[[str, dict[str, Any]], Path]) -> None:
     prof = write_yaml("profile.yaml", small_profile(free_port()))
     _fill(small_fs)
-    proc = subprocess.run([sys.executable, "-m", "harness.cli.main", "gate", "G1", "--inventory",
+    proc = subprocess.run([sys.executable, "-m", "harness.cli.main", "gate", "G1", "--inventory",  # noqa: S603
                            str(local_inventory), "--profile", str(prof), "--campaign", "c", "--reports",
                            str(small_fs / "reports"), "--no-progress"], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 4, proc.stderr
@@ -94,12 +94,12 @@ def test_engine_enospc_fails_the_point_as_a_recorded_fault(tmp_path: Path, local
     assert gate("G1", local_inventory, prof, reports, "e") == 0
     kv = tmp_path / "tier" / "kvgate-kv"
     kv.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(kv)], check=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(kv)], check=True)  # noqa: S603
     try:
         _fill(kv)
         code = gate("G2", local_inventory, prof, reports, "e")
     finally:
-        subprocess.run(["umount", "-l", str(kv)], check=False)
+        subprocess.run(["umount", "-l", str(kv)], check=False)  # noqa: S603
     g2 = result(reports, "e", "G2")
     assert code == 4, g2["faults"]
     assert any("no space left on device" in f for f in g2["faults"])

@@ -36,7 +36,7 @@ def _inventory(tmp_path: Path, path_yaml: str) -> Path:
 def test_newline_exec_prerun_in_target_path_is_refused_at_load(tmp_path: Path) -> None:
     marker = tmp_path / "pwned"
     inv = _inventory(tmp_path, f'"{tmp_path}/tier\\nexec_prerun=touch {marker}"')
-    proc = subprocess.run([sys.executable, "-m", "harness.cli.main", "validate", str(inv)],
+    proc = subprocess.run([sys.executable, "-m", "harness.cli.main", "validate", str(inv)],  # noqa: S603
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     out = proc.stdout + proc.stderr
@@ -79,3 +79,18 @@ def test_probe_never_reaches_fio_with_a_hostile_path(tmp_path: Path) -> None:
 def test_safe_paths_still_build() -> None:
     job = build_jobfile(SPEC, job_sets=["seq-read"], engine="psync", directory="/mnt/fx100/kvgate-fio-1_a.b@c+d")
     assert "directory=/mnt/fx100/kvgate-fio-1_a.b@c+d\n" in job.text
+
+
+def test_lmcache_yaml_cannot_be_injected() -> None:
+    """The other generated file: LMCache's YAML. Keys are plain identifiers; values are quoted."""
+    import yaml
+    from pydantic import ValidationError
+
+    from harness.config.profile import LMCacheSettings
+    from harness.engines.lmcache import render_yaml
+
+    with pytest.raises(ValidationError, match="plain identifiers"):
+        LMCacheSettings(extra_config={"x: 1\nremote_url": "lm://evil:1"})
+    text = render_yaml({"chunk_size": 256, "extra_config": {"note": "a\nremote_url: lm://evil:1"}},
+                       header="profile 'p'\nremote_url: x")
+    assert yaml.safe_load(text) == {"chunk_size": 256, "extra_config": {"note": "a\nremote_url: lm://evil:1"}}

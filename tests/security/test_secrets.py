@@ -11,17 +11,22 @@ throughout and greps every file written, on the node and in the evidence: zero h
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from harness.config.profile import Profile
 from harness.engines import get_engine
 from harness.remote.local import LocalExecutor
 from harness.store.campaign import Campaign
 from tests.engines.test_lifecycle import _node, _profile
-from tests.sim.simhelpers import free_port
+from tests.pipelines.conftest import free_port, small_profile
 
 API_KEY = "sk-kvgate-API-0123456789"
 HF = "hf_kvgateTOKEN0123456789"
@@ -98,3 +103,49 @@ def test_engine_secrets_never_in_ps_plan_files_or_logs(tmp_path: Path) -> None:
     node_plan = Path(plan.instance_dir) / "plan.json"
     assert node_plan.stat().st_mode & 0o777 == 0o600
     assert _grep(workdir) == [] and _grep(evidence) == []
+
+
+@pytest.mark.slow
+def test_g1_g2_with_secrets_everywhere_leave_no_trace(tmp_path: Path, local_inventory: Path,
+                                                      write_yaml: Callable[[str, dict[str, Any]], Path]) -> None:
+    """G1 and G2 with secrets in every supported place (inventory passphrase as a block scalar,
+    engine env HF_TOKEN and a quoted DB_PASSWORD, --api-key in extra_args, the client's key by
+    env): ``ps`` is sampled throughout and every file written, in the reports and in the node
+    workdir, is grepped: zero hits."""
+    inv_text = local_inventory.read_text().replace(
+        "defaults:\n", "defaults:\n  passphrase: >-\n    " + PASS + "\n", 1)
+    local_inventory.write_text(inv_text)
+    data = small_profile(free_port())
+    data["engine"]["extra_args"] = ["--api-key", API_KEY]
+    data["engine"]["env"] = {"HF_TOKEN": HF, "DB_PASSWORD": DB}
+    data["engine"]["api_key_env"] = "KVGATE_TEST_API_KEY"
+    data["load"]["repetitions"] = 2
+    prof = write_yaml("profile.yaml", data)
+    reports = tmp_path / "reports"
+    seen: list[str] = []
+    stop = threading.Event()
+
+    def sample() -> None:
+        while not stop.is_set():
+            seen.append(subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout)
+            stop.wait(0.05)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    env = {**os.environ, "KVGATE_TEST_API_KEY": API_KEY}
+    try:
+        for g in ("G1", "G2"):
+            proc = subprocess.run([sys.executable, "-m", "harness.cli.main", "gate", g, "--inventory",  # noqa: S603
+                                   str(local_inventory), "--profile", str(prof), "--campaign", "s", "--reports",
+                                   str(reports), "--no-progress"], capture_output=True, text=True, env=env,
+                                  timeout=600)
+            assert proc.returncode in (0, 1), proc.stderr[-2000:]
+            assert not [s for s in SECRETS if s in proc.stdout + proc.stderr]
+    finally:
+        stop.set()
+        sampler.join(5)
+    assert len(seen) > 20
+    assert not [s for s in SECRETS for snap in seen if s in snap], "a secret appeared in ps"
+    assert _grep(reports) == []
+    assert _grep(tmp_path / "work") == []
+    assert (reports / "s" / "G2" / "evidence" / "commands.jsonl").exists()
