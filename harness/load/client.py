@@ -329,10 +329,14 @@ class StreamClient:
         while True:
             t0 = perf_counter_ns()
             try:
-                conn, reused = await self._pool.acquire()
+                # the timeout covers the connection (and TLS handshake) too
+                conn, reused = await asyncio.wait_for(self._pool.acquire(), self.options.timeout_s)
             except asyncio.CancelledError:
                 self.partial[spec.request_id] = self._fail(spec, t0, "cancelled", "cancelled before sending")
                 raise
+            except asyncio.TimeoutError:
+                return self._fail(spec, t0, "timeout", f"no connection to {self.endpoint.host_header} within "
+                                                       f"{self.options.timeout_s:g} s")
             except (OSError, ssl.SSLError) as exc:
                 return self._fail(spec, t0, "connect_failed",
                                   f"connect to {self.endpoint.host_header}: {exc}")

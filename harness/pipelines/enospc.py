@@ -29,3 +29,18 @@ def enospc_lines(instances: Sequence[EngineInstance]) -> int:
         if res.exit_code in (0, 1) and first and first[0].isdigit():
             total += int(first[0])
     return total
+
+
+class DiskFullWatch:
+    """New disk-full lines across one point (populate, evict, measure). A restarted engine starts a
+    fresh log, so a count lower than the last one is read as a new log holding that many lines."""
+
+    def __init__(self, instances: Sequence[EngineInstance]) -> None:
+        self.last = enospc_lines(instances)
+        self.total = 0
+
+    def check(self, instances: Sequence[EngineInstance]) -> int:
+        now = enospc_lines(instances)
+        self.total += now - self.last if now >= self.last else now
+        self.last = now
+        return self.total

@@ -23,7 +23,7 @@ from harness.errors import InfraError, InputError
 from harness.gates.stats import percentile
 from harness.pipelines.coldrestore import point_counters
 from harness.pipelines.context import GateRun
-from harness.pipelines.enospc import enospc_lines
+from harness.pipelines.enospc import DiskFullWatch
 from harness.pipelines.loadpoint import point_workload, run_point
 from harness.pipelines.sweepdata import Repetition, Sweep
 from harness.progress import Progress
@@ -170,11 +170,13 @@ def run_arm_sweep(run: GateRun, arm_name: str, *, label: Optional[str] = None) -
             point_dir.mkdir(parents=True, exist_ok=True)
             protocol: dict[str, Any] = {"arm": arm.name, "concurrency": conc, "repetition": rep,
                                         "cold_restore": profile.load.cold_restore}
+            full = DiskFullWatch(instances)  # engine-side ENOSPC during the point fails it (i17)
             if profile.load.cold_restore:
                 progress.status(f"c{conc} rep{rep}: populating {len(workload.populate)} contexts")
                 pop = run_point(run, client, instances, workload.populate, conc, point_dir / "populate",
                                 f"{arm.name} c{conc} populate")
                 protocol["populate"] = {"completed": pop.summary.get("completed"), "failed": pop.summary.get("failed")}
+                full.check(instances)
                 evicted = []
                 for i, inst in enumerate(instances):
                     res = engine.evict(inst)
@@ -190,12 +192,11 @@ def run_arm_sweep(run: GateRun, arm_name: str, *, label: Optional[str] = None) -
                 run_point(run, client, instances, warm, conc, point_dir / "warmup", f"{arm.name} c{conc} warm-up")
                 protocol["warmup_requests"] = len(warm)
             before = _scrape(run, engine, instances)
-            full_before = enospc_lines(instances)
             progress.status(f"c{conc} rep{rep}: measuring {len(workload.measure)} requests")
             point = run_point(run, client, instances, workload.measure, conc, point_dir / "measure",
                               f"{arm.name} c{conc} rep{rep}")
             after = _scrape(run, engine, instances)
-            full_lines = enospc_lines(instances) - full_before
+            full_lines = full.check(instances)
             if full_lines > 0:  # the KV tier was full: not a storage measurement (i17)
                 run.fault(f"{arm.name} c{conc} rep{rep}: the engine logged {full_lines} 'no space left on device' "
                           "line(s) during the point; the repetition is not counted")
