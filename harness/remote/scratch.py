@@ -36,7 +36,7 @@ _CREATE = r"""p=$1 owner=$2 m="$1/.kvgate-owner"
 umask 077
 mkdir -p -- "$(dirname -- "$p")" || exit 4
 if mkdir -- "$p" 2>/dev/null; then
-  printf '%s\n' "$owner" > "$m" || exit 4
+  printf '%s\n' "$owner" > "$m" || { rm -f -- "$m"; rmdir -- "$p"; exit 4; }
   echo created
   exit 0
 fi
