@@ -122,10 +122,12 @@ def _metric(samples: list[float], unit: str, better: str) -> dict[str, Any]:
             "low": min(xs) if xs else None, "high": max(xs) if xs else None}
 
 
-def _sweep_metrics(arm: str, sweep: Sweep, prefix: str) -> dict[str, dict[str, Any]]:
+def _sweep_metrics(concurrencies: list[int], sweep: Sweep, prefix: str) -> dict[str, dict[str, Any]]:
+    """The tracked sweep metrics: every concurrency of the PROFILE gets its two metrics, with no
+    samples when nothing was measured there (so its check is NOT_RUN, never silently absent)."""
     out: dict[str, dict[str, Any]] = {}
-    for conc in sorted(sweep):
-        reps = [r for r in sweep[conc] if r.completed > 0]
+    for conc in sorted(concurrencies):
+        reps = [r for r in sweep.get(conc, []) if r.completed > 0]
         out[f"{prefix}.c{conc}.ttft_p50_ms"] = _metric([percentile(r.ttft_ms, 50) for r in reps if r.ttft_ms],
                                                        "ms", "lower")
         out[f"{prefix}.c{conc}.output_throughput"] = _metric([r.output_throughput for r in reps], "tok/s", "higher")
@@ -284,10 +286,11 @@ def _run(db: HistoryDB, inventory_path: Path, profile_path: Path, inventory: Any
                 summary["profile"]["engine_version"] = f"kvgate KV emulator {__version__}"
             metrics, fio_chart = _fio_metrics(run, opts.fio_repetitions)
             sweeps = {profile.candidate: _sweep_arm(run, profile.candidate, f"candidate ({profile.candidate})")}
-            metrics.update(_sweep_metrics(profile.candidate, sweeps[profile.candidate], "candidate"))
+            concs = list(profile.load.concurrency)
+            metrics.update(_sweep_metrics(concs, sweeps[profile.candidate], "candidate"))
             if opts.with_baseline and profile.baseline != profile.candidate:
                 sweeps[profile.baseline] = _sweep_arm(run, profile.baseline, f"baseline ({profile.baseline})")
-                metrics.update(_sweep_metrics(profile.baseline, sweeps[profile.baseline], "baseline"))
+                metrics.update(_sweep_metrics(concs, sweeps[profile.baseline], "baseline"))
         finally:
             run.close()
         # History of this series, without runs that met an infrastructure fault.
@@ -300,6 +303,11 @@ def _run(db: HistoryDB, inventory_path: Path, profile_path: Path, inventory: Any
                                    "nodes": [n.name for n in inventory.nodes],
                                    "versions": _with_engine([n.name for n in inventory.nodes], versions,
                                                             summary["profile"].get("engine_version"))}}
+        # A metric the series tracked before and this run lacks is checked too (NOT_RUN), never dropped.
+        for r in window:
+            for rec in r.metrics:
+                if rec.name not in metrics:
+                    metrics[rec.name] = _metric([], rec.unit, rec.better)
         comparisons: list[WindowComparison] = []
         checks: list[CheckResult] = []
         regressions: list[dict[str, Any]] = []
