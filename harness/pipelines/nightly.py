@@ -351,8 +351,8 @@ def _run(db: HistoryDB, inventory_path: Path, profile_path: Path, inventory: Any
             inventory=summary["inventory"], profile=summary["profile"], measurements=measurements,
             faults=run.faults, notes=notes, emulated=profile.engine.kind == "sim")
         gate_dir.write_result(result)
-        rec = record_from_result(result, source=str(gate_dir.result_path))
-        run_id, _created = db.add_run(rec)
+        record = record_from_result(result, source=str(gate_dir.result_path))
+        run_id, _created = db.add_run(record)
         reports = _render(gate_dir, db, series)
         return NightlyOutcome(ExitCode(result.exit_code), result.verdict, camp.path, result, comparisons,
                               regressions, improvements, run_id, series, reports)
