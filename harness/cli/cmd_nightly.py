@@ -28,7 +28,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "arm's sweep, optionally the baseline arm's), record it in the history database, compare each tracked "
         "metric with the recent runs of the same workload fingerprint (Mann-Whitney U rank test plus a "
         "minimum relative effect; change points over the series), and write result.json, junit.xml (one "
-        "testcase per metric), report.html and trend.html under reports/nightly-<UTC time>/. Exit 0: no "
+        "testcase per metric), report.html and trend.html under reports/nightly-<UTC time>/nightly/. Exit 0: no "
         "regression; 1: a regression; 3: not enough history to decide; 4: an infrastructure fault.",
         epilog="exit codes:\n" + EXIT_CODE_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,

@@ -1,6 +1,6 @@
 """The nightly regression run: a short measurement, recorded in the history, compared with the
 recent runs of the same series (workload fingerprint), reported as result.json + JUnit + HTML +
-a trend page under ``reports/nightly-<UTC date-time>/``.
+a trend page under ``reports/nightly-<UTC date-time>/nightly/``.
 
 Steps:
 
@@ -37,6 +37,7 @@ from harness.config.gatespec import GateSpec
 from harness.config.loader import load_gate, load_inventory, load_profile
 from harness.errors import ConfigErrors, InfraError, InputError
 from harness.exitcodes import ExitCode
+from harness.gates.fingerprint import fingerprint_record, workload_fingerprint
 from harness.gates.regression import (
     ChangePoint,
     Status,
@@ -270,13 +271,18 @@ def _run(db: HistoryDB, inventory_path: Path, profile_path: Path, inventory: Any
     camp = Campaign.open(root, name, inventory_path=Path(inventory_path), profile_path=Path(profile_path),
                          operator=opts.operator or getpass.getuser(), create=True)
     try:
-        gate_dir = GateDir(camp.path, NIGHTLY_GATE)
+        # reports/nightly-<time>/nightly/: a gate folder named after its gate, as signing requires
+        gate_dir = GateDir(camp.path / NIGHTLY_GATE, NIGHTLY_GATE)
         spec = nightly_spec()
         run = GateRun(NIGHTLY_GATE, spec, inventory, profile, camp, gate_dir,
                       accept_new_host_keys=opts.accept_new_host_keys, progress=opts.progress)
         started = _utc_now()
         summary = summary_of(run)
-        series, fp_fields = series_key({"profile": summary["profile"]})
+        # The series is the workload fingerprint of the candidate arm (harness.gates.fingerprint),
+        # without the engine version: an engine upgrade is exactly what a nightly must catch, so it
+        # is provenance ("what changed"), not identity.
+        fingerprint = fingerprint_record(workload_fingerprint(profile, arm=profile.candidate, inventory=inventory))
+        series, fp_fields = series_key({"fingerprint": fingerprint})
         try:
             versions = _versions(run)
             for node in summary["inventory"]["nodes"]:
@@ -349,12 +355,12 @@ def _run(db: HistoryDB, inventory_path: Path, profile_path: Path, inventory: Any
         result = build_gate_result(
             spec, checks, campaign=name, started_at=started, campaign_meta=camp.meta,
             inventory=summary["inventory"], profile=summary["profile"], measurements=measurements,
-            faults=run.faults, notes=notes, emulated=profile.engine.kind == "sim")
+            faults=run.faults, notes=notes, emulated=profile.engine.kind == "sim", fingerprint=fingerprint)
         gate_dir.write_result(result)
         record = record_from_result(result, source=str(gate_dir.result_path))
         run_id, _created = db.add_run(record)
         reports = _render(gate_dir, db, series)
-        return NightlyOutcome(ExitCode(result.exit_code), result.verdict, camp.path, result, comparisons,
+        return NightlyOutcome(ExitCode(result.exit_code), result.verdict, gate_dir.path, result, comparisons,
                               regressions, improvements, run_id, series, reports)
     finally:
         camp.close()
