@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from harness.errors import InputError
@@ -64,6 +65,11 @@ def run(args: argparse.Namespace) -> int:
 
     if args.baseline_window < 1 or args.min_history < 1 or args.fio_repetitions < 1:
         raise InputError("--baseline-window, --min-history and --fio-repetitions must be at least 1")
+    from harness.store.historydb import argv_password_warning
+
+    warning = argv_password_warning(args.history)
+    if warning:
+        print(f"kvgate: {warning}", file=sys.stderr)
     if args.create_local_targets:
         from harness.pipelines.demo import prepare_local_targets
 

@@ -42,6 +42,7 @@ def test_unreachable_history_exits_4_before_measuring(tmp_path: Path, local_inve
     assert cli(_args(local_inventory, profile, reports, "--history", url)) == 4
     err = capsys.readouterr().err
     assert "cannot open the history database" in err and "s3cret" not in err
+    assert "carries a password" in err and "PGPASSWORD" in err
     assert not reports.exists() or not any(reports.glob("nightly-*"))
 
 
