@@ -58,9 +58,14 @@ def _usage(p: argparse.ArgumentParser) -> int:
 
 
 def _open(args: argparse.Namespace) -> HistoryDB:
-    from harness.paths import reports_dir
-    from harness.store.historydb import open_history
+    import sys
 
+    from harness.paths import reports_dir
+    from harness.store.historydb import argv_password_warning, open_history
+
+    warning = argv_password_warning(args.history)
+    if warning:
+        print(f"kvgate: {warning}", file=sys.stderr)
     return open_history(args.history, args.reports or reports_dir())
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from harness.errors import InputError
@@ -28,7 +29,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "arm's sweep, optionally the baseline arm's), record it in the history database, compare each tracked "
         "metric with the recent runs of the same workload fingerprint (Mann-Whitney U rank test plus a "
         "minimum relative effect; change points over the series), and write result.json, junit.xml (one "
-        "testcase per metric), report.html and trend.html under reports/nightly-<UTC time>/. Exit 0: no "
+        "testcase per metric), report.html and trend.html under reports/nightly-<UTC time>/nightly/. Exit 0: no "
         "regression; 1: a regression; 3: not enough history to decide; 4: an infrastructure fault.",
         epilog="exit codes:\n" + EXIT_CODE_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -64,6 +65,11 @@ def run(args: argparse.Namespace) -> int:
 
     if args.baseline_window < 1 or args.min_history < 1 or args.fio_repetitions < 1:
         raise InputError("--baseline-window, --min-history and --fio-repetitions must be at least 1")
+    from harness.store.historydb import argv_password_warning
+
+    warning = argv_password_warning(args.history)
+    if warning:
+        print(f"kvgate: {warning}", file=sys.stderr)
     if args.create_local_targets:
         from harness.pipelines.demo import prepare_local_targets
 

@@ -1,10 +1,11 @@
 """From result files to history runs: the series key (workload fingerprint), the metrics a run
 contributes, and ``kvgate history import`` over a reports directory.
 
-* Series key: :func:`series_key` is the ONE place that decides it. It reads the result's
-  ``fingerprint.digest`` when the gate wrote one, else digests the profile's workload fields
-  (:data:`WORKLOAD_FIELDS`, canonical JSON, sha256). When the shared workload fingerprint
-  (``harness.gates.fingerprint``) is on main, the fallback switches to it here only.
+* Series key: :func:`series_key` is the ONE place that decides it: the result's
+  ``fingerprint.digest`` (``harness.gates.fingerprint``, written by G2/G3 and the nightly). Result
+  files written before the fingerprint existed have only the profile summary: their key is a digest
+  of its workload fields (:data:`WORKLOAD_FIELDS`), so they form series of their own and are never
+  mixed with fingerprinted runs.
 * Metrics of a gate run: one per observation of every check that measured a number (path, median =
   the measured value, interval when the check had one). Metrics of a nightly run: the
   ``measurements.nightly.metrics`` table it wrote, with the samples.

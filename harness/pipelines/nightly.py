@@ -1,6 +1,6 @@
 """The nightly regression run: a short measurement, recorded in the history, compared with the
 recent runs of the same series (workload fingerprint), reported as result.json + JUnit + HTML +
-a trend page under ``reports/nightly-<UTC date-time>/``.
+a trend page under ``reports/nightly-<UTC date-time>/nightly/``.
 
 Steps:
 
@@ -37,6 +37,7 @@ from harness.config.gatespec import GateSpec
 from harness.config.loader import load_gate, load_inventory, load_profile
 from harness.errors import ConfigErrors, InfraError, InputError
 from harness.exitcodes import ExitCode
+from harness.gates.fingerprint import fingerprint_record, workload_fingerprint
 from harness.gates.regression import (
     ChangePoint,
     Status,
@@ -122,10 +123,12 @@ def _metric(samples: list[float], unit: str, better: str) -> dict[str, Any]:
             "low": min(xs) if xs else None, "high": max(xs) if xs else None}
 
 
-def _sweep_metrics(arm: str, sweep: Sweep, prefix: str) -> dict[str, dict[str, Any]]:
+def _sweep_metrics(concurrencies: list[int], sweep: Sweep, prefix: str) -> dict[str, dict[str, Any]]:
+    """The tracked sweep metrics: every concurrency of the PROFILE gets its two metrics, with no
+    samples when nothing was measured there (so its check is NOT_RUN, never silently absent)."""
     out: dict[str, dict[str, Any]] = {}
-    for conc in sorted(sweep):
-        reps = [r for r in sweep[conc] if r.completed > 0]
+    for conc in sorted(concurrencies):
+        reps = [r for r in sweep.get(conc, []) if r.completed > 0]
         out[f"{prefix}.c{conc}.ttft_p50_ms"] = _metric([percentile(r.ttft_ms, 50) for r in reps if r.ttft_ms],
                                                        "ms", "lower")
         out[f"{prefix}.c{conc}.output_throughput"] = _metric([r.output_throughput for r in reps], "tok/s", "higher")
@@ -268,13 +271,18 @@ def _run(db: HistoryDB, inventory_path: Path, profile_path: Path, inventory: Any
     camp = Campaign.open(root, name, inventory_path=Path(inventory_path), profile_path=Path(profile_path),
                          operator=opts.operator or getpass.getuser(), create=True)
     try:
-        gate_dir = GateDir(camp.path, NIGHTLY_GATE)
+        # reports/nightly-<time>/nightly/: a gate folder named after its gate, as signing requires
+        gate_dir = GateDir(camp.path / NIGHTLY_GATE, NIGHTLY_GATE)
         spec = nightly_spec()
         run = GateRun(NIGHTLY_GATE, spec, inventory, profile, camp, gate_dir,
                       accept_new_host_keys=opts.accept_new_host_keys, progress=opts.progress)
         started = _utc_now()
         summary = summary_of(run)
-        series, fp_fields = series_key({"profile": summary["profile"]})
+        # The series is the workload fingerprint of the candidate arm (harness.gates.fingerprint),
+        # without the engine version: an engine upgrade is exactly what a nightly must catch, so it
+        # is provenance ("what changed"), not identity.
+        fingerprint = fingerprint_record(workload_fingerprint(profile, arm=profile.candidate, inventory=inventory))
+        series, fp_fields = series_key({"fingerprint": fingerprint})
         try:
             versions = _versions(run)
             for node in summary["inventory"]["nodes"]:
@@ -284,10 +292,11 @@ def _run(db: HistoryDB, inventory_path: Path, profile_path: Path, inventory: Any
                 summary["profile"]["engine_version"] = f"kvgate KV emulator {__version__}"
             metrics, fio_chart = _fio_metrics(run, opts.fio_repetitions)
             sweeps = {profile.candidate: _sweep_arm(run, profile.candidate, f"candidate ({profile.candidate})")}
-            metrics.update(_sweep_metrics(profile.candidate, sweeps[profile.candidate], "candidate"))
+            concs = list(profile.load.concurrency)
+            metrics.update(_sweep_metrics(concs, sweeps[profile.candidate], "candidate"))
             if opts.with_baseline and profile.baseline != profile.candidate:
                 sweeps[profile.baseline] = _sweep_arm(run, profile.baseline, f"baseline ({profile.baseline})")
-                metrics.update(_sweep_metrics(profile.baseline, sweeps[profile.baseline], "baseline"))
+                metrics.update(_sweep_metrics(concs, sweeps[profile.baseline], "baseline"))
         finally:
             run.close()
         # History of this series, without runs that met an infrastructure fault.
@@ -300,6 +309,11 @@ def _run(db: HistoryDB, inventory_path: Path, profile_path: Path, inventory: Any
                                    "nodes": [n.name for n in inventory.nodes],
                                    "versions": _with_engine([n.name for n in inventory.nodes], versions,
                                                             summary["profile"].get("engine_version"))}}
+        # A metric the series tracked before and this run lacks is checked too (NOT_RUN), never dropped.
+        for r in window:
+            for rec in r.metrics:
+                if rec.name not in metrics:
+                    metrics[rec.name] = _metric([], rec.unit, rec.better)
         comparisons: list[WindowComparison] = []
         checks: list[CheckResult] = []
         regressions: list[dict[str, Any]] = []
@@ -341,12 +355,12 @@ def _run(db: HistoryDB, inventory_path: Path, profile_path: Path, inventory: Any
         result = build_gate_result(
             spec, checks, campaign=name, started_at=started, campaign_meta=camp.meta,
             inventory=summary["inventory"], profile=summary["profile"], measurements=measurements,
-            faults=run.faults, notes=notes, emulated=profile.engine.kind == "sim")
+            faults=run.faults, notes=notes, emulated=profile.engine.kind == "sim", fingerprint=fingerprint)
         gate_dir.write_result(result)
-        rec = record_from_result(result, source=str(gate_dir.result_path))
-        run_id, _created = db.add_run(rec)
+        record = record_from_result(result, source=str(gate_dir.result_path))
+        run_id, _created = db.add_run(record)
         reports = _render(gate_dir, db, series)
-        return NightlyOutcome(ExitCode(result.exit_code), result.verdict, camp.path, result, comparisons,
+        return NightlyOutcome(ExitCode(result.exit_code), result.verdict, gate_dir.path, result, comparisons,
                               regressions, improvements, run_id, series, reports)
     finally:
         camp.close()

@@ -38,7 +38,7 @@ from harness.errors import InfraError, InputError
 
 __all__ = [
     "SCHEMA_VERSION", "HistoryDB", "HistoryError", "MetricRecord", "RunRecord", "StoredRun",
-    "history_url", "open_history", "safe_url",
+    "argv_password_warning", "history_url", "open_history", "safe_url",
 ]
 
 SCHEMA_VERSION = 1
@@ -157,6 +157,18 @@ def safe_url(url: str) -> str:
         return sa.engine.make_url(url).render_as_string(hide_password=True)
     except ArgumentError:
         return "<unparseable history URL>"
+
+
+def argv_password_warning(explicit: Optional[str]) -> Optional[str]:
+    """A warning when a password was given in a ``--history`` argument (visible in ``ps``)."""
+    if not explicit or "://" not in explicit:
+        return None
+    try:
+        has = sa.engine.make_url(explicit).password is not None
+    except ArgumentError:
+        return None
+    return ("warning: the --history URL carries a password, which other users can read in `ps`; give it "
+            "through PGPASSWORD or ~/.pgpass instead") if has else None
 
 
 def history_url(explicit: Optional[str], reports_root: Path) -> str:

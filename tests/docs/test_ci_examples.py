@@ -48,7 +48,7 @@ def test_github_workflow() -> None:
     assert targets == ["nightly"]
     text = _files_named(doc)
     for name in (JUNIT_XML, REPORT_HTML, "trend.html"):
-        assert f"reports/nightly-*/{name}" in text
+        assert f"reports/nightly-*/nightly/{name}" in text
 
 
 def test_gitlab_job() -> None:
@@ -57,8 +57,8 @@ def test_gitlab_job() -> None:
     assert "kvgate" in job["tags"]
     assert any(r["if"] == '$CI_PIPELINE_SOURCE == "schedule"' for r in job["rules"])
     assert _make_targets(_commands(doc)) == ["nightly"]
-    assert job["artifacts"]["reports"]["junit"] == f"reports/nightly-*/{JUNIT_XML}"
-    assert "reports/nightly-*/trend.html" in job["artifacts"]["paths"]
+    assert job["artifacts"]["reports"]["junit"] == f"reports/nightly-*/nightly/{JUNIT_XML}"
+    assert "reports/nightly-*/nightly/trend.html" in job["artifacts"]["paths"]
 
 
 def test_the_targets_exist_and_run_kvgate_nightly() -> None:

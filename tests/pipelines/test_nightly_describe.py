@@ -37,3 +37,17 @@ def test_describe_names_runs_and_what_changed() -> None:
     d = _describe(c, history[:10], 10, this, [])
     assert d["first_bad"]["campaign"] == "tonight" and d["last_good"]["campaign"] == "n9"
     assert d["what_changed"] == ["kvgate commit: aaa -> bbb", "n1 vllm: 1 -> 2"]
+
+
+def test_an_unmeasured_sweep_is_not_run_never_absent() -> None:
+    """The sweep crashed before any repetition: the profile's concurrencies still get their checks,
+    NOT_RUN, so fio alone cannot make the night pass."""
+    from harness.gates.regression import compare_to_window
+    from harness.pipelines.nightly import _check, _sweep_metrics
+
+    metrics = _sweep_metrics([2, 8], {}, "candidate")
+    assert sorted(metrics) == ["candidate.c2.output_throughput", "candidate.c2.ttft_p50_ms",
+                               "candidate.c8.output_throughput", "candidate.c8.ttft_p50_ms"]
+    for name, m in metrics.items():
+        c = compare_to_window(name, m["samples"], [[1.0, 2.0, 3.0]] * 5, better=m["better"], min_effect=0.05)
+        assert _check(c, m["unit"]).verdict.value == "NOT_RUN"

@@ -19,7 +19,8 @@ from harness.cli.main import run as cli
 from harness.store.historydb import HistoryDB, history_url
 from tests.pipelines.conftest import free_port, small_profile
 
-pytestmark = [pytest.mark.fio, pytest.mark.slow]
+# Six short emulator nights: about 2-3 minutes on two busy cores, over the default 300 s per test on a bad day.
+pytestmark = [pytest.mark.fio, pytest.mark.slow, pytest.mark.timeout(900)]
 
 TTFT = "candidate.c2.ttft_p50_ms"
 
@@ -45,7 +46,7 @@ def _night(inventory: Path, profile: Path, reports: Path, *extra: str, fio_reps:
                 "--min-effect", "read_bw=50%", *extra])
     new = [p for p in reports.iterdir() if p.name not in before and p.name.startswith("nightly-")]
     assert len(new) == 1, new
-    return code, json.loads((new[0] / "result.json").read_text())
+    return code, json.loads((new[0] / "nightly" / "result.json").read_text())
 
 
 def _seed_from_real(url: str, n: int) -> None:
@@ -93,7 +94,7 @@ def test_nightly_detects_a_slower_storage_tier(tmp_path: Path, local_inventory: 
     assert reg["last_good"] is not None and reg["first_bad"]["campaign"] == slow["campaign"]
     assert f"REGRESSION {TTFT}" in out
     assert slow["measurements"]["nightly"]["series"] == first["measurements"]["nightly"]["series"]
-    folder = reports / slow["campaign"]
+    folder = reports / slow["campaign"] / "nightly"
     cases = ET.parse(folder / "junit.xml").getroot().iter("testcase")
     failed = [c.get("name", "") for c in cases if c.find("failure") is not None]
     assert any(TTFT in name for name in failed), failed

@@ -42,6 +42,7 @@ def test_unreachable_history_exits_4_before_measuring(tmp_path: Path, local_inve
     assert cli(_args(local_inventory, profile, reports, "--history", url)) == 4
     err = capsys.readouterr().err
     assert "cannot open the history database" in err and "s3cret" not in err
+    assert "carries a password" in err and "PGPASSWORD" in err
     assert not reports.exists() or not any(reports.glob("nightly-*"))
 
 
@@ -56,7 +57,7 @@ def test_unreachable_node_is_a_recorded_fault_kept_out_of_windows(
     profile = write_yaml("p.yaml", small_profile(free_port()))
     assert cli(_args(inventory, profile, reports, "--fio-repetitions", "1")) == 4
     (folder,) = reports.glob("nightly-*")
-    result = json.loads((folder / "result.json").read_text())
+    result = json.loads((folder / "nightly" / "result.json").read_text())
     assert result["faults"] and result["verdict"] == "NOT_RUN"
     assert all(c["verdict"] == "NOT_RUN" for c in result["checks"]) or not result["checks"]
     with HistoryDB(f"sqlite:///{reports / 'history.sqlite'}") as db:

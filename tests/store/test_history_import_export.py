@@ -56,7 +56,8 @@ def _nightly_result(campaign: str, started: str, ttft: list[float]) -> GateResul
     return r
 
 
-def test_import_is_idempotent_and_keys_series_by_fingerprint(tmp_path: Path) -> None:
+def test_import_is_idempotent_and_keys_series_by_fingerprint(tmp_path: Path, history_url: str) -> None:
+    """On both backends (history_url: SQLite and the test PostgreSQL server)."""
     root = tmp_path / "reports"
     _write(root, "c1", "G2", _gate_result("c1", "G2", "2026-01-01T00:00:00Z", 0.2))
     _write(root, "c1", "G3", _gate_result("c1", "G3", "2026-01-01T01:00:00Z", 0.3))
@@ -68,7 +69,7 @@ def test_import_is_idempotent_and_keys_series_by_fingerprint(tmp_path: Path) -> 
     bad = root / "c3" / "G3"
     bad.mkdir(parents=True)
     (bad / "result.json").write_text("{not json")
-    with HistoryDB(f"sqlite:///{tmp_path / 'h.sqlite'}") as db:
+    with HistoryDB(history_url) as db:
         rep = import_reports(db, root)
         assert len(rep.added) == 4 and not rep.already
         assert len(rep.skipped) == 1 and "c3" in rep.skipped[0]
