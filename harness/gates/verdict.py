@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from harness.exitcodes import ExitCode
-from harness.store.schema import CheckResult, Verdict
+from harness.gates.outcome import CheckResult, Verdict
 
 __all__ = ["GateDecision", "decide"]
 

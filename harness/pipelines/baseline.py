@@ -50,6 +50,7 @@ def verify_gate_dir(g2: GateDir, where: str) -> None:
     bad += [f"{p} changed" for p in rep.changed]
     bad += [f"{p} missing" for p in rep.missing]
     bad += [f"{p} added after the manifest was written" for p in rep.extra]
+    bad += [f"{p} refused" for p in rep.refused]
     bad += [f"{s.file}: {s.reason}" for s in rep.signatures if not s.valid]
     if bad:
         raise InputError(f"the G2 baseline of {where} ({g2.path}) failed verification, refusing to compare "

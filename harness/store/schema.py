@@ -32,7 +32,6 @@ class GateResult(_Model):
     verdict: Verdict = Field(description="PASS only when every blocker check passed")
     exit_code: int
     verdict_reason: str = Field(default="", description="Why the gate got its verdict (harness.gates.verdict)")
-    verdict_reason: str = Field(default="", description="Why the gate got its verdict (harness.gates.verdict)")
     started_at: str
     finished_at: str
     kvgate_version: str
@@ -44,11 +43,6 @@ class GateResult(_Model):
     checks: list[CheckResult] = Field(default_factory=list)
     measurements: dict[str, Any] = Field(default_factory=dict, description="Measured values for charts/tables")
     faults: list[str] = Field(default_factory=list, description="Infrastructure faults recorded as evidence")
-    fingerprint: Optional[dict[str, Any]] = Field(
-        default=None, description="Workload fingerprint {digest, fields} (harness.gates.fingerprint); G2: the "
-        "baseline arm, G3: the candidate arm")
-    baseline: Optional[dict[str, Any]] = Field(
-        default=None, description="G3: the G2 baseline used {where, digest, accepted_mismatches}")
     fingerprint: Optional[dict[str, Any]] = Field(
         default=None, description="Workload fingerprint {digest, fields} (harness.gates.fingerprint); G2: the "
         "baseline arm, G3: the candidate arm")
