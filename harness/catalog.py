@@ -66,6 +66,8 @@ _METRICS: list[MetricInfo] = [
                "engine prefix-cache hit tokens beyond what measured requests share (highest repetition)"),
     MetricInfo("recompute.cold_restore.offload_hit_tokens.*", UnitKind.COUNT, "G3", "pipeline.G3",
                "offload-tier hit tokens of the recompute arm (must be 0)"),
+    MetricInfo("compare.write_overhead.*", UnitKind.RATIO, "G3", "pipeline.G3",
+               "candidate populate pass duration / the recompute arm's first pass (the write path's cost)"),
     MetricInfo("compare.output_identity.*", UnitKind.PERCENT, "G3", "pipeline.G3",
                "share of sampled greedy outputs identical to the reference arm's over the first 16 tokens"),
     # G3: candidate vs baseline.

@@ -3,6 +3,9 @@ compared per concurrency with the G2 baseline (this campaign's, or another's via
 
 from __future__ import annotations
 
+import json
+import statistics
+from pathlib import Path
 from typing import Any, Optional
 
 from harness.config.crosscheck import _err
@@ -13,7 +16,7 @@ from harness.pipelines.context import GateRun
 from harness.pipelines.g2 import arm_cold_restore, arm_storage_probes
 from harness.pipelines.identity import output_identity_measured
 from harness.pipelines.sweep import load_sweep, run_arm_sweep
-from harness.pipelines.sweepdata import Sweep, compare_measured, failed_ratio, sweep_table
+from harness.pipelines.sweepdata import Sweep, compare_measured, failed_ratio, measurement, sweep_table
 from harness.store.campaign import GateDir
 from harness.store.schema import Verdict
 
@@ -63,6 +66,38 @@ def check_prerequisite(gate_dir: GateDir, where: str, needed_by: str) -> None:
                          f"(run `kvgate gate {pre}` until it passes{hint})")
 
 
+def _populate_seconds(base: Path, arm: str, conc: int, reps: int) -> list[float]:
+    out = []
+    for r in range(1, reps + 1):
+        path = base / "evidence" / "sweep" / arm / f"c{conc}" / f"rep{r}" / "populate" / "point-summary.json"
+        try:
+            duration = json.loads(path.read_text()).get("duration")
+        except (OSError, ValueError):
+            continue
+        if isinstance(duration, (int, float)) and duration > 0:
+            out.append(float(duration))
+    return out
+
+
+def write_overhead_measured(cand_base: Path, cand_arm: str, ref_base: Path, ref_arm: str,
+                            concurrencies: list[int], reps: int) -> dict[str, Any]:
+    """The write path's cost: the candidate's populate pass (which stores every chunk) against the
+    reference arm's first pass over the same prompts (which stores nothing), per concurrency."""
+    out: dict[str, Any] = {}
+    for conc in concurrencies:
+        a = _populate_seconds(cand_base, cand_arm, conc, reps)
+        b = _populate_seconds(ref_base, ref_arm, conc, reps)
+        if not a or not b:
+            out[f"c{conc}"] = measurement(None, detail=f"no populate pass recorded for the "
+                                          f"{'candidate' if not a else repr(ref_arm)} at concurrency {conc}")
+            continue
+        ma, mb = statistics.fmean(a), statistics.fmean(b)
+        out[f"c{conc}"] = measurement(ma / mb, text=f"{mb:.2f} s -> {ma:.2f} s",
+                                      detail=f"populate pass, mean over {len(a)} and {len(b)} repetitions; "
+                                             f"reference arm {ref_arm!r}")
+    return out
+
+
 def run_g3(run: GateRun, g2: GateDir) -> tuple[dict[str, Any], dict[str, Any]]:
     profile = run.profile
     base = baseline_sweep(run, g2)
@@ -98,6 +133,9 @@ def run_g3(run: GateRun, g2: GateDir) -> tuple[dict[str, Any], dict[str, Any]]:
     ref_base = g2.path if ref_sweep is base else run.path
     measured["compare"]["output_identity"] = output_identity_measured(
         cand, run.path, ref_sweep, ref_base, profile.load.concurrency, ref_name)
+    if profile.load.cold_restore:
+        measured["compare"]["write_overhead"] = write_overhead_measured(
+            run.path, profile.candidate, ref_base, ref_name, profile.load.concurrency, profile.load.repetitions)
     charts["sweep"] = {arm: sweep_table(s) for arm, s in sweeps.items()}
     # --- estimate (i15): expected vs measured and the estimate_agreement leaves ---
     from harness.estimate.gatehook import add_expected, baseline_read_bw, fio_value
