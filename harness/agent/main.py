@@ -1,6 +1,7 @@
 """Entry point of the agent zipapp: ``python3 -I -S kvgate-agent.pyz COMMAND ...``.
 
 * ``load ...``: ``harness.load.cli.main``
+* ``soak ...``: ``harness.load.soak.main`` (sustained load in windows, watchdog, node health)
 * ``sim ...``: ``harness.sim.cli.main`` (when the emulator is bundled)
 * ``read-range PATH OFFSET MAX_BYTES``: write bytes ``[OFFSET, OFFSET + MAX_BYTES)`` of PATH to
   stdout (the controller pulls records incrementally with it)
@@ -13,7 +14,7 @@ import sys
 from collections.abc import Sequence
 from typing import Optional
 
-USAGE = "usage: kvgate-agent.pyz {load,sim,read-range,version} ..."
+USAGE = "usage: kvgate-agent.pyz {load,soak,sim,read-range,version} ..."
 
 
 def _read_range(argv: Sequence[str]) -> int:
@@ -42,6 +43,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         from harness.load.cli import main as load_main
 
         return load_main(rest)
+    if cmd == "soak":
+        from harness.load.soak import main as soak_main
+
+        return soak_main(rest)
     if cmd == "sim":
         try:
             from harness.sim.cli import main as sim_main

@@ -1,0 +1,585 @@
+"""The agent's soak mode: sustained load on a node, detached from the controller, for hours or days.
+
+``kvgate-agent.pyz soak --out DIR --endpoint URL --model M --trace FILE --duration S --window S ...``
+
+Everything is written under ``DIR`` so a controller can come and go (stdlib only):
+
+* ``soak.json``: the configuration and start time (written once, first).
+* ``windows/wNNNNNN.jsonl``: the records of the open window (one line per request, flushed per
+  line, fsync'd every second); when the window closes it is compressed to ``wNNNNNN.jsonl.gz``
+  (written aside, fsync'd, renamed) and the plain file removed.
+* ``windows.jsonl``: one summary line per closed window (``soakwindow.WindowAccumulator``),
+  appended and fsync'd after its ``.gz`` exists: the controller pulls this file by byte offset.
+* ``events.jsonl``: the watchdog's events: the engine's identity (pid + start time) at the
+  start, ``/health`` going bad and back, the engine process gone or replaced (``restart``,
+  always counted), the soak's start and end.
+* ``health.jsonl``: node health samples: kernel log lines that appeared since the previous
+  sample (raw: the controller classifies them), ``nvme smart-log`` JSON per drive, ``/proc/mdstat``,
+  free space on the KV target, available memory. A tool that cannot be read is recorded as such.
+* ``probe-start.json`` / ``probe-end.json``: the greedy probe set's outputs at the start and end.
+* ``done.json``: why and when it ended (``duration``, ``stopped``, ``signal``).
+
+A file ``STOP`` in ``DIR`` (``kvgate soak stop``) or SIGTERM ends the soak early; in-flight
+requests are cancelled and recorded, the open window is closed like any other.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gzip
+import json
+import os
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from time import perf_counter_ns
+from typing import Any, Optional
+from urllib import error as urlerror
+from urllib import request as urlrequest
+
+from harness.load.client import ClientOptions, RequestResult, StreamClient, load_api_key
+from harness.load.records import RecordWriter, make_record
+from harness.load.soakwindow import WindowAccumulator
+from harness.load.spec import RequestSpec
+from harness.load.workloads import build_workload
+
+WINDOWS_DIR = "windows"
+WINDOWS_INDEX = "windows.jsonl"
+EVENTS = "events.jsonl"
+HEALTH = "health.jsonl"
+CONFIG = "soak.json"
+DONE = "done.json"
+STOP = "STOP"
+# Counters scraped from /metrics at each window's end (summed over label sets); the controller
+# turns consecutive totals into per-window hit rates.
+COUNTERS = ("vllm:prefix_cache_queries", "vllm:prefix_cache_hits", "vllm:external_prefix_cache_queries",
+            "vllm:external_prefix_cache_hits", "lmcache:num_requested_tokens", "lmcache:num_hit_tokens",
+            "vllm:prompt_tokens", "vllm:generation_tokens")
+_KERNEL_KEEP = 5000  # lines of the previous kernel log output kept to tell new lines apart
+
+
+@dataclass
+class SoakConfig:
+    out: str
+    endpoint: str
+    model: str
+    trace: str
+    duration_s: float
+    window_s: float
+    concurrency: int = 1
+    request_rate: Optional[float] = None
+    api: str = "completions"
+    timeout_s: float = 600.0
+    api_key_env: Optional[str] = None
+    engine_pid: Optional[int] = None
+    engine_start: Optional[float] = None
+    health_url: Optional[str] = None
+    watchdog_s: float = 5.0
+    sample_s: float = 60.0
+    target_path: Optional[str] = None
+    nvme: list[str] = field(default_factory=list)
+    probe_trace: Optional[str] = None
+    probe_tokens: int = 16
+
+
+def _append_line(path: Path, obj: dict[str, Any]) -> None:
+    """Append one JSON line and fsync it (small, rare writes: events, health, window index)."""
+    with open(path, "ab") as fh:
+        fh.write((json.dumps(obj, separators=(",", ":"), default=str) + "\n").encode("ascii", "backslashreplace"))
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def _write_json(path: Path, obj: Any) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(obj, fh, indent=2, default=str)
+        fh.write("\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+    tmp.replace(path)
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def compress_window(plain: Path) -> Path:
+    """``wN.jsonl`` -> ``wN.jsonl.gz`` durably (aside, fsync, rename, fsync dir), then drop the plain file."""
+    gz = plain.with_name(plain.name + ".gz")
+    tmp = gz.with_name(gz.name + ".tmp")
+    with open(plain, "rb") as src, open(tmp, "wb") as raw:
+        with gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=6, mtime=0) as dst:
+            shutil.copyfileobj(src, dst, 1 << 20)
+        raw.flush()
+        os.fsync(raw.fileno())
+    tmp.replace(gz)
+    _fsync_dir(gz.parent)
+    plain.unlink()
+    return gz
+
+
+# -- process identity and health ---------------------------------------------------------------
+
+def process_start_time(pid: int) -> Optional[float]:
+    """Start time of ``pid`` (seconds since the epoch, from /proc), None when it does not exist."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as fh:
+            stat = fh.read()
+        ticks = int(stat[stat.rindex(")") + 2:].split()[19])
+        with open("/proc/stat", encoding="ascii") as fh:
+            btime = next(int(line.split()[1]) for line in fh if line.startswith("btime "))
+        return btime + ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, StopIteration):
+        return None
+
+
+def http_ok(url: str, timeout: float = 3.0) -> tuple[bool, str]:
+    try:
+        with urlrequest.urlopen(url, timeout=timeout) as resp:  # noqa: S310 - the engine's own URL
+            return 200 <= resp.status < 300, f"HTTP {resp.status}"
+    except urlerror.HTTPError as exc:
+        return False, f"HTTP {exc.code}"
+    except (OSError, ValueError) as exc:
+        return False, f"{type(exc).__name__}: {exc}"
+
+
+def scrape_counters(url: str, names: Sequence[str] = COUNTERS, timeout: float = 5.0) -> Optional[dict[str, float]]:
+    """Totals of the counters ``names`` (``_total`` samples summed over labels); None if unreachable."""
+    try:
+        with urlrequest.urlopen(url, timeout=timeout) as resp:  # noqa: S310
+            text = resp.read().decode("utf-8", "replace")
+    except (OSError, ValueError):
+        return None
+    out: dict[str, float] = {}
+    wanted = {f"{n}_total": n for n in names}
+    for line in text.splitlines():
+        if not line or line[0] == "#":
+            continue
+        head, _, value = line.rpartition(" ")
+        name = head.split("{", 1)[0]
+        if name in wanted:
+            try:
+                out[wanted[name]] = out.get(wanted[name], 0.0) + float(value)
+            except ValueError:
+                continue
+    return out
+
+
+class Watchdog(threading.Thread):
+    """Every ``watchdog_s``: ``/health`` and the engine process identity; events on every change."""
+
+    def __init__(self, cfg: SoakConfig, out: Path, stop: threading.Event) -> None:
+        super().__init__(name="soak-watchdog", daemon=True)
+        self.cfg = cfg
+        self.out = out
+        self.stop = stop
+        self.restarts = 0
+        self.healthy: Optional[bool] = None
+        self.engine_alive = cfg.engine_pid is not None
+
+    def event(self, kind: str, **data: Any) -> None:
+        _append_line(self.out / EVENTS, {"t": round(time.time(), 3), "event": kind, **data})
+
+    def check_once(self) -> None:
+        cfg = self.cfg
+        if cfg.engine_pid is not None and self.engine_alive:
+            st = process_start_time(cfg.engine_pid)
+            same = st is not None and (cfg.engine_start is None or abs(st - cfg.engine_start) < 2.0)
+            if not same:
+                # The process we were told about is gone (or its pid was reused): a crash or a
+                # restart, counted either way.
+                self.engine_alive = False
+                self.restarts += 1
+                self.event("restart", pid=cfg.engine_pid, detail="engine process gone"
+                           if st is None else "pid reused by another process", restarts=self.restarts)
+        if cfg.health_url:
+            ok, detail = http_ok(cfg.health_url)
+            if ok != self.healthy:
+                self.event("health_ok" if ok else "health_bad", detail=detail)
+                if ok and self.healthy is False and cfg.engine_pid is not None and not self.engine_alive:
+                    self.event("engine_back", detail="answers /health again after its process ended")
+                self.healthy = ok
+
+    def run(self) -> None:
+        while not self.stop.wait(self.cfg.watchdog_s):
+            try:
+                self.check_once()
+            except OSError as exc:  # a full disk must not kill the watchdog
+                try:
+                    self.event("watchdog_error", detail=str(exc))
+                except OSError:
+                    pass
+
+
+def _run_tool(argv: list[str], timeout: float = 20.0) -> tuple[Optional[str], Optional[str]]:
+    """(stdout, None) or (None, why)."""
+    exe = shutil.which(argv[0])
+    if exe is None:
+        return None, f"{argv[0]} not found"
+    try:
+        res = subprocess.run([exe, *argv[1:]], capture_output=True, text=True, timeout=timeout,  # noqa: S603
+                             errors="replace", check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return None, f"{argv[0]}: {exc}"
+    if res.returncode != 0:
+        return None, f"{argv[0]} exit {res.returncode}: {res.stderr.strip()[-300:]}"
+    return res.stdout, None
+
+
+class HealthSampler(threading.Thread):
+    """Every ``sample_s`` (and once at the start and the end): kernel log, SMART, mdstat, space, memory."""
+
+    def __init__(self, cfg: SoakConfig, out: Path, stop: threading.Event) -> None:
+        super().__init__(name="soak-health", daemon=True)
+        self.cfg = cfg
+        self.out = out
+        self.stop = stop
+        self._seen: Optional[set[str]] = None
+        self.samples = 0
+
+    def _kernel(self) -> dict[str, Any]:
+        text, why = _run_tool(["dmesg"])
+        source = "dmesg"
+        if text is None:
+            text, why2 = _run_tool(["journalctl", "-k", "-b", "--no-pager", "-o", "short-iso", "-n", str(_KERNEL_KEEP)])
+            source = "journalctl"
+            if text is None:
+                return {"error": f"{why}; {why2}"}
+        lines = text.splitlines()[-_KERNEL_KEEP:]
+        first = self._seen is None
+        new = [] if first else [ln for ln in lines if ln not in (self._seen or set())]
+        self._seen = set(lines)
+        # The first sample is the baseline: lines logged before the soak are not its faults.
+        return {"source": source, "baseline": first, "lines_total": len(lines), "new": new}
+
+    def sample(self) -> dict[str, Any]:
+        cfg = self.cfg
+        s: dict[str, Any] = {"t": round(time.time(), 3), "kernel": self._kernel()}
+        smart: dict[str, Any] = {}
+        for dev in cfg.nvme:
+            text, why = _run_tool(["nvme", "smart-log", dev, "-o", "json"])
+            smart[dev] = {"json": text} if text is not None else {"error": why}
+        s["smart"] = smart
+        try:
+            s["mdstat"] = Path("/proc/mdstat").read_text(encoding="utf-8", errors="replace")
+        except OSError as exc:
+            s["mdstat_error"] = str(exc)
+        if cfg.target_path:
+            try:
+                st = os.statvfs(cfg.target_path)
+                s["target_free_bytes"] = st.f_bavail * st.f_frsize
+                s["target_size_bytes"] = st.f_blocks * st.f_frsize
+            except OSError as exc:
+                s["target_error"] = str(exc)
+        try:
+            with open("/proc/meminfo", encoding="ascii") as fh:
+                for line in fh:
+                    if line.startswith("MemAvailable:"):
+                        s["mem_available_bytes"] = int(line.split()[1]) * 1024
+        except (OSError, ValueError):
+            pass
+        return s
+
+    def sample_and_write(self) -> None:
+        try:
+            _append_line(self.out / HEALTH, self.sample())
+            self.samples += 1
+        except OSError:
+            pass  # a full disk: the load's records say so; the next sample tries again
+
+    def run(self) -> None:
+        while not self.stop.wait(self.cfg.sample_s):
+            self.sample_and_write()
+
+
+# -- the load ---------------------------------------------------------------------------------
+
+class Windows:
+    """The open window's record file and accumulator; ``roll`` closes it and opens the next."""
+
+    def __init__(self, out: Path, t0_unix: float, window_s: float, metrics_url: Optional[str]) -> None:
+        self.out = out
+        self.dir = out / WINDOWS_DIR
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.t0 = t0_unix
+        self.window_s = window_s
+        self.metrics_url = metrics_url
+        self.index = 0
+        self.writer: Optional[RecordWriter] = None
+        self.acc: Optional[WindowAccumulator] = None
+        self.write_errors = 0
+        self.open_next()
+
+    def path(self, index: int) -> Path:
+        return self.dir / f"w{index:06d}.jsonl"
+
+    def open_next(self) -> None:
+        self.index += 1
+        self.acc = WindowAccumulator(self.index, time.time())
+        self.writer = RecordWriter(self.path(self.index))
+
+    def write(self, rec: dict[str, Any]) -> None:
+        assert self.acc is not None and self.writer is not None
+        self.acc.add(rec)
+        try:
+            self.writer.write(rec)
+        except OSError:
+            self.write_errors += 1  # counted in the window; the record's figures are in the summary
+
+    def swap(self, *, last: bool = False) -> tuple[WindowAccumulator, RecordWriter, float]:
+        """Detach the open window (on the event loop's thread, so no record is lost between two
+        windows) and open the next one unless ``last``; ``finish`` it off the loop."""
+        assert self.acc is not None and self.writer is not None
+        old = (self.acc, self.writer, time.time())
+        self.acc = None
+        self.writer = None
+        if not last:
+            self.open_next()
+        return old
+
+    def finish(self, old: tuple[WindowAccumulator, RecordWriter, float], watchdog: Optional[Watchdog],
+               last: bool = False) -> dict[str, Any]:
+        acc, writer, ended = old
+        try:
+            writer.close()
+        except OSError:
+            self.write_errors += 1
+        counters = scrape_counters(self.metrics_url) if self.metrics_url else None
+        summary = acc.summary(ended, counters=counters, restarts_so_far=watchdog.restarts if watchdog else None,
+                              record_write_errors=self.write_errors, last=last)
+        self.write_errors = 0
+        try:
+            gz = compress_window(writer.path)
+            summary["file"] = f"{WINDOWS_DIR}/{gz.name}"
+        except OSError as exc:
+            summary["file"] = f"{WINDOWS_DIR}/{writer.path.name}"
+            summary["compress_error"] = str(exc)
+        try:
+            _append_line(self.out / WINDOWS_INDEX, summary)
+        except OSError as exc:
+            summary["index_error"] = str(exc)
+        return summary
+
+
+async def _probe_set(cfg: SoakConfig, path: Path) -> None:
+    """The greedy probe set: each prompt once, temperature 0, the texts recorded."""
+    if not cfg.probe_trace:
+        return
+    wl = build_workload("trace", {"path": cfg.probe_trace}, 0)
+    opts = ClientOptions(model=cfg.model, api=cfg.api, timeout_s=cfg.timeout_s, ignore_eos=True, keep_text=True,
+                         extra_body={"temperature": 0.0, "seed": 0},
+                         api_key=load_api_key(cfg.api_key_env) if cfg.api_key_env else None)
+    out: list[dict[str, Any]] = []
+    async with StreamClient(cfg.endpoint, opts, max_connections=1) as client:
+        for spec in wl.measured:
+            spec = RequestSpec(spec.request_id, spec.prompt, spec.input_tokens, cfg.probe_tokens, spec.messages,
+                               spec.meta)
+            res = await client.request(spec)
+            out.append({"request_id": spec.request_id, "status": res.status, "error": res.error,
+                        "text": res.text, "output_tokens": res.output_tokens})
+    _write_json(path, {"t": round(time.time(), 3), "max_tokens": cfg.probe_tokens, "answers": out})
+
+
+async def run_soak_async(cfg: SoakConfig) -> dict[str, Any]:
+    out = Path(cfg.out)
+    out.mkdir(parents=True, exist_ok=True)
+    stop = asyncio.Event()
+    reason: list[str] = []
+    loop = asyncio.get_running_loop()
+    def on_signal(name: str) -> None:
+        reason.append(f"signal {name}")
+        stop.set()
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            loop.add_signal_handler(sig, on_signal, sig.name)
+        except (NotImplementedError, RuntimeError):
+            pass
+    wl = build_workload("trace", {"path": cfg.trace}, 0)
+    specs = list(wl.measured)
+    started = time.time()
+    _write_json(out / CONFIG, {"config": asdict(cfg), "started_unix": started, "pid": os.getpid()})
+    tstop = threading.Event()
+    watchdog = Watchdog(cfg, out, tstop)
+    health = HealthSampler(cfg, out, tstop)
+    watchdog.event("soak_start", engine_pid=cfg.engine_pid, engine_start=cfg.engine_start,
+                   duration_s=cfg.duration_s, window_s=cfg.window_s)
+    health.sample_and_write()  # the baseline sample
+    watchdog.check_once()
+    watchdog.start()
+    health.start()
+    try:
+        await _probe_set(cfg, out / "probe-start.json")
+    except (OSError, ValueError) as exc:
+        watchdog.event("probe_error", phase="start", detail=str(exc))
+    metrics_url = cfg.health_url.rsplit("/", 1)[0] + "/metrics" if cfg.health_url else None
+    windows = Windows(out, started, cfg.window_s, metrics_url)
+    opts = ClientOptions(model=cfg.model, api=cfg.api, timeout_s=cfg.timeout_s,
+                         api_key=load_api_key(cfg.api_key_env) if cfg.api_key_env else None)
+    client = StreamClient(cfg.endpoint, opts, max_connections=cfg.concurrency)
+    t0 = perf_counter_ns()
+    deadline = t0 + int(cfg.duration_s * 1e9)
+    inflight: set[asyncio.Task[Any]] = set()
+    counter = [0]
+
+    def next_spec() -> RequestSpec:
+        k = counter[0]
+        counter[0] += 1
+        base = specs[k % len(specs)]
+        return base.with_id(f"{base.request_id}-s{k}")
+
+    async def one(spec: RequestSpec, due: Optional[int]) -> None:
+        t_ready = perf_counter_ns()
+        task = asyncio.ensure_future(client.request(spec))
+        inflight.add(task)
+        try:
+            res = await task
+        except asyncio.CancelledError:
+            partial: Optional[RequestResult] = client.partial.pop(spec.request_id, None)
+            res = partial or RequestResult(
+                spec.request_id, "cancelled", t_ready, perf_counter_ns(), error_kind="cancelled",
+                error="soak ended")
+        finally:
+            inflight.discard(task)
+        ref = due if due is not None else t_ready
+        windows.write(make_record(res, spec, phase="soak", queue_ms=max(0.0, (res.start_ns - ref) / 1e6),
+                                  scheduled_ns=due))
+
+    async def closed_worker() -> None:
+        while not stop.is_set() and perf_counter_ns() < deadline:
+            await one(next_spec(), None)
+            if stop.is_set():
+                return
+
+    async def open_loop() -> None:
+        import random
+
+        rng = random.Random(0)
+        sem = asyncio.Semaphore(cfg.concurrency)
+        tasks: set[asyncio.Task[None]] = set()
+        due = perf_counter_ns()
+
+        async def limited(spec: RequestSpec, at: int) -> None:
+            async with sem:
+                if not stop.is_set():
+                    await one(spec, at)
+
+        while not stop.is_set():
+            due += int(rng.expovariate(cfg.request_rate or 1.0) * 1e9)
+            if due >= deadline:
+                break
+            try:
+                await asyncio.wait_for(stop.wait(), max(0.0, (due - perf_counter_ns()) / 1e9))
+                break
+            except asyncio.TimeoutError:
+                pass
+            t = asyncio.ensure_future(limited(next_spec(), due))
+            tasks.add(t)
+            t.add_done_callback(tasks.discard)
+        if tasks:
+            await asyncio.gather(*tasks)
+
+    async def roller() -> None:
+        """Close a window every ``window_s``; watch for STOP and the deadline."""
+        next_close = t0 + int(cfg.window_s * 1e9)
+        stop_file = out / STOP
+        while not stop.is_set():
+            now = perf_counter_ns()
+            if now >= deadline:
+                reason.append("duration")
+                stop.set()
+                break
+            if stop_file.exists():
+                reason.append("stopped")
+                stop.set()
+                break
+            if now >= next_close:
+                old = windows.swap()
+                # Sequential: window N's index line is appended before window N+1's.
+                await loop.run_in_executor(None, windows.finish, old, watchdog)
+                next_close += int(cfg.window_s * 1e9)
+            await asyncio.sleep(min(0.5, max(0.01, (min(next_close, deadline) - now) / 1e9)))
+
+    def _cancel_all() -> None:
+        for t in list(inflight):
+            t.cancel()
+
+    stop_watch = asyncio.ensure_future(stop.wait())
+    stop_watch.add_done_callback(lambda _f: _cancel_all())
+    roll_task = asyncio.ensure_future(roller())
+    try:
+        if cfg.request_rate:
+            await open_loop()
+        else:
+            await asyncio.gather(*(closed_worker() for _ in range(cfg.concurrency)))
+        if not stop.is_set():
+            reason.append("duration")
+            stop.set()
+        await roll_task
+    finally:
+        stop_watch.cancel()
+        await client.aclose()
+    final = windows.swap(last=True)
+    last = await loop.run_in_executor(None, lambda: windows.finish(final, watchdog, last=True))
+    try:
+        await _probe_set(cfg, out / "probe-end.json")
+    except (OSError, ValueError) as exc:
+        watchdog.event("probe_error", phase="end", detail=str(exc))
+    tstop.set()
+    watchdog.join(timeout=10)
+    health.join(timeout=30)
+    watchdog.check_once()
+    health.sample_and_write()  # the closing sample
+    ended = time.time()
+    done = {"reason": reason[0] if reason else "duration", "started_unix": started, "ended_unix": ended,
+            "elapsed_s": round(ended - started, 3), "windows": last["index"], "restarts": watchdog.restarts}
+    watchdog.event("soak_end", **done)
+    _write_json(out / DONE, done)
+    return done
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    p = argparse.ArgumentParser(prog="kvgate-agent.pyz soak", description="Run a detached soak (see the module doc).")
+    p.add_argument("--out", required=True)
+    p.add_argument("--endpoint", required=True)
+    p.add_argument("--model", required=True)
+    p.add_argument("--trace", required=True, help="JSONL requests, cycled")
+    p.add_argument("--duration", type=float, required=True, help="seconds")
+    p.add_argument("--window", type=float, required=True, help="seconds")
+    p.add_argument("--concurrency", type=int, default=1)
+    p.add_argument("--request-rate", type=float, default=None)
+    p.add_argument("--api", default="completions", choices=["completions", "chat"])
+    p.add_argument("--timeout", type=float, default=600.0)
+    p.add_argument("--api-key-env", default=None)
+    p.add_argument("--engine-pid", type=int, default=None)
+    p.add_argument("--engine-start", type=float, default=None)
+    p.add_argument("--health-url", default=None)
+    p.add_argument("--watchdog", type=float, default=5.0, help="seconds between /health checks")
+    p.add_argument("--sample", type=float, default=60.0, help="seconds between node health samples")
+    p.add_argument("--target-path", default=None)
+    p.add_argument("--nvme", action="append", default=[])
+    p.add_argument("--probe-trace", default=None)
+    p.add_argument("--probe-tokens", type=int, default=16)
+    a = p.parse_args(argv)
+    if a.duration <= 0 or a.window <= 0 or a.concurrency < 1:
+        print("kvgate-agent soak: --duration and --window must be > 0, --concurrency >= 1", flush=True)
+        return 2
+    cfg = SoakConfig(out=a.out, endpoint=a.endpoint, model=a.model, trace=a.trace, duration_s=a.duration,
+                     window_s=a.window, concurrency=a.concurrency, request_rate=a.request_rate, api=a.api,
+                     timeout_s=a.timeout, api_key_env=a.api_key_env, engine_pid=a.engine_pid,
+                     engine_start=a.engine_start, health_url=a.health_url, watchdog_s=a.watchdog,
+                     sample_s=a.sample, target_path=a.target_path, nvme=list(a.nvme), probe_trace=a.probe_trace,
+                     probe_tokens=a.probe_tokens)
+    asyncio.run(run_soak_async(cfg))
+    return 0
