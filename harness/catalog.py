@@ -88,12 +88,19 @@ _METRICS: list[MetricInfo] = [
     MetricInfo("soak.failed_ratio", UnitKind.PERCENT, "G4", "load", "failed requests / all requests"),
     MetricInfo("soak.engine_restarts", UnitKind.COUNT, "G4", "engines", "engine crashes or restarts"),
     MetricInfo("soak.ttft_p50_drift", UnitKind.PERCENT, "G4", "load",
-               "|last window TTFT p50 / first window - 1|", sampled=True),
+               "median TTFT p50 of the last third of the windows / of the first third - 1", sampled=True),
     MetricInfo("soak.throughput_drift", UnitKind.PERCENT, "G4", "load",
-               "|last window throughput / first window - 1|"),
+               "1 - median throughput of the last third of the windows / of the first third", sampled=True),
     MetricInfo("soak.read_bw_retention", UnitKind.PERCENT, "G4", "probes.fio",
                "read bandwidth after the soak / before"),
     MetricInfo("soak.storage_errors", UnitKind.COUNT, "G4", "facts", "storage errors in the kernel log"),
+    MetricInfo("soak.network_errors", UnitKind.COUNT, "G4", "facts", "network errors in the kernel log"),
+    MetricInfo("soak.accelerator_errors", UnitKind.COUNT, "G4", "facts", "accelerator faults in the kernel log"),
+    MetricInfo("soak.media_errors_delta", UnitKind.COUNT, "G4", "facts",
+               "NVMe media errors at the end - at the start (nvme smart-log), summed over the drives"),
+    MetricInfo("soak.raid_degraded", UnitKind.COUNT, "G4", "facts", "health samples with a degraded md array"),
+    MetricInfo("soak.probe_identical", UnitKind.BOOL, "G4", "pipeline.G4",
+               "greedy probe outputs identical at the soak's start and end"),
 ]
 
 METRICS: dict[str, MetricInfo] = {m.path: m for m in _METRICS}

@@ -109,24 +109,24 @@ def _local_offset(path: Path) -> int:
         return keep
 
 
-def pull_records(executor: Executor, run: AgentLoad, *, chunk: int = 4 << 20) -> list[dict[str, Any]]:
-    """Append the node's new complete record lines to the local copy; return them."""
-    local = run.local_records
+def pull_lines(executor: Executor, python: str, agent: str, remote: str, local: Path, *,
+               chunk: int = 4 << 20) -> list[dict[str, Any]]:
+    """Append the new complete JSON lines of the node's file ``remote`` to ``local`` (kept an exact
+    byte prefix of it, fsync'd); return them. A file not written yet reads as empty."""
     local.parent.mkdir(parents=True, exist_ok=True)
     offset = _local_offset(local)
-    remote = posixpath.join(run.remote_out, RECORDS)
     new: list[dict[str, Any]] = []
     while True:
-        argv = [run.python, "-I", "-S", run.agent, "read-range", remote, str(offset), str(chunk)]
+        argv = [python, "-I", "-S", agent, "read-range", remote, str(offset), str(chunk)]
         res = executor.run(argv, check=False, timeout=120)
         if res.exit_code == _NOT_YET:
             break
         if res.exit_code != 0:
-            raise AgentLoadError("cannot read the records on the node", host=executor.node, command=argv,
+            raise AgentLoadError(f"cannot read {remote} on the node", host=executor.node, command=argv,
                                  exit_code=res.exit_code, stdout=res.stdout[-2000:], stderr=res.stderr)
         data = res.stdout.encode("utf-8")
         if len(data) != len(res.stdout):
-            raise AgentLoadError("records are not ASCII JSON: byte offsets would drift", host=executor.node,
+            raise AgentLoadError(f"{remote} is not ASCII JSON: byte offsets would drift", host=executor.node,
                                  command=argv)
         if not data:
             break
@@ -145,6 +145,12 @@ def pull_records(executor: Executor, run: AgentLoad, *, chunk: int = 4 << 20) ->
         if len(data) < chunk:
             break
     return new
+
+
+def pull_records(executor: Executor, run: AgentLoad, *, chunk: int = 4 << 20) -> list[dict[str, Any]]:
+    """Append the node's new complete record lines to the local copy; return them."""
+    return pull_lines(executor, run.python, run.agent, posixpath.join(run.remote_out, RECORDS), run.local_records,
+                      chunk=chunk)
 
 
 def poll_load(executor: Executor, run: AgentLoad) -> tuple[ProcessState, list[dict[str, Any]]]:

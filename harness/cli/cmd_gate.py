@@ -1,4 +1,4 @@
-"""``kvgate gate G1|G2|G3 --inventory FILE --profile FILE --campaign NAME [--resume]``."""
+"""``kvgate gate G1|G2|G3|G4 --inventory FILE --profile FILE --campaign NAME [--resume] [--wait]``."""
 
 from __future__ import annotations
 
@@ -15,7 +15,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         description="Run one gate of a campaign: validate the files, run the gate's pipeline on the "
         "inventory's nodes, evaluate the checks of gates/<GATE>.yaml, and write result.json, report.html, "
         "report.md, junit.xml and MANIFEST.sha256 under reports/<campaign>/<GATE>/. G3 needs a passed G2 "
-        "in the same campaign, or --baseline naming another campaign.",
+        "in the same campaign, or --baseline naming another campaign. G4 starts the soak on the nodes and "
+        "returns (the soak does not need this machine); `kvgate soak status CAMPAIGN` looks in, and "
+        "`kvgate gate G4 --resume` (or G4 --wait from the start) follows it to the end and decides the gate.",
         epilog="exit codes:\n" + EXIT_CODE_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -25,6 +27,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--campaign", required=True, help="campaign name (a folder under the reports root)")
     p.add_argument("--resume", action="store_true", help="continue a gate that was interrupted; "
                    "completed steps are kept and not repeated")
+    p.add_argument("--wait", action="store_true", help="G4: follow the soak to its end instead of returning "
+                   "once it is started (--resume always follows)")
     p.add_argument("--baseline", metavar="CAMPAIGN", help="G3: take the G2 baseline from this campaign")
     p.add_argument("--allow-baseline-mismatch", nargs="+", action="extend", default=[], metavar="FIELD",
                    help="G3: accept these workload fingerprint fields differing from the G2 baseline's "
@@ -41,11 +45,20 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 def run(args: argparse.Namespace) -> int:
     from harness.cli.outcome import print_outcome
+    from harness.pipelines.g4 import SoakDetached
     from harness.pipelines.gate import run_gate
 
-    outcome = run_gate(args.gate, inventory_path=args.inventory, profile_path=args.profile, campaign=args.campaign,
-                       reports_root=args.reports, gates_path=args.gates, baseline_campaign=args.baseline,
-                       resume=args.resume, accept_new_host_keys=args.accept_new_host_keys, operator=args.operator,
-                       progress=not args.no_progress, allow_baseline_mismatch=args.allow_baseline_mismatch)
+    try:
+        outcome = run_gate(args.gate, inventory_path=args.inventory, profile_path=args.profile,
+                           campaign=args.campaign, reports_root=args.reports, gates_path=args.gates,
+                           baseline_campaign=args.baseline, resume=args.resume,
+                           accept_new_host_keys=args.accept_new_host_keys, operator=args.operator,
+                           progress=not args.no_progress, allow_baseline_mismatch=args.allow_baseline_mismatch,
+                           wait=args.wait or args.resume)
+    except SoakDetached as started:
+        print(f"G4 soak started: {started}.\n  look in:  kvgate soak status {started.campaign}\n"
+              f"  finish:   kvgate gate G4 --resume (same --inventory/--profile/--campaign) to follow it to the end "
+              "and decide the gate")
+        return 0
     print_outcome(outcome)
     return int(outcome.exit_code)

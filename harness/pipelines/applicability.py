@@ -68,7 +68,17 @@ def not_applicable(gate: str, inventory: Inventory, profile: Profile) -> dict[st
         if profile.recompute is None:
             out["compare.recompute_speedup.*"] = "the profile has no recompute arm"
             out["recompute.cold_restore.offload_hit_tokens.*"] = "the profile has no recompute arm"
-
+    elif gate == "G4":
+        arm = profile.arm(profile.candidate)
+        target = next((t for n in nodes for t in n.storage if t.name == arm.storage), None)
+        if target is None:
+            out["soak.read_bw_retention"] = f"the candidate arm {arm.name!r} has no storage target"
+        if target is None or not (target.drives or target.drive_models or (target.device or "").startswith(
+                "/dev/nvme") or any("nvme" in m for m in target.raid_members)):
+            out["soak.media_errors_delta"] = "the inventory names no NVMe drive behind the candidate's target"
+        if target is None or (target.raid is None and not target.raid_members
+                              and not (target.device or "").startswith("/dev/md")):
+            out["soak.raid_degraded"] = "the inventory states no RAID behind the candidate's target"
     return out
 
 

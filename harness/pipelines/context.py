@@ -52,6 +52,16 @@ class GateRun:
                 self._executors[node] = ex
         return ex
 
+    def drop_executor(self, node: str) -> None:
+        """Forget the node's executor (after a dropped connection): the next use reconnects."""
+        with self._lock:
+            ex = self._executors.pop(node, None)
+        if ex is not None:
+            try:
+                ex.close()
+            except (RemoteError, OSError):
+                pass
+
     def fault(self, what: str, exc: Optional[BaseException] = None) -> None:
         """An infrastructure fault that kept something from being measured (recorded as evidence;
         the gate exits 4 unless it passed anyway). When the reports disk is full the record is kept

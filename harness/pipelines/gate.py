@@ -9,7 +9,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from harness import __version__
 from harness.config.crosscheck import check_profile
@@ -18,7 +18,7 @@ from harness.config.inventory import Inventory
 from harness.config.loader import load_gate, load_inventory, load_profile
 from harness.config.profile import Profile
 from harness.config.yamlsource import load_yaml
-from harness.errors import ConfigErrors, InputError, NotAvailableError, StorageFull
+from harness.errors import ConfigErrors, InputError, StorageFull
 from harness.exitcodes import ExitCode
 from harness.gates.evaluate import check_overrides, evaluate_gate
 from harness.gates.fingerprint import fingerprint_record, workload_fingerprint
@@ -65,13 +65,12 @@ def run_gate(gate: str, *, inventory_path: Path, profile_path: Path, campaign: s
              reports_root: Optional[Path] = None, gates_path: Optional[Path] = None,
              baseline_campaign: Optional[str] = None, resume: bool = False,
              accept_new_host_keys: bool = False, operator: Optional[str] = None,
-             progress: bool = True, allow_baseline_mismatch: Sequence[str] = ()) -> GateOutcome:
-    """Run ``gate`` (G1, G2 or G3) for ``campaign``; see the module docstring."""
+             progress: bool = True, allow_baseline_mismatch: Sequence[str] = (), wait: bool = True,
+             on_window: Optional[Callable[[dict[str, Any]], None]] = None) -> GateOutcome:
+    """Run ``gate`` (G1-G4) for ``campaign``; see the module docstring. G4 with ``wait=False``
+    starts the soak and raises ``harness.pipelines.g4.SoakDetached`` (nothing is decided yet)."""
     if gate not in GATES:
         raise InputError(f"unknown gate {gate!r}; known: {', '.join(GATES)}")
-    if gate == "G4":
-        raise NotAvailableError("the G4 72-hour soak pipeline is not available yet in this version of kvgate "
-                                "(gates/G4.yaml defines its checks)")
     # 1. Every input is validated before any node is touched.
     inventory = load_inventory(inventory_path)
     profile = load_profile(profile_path)
@@ -111,7 +110,12 @@ def run_gate(gate: str, *, inventory_path: Path, profile_path: Path, campaign: s
         started = _now()
         try:
             try:
-                measured, measurements = _pipeline(gate, run, root, baseline_campaign)
+                if gate == "G4":
+                    from harness.pipelines.g4 import run_g4
+
+                    measured, measurements = run_g4(run, wait=wait, on_window=on_window)
+                else:
+                    measured, measurements = _pipeline(gate, run, root, baseline_campaign)
             finally:
                 run.close()
             return _finalize(run, spec, overrides, measured, measurements, started, baseline)

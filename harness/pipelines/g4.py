@@ -1,0 +1,260 @@
+"""G4, the soak: the candidate arm under sustained load for the profile's ``soak.duration``.
+
+Steps, each recorded in the gate's resumable state (``--resume`` repeats nothing):
+
+1. ``soak/fio-before``: fio read bandwidth on the candidate's target.
+2. ``soak/start``: the engine is started with the same launcher as G3 (candidate arm), then the
+   node agent's soak mode, detached on the client node (``harness.load.soak``). Its handle and
+   the engine's are saved before anything else happens. Without ``wait`` the gate returns here
+   (:class:`SoakDetached`): the soak lives on the node.
+3. Follow: poll the soak, pull its windows, events and health samples by offset, print one
+   status line per window. A dropped connection is retried until the soak's planned end plus a
+   grace period; nothing pulled is ever lost (local files are exact prefixes of the node's).
+4. ``soak/finished``: the engine's logs are collected into evidence, the engine is stopped.
+5. ``soak/fio-after``: the same fio job set on the same target: retention = after / before.
+
+The measured results come from ``soakdata.soak_measured``; every check is decided by the gate
+evaluator from ``gates/G4.yaml``.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Optional
+
+from harness.agent.deploy import ensure_agent
+from harness.config.inventory import Node, StorageTarget
+from harness.engines import EngineInstance, get_engine
+from harness.errors import InfraError, InputError, KvgateError
+from harness.load import RequestSpec
+from harness.pipelines.context import GateRun
+from harness.pipelines.loadpoint import point_workload
+from harness.pipelines.soakdata import soak_measured
+from harness.pipelines.soakrun import SoakHandle, pull, start_soak
+from harness.pipelines.sweep import _start_instances, _stop_instances
+from harness.pipelines.sweepdata import measurement
+from harness.probes.fio_run import run_fio_probe
+from harness.probes.measured import FIO_METRICS, fio_leaf
+from harness.progress import Progress
+from harness.remote.base import RemoteError
+
+SOAK_DIR = "soak"
+PROBE_SET = 4  # greedy probe requests answered at the start and the end
+
+
+class SoakDetached(KvgateError):
+    """Not an error: the soak was started (or is still running) and the gate returned without
+    waiting for it. ``kvgate soak status`` looks in; ``kvgate gate G4 --resume`` finishes it."""
+
+    def __init__(self, message: str, *, campaign: str, remaining_s: Optional[float]) -> None:
+        super().__init__(message)
+        self.campaign = campaign
+        self.remaining_s = remaining_s
+
+
+def soak_dir(run: GateRun) -> Path:
+    return Path(run.gate_dir.evidence_path(SOAK_DIR))
+
+
+def _trace(specs: list[RequestSpec]) -> bytes:
+    return "".join(json.dumps({"request_id": s.request_id, "prompt": s.prompt, "output_len": s.max_tokens}) + "\n"
+                   for s in specs).encode()
+
+
+def _drives(target: StorageTarget) -> tuple[list[str], list[str]]:
+    """NVMe devices to read SMART from and md arrays to watch, from the inventory's target."""
+    devices: list[str] = []
+    arrays: list[str] = []
+    dev = target.device or ""
+    if dev.startswith("/dev/md"):
+        arrays.append(dev.rsplit("/", 1)[1])
+    elif dev.startswith("/dev/nvme"):
+        devices.append(dev)
+    for m in target.raid_members:
+        path = m if m.startswith("/dev/") else f"/dev/{m}"
+        if path.startswith("/dev/nvme"):
+            devices.append(path)
+    if target.raid is not None and not arrays and dev:
+        arrays.append(dev.rsplit("/", 1)[1])
+    return devices, arrays
+
+
+def _fio(run: GateRun, node: Node, target: StorageTarget, side: str) -> dict[str, Any]:
+    key = f"soak/fio-{side}"
+    done = run.gate_dir.step_done(key)
+    if done is not None:
+        return dict(done)
+    out_dir = Path(run.gate_dir.evidence_path(f"fio/{side}/{node.name}/{target.name}"))
+    with Progress(f"G4 fio {side} {node.name}/{target.name}", enabled=run.progress) as p:
+        try:
+            res = run_fio_probe(run.executor(node.name), target, run.profile.probes.fio, out_dir,
+                                job_sets=["seq-read"], progress=p)
+        except (InfraError, InputError) as exc:
+            run.fault(f"{node.name}: fio {side} the soak on target {target.name} failed", exc)
+            return measurement(None, detail=f"fio did not run: {exc}")
+    run.gate_dir.record_command(node.name, shlex.split(res.command))
+    job_set, direction = FIO_METRICS["seq_read_bw"]
+    leaf = fio_leaf(res, job_set, direction, run.path) or measurement(None, detail="fio ran no seq-read job")
+    run.gate_dir.mark_step_done(key, leaf)
+    return leaf
+
+
+def _start(run: GateRun, target: Optional[StorageTarget], target_node: Optional[Node]) -> dict[str, Any]:
+    profile = run.profile
+    arm = profile.arm(profile.candidate)
+    server = run.server_nodes()[0]
+    client = run.client_node(server)
+    engine = get_engine(profile.engine.kind)
+    instances = _start_instances(run, engine, server, arm)
+    try:
+        inst = instances[0]
+        if len(instances) > 1:
+            run.notes.append(f"the soak drives instance 0 of {len(instances)}; the others were stopped")
+            _stop_instances(run, engine, instances[1:], arm)
+        ex = run.executor(client.name)
+        workdir = str(run.inventory.setting(client, "workdir"))
+        python = str(run.inventory.setting(client, "python"))
+        agent = ensure_agent(ex, workdir)
+        base = f"{workdir.rstrip('/')}/soak/{run.campaign.name}-{uuid.uuid4().hex[:8]}"
+        ex.run(["mkdir", "-p", "--", base])
+        wl = point_workload(profile)
+        ex.write_file(f"{base}/requests.jsonl", _trace(list(wl.measure)))
+        probes = [s.with_id(f"probe-{i}") for i, s in enumerate(list(wl.measure)[:PROBE_SET])]
+        ex.write_file(f"{base}/probes.jsonl", _trace(probes))
+        soak = profile.soak
+        window = float(soak.window)
+        watched = client.name == server.name
+        args = ["--endpoint", inst.endpoint_url, "--model", inst.plan.served_model_name, "--api", profile.load.api,
+                "--trace", f"{base}/requests.jsonl", "--probe-trace", f"{base}/probes.jsonl",
+                "--duration", repr(float(soak.duration)), "--window", repr(window),
+                "--concurrency", str(soak.concurrency), "--timeout", repr(float(profile.load.request_timeout)),
+                "--health-url", inst.endpoint_url + "/health",
+                "--watchdog", repr(min(5.0, max(0.5, window / 4))), "--sample", repr(min(60.0, max(1.0, window / 2)))]
+        if soak.request_rate:
+            args += ["--request-rate", repr(float(soak.request_rate))]
+        if profile.engine.api_key_env:
+            args += ["--api-key-env", profile.engine.api_key_env]
+        if watched:
+            args += ["--engine-pid", str(inst.handle.pid), "--engine-start", repr(float(inst.handle.start_time))]
+        devices: list[str] = []
+        arrays: list[str] = []
+        if target is not None and target_node is not None and target_node.name == client.name:
+            args += ["--target-path", target.path]
+            devices, arrays = _drives(target)
+            for d in devices:
+                args += ["--nvme", d]
+        sh = start_soak(ex, python=python, agent=agent, workdir=base, local_dir=soak_dir(run), soak_args=args)
+        run.gate_dir.record_command(client.name, sh.handle.command)
+    except BaseException:
+        _stop_instances(run, engine, instances, arm)
+        raise
+    state = {"handle": sh.to_json(), "instance": inst.to_json(), "engine_watched": watched, "nvme": devices,
+             "md_arrays": arrays, "started_unix": time.time(), "duration_s": float(soak.duration),
+             "window_s": window, "server": server.name, "client": client.name}
+    run.gate_dir.mark_step_done("soak/start", state)
+    return state
+
+
+def _status_line(w: dict[str, Any], elapsed: float, total: float) -> str:
+    p50 = w.get("ttft_p50_ms")
+    return (f"window {w.get('index')}: {w.get('ok')} ok, {w.get('failed')} failed, TTFT p50 "
+            f"{'-' if p50 is None else f'{p50:.0f} ms'}, {float(w.get('throughput_tok_s') or 0):.1f} tok/s, "
+            f"restarts {w.get('restarts_so_far')}; {elapsed:.0f}/{total:.0f} s")
+
+
+def follow(run: GateRun, state: dict[str, Any], *, poll_s: float = 1.0,
+           on_window: Optional[Callable[[dict[str, Any]], None]] = None) -> bool:
+    """Pull until the soak ends; True when it ended, False when the node stayed unreachable past
+    the soak's planned end plus a grace period (a fault is recorded; what was pulled is kept)."""
+    sh = SoakHandle.from_json(state["handle"])
+    sh.local_dir = str(soak_dir(run))  # the campaign directory may have moved
+    total = float(state["duration_s"])
+    grace = max(120.0, 3 * float(state["window_s"]))
+    deadline = float(state["started_unix"]) + total + grace
+    progress = Progress("G4 soak", enabled=run.progress, interval=0.0)
+    last_error: Optional[BaseException] = None
+    while True:
+        try:
+            got = pull(run.executor(sh.node), sh)
+            last_error = None
+        except (RemoteError, InfraError) as exc:
+            last_error = exc
+            run.drop_executor(sh.node)
+            if time.time() > deadline:
+                run.fault(f"{sh.node}: the soak could not be reached after its planned end", exc)
+                return False
+            time.sleep(max(poll_s, 2.0))
+            continue
+        for w in got.windows:
+            elapsed = float(w.get("ended_unix") or 0) - float(state["started_unix"])
+            progress.status(_status_line(w, elapsed, total), force=True)
+            if on_window is not None:
+                on_window(w)
+        if not got.state.running:
+            if last_error is None:
+                return True
+        time.sleep(poll_s)
+
+
+def _finish(run: GateRun, state: dict[str, Any]) -> dict[str, Any]:
+    done = run.gate_dir.step_done("soak/finished")
+    if done is not None:
+        return dict(done)
+    profile = run.profile
+    arm = profile.arm(profile.candidate)
+    engine = get_engine(profile.engine.kind)
+    ex = run.executor(state["server"])
+    inst = EngineInstance.from_json(state["instance"], ex)
+    alive: Optional[bool]
+    try:
+        alive = ex.poll(inst.handle).running
+    except RemoteError as exc:
+        run.warn("could not poll the engine at the end of the soak", exc)
+        alive = None
+    sh = SoakHandle.from_json(state["handle"])
+    try:
+        (soak_dir(run) / "agent.err").write_text(run.executor(sh.node).tail_log(sh.handle, lines=200))
+    except (RemoteError, OSError) as exc:
+        run.warn("could not copy the soak agent's log", exc)
+    _stop_instances(run, engine, [inst], arm)
+    out = {"engine_alive_at_end": alive}
+    run.gate_dir.mark_step_done("soak/finished", out)
+    return out
+
+
+def run_g4(run: GateRun, *, wait: bool = True,
+           on_window: Optional[Callable[[dict[str, Any]], None]] = None) -> tuple[dict[str, Any], dict[str, Any]]:
+    profile = run.profile
+    arm = profile.arm(profile.candidate)
+    target: Optional[StorageTarget] = None
+    node: Optional[Node] = None
+    if arm.storage is not None:
+        node = run.node_with_target(arm.storage)
+        target = node.target(arm.storage)
+    before = _fio(run, node, target, "before") if node and target else None
+    state = run.gate_dir.step_done("soak/start")
+    if state is None:
+        state = _start(run, target, node)
+    if not wait:
+        remaining = float(state["started_unix"]) + float(state["duration_s"]) - time.time()
+        raise SoakDetached(f"the soak of campaign {run.campaign.name!r} runs on {state['client']} "
+                           f"(about {max(0.0, remaining):.0f} s left)", campaign=run.campaign.name,
+                           remaining_s=remaining)
+    ended = follow(run, state, on_window=on_window)
+    fin = _finish(run, state) if ended else {"engine_alive_at_end": None}
+    after = _fio(run, node, target, "after") if node and target and ended else None
+    measured, charts = soak_measured(
+        soak_dir(run), duration_target_s=float(state["duration_s"]), window_s=float(state["window_s"]),
+        nvme=state.get("nvme") or [], md_arrays=state.get("md_arrays") or [], fio_before=before, fio_after=after,
+        engine_watched=bool(state.get("engine_watched")), engine_alive_at_end=fin.get("engine_alive_at_end"))
+    if not ended:
+        measured["soak"]["duration"] = measurement(None, detail="the soak could not be followed to its end")
+    if (soak_dir(run) / "done.json").exists() is False and ended:
+        run.fault("the soak agent ended without writing done.json (see evidence/soak/agent.err)")
+    charts["engine_logs"] = f"evidence/engine/{arm.name}/instance0-logs"
+    return measured, {"soak": charts}

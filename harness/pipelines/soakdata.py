@@ -1,0 +1,305 @@
+"""G4's measured results from what a soak left on disk: the window index, the watchdog's events,
+the node health samples, the probe set's answers and fio before/after. Pure functions of local
+files and numbers (no node, no clock), so ``kvgate soak status``, the gate and ``bench/soak.py``
+compute the same figures.
+
+Every figure is ``None`` (NOT_RUN, with the reason in ``detail``) when the data it needs is
+missing: no window, no readable kernel log after the baseline sample, no SMART answer, no probe
+answers, no fio on either side. Nothing missing is ever counted as zero.
+
+Drift: the first and the last ``N`` full windows (``N`` = a third of the full windows, at least
+one), compared by their medians of per-window TTFT p50 (``last / first - 1``: positive = slower)
+and throughput (``1 - last / first``: positive = lower); the samples are the per-window figures,
+so the gate's bootstrap interval resamples windows. A window shorter than half the configured
+window (the soak's last, cut short) is left out of drift. The trend is a least-squares slope of
+TTFT p50 over time (ms per hour) with a bootstrap interval over windows; it is reported, not
+checked.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Optional
+
+from harness.facts.parsers.common import FactsParseError
+from harness.facts.parsers.health import kernel_faults, parse_mdstat, parse_smart_log
+from harness.gates.stats import percentile
+from harness.load.soak import DONE, EVENTS, HEALTH, WINDOWS_INDEX
+from harness.pipelines.soakrun import read_local_json, read_local_jsonl
+from harness.pipelines.sweepdata import _m
+
+
+def full_windows(windows: Sequence[dict[str, Any]], window_s: float) -> list[dict[str, Any]]:
+    return [w for w in windows if float(w.get("length_s") or 0.0) >= 0.5 * window_s]
+
+
+def _drift_groups(values: list[float]) -> tuple[list[float], list[float]]:
+    n = max(1, len(values) // 3)
+    return values[:n], values[-n:]
+
+
+def drift_leaf(windows: Sequence[dict[str, Any]], key: str, transform: str, what: str) -> dict[str, Any]:
+    vals = [float(w[key]) for w in windows if w.get(key) is not None]
+    if len(vals) < 2:
+        return _m(None, detail=f"{what}: {len(vals)} full window(s) with a figure; at least 2 are needed")
+    first, last = _drift_groups(vals)
+    med_f, med_l = percentile(first, 50), percentile(last, 50)
+    if med_f == 0:
+        return _m(None, detail=f"{what}: the first windows' median is zero")
+    value = med_l / med_f - 1.0 if transform == "gain" else 1.0 - med_l / med_f
+    text = f"{value * 100:+.1f}% (median of first {len(first)} windows {med_f:.4g}, last {len(last)} {med_l:.4g})"
+    return _m(value, text, detail=f"{what}: first {len(first)} vs last {len(last)} of {len(vals)} full windows",
+              evidence=[f"evidence/soak/{WINDOWS_INDEX}"],
+              samples={"kind": "ratio", "a": last, "b": first, "stat": "median", "transform": transform})
+
+
+def trend(windows: Sequence[dict[str, Any]], key: str, *, resamples: int = 1000,
+          seed: int = 0) -> Optional[dict[str, Any]]:
+    """Least-squares slope of ``key`` per hour over the windows' mid-times, with a 95% bootstrap
+    interval over windows (pairs resampled)."""
+    pts = [((float(w["started_unix"]) + float(w["ended_unix"])) / 2.0, float(w[key]))
+           for w in windows if w.get(key) is not None]
+    if len(pts) < 3:
+        return None
+    t0 = pts[0][0]
+    xs = [(t - t0) / 3600.0 for t, _ in pts]
+    ys = [y for _, y in pts]
+
+    def slope(ix: Sequence[int]) -> Optional[float]:
+        n = len(ix)
+        mx = sum(xs[i] for i in ix) / n
+        my = sum(ys[i] for i in ix) / n
+        sxx = sum((xs[i] - mx) ** 2 for i in ix)
+        if sxx == 0:
+            return None
+        return sum((xs[i] - mx) * (ys[i] - my) for i in ix) / sxx
+
+    est = slope(range(len(pts)))
+    if est is None:
+        return None
+    rng = random.Random(seed)
+    reps = sorted(s for s in (slope([rng.randrange(len(pts)) for _ in pts]) for _ in range(resamples))
+                  if s is not None)
+    low, high = (percentile(reps, 2.5), percentile(reps, 97.5)) if reps else (None, None)
+    return {"per_hour": est, "low": low, "high": high, "windows": len(pts)}
+
+
+def _kernel(health: Sequence[dict[str, Any]]) -> tuple[bool, dict[str, list[dict[str, Any]]]]:
+    """(a kernel log was readable after the baseline, faults by kind with time and line)."""
+    readable = False
+    baseline_seen = False
+    faults: dict[str, list[dict[str, Any]]] = {"storage": [], "network": [], "accelerator": []}
+    for s in health:
+        k = s.get("kernel") or {}
+        if "error" in k:
+            continue
+        if k.get("baseline"):
+            baseline_seen = True
+            continue
+        if baseline_seen:
+            readable = True
+        for f in kernel_faults(list(k.get("new") or [])):
+            faults[f.kind].append({"t": s.get("t"), "line": f.line, "source": k.get("source")})
+    return readable, faults
+
+
+def _smart(health: Sequence[dict[str, Any]], devices: Sequence[str]) -> dict[str, Any]:
+    if not devices:
+        return _m(None, detail="no NVMe drive is known behind the KV target (inventory device/raid_members)")
+    first: dict[str, int] = {}
+    last: dict[str, int] = {}
+    problems: list[str] = []
+    for s in health:
+        for dev, v in (s.get("smart") or {}).items():
+            if "json" not in v:
+                problems.append(f"{dev}: {v.get('error')}")
+                continue
+            try:
+                sl = parse_smart_log(str(v["json"]))
+            except FactsParseError as exc:
+                problems.append(f"{dev}: {exc}")
+                continue
+            first.setdefault(dev, sl.media_errors)
+            last[dev] = sl.media_errors
+    missing = [d for d in devices if d not in first]
+    if missing:
+        why = "; ".join(problems[:3]) or "no sample"
+        return _m(None, detail=f"no SMART log read for {', '.join(missing)} ({why})")
+    delta = sum(last[d] - first[d] for d in devices)
+    text = ", ".join(f"{d}: {first[d]} -> {last[d]}" for d in devices)
+    return _m(delta, text, detail=f"media errors at the first and the last sample per drive: {text}",
+              evidence=[f"evidence/soak/{HEALTH}"])
+
+
+def _raid(health: Sequence[dict[str, Any]], arrays: Sequence[str]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    if not arrays:
+        return _m(None, detail="no md array is known behind the KV target (inventory raid/device)"), []
+    bad: list[dict[str, Any]] = []
+    seen = 0
+    for s in health:
+        text = s.get("mdstat")
+        if text is None:
+            continue
+        parsed = {a.name: a for a in parse_mdstat(str(text))}
+        seen += 1
+        for name in arrays:
+            a = parsed.get(name)
+            if a is None or a.degraded:
+                failed = f", failed {','.join(a.failed_members)}" if a is not None and a.failed_members else ""
+                why = "missing from /proc/mdstat" if a is None else f"degraded ({a.status or a.state}{failed})"
+                bad.append({"t": s.get("t"), "array": name, "line": why})
+    if seen == 0:
+        return _m(None, detail="/proc/mdstat was never read"), []
+    return _m(len(bad), f"{len(bad)} degraded sample(s) of {seen}", detail=f"md arrays {', '.join(arrays)} "
+              f"in {seen} samples of /proc/mdstat", evidence=[f"evidence/soak/{HEALTH}"]), bad
+
+
+def _probes(local: Path) -> dict[str, Any]:
+    start = read_local_json(local / "probe-start.json")
+    end = read_local_json(local / "probe-end.json")
+    if start is None or end is None:
+        return _m(None, detail="the greedy probe set was not answered at both the start and the end")
+    a = {x["request_id"]: x for x in start.get("answers") or []}
+    b = {x["request_id"]: x for x in end.get("answers") or []}
+    if not a or set(a) != set(b):
+        return _m(None, detail="the probe sets at the start and the end differ or are empty")
+    failed = [k for k in a if a[k].get("status") != "ok" or b[k].get("status") != "ok" or a[k].get("text") is None]
+    if failed:
+        return _m(None, detail=f"probe request(s) failed: {', '.join(sorted(failed)[:5])}")
+    differ = sorted(k for k in a if a[k].get("text") != b[k].get("text"))
+    return _m(not differ, f"{len(a) - len(differ)} of {len(a)} identical",
+              detail="differ: " + ", ".join(differ[:5]) if differ else f"{len(a)} greedy answers identical",
+              evidence=["evidence/soak/probe-start.json", "evidence/soak/probe-end.json"])
+
+
+def _count_leaf(readable: bool, items: list[dict[str, Any]], what: str) -> dict[str, Any]:
+    if not readable:
+        return _m(None, detail="the kernel log could not be read after the baseline sample (dmesg/journalctl)")
+    first = f"; first: {items[0]['line']}" if items else ""
+    return _m(len(items), f"{len(items)} line(s)", detail=f"{what} lines in the kernel log during the soak{first}",
+              evidence=[f"evidence/soak/{HEALTH}"])
+
+
+def soak_measured(local: Path, *, duration_target_s: float, window_s: float, nvme: Sequence[str] = (),
+                  md_arrays: Sequence[str] = (), fio_before: Optional[dict[str, Any]] = None,
+                  fio_after: Optional[dict[str, Any]] = None, engine_watched: bool = True,
+                  engine_alive_at_end: Optional[bool] = None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``(measured, charts)`` of a soak whose files are in ``local`` (see the module docstring)."""
+    windows = read_local_jsonl(local / WINDOWS_INDEX)
+    events = read_local_jsonl(local / EVENTS)
+    health = read_local_jsonl(local / HEALTH)
+    done = read_local_json(local / DONE)
+    soak: dict[str, Any] = {}
+    # Duration: time under load, from the first window's start to the last window's end (the
+    # node's clock); done.json says why it ended.
+    if windows:
+        elapsed = float(windows[-1]["ended_unix"]) - float(windows[0]["started_unix"])
+        why = f"ended: {done.get('reason')}" if done is not None else "the soak left no done.json"
+        soak["duration"] = _m(elapsed, f"{elapsed:.0f} s", detail=f"{why}; {len(windows)} windows; profile "
+                              f"duration {duration_target_s:.0f} s", evidence=[f"evidence/soak/{WINDOWS_INDEX}"])
+    else:
+        soak["duration"] = _m(None, detail="no window was closed")
+    ok = sum(int(w.get("ok") or 0) for w in windows)
+    failed = sum(int(w.get("failed") or 0) for w in windows)
+    failures: dict[str, int] = {}
+    for w in windows:
+        for k, v in (w.get("failures") or {}).items():
+            failures[k] = failures.get(k, 0) + int(v)
+    total = ok + failed
+    soak["failed_ratio"] = _m(failed / total if total else None, f"{failed} of {total}",
+                              detail=("failures by kind: " + ", ".join(f"{k} {v}" for k, v in sorted(failures.items()))
+                                      if failures else "no failure") if total else "no request completed",
+                              evidence=[f"evidence/soak/{WINDOWS_INDEX}"])
+    restarts = [e for e in events if e.get("event") == "restart"]
+    if engine_watched:
+        soak["engine_restarts"] = _m(len(restarts), str(len(restarts)),
+                                     detail="; ".join(f"{e.get('detail')} (pid {e.get('pid')})" for e in restarts)
+                                     or "the engine process kept its identity (pid and start time)",
+                                     evidence=[f"evidence/soak/{EVENTS}"])
+    elif engine_alive_at_end is not None:
+        n = 0 if engine_alive_at_end else 1
+        soak["engine_restarts"] = _m(n, str(n), detail="engine on another node: only its process at the end was "
+                                     "checked" + ("" if engine_alive_at_end else " (gone)"))
+    else:
+        soak["engine_restarts"] = _m(None, detail="the engine process was not watched")
+    full = full_windows(windows, window_s)
+    soak["ttft_p50_drift"] = drift_leaf(full, "ttft_p50_ms", "gain", "TTFT p50")
+    soak["throughput_drift"] = drift_leaf(full, "throughput_tok_s", "reduction", "output throughput")
+    before = (fio_before or {}).get("value")
+    after = (fio_after or {}).get("value")
+    if isinstance(before, (int, float)) and isinstance(after, (int, float)) and before > 0:
+        soak["read_bw_retention"] = _m(after / before, f"{after / before * 100:.1f}%",
+                                       detail=f"fio read {fio_after.get('text')} after / {fio_before.get('text')} "
+                                       "before (same job set, same target)" if fio_after and fio_before else "",
+                                       evidence=list((fio_before or {}).get("evidence") or [])
+                                       + list((fio_after or {}).get("evidence") or []))
+    else:
+        why = [f"{side}: {(leaf or {}).get('detail') or 'not measured'}"
+               for side, leaf, v in (("before", fio_before, before), ("after", fio_after, after))
+               if not isinstance(v, (int, float)) or not v]
+        soak["read_bw_retention"] = _m(None, detail="; ".join(why) or "no fio figure")
+    readable, kfaults = _kernel(health)
+    soak["storage_errors"] = _count_leaf(readable, kfaults["storage"], "storage (NVMe, blk, md, filesystem)")
+    soak["network_errors"] = _count_leaf(readable, kfaults["network"], "network (mlx5/RoCE link, NIC health)")
+    soak["accelerator_errors"] = _count_leaf(readable, kfaults["accelerator"], "accelerator (Xid, GPU reset, NPU)")
+    soak["media_errors_delta"] = _smart(health, nvme)
+    soak["raid_degraded"], raid_bad = _raid(health, md_arrays)
+    soak["probe_identical"] = _probes(local)
+    charts = soak_charts(windows, events, kfaults, raid_bad, window_s)
+    charts["trend"] = {"ttft_p50_ms": trend(full, "ttft_p50_ms"), "throughput_tok_s": trend(full, "throughput_tok_s")}
+    charts["fio"] = {"before": (fio_before or {}).get("value"), "after": (fio_after or {}).get("value")}
+    return {"soak": soak}, charts
+
+
+def _hit_rates(windows: Sequence[dict[str, Any]]) -> list[Optional[float]]:
+    """Per window, prompt tokens served from a cache / looked up, from consecutive counter totals
+    (engine prefix cache plus external/LMCache tiers); None when the counters are missing."""
+    out: list[Optional[float]] = []
+    prev: Optional[dict[str, float]] = None
+    for w in windows:
+        cur = w.get("counters")
+        rate: Optional[float] = None
+        if isinstance(cur, dict) and isinstance(prev, dict):
+            def d(name: str, c: dict[str, float] = cur, p: dict[str, float] = prev) -> float:
+                return max(0.0, float(c.get(name, 0.0)) - float(p.get(name, 0.0)))
+            queries = d("vllm:prefix_cache_queries")
+            hits = d("vllm:prefix_cache_hits") + d("vllm:external_prefix_cache_hits")
+            rate = min(1.0, hits / queries) if queries > 0 else None
+        out.append(rate)
+        prev = cur if isinstance(cur, dict) else None
+    return out
+
+
+def soak_charts(windows: Sequence[dict[str, Any]], events: Sequence[dict[str, Any]],
+                kfaults: dict[str, list[dict[str, Any]]], raid_bad: Sequence[dict[str, Any]],
+                window_s: float) -> dict[str, Any]:
+    """Per-window series for the report and the table of every fault with its time and evidence."""
+    t0 = float(windows[0]["started_unix"]) if windows else 0.0
+    hits = _hit_rates(windows)
+    series = [{"index": w.get("index"), "t_s": round(float(w["ended_unix"]) - t0, 3),
+               "ttft_p50_ms": w.get("ttft_p50_ms"), "ttft_p99_ms": w.get("ttft_p99_ms"),
+               "throughput_tok_s": w.get("throughput_tok_s"), "requests": w.get("requests"),
+               "failed": w.get("failed"), "hit_rate": h, "length_s": w.get("length_s")}
+              for w, h in zip(windows, hits)]
+    faults: list[dict[str, Any]] = []
+    for e in events:
+        if e.get("event") in ("restart", "health_bad", "engine_back", "probe_error", "watchdog_error"):
+            faults.append({"t_s": round(float(e.get("t") or t0) - t0, 3), "kind": e.get("event"),
+                           "what": str(e.get("detail") or ""), "evidence": f"evidence/soak/{EVENTS}"})
+    for kind, items in kfaults.items():
+        for f in items:
+            faults.append({"t_s": round(float(f.get("t") or t0) - t0, 3), "kind": f"kernel {kind}",
+                           "what": f["line"], "evidence": f"evidence/soak/{HEALTH}"})
+    for b in raid_bad:
+        faults.append({"t_s": round(float(b.get("t") or t0) - t0, 3), "kind": "raid",
+                       "what": f"{b['array']}: {b['line']}", "evidence": f"evidence/soak/{HEALTH}"})
+    for w in windows:
+        if w.get("failed"):
+            faults.append({"t_s": round(float(w["ended_unix"]) - t0, 3), "kind": "failed requests",
+                           "what": f"window {w.get('index')}: {w.get('failed')} failed "
+                           f"({json.dumps(w.get('failures') or {})})", "evidence": f"evidence/soak/{w.get('file')}"})
+    faults.sort(key=lambda f: f["t_s"])
+    return {"windows": series, "faults": faults, "window_s": window_s}

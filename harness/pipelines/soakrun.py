@@ -1,0 +1,150 @@
+"""The controller's side of a soak on a node: start the agent's soak mode detached, save its
+handle, and later (any controller, any time) reattach, pull what it wrote and look at it.
+
+Local copy, under the gate's ``evidence/soak/``: ``handle.json`` (the reattach point; no secret),
+``windows.jsonl``, ``events.jsonl`` and ``health.jsonl`` (exact byte prefixes of the node's files,
+pulled by offset with ``harness.agent.remote.pull_lines``: nothing duplicated or lost across
+controller crashes, SSH drops or restarts), ``windows/wNNNNNN.jsonl.gz`` (each closed window's
+records, copied once), ``probe-start.json``, ``probe-end.json``, ``done.json``, ``soak.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional
+
+from harness.agent.remote import pull_lines
+from harness.load.soak import CONFIG, DONE, EVENTS, HEALTH, STOP, WINDOWS_INDEX
+from harness.remote.base import DetachedHandle, Executor, ProcessState, RemoteError
+from harness.store.durable import write_atomic
+
+HANDLE = "handle.json"
+_SMALL_FILES = (CONFIG, "probe-start.json", "probe-end.json", DONE)
+
+
+@dataclass
+class SoakHandle:
+    node: str
+    python: str
+    agent: str
+    remote_out: str
+    local_dir: str
+    handle: DetachedHandle
+
+    def to_json(self) -> dict[str, Any]:
+        return {"node": self.node, "python": self.python, "agent": self.agent, "remote_out": self.remote_out,
+                "local_dir": self.local_dir, "handle": self.handle.to_json()}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> SoakHandle:
+        return cls(node=data["node"], python=data["python"], agent=data["agent"], remote_out=data["remote_out"],
+                   local_dir=data["local_dir"], handle=DetachedHandle.from_json(data["handle"]))
+
+    def save(self) -> Path:
+        path = Path(self.local_dir) / HANDLE
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(path, (json.dumps(self.to_json(), indent=2) + "\n").encode())
+        return path
+
+    @classmethod
+    def load(cls, local_dir: Path) -> SoakHandle:
+        return cls.from_json(json.loads((Path(local_dir) / HANDLE).read_text(encoding="utf-8")))
+
+    def remote(self, name: str) -> str:
+        return posixpath.join(self.remote_out, name)
+
+
+def start_soak(executor: Executor, *, python: str, agent: str, workdir: str, local_dir: Path,
+               soak_args: list[str], name: str = "soak") -> SoakHandle:
+    """``python3 -I -S AGENT soak SOAK_ARGS --out <workdir>/<name>-out``, detached; handle saved first."""
+    remote_out = posixpath.join(workdir, f"{name}-out")
+    executor.run(["mkdir", "-p", "--", remote_out], timeout=60)
+    argv = [python, "-I", "-S", agent, "soak", *soak_args, "--out", remote_out]
+    handle = executor.start_detached(argv, workdir=workdir, name=name)
+    sh = SoakHandle(executor.node, python, agent, remote_out, str(local_dir), handle)
+    sh.save()
+    return sh
+
+
+@dataclass
+class Pulled:
+    state: ProcessState
+    windows: list[dict[str, Any]]
+    events: list[dict[str, Any]]
+    health: list[dict[str, Any]]
+
+
+def pull(executor: Executor, sh: SoakHandle) -> Pulled:
+    """Poll first (so a finished soak's pull is complete), then pull every growing file and copy
+    the record files of newly closed windows."""
+    state = executor.poll(sh.handle)
+    local = Path(sh.local_dir)
+    wins = pull_lines(executor, sh.python, sh.agent, sh.remote(WINDOWS_INDEX), local / WINDOWS_INDEX)
+    events = pull_lines(executor, sh.python, sh.agent, sh.remote(EVENTS), local / EVENTS)
+    health = pull_lines(executor, sh.python, sh.agent, sh.remote(HEALTH), local / HEALTH)
+    fetch_window_files(executor, sh)
+    for name in _SMALL_FILES:
+        if not (local / name).exists():
+            try:
+                data = executor.read_file(sh.remote(name))
+            except RemoteError:
+                continue
+            write_atomic(local / name, data)
+    return Pulled(state, wins, events, health)
+
+
+def fetch_window_files(executor: Executor, sh: SoakHandle) -> list[Path]:
+    """Copy every closed window's record file named in the local index that is not here yet."""
+    local = Path(sh.local_dir)
+    got: list[Path] = []
+    index = local / WINDOWS_INDEX
+    if not index.exists():
+        return got
+    for line in index.read_text(encoding="utf-8").splitlines():
+        try:
+            name = str(json.loads(line).get("file") or "")
+        except ValueError:
+            continue
+        if not name or ".." in name.split("/") or name.startswith("/"):
+            continue
+        dest = local / name
+        if dest.exists():
+            continue
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            executor.get(sh.remote(name), str(dest))
+        except RemoteError:
+            continue  # tried again at the next pull
+        got.append(dest)
+    return got
+
+
+def request_stop(executor: Executor, sh: SoakHandle) -> None:
+    """Ask the soak to end early: it notices ``STOP`` within a second and closes its window."""
+    executor.write_file(sh.remote(STOP), b"stopped by kvgate soak stop\n")
+
+
+def read_local_jsonl(path: Path) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    if not path.exists():
+        return out
+    with open(path, "rb") as fh:
+        for line in fh:
+            if not line.endswith(b"\n"):
+                break
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                continue
+    return out
+
+
+def read_local_json(path: Path) -> Optional[dict[str, Any]]:
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
