@@ -237,10 +237,10 @@ def soak_measured(local: Path, *, duration_target_s: float, window_s: float, nvm
                                        evidence=list((fio_before or {}).get("evidence") or [])
                                        + list((fio_after or {}).get("evidence") or []))
     else:
-        why = [f"{side}: {(leaf or {}).get('detail') or 'not measured'}"
-               for side, leaf, v in (("before", fio_before, before), ("after", fio_after, after))
-               if not isinstance(v, (int, float)) or not v]
-        soak["read_bw_retention"] = _m(None, detail="; ".join(why) or "no fio figure")
+        missing = [f"{side}: {(leaf or {}).get('detail') or 'not measured'}"
+                   for side, leaf, v in (("before", fio_before, before), ("after", fio_after, after))
+                   if not isinstance(v, (int, float)) or not v]
+        soak["read_bw_retention"] = _m(None, detail="; ".join(missing) or "no fio figure")
     readable, kfaults = _kernel(health)
     soak["storage_errors"] = _count_leaf(readable, kfaults["storage"], "storage (NVMe, blk, md, filesystem)")
     soak["network_errors"] = _count_leaf(readable, kfaults["network"], "network (mlx5/RoCE link, NIC health)")
