@@ -21,6 +21,7 @@ COMMANDS: tuple[str, ...] = (
     "estimate",
     "nightly", "history", "export",
     "schema", "init",
+    "soak",
 )
 
 

@@ -61,6 +61,7 @@ STOP = "STOP"
 COUNTERS = ("vllm:prefix_cache_queries", "vllm:prefix_cache_hits", "vllm:external_prefix_cache_queries",
             "vllm:external_prefix_cache_hits", "lmcache:num_requested_tokens", "lmcache:num_hit_tokens",
             "vllm:prompt_tokens", "vllm:generation_tokens")
+FAILURE_PAUSE_S = 0.5  # a closed-loop worker's pause after a failed request
 _KERNEL_KEEP = 5000  # lines of the previous kernel log output kept to tell new lines apart
 
 
@@ -144,6 +145,29 @@ def process_start_time(pid: int) -> Optional[float]:
         return None
 
 
+def child_pids(pid: int) -> list[int]:
+    """Direct children of ``pid`` (``/proc/PID/task/*/children``, else a scan of ``/proc/*/stat``)."""
+    out: list[int] = []
+    try:
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/children", encoding="ascii") as fh:
+                out += [int(x) for x in fh.read().split()]
+        return out
+    except (OSError, ValueError):
+        pass
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", encoding="ascii", errors="replace") as fh:
+                stat = fh.read()
+            if int(stat[stat.rindex(")") + 2:].split()[1]) == pid:
+                out.append(int(name))
+        except (OSError, ValueError, IndexError):
+            continue
+    return out
+
+
 def http_ok(url: str, timeout: float = 3.0) -> tuple[bool, str]:
     try:
         with urlrequest.urlopen(url, timeout=timeout) as resp:  # noqa: S310 - the engine's own URL
@@ -187,22 +211,30 @@ class Watchdog(threading.Thread):
         self.restarts = 0
         self.healthy: Optional[bool] = None
         self.engine_alive = cfg.engine_pid is not None
+        # The process kvgate started is the detached wrapper; the engine is its child. Both are
+        # watched by pid and start time (a reused pid is another process).
+        self.watched: list[tuple[int, Optional[float]]] = []
+        if cfg.engine_pid is not None:
+            self.watched.append((cfg.engine_pid, cfg.engine_start))
+            for child in child_pids(cfg.engine_pid)[:1]:
+                self.watched.append((child, process_start_time(child)))
 
     def event(self, kind: str, **data: Any) -> None:
         _append_line(self.out / EVENTS, {"t": round(time.time(), 3), "event": kind, **data})
 
     def check_once(self) -> None:
         cfg = self.cfg
-        if cfg.engine_pid is not None and self.engine_alive:
-            st = process_start_time(cfg.engine_pid)
-            same = st is not None and (cfg.engine_start is None or abs(st - cfg.engine_start) < 2.0)
-            if not same:
-                # The process we were told about is gone (or its pid was reused): a crash or a
-                # restart, counted either way.
-                self.engine_alive = False
-                self.restarts += 1
-                self.event("restart", pid=cfg.engine_pid, detail="engine process gone"
-                           if st is None else "pid reused by another process", restarts=self.restarts)
+        if self.watched and self.engine_alive:
+            for pid, start in self.watched:
+                st = process_start_time(pid)
+                if st is None or (start is not None and abs(st - start) >= 2.0):
+                    # The engine (or its wrapper) is gone, or its pid was reused: a crash or a
+                    # restart, counted either way.
+                    self.engine_alive = False
+                    self.restarts += 1
+                    self.event("restart", pid=pid, detail="engine process gone" if st is None
+                               else "pid reused by another process", restarts=self.restarts)
+                    break
         if cfg.health_url:
             ok, detail = http_ok(cfg.health_url)
             if ok != self.healthy:
@@ -222,9 +254,16 @@ class Watchdog(threading.Thread):
                     pass
 
 
+TOOLS_PATH_ENV = "KVGATE_NODE_TOOLS_PATH"
+
+
 def _run_tool(argv: list[str], timeout: float = 20.0) -> tuple[Optional[str], Optional[str]]:
-    """(stdout, None) or (None, why)."""
-    exe = shutil.which(argv[0])
+    """(stdout, None) or (None, why). The node's ``KVGATE_NODE_TOOLS_PATH`` (directories, ``:``
+    separated), when set in its SSH environment, is searched before ``PATH`` (nodes whose dmesg,
+    journalctl or nvme live elsewhere; the G4 tests put a fake dmesg there)."""
+    extra = os.environ.get(TOOLS_PATH_ENV, "")
+    search = os.pathsep.join(p for p in (extra, os.environ.get("PATH", os.defpath)) if p)
+    exe = shutil.which(argv[0], path=search)
     if exe is None:
         return None, f"{argv[0]} not found"
     try:
@@ -414,6 +453,7 @@ async def run_soak_async(cfg: SoakConfig) -> dict[str, Any]:
     watchdog = Watchdog(cfg, out, tstop)
     health = HealthSampler(cfg, out, tstop)
     watchdog.event("soak_start", engine_pid=cfg.engine_pid, engine_start=cfg.engine_start,
+                   watched=[{"pid": p, "start": t} for p, t in watchdog.watched],
                    duration_s=cfg.duration_s, window_s=cfg.window_s)
     health.sample_and_write()  # the baseline sample
     watchdog.check_once()
@@ -439,7 +479,7 @@ async def run_soak_async(cfg: SoakConfig) -> dict[str, Any]:
         base = specs[k % len(specs)]
         return base.with_id(f"{base.request_id}-s{k}")
 
-    async def one(spec: RequestSpec, due: Optional[int]) -> None:
+    async def one(spec: RequestSpec, due: Optional[int]) -> bool:
         t_ready = perf_counter_ns()
         task = asyncio.ensure_future(client.request(spec))
         inflight.add(task)
@@ -455,10 +495,17 @@ async def run_soak_async(cfg: SoakConfig) -> dict[str, Any]:
         ref = due if due is not None else t_ready
         windows.write(make_record(res, spec, phase="soak", queue_ms=max(0.0, (res.start_ns - ref) / 1e6),
                                   scheduled_ns=due))
+        return res.status in ("ok", "cancelled")
 
     async def closed_worker() -> None:
         while not stop.is_set() and perf_counter_ns() < deadline:
-            await one(next_spec(), None)
+            if not await one(next_spec(), None):
+                # A failed request (engine down, refused): pause before the next one, so a dead
+                # engine gives a bounded stream of failure records, not a busy loop.
+                try:
+                    await asyncio.wait_for(stop.wait(), FAILURE_PAUSE_S)
+                except asyncio.TimeoutError:
+                    pass
             if stop.is_set():
                 return
 

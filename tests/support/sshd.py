@@ -154,6 +154,7 @@ class SshCluster:
         self.known_hosts = known_hosts
         self._inventory_opts = inventory_opts
         self.login_rc = True
+        self.session_env: dict[str, str] = {}
         self._closed = False
         self._lock = threading.RLock()  # a fault thread (restart) must not race close()
         self.inventory_path = workdir / "inventory.yaml"
@@ -164,12 +165,14 @@ class SshCluster:
     @classmethod
     def start(cls, n: int, workdir: Path, keys: KeyStore, *, client_key_kind: str = "ed25519",
               known: bool = True, log_level: str = "VERBOSE", name_prefix: str = "node",
-              login_rc: bool = False, **inventory_opts: Any) -> SshCluster:
+              login_rc: bool = False, session_env: dict[str, str] | None = None,
+              **inventory_opts: Any) -> SshCluster:
         """Start ``n`` servers. ``known=False`` leaves known_hosts empty (unknown host keys).
         ``login_rc=False`` (default) sets SHLVL=1 in sessions so bash skips ~/.bashrc, which bash
         otherwise sources for every SSH command (here ~/.bashrc runs ``pyenv init``: +0.1 s per
         command); ``login_rc=True`` keeps the user's real login environment.
-        ``inventory_opts`` become inventory ``defaults`` (e.g. ``keepalive=1.0``)."""
+        ``inventory_opts`` become inventory ``defaults`` (e.g. ``keepalive=1.0``). ``session_env``
+        is set in every session (sshd ``SetEnv``; e.g. a PATH with fake node tools first)."""
         if not os.path.exists(SSHD):
             raise SshdError(f"{SSHD} not found: install openssh-server (make system-deps)")
         if os.geteuid() == 0:
@@ -190,6 +193,7 @@ class SshCluster:
                       client_key=keys.client_key(client_key_kind), known_hosts=known_hosts,
                       inventory_opts=inventory_opts)
         cluster.login_rc = login_rc
+        cluster.session_env = dict(session_env or {})
         try:
             for node in nodes:
                 cluster._launch(node, auth, log_level)
@@ -220,7 +224,9 @@ class SshCluster:
                 "KbdInteractiveAuthentication no",
                 "AllowTcpForwarding yes",
                 "UseDNS no",
-                *([] if self.login_rc else ["SetEnv SHLVL=1"]),
+                # sshd takes the first SetEnv line only: every variable goes on one line.
+                *([f"SetEnv {' '.join(f'{k}={v}' for k, v in env.items())}"] if (env := {
+                    **({} if self.login_rc else {"SHLVL": "1"}), **self.session_env}) else []),
                 "MaxStartups 100:30:200",
                 "MaxSessions 100",
                 "Subsystem sftp internal-sftp",

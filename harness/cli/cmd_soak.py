@@ -1,0 +1,175 @@
+"""``kvgate soak status|stop CAMPAIGN [--json]``: look into a running G4 soak, or end it early."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+from harness.exitcodes import EXIT_CODE_HELP
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser(
+        "soak",
+        help="look into a running G4 soak (status) or end it early (stop)",
+        description="status: reattach to the campaign's soak by its saved handle, pull what it wrote since "
+        "the last look (unless a `kvgate gate G4` is following it, which keeps the files current) and "
+        "print elapsed/remaining time, the last windows' figures and any check already failing. "
+        "stop: ask the soak to end now (G4 then FAILs `duration` unless the profile's duration was reached); "
+        "finish the gate with `kvgate gate G4 --resume`.",
+        epilog="exit codes:\n" + EXIT_CODE_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("action", choices=["status", "stop"])
+    p.add_argument("campaign", help="campaign name (a folder under the reports root)")
+    p.add_argument("--reports", type=Path, default=None, help="reports root (default: reports/)")
+    p.add_argument("--inventory", type=Path, default=None,
+                   help="inventory YAML (default: the file the campaign was started with)")
+    p.add_argument("--gates", type=Path, default=None, help="directory of the gate files (default: gates/)")
+    p.add_argument("--no-pull", action="store_true", help="status: only what was already pulled (no SSH)")
+    p.add_argument("--json", action="store_true", help="status as JSON")
+    p.set_defaults(func=run)
+
+
+def _inventory(camp: Any, given: Optional[Path]) -> Any:
+    from harness.config.loader import load_inventory
+    from harness.errors import InputError
+
+    path = given or Path(str((camp.meta.get("inventory") or {}).get("path") or ""))
+    if not str(path) or not path.exists():
+        raise InputError(f"the inventory of campaign {camp.name!r} ({path or 'unknown'}) is not here; pass --inventory")
+    return load_inventory(path)
+
+
+def status(campaign: str, *, reports: Optional[Path] = None, inventory: Optional[Path] = None,
+           gates: Optional[Path] = None, pull_now: bool = True) -> dict[str, Any]:
+    """The soak's status as a dict (what ``--json`` prints)."""
+    from harness.config.loader import load_gate
+    from harness.errors import InputError
+    from harness.gates.evaluate import evaluate_gate
+    from harness.load.soak import DONE
+    from harness.paths import gates_dir, reports_dir
+    from harness.pipelines.soakdata import soak_measured
+    from harness.pipelines.soakrun import SoakHandle, pull, read_local_json, read_local_jsonl
+    from harness.remote.base import RemoteError
+    from harness.remote.connect import executor_for
+    from harness.store.campaign import Campaign, CampaignLocked, GateDir
+
+    root = reports or reports_dir()
+    camp = Campaign.read(root, campaign)
+    gd = GateDir(camp.path / "G4", "G4", create=False)
+    state = gd.step_done("soak/start")
+    if not state:
+        raise InputError(f"campaign {campaign!r} has no started G4 soak (run `kvgate gate G4` first)")
+    local = Path(gd.evidence_path("soak"))
+    sh = SoakHandle.from_json(state["handle"])
+    sh.local_dir = str(local)
+    notes: list[str] = []
+    running: Optional[bool] = None
+    if pull_now:
+        try:
+            # The lock tells whether a gate run is following the soak (it pulls; two pullers
+            # appending to the same files would duplicate lines).
+            writer = Campaign.open(root, campaign, create=False)
+        except CampaignLocked:
+            writer = None
+            notes.append("a kvgate gate G4 run is following this soak: showing what it pulled")
+        if writer is not None:
+            try:
+                ex = executor_for(_inventory(camp, inventory), sh.node)
+                try:
+                    running = pull(ex, sh).state.running
+                finally:
+                    ex.close()
+            except (RemoteError, OSError) as exc:
+                notes.append(f"could not reach {sh.node}: {exc} (showing what was pulled before)")
+            finally:
+                writer.close()
+    windows = read_local_jsonl(local / "windows.jsonl")
+    done = read_local_json(local / DONE)
+    if done is not None:
+        running = False
+    started = float(state["started_unix"])
+    total = float(state["duration_s"])
+    elapsed = (float(done["ended_unix"]) if done else time.time()) - started
+    measured, charts = soak_measured(local, duration_target_s=total, window_s=float(state["window_s"]),
+                                     nvme=state.get("nvme") or [], md_arrays=state.get("md_arrays") or [],
+                                     engine_watched=bool(state.get("engine_watched")))
+    failing: list[dict[str, Any]] = []
+    gate_file = Path(gates or gates_dir() or "gates") / "G4.yaml"
+    overrides: list[Any] = []
+    prof_path = Path(str((camp.meta.get("profile") or {}).get("path") or ""))
+    if str(prof_path) and prof_path.is_file():
+        from harness.config.loader import load_profile
+
+        overrides = [o for o in load_profile(prof_path).overrides if o.gate == "G4"]
+    if gate_file.exists():
+        for c in evaluate_gate(load_gate(gate_file), measured, overrides=overrides):
+            if c.id == "duration" and done is None:
+                continue  # not reached yet is not a failure while it runs
+            if c.verdict.value in ("FAIL", "ERROR"):
+                failing.append({"id": c.id, "verdict": c.verdict.value,
+                                "measured": c.observations[0].measured_text if c.observations else None})
+    return {
+        "campaign": campaign, "node": sh.node, "running": running, "ended": done,
+        "elapsed_s": round(elapsed, 1), "duration_s": total, "remaining_s": round(max(0.0, total - elapsed), 1),
+        "eta_unix": round(started + total, 1), "windows": len(windows),
+        "last_windows": windows[-3:], "failing": failing, "faults": charts["faults"][-10:], "notes": notes,
+    }
+
+
+def _fmt_s(s: float) -> str:
+    s = int(s)
+    return f"{s // 3600}h{s % 3600 // 60:02d}m{s % 60:02d}s"
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.action == "stop":
+        return _stop(args)
+    st = status(args.campaign, reports=args.reports, inventory=args.inventory, gates=args.gates,
+                pull_now=not args.no_pull)
+    if args.json:
+        print(json.dumps(st, indent=2, default=str))
+        return 0
+    state = "ended (" + str((st["ended"] or {}).get("reason")) + ")" if st["ended"] else \
+        ("running" if st["running"] else "state unknown" if st["running"] is None else "not running")
+    eta = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(st["eta_unix"]))
+    print(f"G4 soak of {st['campaign']} on {st['node']}: {state}")
+    print(f"  elapsed {_fmt_s(st['elapsed_s'])} of {_fmt_s(st['duration_s'])}, remaining "
+          f"{_fmt_s(st['remaining_s'])} (ETA {eta}), {st['windows']} windows closed")
+    for w in st["last_windows"]:
+        p50, p99 = w.get("ttft_p50_ms"), w.get("ttft_p99_ms")
+        print(f"  window {w.get('index')}: {w.get('ok')} ok, {w.get('failed')} failed, TTFT p50 "
+              f"{'-' if p50 is None else f'{p50:.0f}'} / p99 {'-' if p99 is None else f'{p99:.0f}'} ms, "
+              f"{float(w.get('throughput_tok_s') or 0):.1f} tok/s")
+    for f in st["failing"]:
+        print(f"  FAILING already: {f['id']} ({f['measured']})")
+    for f in st["faults"]:
+        print(f"  fault at +{f['t_s']:.0f} s: {f['kind']}: {str(f['what'])[:150]}")
+    for n in st["notes"]:
+        print(f"  note: {n}")
+    return 0
+
+
+def _stop(args: argparse.Namespace) -> int:
+    from harness.errors import InputError
+    from harness.paths import reports_dir
+    from harness.pipelines.soakrun import SoakHandle, request_stop
+    from harness.remote.connect import executor_for
+    from harness.store.campaign import Campaign, GateDir
+
+    camp = Campaign.read(args.reports or reports_dir(), args.campaign)
+    state = GateDir(camp.path / "G4", "G4", create=False).step_done("soak/start")
+    if not state:
+        raise InputError(f"campaign {args.campaign!r} has no started G4 soak")
+    sh = SoakHandle.from_json(state["handle"])
+    ex = executor_for(_inventory(camp, args.inventory), sh.node)
+    try:
+        request_stop(ex, sh)
+    finally:
+        ex.close()
+    print(f"asked the soak of {args.campaign} on {sh.node} to stop; finish the gate with `kvgate gate G4 --resume`")
+    return 0
