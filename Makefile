@@ -49,7 +49,7 @@ docs-reference: install  ## regenerate docs/reference/ (field reference + JSON S
 validate: install  ## validate every shipped inventory, profile and gate file
 	$(KVGATE) validate inventory/*.yaml profiles/*.yaml gates/*.yaml
 
-demo: install system-deps  ## G1 -> G2 -> G3 on localhost with the KV emulator and real fio
+demo: install system-deps  ## G1 -> G2 -> G3 -> G4 on localhost with the KV emulator and real fio
 	$(KVGATE) demo --campaign $(call quote,demo-$(CAMPAIGN))
 
 gate-G1 gate-G2 gate-G3 gate-G4: gate-%: install  ## run one gate: INVENTORY=... PROFILE=... CAMPAIGN=... [KVGATE_FLAGS=--resume]

@@ -1,4 +1,4 @@
-"""``kvgate demo``: G1 -> G2 -> G3 on localhost with the KV emulator and real fio."""
+"""``kvgate demo``: G1 -> G2 -> G3 -> G4 on localhost with the KV emulator and real fio."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from pathlib import Path
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser(
         "demo",
-        help="G1 -> G2 -> G3 on localhost with the KV emulator and real fio",
-        description="Run the joint-test gates G1, G2 and G3 on this machine: inventory/localhost.yaml, "
+        help="G1 -> G2 -> G3 -> G4 on localhost with the KV emulator and real fio",
+        description="Run the gates G1, G2, G3 and G4 (its soak compressed to one minute) on this machine: inventory/localhost.yaml, "
         "profiles/demo.yaml, the KV emulator as the engine (compute emulated, storage I/O real) and real "
         "fio. Prints each gate's verdict and the path of the HTML report. Stops at the first gate that "
         "does not pass, since the next one needs it.",

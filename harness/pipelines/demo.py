@@ -1,5 +1,6 @@
-"""The demo: G1 -> G2 -> G3 on this machine with the KV emulator and real fio (no cluster, no GPU).
-Each run gets its own paths and engine port (``per_campaign_inputs``): two demos at once both pass."""
+"""The demo: G1 -> G2 -> G3 -> G4 (the soak compressed to a minute) on this machine with the KV
+emulator and real fio (no cluster, no GPU). Each run gets its own paths and engine port
+(``per_campaign_inputs``): two demos at once both pass."""
 
 from __future__ import annotations
 
@@ -82,7 +83,7 @@ def run_demo(campaign: str, *, inventory: Optional[Path] = None, profile: Option
     t0 = time.monotonic()
     outcomes: list[GateOutcome] = []
     code = ExitCode.OK
-    for gate in ("G1", "G2", "G3"):
+    for gate in ("G1", "G2", "G3", "G4"):
         outcome = run_gate(gate, inventory_path=inventory, profile_path=profile, campaign=campaign,
                            reports_root=reports_root, gates_path=root / "gates", progress=progress)
         if on_gate is not None:
