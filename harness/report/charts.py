@@ -523,5 +523,138 @@ def ratio_checks(checks: Sequence[CheckResult]) -> list[CheckResult]:
 def gate_charts(measurements: Mapping[str, Any], checks: Sequence[CheckResult]) -> list[Chart]:
     """Every chart of a gate report, in display order (charts without data carry a note)."""
     charts = [ttft_chart(measurements), throughput_chart(measurements), fio_chart(measurements)]
+    charts += soak_charts(measurements)
     charts += [forest_chart(c) for c in ratio_checks(checks)]
+    return charts
+
+
+# --- G4 soak: per-window time series with the faults marked on the time axis ----------------
+#
+#   measurements["soak"] = {"windows": [{"t_s", "ttft_p50_ms", "ttft_p99_ms", "throughput_tok_s",
+#                                        "failed", "requests", "hit_rate"}, ...],
+#                           "faults": [{"t_s", "kind", "what", "evidence"}, ...],
+#                           "fio": {"before": bytes/s, "after": bytes/s}}
+
+_FAULT_COLOURS = {"restart": "#cf222e", "kernel storage": "#8b0000", "kernel network": "#D55E00",
+                  "kernel accelerator": "#CC79A7", "raid": "#8b0000"}
+
+
+def _time_unit(span_s: float) -> tuple[float, str]:
+    if span_s >= 3 * 3600:
+        return 3600.0, "hours"
+    if span_s >= 180:
+        return 60.0, "minutes"
+    return 1.0, "seconds"
+
+
+def _time_chart(key: str, title: str, series: list[_Series], faults: Sequence[Mapping[str, Any]],
+                ylabel: str, *, zero: bool) -> Chart:
+    chart = Chart(key, title)
+    pts = [(x, y) for s in series for x, y in s.points]
+    if not pts:
+        chart.note = "No soak window with a value for this chart."
+        return chart
+    marks = [(float(f["t_s"]), str(f.get("kind")), str(f.get("what"))) for f in faults
+             if _num(f.get("t_s")) is not None and str(f.get("kind")) in _FAULT_COLOURS]
+    span = max([x for x, _ in pts] + [m[0] for m in marks])
+    div, unit = _time_unit(span)
+    height = 330
+    left, right, top, bottom = 72, 190, 34, 56
+    pw, ph = WIDTH - left - right, height - top - bottom
+    lo, hi = _range([y for _, y in pts], zero=zero)
+    ticks = nice_ticks(lo, hi)
+    lo, hi = ticks[0], ticks[-1]
+    xticks = nice_ticks(0.0, span / div if span > 0 else 1.0)
+    xhi = xticks[-1] or 1.0
+
+    def px(t_s: float) -> float:
+        return left + (t_s / div) / xhi * pw
+
+    def py(v: float) -> float:
+        return top + ph - (v - lo) / (hi - lo) * ph
+
+    out = [_svg_open(height, title), _text(left, 20, title, anchor="start", size=13, extra=' font-weight="600"')]
+    for t in ticks:
+        out.append(f'<line x1="{left}" y1="{py(t):.1f}" x2="{left + pw}" y2="{py(t):.1f}" stroke="#e5e7eb"/>')
+        out.append(_text(left - 6, py(t) + 4, _fmt_tick(t), anchor="end"))
+    for t in xticks:
+        x = left + t / xhi * pw
+        out.append(f'<line x1="{x:.1f}" y1="{top + ph}" x2="{x:.1f}" y2="{top + ph + 5}" stroke="#57606a"/>')
+        out.append(_text(x, top + ph + 18, _fmt_tick(t)))
+    out.append(f'<rect x="{left}" y="{top}" width="{pw}" height="{ph}" fill="none" stroke="#57606a"/>')
+    out.append(_text(left + pw / 2, height - 12, f"time since the soak started ({unit})"))
+    out.append(_text(16, top + ph / 2, ylabel, extra=f' transform="rotate(-90 16 {top + ph / 2:.1f})"'))
+    for t_s, kind, what in marks:
+        x = px(t_s)
+        out.append(f'<line x1="{x:.1f}" y1="{top}" x2="{x:.1f}" y2="{top + ph}" stroke='
+                   f'{quoteattr(_FAULT_COLOURS[kind])} stroke-width="1.5" stroke-dasharray="4 3">'
+                   f"<title>{escape(f'{kind} at {t_s:.0f} s: {what}')}</title></line>")
+    for s in series:
+        coords = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in sorted(s.points))
+        dash = ' stroke-dasharray="6 4"' if s.dashed else ""
+        if len(s.points) > 1:
+            out.append(f'<polyline points="{coords}" fill="none" stroke={quoteattr(s.colour)} '
+                       f'stroke-width="2"{dash}/>')
+        if len(s.points) <= 200:
+            for x, y in s.points:
+                out.append(f'<circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="2.5" fill={quoteattr(s.colour)}>'
+                           f"<title>{escape(f'{s.name} at {x:.0f} s: {_fmt_tick(y)}')}</title></circle>")
+    legend = list(series)
+    kinds = sorted({k for _, k, _ in marks})
+    legend += [_Series(k, colour=_FAULT_COLOURS[k], dashed=True) for k in kinds]
+    out += _legend(legend, left + pw + 14, top + 10)
+    out.append("</svg>")
+    chart.svg = "".join(out)
+    chart.caption = ("One point per soak window (at its end). Dashed vertical lines mark faults: engine "
+                     "restarts and kernel storage, network or accelerator errors (hover for the line).")
+    return chart
+
+
+def _soak_series(windows: Sequence[Mapping[str, Any]], key: str, name: str, colour: str, *,
+                 scale: float = 1.0, dashed: bool = False) -> _Series:
+    s = _Series(name, colour=colour, dashed=dashed)
+    for w in windows:
+        t, v = _num(w.get("t_s")), _num(w.get(key))
+        if t is not None and v is not None:
+            s.points.append((t, v * scale))
+    return s
+
+
+def soak_charts(measurements: Mapping[str, Any]) -> list[Chart]:
+    """The G4 soak charts: TTFT p50/p99, throughput, failed requests and cache hit rate per
+    window, with restarts and kernel errors marked; fio read bandwidth before and after."""
+    soak = measurements.get("soak")
+    if not isinstance(soak, Mapping) or not isinstance(soak.get("windows"), list):
+        return []
+    windows = [w for w in soak["windows"] if isinstance(w, Mapping)]
+    faults = [f for f in soak.get("faults") or [] if isinstance(f, Mapping)]
+    charts = [
+        _time_chart("soak-ttft", "TTFT per soak window",
+                    [_soak_series(windows, "ttft_p50_ms", "TTFT p50", PALETTE[0]),
+                     _soak_series(windows, "ttft_p99_ms", "TTFT p99", PALETTE[0], dashed=True)],
+                    faults, "milliseconds", zero=True),
+        _time_chart("soak-throughput", "Output throughput per soak window",
+                    [_soak_series(windows, "throughput_tok_s", "output tok/s", PALETTE[2])], faults,
+                    "tokens per second", zero=True),
+        _time_chart("soak-failures", "Failed requests per soak window",
+                    [_soak_series(windows, "failed", "failed", PALETTE[5]),
+                     _soak_series(windows, "requests", "all requests", PALETTE[6], dashed=True)], faults,
+                    "requests", zero=True),
+        _time_chart("soak-hits", "Prompt tokens served from a cache, per soak window",
+                    [_soak_series(windows, "hit_rate", "hit rate", PALETTE[3], scale=100.0)], faults,
+                    "percent of prompt tokens looked up", zero=True),
+    ]
+    fio_raw = soak.get("fio")
+    fio: Mapping[str, Any] = fio_raw if isinstance(fio_raw, Mapping) else {}
+    before, after = _num(fio.get("before")), _num(fio.get("after"))
+    bw = Chart("soak-fio", "Read bandwidth of the KV target before and after the soak")
+    if before is None or after is None:
+        bw.note = "fio did not measure the KV target both before and after the soak."
+    else:
+        bw = fio_chart({"fio": {"before the soak": {"KV target": {"seq_read_bw": before}},
+                                "after the soak": {"KV target": {"seq_read_bw": after}}}})
+        bw.key, bw.title = "soak-fio", "Read bandwidth of the KV target before and after the soak"
+        bw.caption = (f"fio sequential read, the same job set on the same target: after / before = "
+                      f"{after / before * 100:.1f}%.")
+    charts.append(bw)
     return charts

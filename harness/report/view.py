@@ -381,7 +381,7 @@ def gate_view(result: GateResult, find_evidence: Optional[Callable[[str], list[s
     rows = [check_row(c, find_evidence) for c in result.checks]
     counts = {v.value: sum(1 for c in result.checks if c.verdict is v) for v in Verdict}
     extra = [(name, flatten(value)) for name, value in result.measurements.items()
-             if name not in ("sweep", "fio", "expected")]
+             if name not in ("sweep", "fio", "expected", "soak")]  # soak: its own section (_g4_soak)
     return GateView(
         result=result, verdict=result.verdict, verdict_text=VERDICT_TEXT[result.verdict],
         exit_code=result.exit_code, exit_meaning=EXIT_MEANINGS.get(result.exit_code, "unknown exit code"),
