@@ -1,0 +1,205 @@
+"""G4's measured results from soak files, evaluated against the shipped gates/G4.yaml.
+
+Each scenario that could make a check PASS wrongly (a kernel log that could not be read, a
+drive never sampled, a probe that failed at the end, too few windows...) is here with the
+verdict it must get instead.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.config.loader import load_gate
+from harness.config.profile import ThresholdOverride
+from harness.gates.evaluate import evaluate_gate
+from harness.pipelines.soakdata import soak_measured
+
+ROOT = Path(__file__).resolve().parents[2]
+DATA = ROOT / "tests" / "data" / "facts"
+SPEC = load_gate(ROOT / "gates" / "G4.yaml")
+DURATION = ThresholdOverride(gate="G4", check="duration", threshold="60s", reason="compressed soak in a test")
+T0 = 1_800_000_000.0
+BENIGN = (DATA / "kernel_benign_dmesg.txt").read_text().splitlines()
+SMART_OK = (DATA / "nvme_smart_log_v2.11.json").read_text()
+SMART_BAD = (DATA / "nvme_smart_log_v1_media_errors.json").read_text()
+MD_OK = (DATA / "proc_mdstat_healthy_raid0.txt").read_text()
+MD_BAD = (DATA / "proc_mdstat_failed_member.txt").read_text()
+
+
+def jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def write_soak(d: Path, *, n: int = 15, window: float = 4.0, ttft: Any = None, tput: Any = None,
+               failed: int = 0, events: tuple[dict[str, Any], ...] = (), health: list[dict[str, Any]] | None = None,
+               probe_end_text: str | None = "same", probe_end_status: str = "ok", done: bool = True) -> Path:
+    d.mkdir(parents=True, exist_ok=True)
+    wins = []
+    for i in range(n):
+        wins.append({"index": i + 1, "started_unix": T0 + i * window, "ended_unix": T0 + (i + 1) * window,
+                     "length_s": window, "requests": 60, "ok": 60 - (failed if i == n // 2 else 0),
+                     "failed": failed if i == n // 2 else 0, "cancelled": 0,
+                     "failures": {"connect": failed} if failed and i == n // 2 else {},
+                     "ttft_p50_ms": ttft(i) if ttft else 80.0 + (i % 3), "ttft_p99_ms": 150.0,
+                     "throughput_tok_s": tput(i) if tput else 240.0 - (i % 2),
+                     "file": f"windows/w{i + 1:06d}.jsonl.gz"})
+    jsonl(d / "windows.jsonl", wins)
+    jsonl(d / "events.jsonl", [{"t": T0, "event": "soak_start"}, *events])
+    if health is None:
+        health = [{"t": T0 + k * 10, "kernel": {"source": "dmesg", "baseline": k == 0, "new": []},
+                   "smart": {"/dev/nvme0n1": {"json": SMART_OK}}, "mdstat": MD_OK} for k in range(4)]
+    jsonl(d / "health.jsonl", health)
+    answers = [{"request_id": f"probe-{i}", "status": "ok", "text": "same"} for i in range(4)]
+    (d / "probe-start.json").write_text(json.dumps({"answers": answers}))
+    end = [{**a, "text": probe_end_text, "status": probe_end_status} for a in answers]
+    (d / "probe-end.json").write_text(json.dumps({"answers": end}))
+    if done:
+        (d / "done.json").write_text(json.dumps({"reason": "duration", "elapsed_s": n * window}))
+    return d
+
+
+FIO_BEFORE = {"value": 2.0e9, "text": "2 GB/s"}
+FIO_AFTER = {"value": 1.9e9, "text": "1.9 GB/s"}
+
+
+def verdicts(d: Path, **kw: Any) -> dict[str, str]:
+    opts: dict[str, Any] = {"duration_target_s": 60.0, "window_s": 4.0, "nvme": ["/dev/nvme0n1"],
+                            "md_arrays": ["md0"], "fio_before": FIO_BEFORE, "fio_after": FIO_AFTER}
+    opts.update(kw)
+    measured, _ = soak_measured(d, **opts)
+    return {c.id: c.verdict.value for c in evaluate_gate(SPEC, measured, overrides=[DURATION])}
+
+
+def test_a_healthy_soak_passes_every_check(tmp_path: Path) -> None:
+    v = verdicts(write_soak(tmp_path / "s"))
+    assert set(v.values()) == {"PASS"}, v
+
+
+def test_a_kernel_log_that_could_not_be_read_is_not_run(tmp_path: Path) -> None:
+    health = [{"t": T0 + k, "kernel": {"error": "dmesg exit 1: Operation not permitted"}} for k in range(4)]
+    v = verdicts(write_soak(tmp_path / "s", health=health))
+    assert v["storage_errors"] == v["network_errors"] == v["accelerator_errors"] == "NOT_RUN"
+    assert v["smart_media_errors"] == "NOT_RUN" and v["raid_healthy"] == "NOT_RUN"
+
+
+def test_a_baseline_sample_alone_proves_nothing(tmp_path: Path) -> None:
+    health = [{"t": T0, "kernel": {"source": "dmesg", "baseline": True, "new": []}}]
+    assert verdicts(write_soak(tmp_path / "s", health=health))["storage_errors"] == "NOT_RUN"
+
+
+def test_new_kernel_fault_lines_fail_by_kind_and_old_ones_do_not_count(tmp_path: Path) -> None:
+    faults = (DATA / "kernel_storage_faults_dmesg.txt").read_text().splitlines()
+    net = (DATA / "kernel_journalctl_short_iso.txt").read_text().splitlines()
+    health = [{"t": T0, "kernel": {"source": "dmesg", "baseline": True, "new": []}},
+              {"t": T0 + 10, "kernel": {"source": "dmesg", "baseline": False, "new": BENIGN}},
+              {"t": T0 + 20, "kernel": {"source": "dmesg", "baseline": False, "new": [faults[3]]}},
+              {"t": T0 + 30, "kernel": {"source": "journalctl", "baseline": False, "new": [net[4]]}}]
+    d = write_soak(tmp_path / "s", health=health)
+    measured, charts = soak_measured(d, duration_target_s=60.0, window_s=4.0, fio_before=FIO_BEFORE,
+                                     fio_after=FIO_AFTER)
+    assert measured["soak"]["storage_errors"]["value"] == 1
+    assert "QID 1 timeout, aborting" in measured["soak"]["storage_errors"]["detail"]
+    assert measured["soak"]["network_errors"]["value"] == 1
+    assert measured["soak"]["accelerator_errors"]["value"] == 0
+    kinds = [f["kind"] for f in charts["faults"]]
+    assert kinds == ["kernel storage", "kernel network"]
+    v = {c.id: c.verdict.value for c in evaluate_gate(SPEC, measured, overrides=[DURATION])}
+    assert v["storage_errors"] == v["network_errors"] == "FAIL"
+
+
+def test_smart_media_errors_growing_fail_and_a_drive_never_read_is_not_run(tmp_path: Path) -> None:
+    health = [{"t": T0 + k, "kernel": {"source": "dmesg", "baseline": k == 0, "new": []},
+               "smart": {"/dev/nvme0n1": {"json": SMART_OK if k < 2 else SMART_BAD}}, "mdstat": MD_OK}
+              for k in range(4)]
+    assert verdicts(write_soak(tmp_path / "a", health=health))["smart_media_errors"] == "FAIL"
+    v = verdicts(write_soak(tmp_path / "b"), nvme=["/dev/nvme0n1", "/dev/nvme1n1"])
+    assert v["smart_media_errors"] == "NOT_RUN"
+
+
+def test_a_degraded_raid_in_any_sample_fails(tmp_path: Path) -> None:
+    health = [{"t": T0 + k, "kernel": {"source": "dmesg", "baseline": k == 0, "new": []},
+               "smart": {"/dev/nvme0n1": {"json": SMART_OK}}, "mdstat": MD_BAD if k == 2 else MD_OK.replace(
+                   "md0", "md1 : active raid1 sdx[1] sdy[0]\n      976630464 blocks super 1.2 [2/2] [UU]\n\nmd0", 1)}
+              for k in range(4)]
+    measured, charts = soak_measured(write_soak(tmp_path / "s", health=health), duration_target_s=60.0,
+                                     window_s=4.0, md_arrays=["md1"])
+    assert measured["soak"]["raid_degraded"]["value"] == 1
+    assert any(f["kind"] == "raid" and "md1" in f["what"] for f in charts["faults"])
+    never = [{"t": T0, "kernel": {"error": "x"}}]
+    m2, _ = soak_measured(write_soak(tmp_path / "t", health=never), duration_target_s=60.0, window_s=4.0,
+                          md_arrays=["md0"])
+    assert m2["soak"]["raid_degraded"]["value"] is None
+
+
+@pytest.mark.parametrize(("text", "status", "expected"), [
+    ("different", "ok", "FAIL"),   # the tier rotted: another answer to the same greedy request
+    (None, "error", "NOT_RUN"),    # the engine could not answer at the end: not a pass
+])
+def test_probe_identity(tmp_path: Path, text: str | None, status: str, expected: str) -> None:
+    assert verdicts(write_soak(tmp_path / "s", probe_end_text=text, probe_end_status=status))["probe_identity"] \
+        == expected
+
+
+def test_ttft_rising_fails_the_drift_check_and_too_few_windows_are_not_run(tmp_path: Path) -> None:
+    v = verdicts(write_soak(tmp_path / "a", ttft=lambda i: 80.0 * (1.3 if i >= 10 else 1.0) + (i % 2)))
+    assert v["ttft_drift"] == "FAIL"
+    v = verdicts(write_soak(tmp_path / "b", tput=lambda i: 240.0 * (0.7 if i >= 10 else 1.0) + (i % 2)))
+    assert v["throughput_drift"] == "FAIL"
+    v = verdicts(write_soak(tmp_path / "c", n=1))
+    assert v["ttft_drift"] == v["throughput_drift"] == "NOT_RUN"
+    # 6 windows: 2 per group, fewer than the 5 an interval needs
+    assert verdicts(write_soak(tmp_path / "d", n=6))["ttft_drift"] == "INCONCLUSIVE"
+
+
+def test_a_partial_last_window_is_left_out_of_drift(tmp_path: Path) -> None:
+    d = write_soak(tmp_path / "s")
+    rows = [json.loads(x) for x in (d / "windows.jsonl").read_text().splitlines()]
+    rows.append({**rows[-1], "index": 16, "length_s": 0.4, "ttft_p50_ms": 900.0, "throughput_tok_s": 5.0})
+    jsonl(d / "windows.jsonl", rows)
+    v = verdicts(d)
+    assert v["ttft_drift"] == "PASS" and v["throughput_drift"] == "PASS"
+
+
+def test_restarts_failures_and_a_short_soak(tmp_path: Path) -> None:
+    d = write_soak(tmp_path / "s", n=10, failed=30, events=({"t": T0 + 9, "event": "restart", "pid": 42,
+                                                           "detail": "engine process gone"},))
+    v = verdicts(d)
+    assert v["no_restarts"] == v["failed_requests"] == v["duration"] == "FAIL"
+
+
+def test_nothing_measured_is_never_a_pass(tmp_path: Path) -> None:
+    d = tmp_path / "empty"
+    d.mkdir()
+    v = verdicts(d, fio_before=None, fio_after=None, engine_watched=False)
+    assert "PASS" not in v.values(), v
+    assert all(x == "NOT_RUN" for x in v.values()), v
+
+
+def test_an_unwatched_engine_is_judged_only_by_its_process_at_the_end(tmp_path: Path) -> None:
+    d = write_soak(tmp_path / "s")
+    assert verdicts(d, engine_watched=False)["no_restarts"] == "NOT_RUN"
+    assert verdicts(d, engine_watched=False, engine_alive_at_end=False)["no_restarts"] == "FAIL"
+    assert verdicts(d, engine_watched=False, engine_alive_at_end=True)["no_restarts"] == "PASS"
+
+
+def test_smart_and_raid_apply_only_when_the_inventory_names_drives_or_raid() -> None:
+    from harness.config.inventory import Inventory
+    from harness.config.loader import load_profile
+    from harness.pipelines.applicability import not_applicable
+
+    profile = load_profile(ROOT / "profiles" / "demo.yaml")
+
+    def inv(target: dict[str, Any]) -> Inventory:
+        return Inventory.model_validate({"cluster": "t", "nodes": [
+            {"name": "n", "host": "127.0.0.1", "storage": [{"name": "fast-disk", "path": "/tmp/x", **target}]}]})
+
+    plain = not_applicable("G4", inv({}), profile)
+    assert "soak.media_errors_delta" in plain and "soak.raid_degraded" in plain
+    array = not_applicable("G4", inv({"device": "/dev/md0", "raid": "raid0",
+                                      "raid_members": ["nvme0n1", "nvme1n1"]}), profile)
+    assert "soak.media_errors_delta" not in array and "soak.raid_degraded" not in array
+    assert "soak.storage_errors" not in plain and "soak.probe_identical" not in plain
