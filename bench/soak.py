@@ -1,0 +1,132 @@
+"""Summarising a 72-hour soak: 2 million request records in 72 one-hour windows (compressed JSONL
+as the node agent writes them) -> per-window figures -> G4's measured results and checks.
+
+Target (issue 12): <= 20 s and <= 1 GiB peak RSS on the 2-core test machine. The summary runs in
+a child process so its peak RSS is its own (the generator's memory is not counted). Records are
+made by the load client's own ``make_record`` (64 output tokens: 63 inter-token latencies each),
+one window file generated and copied to every window (the summariser reads every one).
+
+    .venv/bin/python bench/soak.py [--records 2000000] [--windows 72] [--workers 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import random
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+OUTPUT_TOKENS = 64
+T0 = 1_800_000_000.0
+
+
+def generate(d: Path, records: int, windows: int, window_s: float) -> None:
+    from harness.load.client import RequestResult
+    from harness.load.records import make_record
+    from harness.load.spec import RequestSpec
+
+    per = records // windows
+    rng = random.Random(0)
+    wdir = d / "windows"
+    wdir.mkdir(parents=True)
+    first = wdir / "w000001.jsonl.gz"
+    with gzip.open(first, "wt", compresslevel=6) as fh:
+        for i in range(per):
+            ttft = rng.lognormvariate(4.4, 0.3)
+            itl = [round(rng.lognormvariate(3.0, 0.2), 4) for _ in range(OUTPUT_TOKENS - 1)]
+            ok = rng.random() > 0.0005
+            res = RequestResult(f"doc-{i % 500}-q{i}", "ok" if ok else "error", i * 1000, i * 1000 + 10**9,
+                                error_kind=None if ok else "http", error=None if ok else "HTTP 503",
+                                http_status=200 if ok else 503, ttft_ms=ttft if ok else None,
+                                e2el_ms=ttft + sum(itl), tpot_ms=sum(itl) / len(itl), itl_ms=itl if ok else [],
+                                input_tokens=4096, output_tokens=OUTPUT_TOKENS if ok else 0,
+                                counted_tokens=OUTPUT_TOKENS if ok else 0, chunks=OUTPUT_TOKENS, server_usage=True)
+            spec = RequestSpec(res.request_id, "", 4096, OUTPUT_TOKENS, meta={"workload": "long-doc", "doc": i % 500})
+            fh.write(json.dumps(make_record(res, spec, phase="soak", queue_ms=0.1, scheduled_ns=None),
+                                separators=(",", ":")) + "\n")
+    rows = []
+    for w in range(1, windows + 1):
+        if w > 1:
+            shutil.copyfile(first, wdir / f"w{w:06d}.jsonl.gz")
+        rows.append({"index": w, "started_unix": T0 + (w - 1) * window_s, "ended_unix": T0 + w * window_s,
+                     "file": f"windows/w{w:06d}.jsonl.gz"})
+    (d / "plan.json").write_text(json.dumps(rows))
+
+
+def child(d: Path, workers: int, window_s: float) -> None:
+    from harness.config.loader import load_gate
+    from harness.gates.evaluate import evaluate_gate
+    from harness.load.soakwindow import summarise_files
+    from harness.pipelines.soakdata import soak_measured
+
+    t0 = time.perf_counter()
+    plan = json.loads((d / "plan.json").read_text())
+    jobs = [(r["index"], str(d / r["file"]), r["started_unix"], r["ended_unix"]) for r in plan]
+    summaries = summarise_files(jobs, workers=workers)
+    with open(d / "windows.jsonl", "w") as fh:
+        for s, r in zip(summaries, plan):
+            fh.write(json.dumps({**s, "file": r["file"]}) + "\n")
+    t1 = time.perf_counter()
+    measured, _ = soak_measured(d, duration_target_s=window_s * len(plan), window_s=window_s,
+                                fio_before={"value": 2e9}, fio_after={"value": 1.9e9})
+    checks = evaluate_gate(load_gate(ROOT / "gates" / "G4.yaml"), measured)
+    t2 = time.perf_counter()
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    self_kb, kids_kb = me.ru_maxrss, kids.ru_maxrss
+    cpu_s = me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+    print(json.dumps({"records": sum(s["requests"] for s in summaries), "windows": len(summaries),
+                      "summarise_s": t1 - t0, "checks_s": t2 - t1, "total_s": t2 - t0,
+                      "peak_rss_mib": max(self_kb, kids_kb) / 1024, "rss_self_mib": self_kb / 1024,
+                      "rss_worker_mib": kids_kb / 1024, "cpu_s": cpu_s,
+                      "load_avg_1min": os.getloadavg()[0],
+                      "verdicts": {c.id: c.verdict.value for c in checks}}))
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--records", type=int, default=2_000_000)
+    p.add_argument("--windows", type=int, default=72)
+    p.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1))
+    p.add_argument("--child", type=Path, help=argparse.SUPPRESS)
+    a = p.parse_args()
+    window_s = 3600.0
+    if a.child:
+        child(a.child, a.workers, window_s)
+        return 0
+    with tempfile.TemporaryDirectory(prefix="kvgate-bench-soak-") as tmp:
+        d = Path(tmp)
+        t0 = time.perf_counter()
+        generate(d, a.records, a.windows, window_s)
+        size = sum(f.stat().st_size for f in (d / "windows").iterdir())
+        print(f"generated {a.records:,} records in {a.windows} windows ({size / 2**20:.0f} MiB compressed) "
+              f"in {time.perf_counter() - t0:.1f} s")
+        out = subprocess.run([sys.executable, __file__, "--child", str(d), "--workers", str(a.workers)],  # noqa: S603
+                             capture_output=True, text=True, check=False)
+        if out.returncode != 0:
+            print(out.stderr, file=sys.stderr)
+            return 1
+        r = json.loads(out.stdout)
+    ok_time, ok_rss = r["total_s"] <= 20.0, r["peak_rss_mib"] <= 1024.0
+    print(f"summarised {r['records']:,} records into {r['windows']} windows with {a.workers} worker(s): "
+          f"{r['summarise_s']:.1f} s; measured results and checks {r['checks_s']:.2f} s; total {r['total_s']:.1f} s "
+          f"(target <= 20 s: {'met' if ok_time else 'MISSED'})")
+    print(f"CPU time {r['cpu_s']:.1f} s over all processes; load average {r['load_avg_1min']:.1f} on "
+          f"{os.cpu_count()} CPUs (other work on the machine stretches the wall time, not the CPU time)")
+    print(f"peak RSS {r['peak_rss_mib']:.0f} MiB (controller {r['rss_self_mib']:.0f} MiB, largest worker "
+          f"{r['rss_worker_mib']:.0f} MiB; target <= 1024 MiB: {'met' if ok_rss else 'MISSED'})")
+    return 0 if ok_time and ok_rss else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,66 @@
+"""Window summaries of soak records: the fast field reader agrees with json on every layout it
+accepts, and falls back to json on any other; torn lines are skipped; windows are in order."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+from harness.load.client import RequestResult
+from harness.load.records import make_record
+from harness.load.soakwindow import fast_fields, iter_window_records, summarise_files, summarise_records
+from harness.load.spec import RequestSpec
+
+KEYS = ("status", "error_kind", "ttft_ms", "tpot_ms", "input_tokens", "output_tokens")
+
+
+def line(res: RequestResult) -> bytes:
+    spec = RequestSpec(res.request_id, "p", 10, 4, meta={"workload": "long-doc", "doc": 3})
+    rec = make_record(res, spec, phase="soak", queue_ms=0.5, scheduled_ns=None)
+    return (json.dumps(rec, separators=(",", ":")) + "\n").encode()
+
+
+def records() -> list[bytes]:
+    return [
+        line(RequestResult("a", "ok", 1, 2, ttft_ms=12.5, tpot_ms=3.25, itl_ms=[3.0, 3.5], input_tokens=10,
+                           output_tokens=4)),
+        line(RequestResult("b", "error", 1, 2, error_kind="http", http_status=503, input_tokens=10,
+                           error='upstream said "ttft_ms":1,"itl_ms":[9],"tpot_ms":2, "input_tokens":5 ]')),
+        line(RequestResult("c", "cancelled", 1, 2, error_kind="cancelled", error="soak ended")),
+        line(RequestResult("d", "ok", 1, 2, ttft_ms=1e-05, tpot_ms=None, itl_ms=[], input_tokens=10,
+                           output_tokens=1)),
+    ]
+
+
+def test_fast_fields_match_json_even_with_tricky_error_text() -> None:
+    for raw in records():
+        full = json.loads(raw)
+        assert fast_fields(raw) == {k: full[k] for k in KEYS}
+
+
+def test_other_layouts_fall_back_to_json(tmp_path: Path) -> None:
+    other = b'{"output_tokens": 2, "status": "ok", "ttft_ms": 7.0}\n'
+    assert fast_fields(other) is None
+    p = tmp_path / "w000001.jsonl.gz"
+    with gzip.open(p, "wb") as fh:
+        fh.write(b"".join(records()) + other + b'{"status": "ok", "ttft')  # torn last line
+    got = list(iter_window_records(p, itl=False))
+    assert len(got) == 5 and got[-1]["ttft_ms"] == 7.0
+
+
+def test_summaries_from_files_equal_the_in_memory_ones(tmp_path: Path) -> None:
+    lines = records()
+    jobs = []
+    for i in range(3):
+        p = tmp_path / f"w{i + 1:06d}.jsonl.gz"
+        with gzip.open(p, "wb") as fh:
+            fh.write(b"".join(lines[: i + 2]))
+        jobs.append((i + 1, str(p), 100.0 * i, 100.0 * (i + 1)))
+    direct = [summarise_records(i + 1, [json.loads(x) for x in lines[: i + 2]], 100.0 * i, 100.0 * (i + 1))
+              for i in range(3)]
+    assert summarise_files(jobs, workers=1) == direct
+    assert summarise_files(jobs, workers=2) == direct
+    w = direct[2]
+    assert (w["requests"], w["ok"], w["failed"], w["cancelled"], w["failures"]) == (4, 2, 1, 1, {"http": 1})
+    assert w["output_tokens"] == 5 and w["throughput_tok_s"] == 5 / 100.0
