@@ -60,7 +60,9 @@ STOP = "STOP"
 # turns consecutive totals into per-window hit rates.
 COUNTERS = ("vllm:prefix_cache_queries", "vllm:prefix_cache_hits", "vllm:external_prefix_cache_queries",
             "vllm:external_prefix_cache_hits", "lmcache:num_requested_tokens", "lmcache:num_hit_tokens",
-            "vllm:prompt_tokens", "vllm:generation_tokens")
+            "vllm:prompt_tokens", "vllm:generation_tokens",
+            # KV chunk writes and reads that failed (the emulator's; a full or failing KV target)
+            "kvgate_sim:store_errors", "kvgate_sim:read_errors")
 FAILURE_PAUSE_S = 0.5  # a closed-loop worker's pause after a failed request
 _KERNEL_KEEP = 5000  # lines of the previous kernel log output kept to tell new lines apart
 

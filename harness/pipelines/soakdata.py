@@ -31,6 +31,8 @@ from harness.load.soak import DONE, EVENTS, HEALTH, WINDOWS_INDEX
 from harness.pipelines.soakrun import read_local_json, read_local_jsonl
 from harness.pipelines.sweepdata import _m
 
+FULL_BYTES = 1 << 20  # less free space than this on the KV target: full
+
 
 def full_windows(windows: Sequence[dict[str, Any]], window_s: float) -> list[dict[str, Any]]:
     return [w for w in windows if float(w.get("length_s") or 0.0) >= 0.5 * window_s]
@@ -175,11 +177,30 @@ def _probes(local: Path) -> dict[str, Any]:
               evidence=["evidence/soak/probe-start.json", "evidence/soak/probe-end.json"])
 
 
-def _count_leaf(readable: bool, items: list[dict[str, Any]], what: str) -> dict[str, Any]:
-    if not readable:
-        return _m(None, detail="the kernel log could not be read after the baseline sample (dmesg/journalctl)")
+KV_ERROR_COUNTERS = ("kvgate_sim:store_errors", "kvgate_sim:read_errors")
+
+
+def kv_errors(windows: Sequence[dict[str, Any]]) -> Optional[int]:
+    """KV chunk writes/reads that failed during the soak: the engine's counter totals at the last
+    window (the engine was started for the soak, so its totals count from the soak's start);
+    None when the engine exposes no such counter."""
+    with_counters = [w["counters"] for w in windows if isinstance(w.get("counters"), dict)]
+    if not with_counters or not any(k in with_counters[-1] for k in KV_ERROR_COUNTERS):
+        return None
+    return int(sum(float(with_counters[-1].get(k, 0.0)) for k in KV_ERROR_COUNTERS))
+
+
+def _count_leaf(readable: bool, items: list[dict[str, Any]], what: str, extra: int = 0,
+                extra_what: str = "") -> dict[str, Any]:
     first = f"; first: {items[0]['line']}" if items else ""
-    return _m(len(items), f"{len(items)} line(s)", detail=f"{what} lines in the kernel log during the soak{first}",
+    more = f"; {extra} {extra_what}" if extra else ""
+    if not readable:
+        if extra:  # a failure is certain even without the kernel log; a pass never is
+            return _m(extra, f"{extra} (kernel log unreadable)", detail=f"the kernel log could not be read{more}")
+        return _m(None, detail="the kernel log could not be read after the baseline sample (dmesg/journalctl)")
+    n = len(items) + extra
+    return _m(n, f"{len(items)} line(s)" + (f" + {extra} KV I/O errors" if extra else ""),
+              detail=f"{what} lines in the kernel log during the soak{first}{more}",
               evidence=[f"evidence/soak/{HEALTH}"])
 
 
@@ -242,13 +263,16 @@ def soak_measured(local: Path, *, duration_target_s: float, window_s: float, nvm
                    if not isinstance(v, (int, float)) or not v]
         soak["read_bw_retention"] = _m(None, detail="; ".join(missing) or "no fio figure")
     readable, kfaults = _kernel(health)
-    soak["storage_errors"] = _count_leaf(readable, kfaults["storage"], "storage (NVMe, blk, md, filesystem)")
+    kv = kv_errors(windows)
+    soak["storage_errors"] = _count_leaf(readable, kfaults["storage"], "storage (NVMe, blk, md, filesystem)",
+                                         extra=kv or 0, extra_what="KV chunk writes/reads failed in the engine "
+                                         "(its counters)")
     soak["network_errors"] = _count_leaf(readable, kfaults["network"], "network (mlx5/RoCE link, NIC health)")
     soak["accelerator_errors"] = _count_leaf(readable, kfaults["accelerator"], "accelerator (Xid, GPU reset, NPU)")
     soak["media_errors_delta"] = _smart(health, nvme)
     soak["raid_degraded"], raid_bad = _raid(health, md_arrays)
     soak["probe_identical"] = _probes(local)
-    charts = soak_charts(windows, events, kfaults, raid_bad, window_s)
+    charts = soak_charts(windows, events, kfaults, raid_bad, window_s, health)
     charts["trend"] = {"ttft_p50_ms": trend(full, "ttft_p50_ms"), "throughput_tok_s": trend(full, "throughput_tok_s")}
     charts["fio"] = {"before": (fio_before or {}).get("value"), "after": (fio_after or {}).get("value")}
     return {"soak": soak}, charts
@@ -275,7 +299,7 @@ def _hit_rates(windows: Sequence[dict[str, Any]]) -> list[Optional[float]]:
 
 def soak_charts(windows: Sequence[dict[str, Any]], events: Sequence[dict[str, Any]],
                 kfaults: dict[str, list[dict[str, Any]]], raid_bad: Sequence[dict[str, Any]],
-                window_s: float) -> dict[str, Any]:
+                window_s: float, health: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
     """Per-window series for the report and the table of every fault with its time and evidence."""
     t0 = float(windows[0]["started_unix"]) if windows else 0.0
     hits = _hit_rates(windows)
@@ -296,10 +320,27 @@ def soak_charts(windows: Sequence[dict[str, Any]], events: Sequence[dict[str, An
     for b in raid_bad:
         faults.append({"t_s": round(float(b.get("t") or t0) - t0, 3), "kind": "raid",
                        "what": f"{b['array']}: {b['line']}", "evidence": f"evidence/soak/{HEALTH}"})
+    prev_kv = 0.0
+    for w in windows:
+        c = w.get("counters")
+        if isinstance(c, dict):
+            kv = sum(float(c.get(k, 0.0)) for k in KV_ERROR_COUNTERS)
+            if kv > prev_kv:
+                faults.append({"t_s": round(float(w["ended_unix"]) - t0, 3), "kind": "kv store errors",
+                               "what": f"window {w.get('index')}: {kv - prev_kv:.0f} KV chunk writes/reads failed",
+                               "evidence": f"evidence/soak/{WINDOWS_INDEX}"})
+            prev_kv = kv
     for w in windows:
         if w.get("failed"):
             faults.append({"t_s": round(float(w["ended_unix"]) - t0, 3), "kind": "failed requests",
                            "what": f"window {w.get('index')}: {w.get('failed')} failed "
                            f"({json.dumps(w.get('failures') or {})})", "evidence": f"evidence/soak/{w.get('file')}"})
+    full_once = False
+    for h in health:
+        free = h.get("target_free_bytes")
+        if isinstance(free, int) and free < FULL_BYTES and not full_once:
+            full_once = True  # the first time only: a full target stays full for many samples
+            faults.append({"t_s": round(float(h.get("t") or t0) - t0, 3), "kind": "kv target full",
+                           "what": f"{free} bytes free on the KV target", "evidence": f"evidence/soak/{HEALTH}"})
     faults.sort(key=lambda f: f["t_s"])
     return {"windows": series, "faults": faults, "window_s": window_s}

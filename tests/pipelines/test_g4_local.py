@@ -4,6 +4,9 @@ gate then FAILs ``duration``; status reports the stop; the report carries the so
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -14,7 +17,7 @@ import pytest
 from harness.cli.cmd_soak import status
 from harness.cli.main import run
 from tests.pipelines.conftest import free_port
-from tests.pipelines.test_g4_faults import gates_without_prerequisites, soak_profile, wait_for, window_count
+from tests.pipelines.test_g4_faults import ROOT, gates_without_prerequisites, soak_profile, wait_for, window_count
 
 pytestmark = [pytest.mark.fio, pytest.mark.slow]
 
@@ -47,3 +50,41 @@ def test_soak_stop_ends_it_early_and_duration_fails(tmp_path: Path, local_invent
     assert 'id="soak-windows"' in html and 'id="chart-soak-ttft"' in html
     # the engine was stopped and the KV chunks it wrote removed (directories may stay)
     assert [p for p in (tmp_path / "tier").rglob("*") if p.is_file()] == []
+
+
+def test_a_kv_target_that_fills_up_mid_soak_fails_storage_errors(
+        tmp_path: Path, write_yaml: Callable[[str, dict[str, Any]], Path]) -> None:
+    """The KV target is a 12 MiB tmpfs (fio's 8 MiB file fits before the soak; the engine's KV
+    chunks do not): mounted in a private mount namespace (``unshare``), so nothing outlives the
+    test and no root is needed. The gate runs inside it with the emulator and the soak agent."""
+    tier = tmp_path / "small-tier"
+    tier.mkdir()
+    inv = write_yaml("inventory.yaml", {
+        "cluster": "full", "defaults": {"workdir": str(tmp_path / "work")},
+        "nodes": [{"name": "local", "host": "localhost", "connection": "local", "roles": ["server", "client"],
+                   "storage": [{"name": "tier", "path": str(tier)}]}]})
+    prof = write_yaml("profile.yaml", soak_profile(free_port(), "12s", "2s"))
+    reports = tmp_path / "reports"
+    argv = ["unshare", "--user", "--map-root-user", "--mount", "sh", "-c",
+            'mount -t tmpfs -o size=12m kvgate-test-tier "$0" && exec "$@"', str(tier),
+            sys.executable, "-m", "harness.cli.main", "gate", "G4", "--wait", "--inventory", str(inv),
+            "--profile", str(prof), "--campaign", "full", "--reports", str(reports), "--gates",
+            str(gates_without_prerequisites(tmp_path)), "--no-progress"]
+    proc = subprocess.run(argv, cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)), capture_output=True,  # noqa: S603
+                          text=True, timeout=240, check=False)
+    result = json.loads((reports / "full" / "G4" / "result.json").read_text())
+    # exit 1, or 4 when the verdict function weighs the recorded faults (fio refuses a tmpfs)
+    assert proc.returncode == result["exit_code"] != 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert result["verdict"] == "FAIL"
+    checks = {c["id"]: c for c in result["checks"]}
+    assert checks["bandwidth_retention"]["verdict"] == "NOT_RUN"  # fio refused the tmpfs: never a pass
+    assert checks["storage_errors"]["verdict"] == "FAIL"
+    assert "KV chunk writes/reads failed" in json.dumps(checks["storage_errors"])
+    faults = result["measurements"]["soak"]["faults"]
+    assert any(f["kind"] == "kv store errors" for f in faults)
+    assert any(f["kind"] == "kv target full" for f in faults)
+    # nothing lost: every window there once, with its records
+    soak_dir = reports / "full" / "G4" / "evidence" / "soak"
+    windows = [json.loads(x) for x in (soak_dir / "windows.jsonl").read_text().splitlines()]
+    assert [w["index"] for w in windows] == list(range(1, len(windows) + 1)) and len(windows) >= 5
+    assert all((soak_dir / w["file"]).exists() for w in windows)
