@@ -14,11 +14,7 @@ KVGATE_FLAGS ?=
 quote = '$(subst ','\'',$(1))'
 
 .PHONY: help install system-deps test lint demo gate-G1 gate-G2 gate-G3 gate-G4 bench bench-fanout \
-<<<<<<< HEAD
-        bench-fio-parse bench-ttft bench-estimate validate docs-reference clean nightly bench-history bench-coverage mutation i18n fuzz
-=======
-        bench-fio-parse bench-ttft bench-soak validate clean
->>>>>>> a410b27 (bench-soak: 2 million records in 72 compressed windows summarised into G4's checks, time, CPU and peak RSS; a fast field reader for make_record lines (json fallback), windows spread over worker processes)
+        bench-fio-parse bench-ttft bench-estimate bench-soak validate docs-reference clean nightly bench-history bench-coverage mutation i18n fuzz
 
 help:  ## list the targets
 	@grep -E '^[a-zA-Z0-9_% -]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([^:]+):.*## /\1\t/' | expand -t 20
@@ -60,11 +56,7 @@ gate-G1 gate-G2 gate-G3 gate-G4: gate-%: install  ## run one gate: INVENTORY=...
 	$(KVGATE) gate $* --inventory $(call quote,$(INVENTORY)) --profile $(call quote,$(PROFILE)) \
 		--campaign $(call quote,$(CAMPAIGN)) $(KVGATE_FLAGS)
 
-<<<<<<< HEAD
-bench: bench-fanout bench-fio-parse bench-ttft bench-estimate  ## every benchmark, printing figures
-=======
-bench: bench-fanout bench-fio-parse bench-ttft bench-soak  ## every benchmark, printing figures
->>>>>>> a410b27 (bench-soak: 2 million records in 72 compressed windows summarised into G4's checks, time, CPU and peak RSS; a fast field reader for make_record lines (json fallback), windows spread over worker processes)
+bench: bench-fanout bench-fio-parse bench-ttft bench-estimate bench-soak  ## every benchmark, printing figures
 
 bench-fanout: install system-deps  ## SSH fan-out to 16 loopback nodes vs one, and vs OpenSSH's ssh
 	$(BIN)/python bench/fanout.py
@@ -75,7 +67,6 @@ bench-fio-parse: install  ## parse a 50 MB fio json+ document
 bench-ttft: install  ## TTFT accuracy and ingest rate of the load client vs an aiohttp reference
 	$(BIN)/python bench/ttft_accuracy.py
 
-<<<<<<< HEAD
 bench-estimate: install system-deps  ## estimator vs the KV emulator: predicted vs measured TTFT p50 per point
 	$(BIN)/python bench/estimate.py
 NIGHTLY_PROFILE ?= profiles/nightly.yaml
@@ -97,10 +88,9 @@ mutation: install  ## mutation testing of harness/gates/ with mutmut (tests/gate
 	rm -rf mutants
 	$(BIN)/mutmut run --max-children 2 > /dev/null || true
 	$(BIN)/python tools/mutation_score.py
-=======
+
 bench-soak: install  ## summarise 2 million soak records (72 windows) into G4's checks: time and peak RSS
 	$(BIN)/python bench/soak.py
->>>>>>> a410b27 (bench-soak: 2 million records in 72 compressed windows summarised into G4's checks, time, CPU and peak RSS; a fast field reader for make_record lines (json fallback), windows spread over worker processes)
 
 clean:  ## remove the virtualenv and caches (reports/ is kept)
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info mutants

@@ -104,7 +104,26 @@ def _fio(run: GateRun, node: Node, target: StorageTarget, side: str) -> dict[str
     return leaf
 
 
+def _stop_stale_soak(run: GateRun) -> None:
+    """A run killed between starting the soak and recording it left a soak behind: stop it
+    (its files stay as evidence, renamed) before starting the one this run records."""
+    local = soak_dir(run)
+    if not (local / "handle.json").exists():
+        return
+    try:
+        old = SoakHandle.load(local)
+        state = run.executor(old.node).stop(old.handle, grace=10.0)
+        run.notes.append(f"stopped a soak left by an interrupted start: {state.reason or state.exit_code}")
+    except (RemoteError, InfraError, OSError, ValueError, KeyError) as exc:
+        run.warn("could not stop a soak left by an interrupted start", exc)
+    n = 1
+    while local.with_name(f"{local.name}.interrupted-{n}").exists():
+        n += 1
+    local.rename(local.with_name(f"{local.name}.interrupted-{n}"))
+
+
 def _start(run: GateRun, target: Optional[StorageTarget], target_node: Optional[Node]) -> dict[str, Any]:
+    _stop_stale_soak(run)
     profile = run.profile
     arm = profile.arm(profile.candidate)
     server = run.server_nodes()[0]
