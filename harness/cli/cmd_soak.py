@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 from pathlib import Path
 from typing import Any, Optional
@@ -70,14 +71,15 @@ def status(campaign: str, *, reports: Optional[Path] = None, inventory: Optional
     notes: list[str] = []
     running: Optional[bool] = None
     if pull_now:
+        lock: Optional[int]
         try:
-            # The lock tells whether a gate run is following the soak (it pulls; two pullers
-            # appending to the same files would duplicate lines).
-            writer = Campaign.open(root, campaign, create=False)
+            # The campaign lock tells whether a gate run is following the soak (it pulls; two
+            # pullers appending to the same files would duplicate lines). Taken, not recorded.
+            lock = Campaign._lock(camp.path)
         except CampaignLocked:
-            writer = None
+            lock = None
             notes.append("a kvgate gate G4 run is following this soak: showing what it pulled")
-        if writer is not None:
+        if lock is not None:
             try:
                 ex = executor_for(_inventory(camp, inventory), sh.node)
                 try:
@@ -87,7 +89,7 @@ def status(campaign: str, *, reports: Optional[Path] = None, inventory: Optional
             except (RemoteError, OSError) as exc:
                 notes.append(f"could not reach {sh.node}: {exc} (showing what was pulled before)")
             finally:
-                writer.close()
+                os.close(lock)
     windows = read_local_jsonl(local / "windows.jsonl")
     done = read_local_json(local / DONE)
     if done is not None:

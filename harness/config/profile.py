@@ -243,6 +243,8 @@ class SoakSpec(StrictModel):
     window: Duration = Field(default=3600.0, description="Window for drift statistics")
     concurrency: PositiveInt = Field(default=16, description="Concurrency held during the soak")
     request_rate: Optional[float] = Field(default=None, gt=0, description="Open-loop rate instead")
+    restart_engine: bool = Field(default=False, description="Restart the engine when it dies during the soak "
+                                 "(every restart is counted: G4's no_restarts still fails)")
 
 
 class ThresholdOverride(StrictModel):

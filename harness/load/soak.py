@@ -89,6 +89,8 @@ class SoakConfig:
     nvme: list[str] = field(default_factory=list)
     probe_trace: Optional[str] = None
     probe_tokens: int = 16
+    restart_argv: list[str] = field(default_factory=list)  # relaunch the engine with this when it dies
+    restart_env: dict[str, str] = field(default_factory=dict)
 
 
 def _append_line(path: Path, obj: dict[str, Any]) -> None:
@@ -216,6 +218,7 @@ class Watchdog(threading.Thread):
         # The process kvgate started is the detached wrapper; the engine is its child. Both are
         # watched by pid and start time (a reused pid is another process).
         self.watched: list[tuple[int, Optional[float]]] = []
+        self.relaunched: list[subprocess.Popen[bytes]] = []
         if cfg.engine_pid is not None:
             self.watched.append((cfg.engine_pid, cfg.engine_start))
             for child in child_pids(cfg.engine_pid)[:1]:
@@ -236,6 +239,8 @@ class Watchdog(threading.Thread):
                     self.restarts += 1
                     self.event("restart", pid=pid, detail="engine process gone" if st is None
                                else "pid reused by another process", restarts=self.restarts)
+                    if cfg.restart_argv:
+                        self.relaunch()
                     break
         if cfg.health_url:
             ok, detail = http_ok(cfg.health_url)
@@ -244,6 +249,24 @@ class Watchdog(threading.Thread):
                 if ok and self.healthy is False and cfg.engine_pid is not None and not self.engine_alive:
                     self.event("engine_back", detail="answers /health again after its process ended")
                 self.healthy = ok
+
+    def relaunch(self) -> None:
+        """Start the engine again (the profile allows it), in its own session, its output next to
+        the soak's files; the new process is watched from now on and named in the events."""
+        n = self.restarts
+        try:
+            with open(self.out / f"engine-restart-{n}.out", "ab") as so, \
+                    open(self.out / f"engine-restart-{n}.err", "ab") as se:
+                proc = subprocess.Popen(self.cfg.restart_argv, env={**os.environ, **self.cfg.restart_env},  # noqa: S603
+                                        stdin=subprocess.DEVNULL, stdout=so, stderr=se, start_new_session=True)
+        except OSError as exc:
+            self.event("restart_failed", detail=str(exc))
+            return
+        self.relaunched.append(proc)
+        start = process_start_time(proc.pid)
+        self.watched = [(proc.pid, start)]
+        self.engine_alive = True
+        self.event("engine_relaunched", pid=proc.pid, start=start, log=f"engine-restart-{n}.err")
 
     def run(self) -> None:
         while not self.stop.wait(self.cfg.watchdog_s):
@@ -620,6 +643,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--nvme", action="append", default=[])
     p.add_argument("--probe-trace", default=None)
     p.add_argument("--probe-tokens", type=int, default=16)
+    p.add_argument("--restart-json", default=None,
+                   help='file with {"argv": [...], "env": {...}}: relaunch the engine when it dies')
     a = p.parse_args(argv)
     if a.duration <= 0 or a.window <= 0 or a.concurrency < 1:
         print("kvgate-agent soak: --duration and --window must be > 0, --concurrency >= 1", flush=True)
@@ -630,5 +655,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                      engine_start=a.engine_start, health_url=a.health_url, watchdog_s=a.watchdog,
                      sample_s=a.sample, target_path=a.target_path, nvme=list(a.nvme), probe_trace=a.probe_trace,
                      probe_tokens=a.probe_tokens)
+    if a.restart_json:
+        with open(a.restart_json, encoding="utf-8") as fh:
+            spec = json.load(fh)
+        cfg.restart_argv = [str(x) for x in spec["argv"]]
+        cfg.restart_env = {str(k): str(v) for k, v in (spec.get("env") or {}).items()}
     asyncio.run(run_soak_async(cfg))
     return 0

@@ -160,6 +160,12 @@ def _start(run: GateRun, target: Optional[StorageTarget], target_node: Optional[
             args += ["--api-key-env", profile.engine.api_key_env]
         if watched:
             args += ["--engine-pid", str(inst.handle.pid), "--engine-start", repr(float(inst.handle.start_time))]
+        if soak.restart_engine and watched:
+            spec = {"argv": list(inst.plan.argv), "env": dict(inst.plan.env)}
+            ex.write_file(f"{base}/engine-restart.json", (json.dumps(spec) + "\n").encode())
+            args += ["--restart-json", f"{base}/engine-restart.json"]
+        elif soak.restart_engine:
+            run.notes.append("soak.restart_engine needs the engine on the client node; it will not be restarted")
         devices: list[str] = []
         arrays: list[str] = []
         if target is not None and target_node is not None and target_node.name == client.name:
@@ -240,10 +246,63 @@ def _finish(run: GateRun, state: dict[str, Any]) -> dict[str, Any]:
         (soak_dir(run) / "agent.err").write_text(run.executor(sh.node).tail_log(sh.handle, lines=200))
     except (RemoteError, OSError) as exc:
         run.warn("could not copy the soak agent's log", exc)
+    _stop_relaunched(run, state, ex)  # first: the KV files are removed once no engine writes them
     _stop_instances(run, engine, [inst], arm)
     out = {"engine_alive_at_end": alive}
     run.gate_dir.mark_step_done("soak/finished", out)
     return out
+
+
+# Stops a process group by its leader's pid only if the leader is still the process that was
+# started (its start time, from /proc, within 2 s of the recorded one).
+_KILL = r"""
+import os, signal, sys, time
+pid, start = int(sys.argv[1]), float(sys.argv[2])
+def st():
+    try:
+        s = open(f"/proc/{pid}/stat").read()
+        ticks = int(s[s.rindex(")") + 2:].split()[19])
+        bt = next(int(x.split()[1]) for x in open("/proc/stat") if x.startswith("btime "))
+        return bt + ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, StopIteration):
+        return None
+t = st()
+if t is None or abs(t - start) >= 2.0:
+    print("gone"); sys.exit(0)
+os.killpg(pid, signal.SIGTERM)
+for _ in range(100):
+    time.sleep(0.1)
+    if st() is None:
+        print("stopped"); sys.exit(0)
+os.killpg(pid, signal.SIGKILL)
+print("killed")
+"""
+
+
+def _stop_relaunched(run: GateRun, state: dict[str, Any], ex: Any) -> None:
+    """Stop the engines the soak agent relaunched (profile ``soak.restart_engine``) and keep their logs."""
+    from harness.pipelines.soakrun import read_local_jsonl
+
+    local = soak_dir(run)
+    sh = SoakHandle.from_json(state["handle"])
+    python = str(run.inventory.setting(run.inventory.node(state["server"]), "python"))
+    for e in read_local_jsonl(local / "events.jsonl"):
+        if e.get("event") != "engine_relaunched" or e.get("start") is None:
+            continue
+        try:
+            res = ex.run([python, "-c", _KILL, str(int(e["pid"])), repr(float(e["start"]))], check=False, timeout=60)
+            run.notes.append(f"relaunched engine pid {e['pid']}: {res.stdout.strip() or res.stderr.strip()}")
+            log = str(e.get("log") or "")
+            if log and "/" not in log:
+                dest = run.gate_dir.evidence_path(f"engine/{profile_arm(run)}/{log}")
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                dest.write_bytes(run.executor(sh.node).read_file(sh.remote(log)))
+        except (RemoteError, OSError) as exc:
+            run.fault(f"could not stop the engine the soak relaunched (pid {e.get('pid')})", exc)
+
+
+def profile_arm(run: GateRun) -> str:
+    return run.profile.arm(run.profile.candidate).name
 
 
 def run_g4(run: GateRun, *, wait: bool = True,

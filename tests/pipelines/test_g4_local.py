@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -17,7 +18,14 @@ import pytest
 from harness.cli.cmd_soak import status
 from harness.cli.main import run
 from tests.pipelines.conftest import free_port
-from tests.pipelines.test_g4_faults import ROOT, gates_without_prerequisites, soak_profile, wait_for, window_count
+from tests.pipelines.test_g4_faults import (
+    ROOT,
+    engine_process,
+    gates_without_prerequisites,
+    soak_profile,
+    wait_for,
+    window_count,
+)
 
 pytestmark = [pytest.mark.fio, pytest.mark.slow]
 
@@ -88,3 +96,34 @@ def test_a_kv_target_that_fills_up_mid_soak_fails_storage_errors(
     windows = [json.loads(x) for x in (soak_dir / "windows.jsonl").read_text().splitlines()]
     assert [w["index"] for w in windows] == list(range(1, len(windows) + 1)) and len(windows) >= 5
     assert all((soak_dir / w["file"]).exists() for w in windows)
+
+
+def test_an_engine_killed_mid_soak_is_restarted_when_the_profile_says_so_and_still_counted(
+        tmp_path: Path, local_inventory: Path, write_yaml: Callable[[str, dict[str, Any]], Path]) -> None:
+    data = soak_profile(free_port(), "16s", "2s")
+    data["soak"]["restart_engine"] = True
+    prof = write_yaml("profile.yaml", data)
+    reports = tmp_path / "reports"
+    common = ["--inventory", str(local_inventory), "--profile", str(prof), "--campaign", "restart",
+              "--reports", str(reports), "--gates", str(gates_without_prerequisites(tmp_path)), "--no-progress"]
+    assert run(["gate", "G4", *common]) == 0
+    soak_dir = reports / "restart" / "G4" / "evidence" / "soak"
+    wait_for(lambda: run(["soak", "status", "restart", "--reports", str(reports)]) == 0
+             and window_count(soak_dir) >= 1, 40, "a first window")
+    engine = json.loads((reports / "restart" / "G4" / "evidence" / "engine" / "candidate" /
+                         "instance0.json").read_text())
+    os.kill(engine_process(int(engine["handle"]["pid"])), signal.SIGKILL)
+    assert run(["gate", "G4", "--resume", *common]) == 1
+    result = json.loads((reports / "restart" / "G4" / "result.json").read_text())
+    checks = {c["id"]: c for c in result["checks"]}
+    assert checks["no_restarts"]["verdict"] == "FAIL"
+    events = [json.loads(x) for x in (soak_dir / "events.jsonl").read_text().splitlines()]
+    relaunched = [e for e in events if e["event"] == "engine_relaunched"]
+    assert len(relaunched) == 1
+    windows = [json.loads(x) for x in (soak_dir / "windows.jsonl").read_text().splitlines()]
+    after = [w for w in windows if w["started_unix"] > relaunched[0]["t"] + 2]
+    assert after and all(w["ok"] > 0 for w in after)  # the soak went on against the new engine
+    assert checks["probe_identity"]["verdict"] == "PASS"  # the relaunched engine answered the end probes
+    # the relaunched engine was stopped and its log kept
+    assert not Path(f"/proc/{relaunched[0]['pid']}").exists()
+    assert (reports / "restart" / "G4" / "evidence" / "engine" / "candidate" / relaunched[0]["log"]).exists()
