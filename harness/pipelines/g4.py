@@ -323,7 +323,8 @@ def run_g4(run: GateRun, *, wait: bool = True,
         raise SoakDetached(f"the soak of campaign {run.campaign.name!r} runs on {state['client']} "
                            f"(about {max(0.0, remaining):.0f} s left)", campaign=run.campaign.name,
                            remaining_s=remaining)
-    ended = follow(run, state, on_window=on_window)
+    # A few looks per window: often enough for a status line per window, not an SSH storm in 72 h.
+    ended = follow(run, state, poll_s=min(10.0, max(0.5, float(state["window_s"]) / 4)), on_window=on_window)
     fin = _finish(run, state) if ended else {"engine_alive_at_end": None}
     after = _fio(run, node, target, "after") if node and target and ended else None
     measured, charts = soak_measured(
