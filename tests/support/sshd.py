@@ -208,6 +208,8 @@ class SshCluster:
         return cluster
 
     def _launch(self, node: SshNode, auth: Path, log_level: str, port: int | None = None) -> None:
+        env = {**({} if self.login_rc else {"SHLVL": "1"}), **self.session_env}
+        setenv = ['"' + f"{k}={v}" + '"' for k, v in env.items()]
         for _attempt in range(5):
             node.port = port or _free_port()
             node.config_path.write_text("\n".join([
@@ -225,8 +227,7 @@ class SshCluster:
                 "AllowTcpForwarding yes",
                 "UseDNS no",
                 # sshd takes the first SetEnv line only: every variable goes on one line.
-                *([f"SetEnv {' '.join(f'{k}={v}' for k, v in env.items())}"] if (env := {
-                    **({} if self.login_rc else {"SHLVL": "1"}), **self.session_env}) else []),
+                *([f"SetEnv {' '.join(setenv)}"] if setenv else []),
                 "MaxStartups 100:30:200",
                 "MaxSessions 100",
                 "Subsystem sftp internal-sftp",
