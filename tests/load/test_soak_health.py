@@ -1,0 +1,81 @@
+"""The soak agent's node health sampler with fake node tools first on its search path
+(``KVGATE_NODE_TOOLS_PATH``) printing captured real outputs; its samples read back by G4."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+
+import pytest
+
+from harness.load.soak import HEALTH, HealthSampler, SoakConfig, Watchdog, process_start_time
+from harness.pipelines.soakdata import soak_measured
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "facts"
+
+
+def tool(d: Path, name: str, body: str) -> None:
+    p = d / name
+    p.write_text("#!/bin/sh\n" + body)
+    p.chmod(0o755)
+
+
+def test_health_samples_with_fake_dmesg_and_nvme(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    state = tmp_path / "later"
+    tool(bin_dir, "dmesg", f"cat '{DATA / 'kernel_benign_dmesg.txt'}'\n"
+         f"[ -e '{state}' ] && grep 'Disk failure' '{DATA / 'kernel_storage_faults_dmesg.txt'}'\nexit 0\n")
+    tool(bin_dir, "nvme", f"if [ -e '{state}' ]; then cat '{DATA / 'nvme_smart_log_v1_media_errors.json'}'; "
+         f"else cat '{DATA / 'nvme_smart_log_v2.11.json'}'; fi\n")
+    monkeypatch.setenv("KVGATE_NODE_TOOLS_PATH", str(bin_dir))
+    out = tmp_path / "soak"
+    out.mkdir()
+    cfg = SoakConfig(out=str(out), endpoint="http://127.0.0.1:9", model="m", trace="t", duration_s=1, window_s=1,
+                     target_path=str(tmp_path), nvme=["/dev/nvme0n1"])
+    sampler = HealthSampler(cfg, out, threading.Event())
+    sampler.sample_and_write()  # baseline: the benign boot lines are not faults of the soak
+    state.write_text("1")
+    sampler.sample_and_write()
+    samples = [json.loads(x) for x in (out / HEALTH).read_text().splitlines()]
+    assert samples[0]["kernel"]["baseline"] is True and samples[0]["kernel"]["new"] == []
+    assert samples[1]["kernel"]["new"] == ["[1158185.737571] md/raid:md1: Disk failure on nvme2n1p4, "
+                                           "disabling device."]
+    assert samples[1]["target_free_bytes"] > 0 and samples[1]["mem_available_bytes"] > 0
+    measured, _ = soak_measured(out, duration_target_s=1, window_s=1, nvme=["/dev/nvme0n1"])
+    assert measured["soak"]["storage_errors"]["value"] == 1
+    assert measured["soak"]["media_errors_delta"]["value"] == 3
+
+
+def test_a_missing_tool_is_recorded_not_taken_for_silence(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))  # no dmesg, journalctl or nvme anywhere
+    monkeypatch.delenv("KVGATE_NODE_TOOLS_PATH", raising=False)
+    cfg = SoakConfig(out=str(tmp_path), endpoint="x", model="m", trace="t", duration_s=1, window_s=1,
+                     nvme=["/dev/nvme0n1"])
+    s = HealthSampler(cfg, tmp_path, threading.Event()).sample()
+    assert "not found" in s["kernel"]["error"] and "not found" in s["smart"]["/dev/nvme0n1"]["error"]
+
+
+def test_the_watchdog_counts_the_end_of_the_watched_process(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])  # noqa: S603
+    try:
+        cfg = SoakConfig(out=str(tmp_path), endpoint="x", model="m", trace="t", duration_s=1, window_s=1,
+                         engine_pid=proc.pid, engine_start=process_start_time(proc.pid))
+        wd = Watchdog(cfg, tmp_path, threading.Event())
+        wd.check_once()
+        assert wd.restarts == 0
+        proc.kill()
+        proc.wait()
+        wd.check_once()
+        wd.check_once()
+        assert wd.restarts == 1  # counted once, not at every look
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    events = [json.loads(x) for x in (tmp_path / "events.jsonl").read_text().splitlines()]
+    assert [e["event"] for e in events] == ["restart"]
