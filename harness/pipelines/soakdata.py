@@ -38,22 +38,30 @@ def full_windows(windows: Sequence[dict[str, Any]], window_s: float) -> list[dic
     return [w for w in windows if float(w.get("length_s") or 0.0) >= 0.5 * window_s]
 
 
-def _drift_groups(values: list[float]) -> tuple[list[float], list[float]]:
+def _drift_groups(values: list[Any]) -> tuple[list[Any], list[Any]]:
     n = max(1, len(values) // 3)
     return values[:n], values[-n:]
 
 
 def drift_leaf(windows: Sequence[dict[str, Any]], key: str, transform: str, what: str) -> dict[str, Any]:
-    vals = [float(w[key]) for w in windows if w.get(key) is not None]
-    if len(vals) < 2:
-        return _m(None, detail=f"{what}: {len(vals)} full window(s) with a figure; at least 2 are needed")
-    first, last = _drift_groups(vals)
+    """Drift of ``key`` between the first and the last third of ``windows`` (full windows, in
+    order). A window of either group without the figure (no request completed in it) makes the
+    drift NOT_RUN: leaving it out would compare other windows than the first and the last."""
+    if len(windows) < 2:
+        return _m(None, detail=f"{what}: {len(windows)} full window(s); at least 2 are needed")
+    first_w, last_w = _drift_groups(list(windows))
+    empty = [str(w.get("index")) for w in list(first_w) + list(last_w) if w.get(key) is None]
+    if empty:
+        return _m(None, detail=f"{what}: no completed request in window(s) {', '.join(empty)} of the first or "
+                  "last third, so the drift between them cannot be measured")
+    first = [float(w[key]) for w in first_w]
+    last = [float(w[key]) for w in last_w]
     med_f, med_l = percentile(first, 50), percentile(last, 50)
     if med_f == 0:
         return _m(None, detail=f"{what}: the first windows' median is zero")
     value = med_l / med_f - 1.0 if transform == "gain" else 1.0 - med_l / med_f
     text = f"{value * 100:+.1f}% (median of first {len(first)} windows {med_f:.4g}, last {len(last)} {med_l:.4g})"
-    return _m(value, text, detail=f"{what}: first {len(first)} vs last {len(last)} of {len(vals)} full windows",
+    return _m(value, text, detail=f"{what}: first {len(first)} vs last {len(last)} of {len(windows)} full windows",
               evidence=[f"evidence/soak/{WINDOWS_INDEX}"],
               samples={"kind": "ratio", "a": last, "b": first, "stat": "median", "transform": transform})
 

@@ -155,6 +155,13 @@ def test_ttft_rising_fails_the_drift_check_and_too_few_windows_are_not_run(tmp_p
     assert verdicts(write_soak(tmp_path / "d", n=6))["ttft_drift"] == "INCONCLUSIVE"
 
 
+def test_windows_without_a_completed_request_at_the_end_make_ttft_drift_not_run(tmp_path: Path) -> None:
+    # the engine died in the last third: its windows have no TTFT; comparing the windows that do
+    # would pass on the wrong windows
+    v = verdicts(write_soak(tmp_path / "s", ttft=lambda i: None if i >= 12 else 80.0 + (i % 3)))
+    assert v["ttft_drift"] == "NOT_RUN"
+
+
 def test_a_partial_last_window_is_left_out_of_drift(tmp_path: Path) -> None:
     d = write_soak(tmp_path / "s")
     rows = [json.loads(x) for x in (d / "windows.jsonl").read_text().splitlines()]
