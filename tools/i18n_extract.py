@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[1] / "harness" / "report"
 METHODS = [("templates/**.j2", "jinja2"), ("**.py", "python")]
 OPTIONS = {"templates/**.j2": {"extensions": "jinja2.ext.i18n", "newstyle_gettext": "true",
                                "trim_blocks": "true", "lstrip_blocks": "true"}}
-KEYWORDS = {"_": None, "N_": None, "_t": None, "gettext": None}
+KEYWORDS = {"_": None, "N_": None, "_t": None}
 
 
 def extract() -> Catalog:

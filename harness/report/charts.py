@@ -29,14 +29,13 @@ Other sections are shown as tables by the renderer, not charted.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Optional
 from xml.sax.saxutils import escape as _escape
 from xml.sax.saxutils import quoteattr as _quoteattr
 
+from harness.report.i18n import _t
 from harness.report.textutil import concurrency_of, xml_safe
 from harness.store.schema import CheckResult, Verdict
 from harness.units import UnitKind
@@ -77,23 +76,6 @@ class _Series:
     points: list[tuple[float, float]] = field(default_factory=list)  # (x index or value, y)
     colour: str = PALETTE[0]
     dashed: bool = False
-
-
-_GETTEXT: ContextVar[Callable[[str], str]] = ContextVar("chart_gettext", default=str)
-
-
-@contextmanager
-def chart_language(gettext: Callable[[str], str]) -> Iterator[None]:
-    """Draw charts with the words of a report language (``harness.report.i18n``)."""
-    token = _GETTEXT.set(gettext)
-    try:
-        yield
-    finally:
-        _GETTEXT.reset(token)
-
-
-def _t(message: str) -> str:
-    return _GETTEXT.get()(message)
 
 
 # --- small helpers ----------------------------------------------------------------------------

@@ -19,8 +19,8 @@ def campaign_document_problems(campaign_dir: Path) -> list[str]:
         return [f"{path}: no campaign page (render it with kvgate report, then sign its PDF)"]
     expected, _, _ = campaign_documents(campaign_dir)
     if path.read_text(encoding="utf-8") != expected:
-        return [f"{path} does not match the gates as they are now (a gate changed or was re-signed "
-                "after the campaign page was rendered)"]
+        return [f"{path} does not match the gates as they are now (a gate changed or was re-signed, "
+                "or the directory was renamed, after the campaign page was rendered)"]
     return []
 
 

@@ -13,6 +13,9 @@ from __future__ import annotations
 
 import gettext
 import io
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from functools import cache
 from importlib import resources
 from typing import Optional
@@ -63,3 +66,22 @@ def translations(lang: str) -> gettext.NullTranslations:
 def suffix(lang: str) -> str:
     """File name infix of a report language: ``report.html`` (en), ``report.zh.html`` (zh)."""
     return "" if check_lang(lang) == DEFAULT_LANG else f".{lang}"
+
+
+_GETTEXT: ContextVar[Callable[[str], str]] = ContextVar("report_gettext", default=str)
+
+
+@contextmanager
+def language(lang: str) -> Iterator[None]:
+    """Within this block, ``_t`` translates into ``lang`` (the view and the charts build their
+    text with it)."""
+    token = _GETTEXT.set(translations(lang).gettext)
+    try:
+        yield
+    finally:
+        _GETTEXT.reset(token)
+
+
+def _t(message: str) -> str:
+    """``message`` in the current report language (English outside ``language()``)."""
+    return _GETTEXT.get()(message)

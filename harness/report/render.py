@@ -15,9 +15,9 @@ import jinja2
 import markupsafe
 
 from harness.errors import InputError
-from harness.report.charts import chart_language, gate_charts
+from harness.report.charts import gate_charts
 from harness.report.evidence import finder as evidence_finder
-from harness.report.i18n import DEFAULT_LANG, N_, check_lang, suffix, translations
+from harness.report.i18n import DEFAULT_LANG, N_, check_lang, language, suffix, translations
 from harness.report.junit import junit_xml
 from harness.report.loader import RESULT_FILE, ResultFileError, load_gate_result
 from harness.report.manifest import MANIFEST
@@ -97,8 +97,8 @@ def _write(path: Path, data: bytes) -> Path:
 
 
 def render_gate_html(result: GateResult, gate_dir: Path | None = None, lang: str = DEFAULT_LANG) -> str:
-    view = gate_view(result, evidence_finder(gate_dir, result))
-    with chart_language(translations(lang).gettext):
+    with language(lang):
+        view = gate_view(result, evidence_finder(gate_dir, result))
         charts = gate_charts(result.measurements, result.checks)
     return _environment(html=True, lang=lang).get_template("gate.html.j2").render(
         r=result, v=view, charts=charts,
@@ -107,8 +107,10 @@ def render_gate_html(result: GateResult, gate_dir: Path | None = None, lang: str
 
 
 def render_gate_markdown(result: GateResult, gate_dir: Path | None = None, lang: str = DEFAULT_LANG) -> str:
+    with language(lang):
+        view = gate_view(result, evidence_finder(gate_dir, result))
     return _environment(html=False, lang=lang).get_template("gate.md.j2").render(
-        r=result, v=gate_view(result, evidence_finder(gate_dir, result)), baseline_rows=baseline_rows(result))
+        r=result, v=view, baseline_rows=baseline_rows(result))
 
 
 def report_names(lang: str = DEFAULT_LANG) -> tuple[str, str]:
@@ -153,6 +155,11 @@ def _manifest_sha(gate_dir: Path) -> str:
 
 
 def campaign_documents(campaign_dir: Path, lang: str = DEFAULT_LANG) -> tuple[str, str, bytes]:
+    with language(lang):
+        return _campaign_documents(Path(campaign_dir), lang)
+
+
+def _campaign_documents(campaign_dir: Path, lang: str) -> tuple[str, str, bytes]:
     """The campaign's HTML, Markdown and JUnit, from each gate's ``result.json`` and the sha256 of
     its ``MANIFEST.sha256`` (so the signed campaign document names the exact gate contents).
     A gate whose result file cannot be read is an error row (and the campaign not passed)."""

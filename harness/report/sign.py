@@ -82,7 +82,9 @@ def _check_gate_dir(gate_dir: Path) -> Path:
         raise SignError(f"{gate_dir}: not a directory")
     if not (gate_dir / RESULT_FILE).is_file():
         # Refuse to hash an arbitrary directory (a typo could walk a home directory).
-        raise SignError(f"{gate_dir}: not a gate directory (no {RESULT_FILE})")
+        hint = (" (a campaign's page is signed as a PDF: kvgate sign DIR --pdf ...; each gate with kvgate sign)"
+                if (gate_dir / "campaign.json").is_file() or (gate_dir / "report.html").is_file() else "")
+        raise SignError(f"{gate_dir}: not a gate directory (no {RESULT_FILE}){hint}")
     return gate_dir
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 from urllib.parse import quote
 
-from harness.report.i18n import N_
+from harness.report.i18n import N_, _t
 from harness.report.textutil import concurrency_of
 from harness.report.textutil import xml_safe as xml_safe  # re-exported: render and junit use it
 from harness.store.schema import CheckResult, GateResult, Interval, Observation, Verdict
@@ -143,9 +143,9 @@ def check_row(check: CheckResult, find_evidence: Optional[Callable[[str], list[s
     measured, interval = _check_measured(check)
     statistic: str = check.statistic
     if check.statistic == "interval" and check.confidence:
-        statistic = f"interval ({check.confidence * 100:g}%)"
+        statistic = _t("interval (%(confidence)s%%)") % {"confidence": f"{check.confidence * 100:g}"}
     elif check.statistic == "point":
-        statistic = "point estimate"
+        statistic = _t("point estimate")
     row = CheckRow(
         id=check.id, description=check.description, metric=check.metric, severity=check.severity,
         statistic=statistic, expected=expected_text(check), measured=measured, interval=interval,
@@ -177,7 +177,7 @@ def _samples(o: Observation) -> str:
         return "-"
     text = str(o.n_samples)
     if o.needed_samples:
-        text += f" (about {o.needed_samples} needed to decide)"
+        text += " " + _t("(about %(n)s needed to decide)") % {"n": o.needed_samples}
     return text
 
 
@@ -324,8 +324,8 @@ def tested_summary(result: GateResult) -> list[tuple[str, str]]:
         (N_("Profile"), _pick(prof, "name")),
         (N_("Model"), _pick(prof, "model")),
         (N_("Engine"), _pick(prof, "engine")),
-        (N_("Engine version"), _versions(result, "engine", "vllm", "vllm_ascend") or "not recorded"),
-        (N_("LMCache version"), _versions(result, "lmcache") or "not recorded"),
+        (N_("Engine version"), _versions(result, "engine", "vllm", "vllm_ascend") or _t("not recorded")),
+        (N_("LMCache version"), _versions(result, "lmcache") or _t("not recorded")),
         (N_("Arms"), _described(_pick(prof, "arms"), skip=("name", "description", "lmcache"))
          if _pick(prof, "arms") is not None else None),
     ]
@@ -344,11 +344,11 @@ def tested_summary(result: GateResult) -> list[tuple[str, str]]:
 
 def provenance(result: GateResult) -> list[tuple[str, str]]:
     return [
-        (N_("Operator"), result.operator or "not recorded"),
+        (N_("Operator"), result.operator or _t("not recorded")),
         (N_("Started"), result.started_at),
         (N_("Finished"), result.finished_at),
         (N_("kvgate version"), result.kvgate_version),
-        (N_("Git commit"), result.git_commit or "not recorded"),
+        (N_("Git commit"), result.git_commit or _t("not recorded")),
         (N_("Campaign"), result.campaign),
     ]
 
@@ -457,11 +457,11 @@ def campaign_provenance(name: str, results: Sequence[GateResult]) -> list[tuple[
     commits = sorted({r.git_commit for r in results if r.git_commit})
     return [
         (N_("Campaign"), name),
-        (N_("Started (first gate)"), starts[0] if starts else "not recorded"),
-        (N_("Finished (last gate)"), ends[-1] if ends else "not recorded"),
-        (N_("Operators"), ", ".join(operators) or "not recorded"),
-        (N_("kvgate version"), ", ".join(versions) or "not recorded"),
-        (N_("Git commit"), ", ".join(commits) or "not recorded"),
+        (N_("Started (first gate)"), starts[0] if starts else _t("not recorded")),
+        (N_("Finished (last gate)"), ends[-1] if ends else _t("not recorded")),
+        (N_("Operators"), ", ".join(operators) or _t("not recorded")),
+        (N_("kvgate version"), ", ".join(versions) or _t("not recorded")),
+        (N_("Git commit"), ", ".join(commits) or _t("not recorded")),
     ]
 
 

@@ -181,3 +181,26 @@ def test_zh_pdf_embeds_a_cjk_font(rendered: dict[str, Path]) -> None:
     fonts = _run(["pdffonts", str(pdf)]).stdout
     assert re.search(r"Noto-Sans-CJK-SC\s+CID .* yes yes yes", fonts), fonts  # embedded, subset, with a ToUnicode map
     assert "kvgate · camp-1 · G3 · FAIL" in first
+
+
+def test_campaign_pdf_signed_and_verified(rendered: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    camp = rendered["root"] / "copy" / "camp-1"  # the page names its campaign directory
+    shutil.copytree(rendered["campaign"], camp)
+    tmp = rendered["root"] / "camp-certs"
+    tmp.mkdir()
+    vendor = _lab_cert(tmp, "v", "Jane Doe", p12_pass=None)
+    customer = _lab_cert(tmp, "c", "Carl", p12_pass=None)
+    for cert, name, role in ((vendor, "Jane Doe", "vendor"), (customer, "Carl", "customer")):
+        assert run(["sign", str(camp), "--pdf", "--key-pem", str(cert["key"]), "--cert", str(cert["crt"]),
+                    "--signer", name, "--role", role]) == 0
+    assert run(["sign", str(camp), "--key", str(vendor["key"]), "--signer", "x", "--role", "vendor"]) == 2
+    assert "a campaign's page is signed as a PDF" in capsys.readouterr().err
+    trust = ["--pdf-trust", str(vendor["crt"]), "--pdf-trust", str(customer["crt"])]
+    # the gates here are unsigned: the campaign does not verify, and says which parts fail; its
+    # page and signed PDF are fine
+    assert run(["verify", str(camp), *trust]) == 1
+    out = capsys.readouterr().out
+    assert out.strip().endswith("NOT VERIFIED: G1 (NOT VERIFIED), G3 (NOT VERIFIED)")
+    assert f"{camp}/G1/report.pdf: missing (PDF signatures were asked for)" in out
+    assert f"PROBLEM  {camp}/report" not in out
+    assert [s.ok for s in check_pdf(camp / "report.pdf", [vendor["crt"], customer["crt"]])] == [True, True]
