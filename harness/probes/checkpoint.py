@@ -11,6 +11,7 @@ afterwards, also on failure.
 from __future__ import annotations
 
 import json
+import logging
 import time
 import uuid
 from collections.abc import Mapping
@@ -24,6 +25,9 @@ from harness.probes.errors import ProbeError, ProbeRefused
 from harness.probes.fio_jobs import check_target, inspect_target
 from harness.probes.node_io import DEFAULT_BLOCK, find_python, run_helper
 from harness.remote.base import Executor, RemoteError
+from harness.remote.scratch import create_owned_dir, remove_owned_dir
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -159,14 +163,26 @@ def _per_file(items: Any) -> tuple[FileTiming, ...]:
     )
 
 
-def remove_tree(executor: Executor, path: str, marker: str) -> None:
-    """``rm -rf`` of a directory this probe created (its name carries ``marker``), never anything else."""
-    if marker not in path.rsplit("/", 1)[-1]:
-        raise AssertionError(f"refusing to remove {path}")
+def make_tree(executor: Executor, path: str, owner: str, *, target: str) -> None:
+    """Create the probe's directory fresh, marked for ``owner`` (harness.remote.scratch): only such a
+    directory is ever removed."""
     try:
-        executor.run(["rm", "-rf", "--", path], check=False, timeout=600)
+        state = create_owned_dir(executor, path, owner)
+    except ValueError as exc:
+        raise ProbeRefused(str(exc), node=executor.node, target=target) from None
+    if state not in ("created", "ours"):
+        raise ProbeRefused(f"{path} already exists and is not this run's directory ({state})",
+                           node=executor.node, target=target)
+
+
+def remove_tree(executor: Executor, path: str, owner: str) -> None:
+    """Remove a directory this probe created and marked for ``owner`` (containment), nothing else."""
+    try:
+        removal = remove_owned_dir(executor, path, owner)
     except RemoteError:
-        pass  # the node went away; the error in flight is the one to report
+        return  # the node went away; the error in flight is the one to report
+    if removal.outcome in ("refused", "failed"):
+        log.warning("%s", removal.describe())
 
 
 def write_evidence(out_dir: Path, name: str, data: Mapping[str, Any]) -> Path:
@@ -213,6 +229,8 @@ def run_checkpoint_probe(
         "directory": directory,
         "spec": spec.model_dump(mode="json"),
     }
+    owner = f"kvgate-ckpt-{run_id}"
+    make_tree(executor, directory, owner, target=target.name)
     try:
         write = run_helper(
             executor,
@@ -232,7 +250,7 @@ def run_checkpoint_probe(
             )
             evidence["read_back"] = ev
     finally:
-        remove_tree(executor, directory, "kvgate-ckpt-")
+        remove_tree(executor, directory, owner)
     path = write_evidence(out_dir, f"checkpoint-{node}-{target.name}.json", evidence)
     return CheckpointResult(
         node=node,

@@ -18,7 +18,7 @@ from typing import Any, Optional, Union
 from harness.config.inventory import StorageTarget
 from harness.config.profile import ModelLoadSpec
 from harness.errors import InputError
-from harness.probes.checkpoint import cold_read, remove_tree, write_evidence
+from harness.probes.checkpoint import cold_read, make_tree, remove_tree, write_evidence
 from harness.probes.errors import ProbeError, ProbeRefused
 from harness.probes.fio_jobs import check_target, inspect_target
 from harness.probes.node_io import DEFAULT_BLOCK, find_python, run_helper
@@ -97,7 +97,9 @@ def run_modelload_probe(
                 "synthetic shards need a filesystem, not a raw device", node=node, target=target.name
             )
         check_target(executor, target, ["seq-write"], total, info)
-        source = f"{target.path.rstrip('/')}/kvgate-model-{run_id}"
+        # the shards go in a subdirectory: the marker of the owned directory is not read as weights
+        created = f"{target.path.rstrip('/')}/kvgate-model-{run_id}"
+        source = f"{created}/shards"
         label = target.name
     else:
         if isinstance(directory_or_target, StorageTarget):
@@ -110,10 +112,12 @@ def run_modelload_probe(
             raise ProbeRefused(
                 f"weights directory {source} does not exist on the node", node=node, target=label
             )
+    owner = f"kvgate-model-{run_id}"
+    if created:
+        make_tree(executor, created, owner, target=label)
     try:
         if synthetic:
             files = max(spec.readers, -(-total // SYNTHETIC_SHARD))
-            created = source
             evidence["write"] = run_helper(
                 executor,
                 py,
@@ -132,7 +136,7 @@ def run_modelload_probe(
             )
     finally:
         if created:
-            remove_tree(executor, created, "kvgate-model-")
+            remove_tree(executor, created, owner)
     path = write_evidence(out_dir, f"modelload-{node}-{Path(label).name or 'root'}.json", evidence)
     return ModelLoadResult(
         node=node,
