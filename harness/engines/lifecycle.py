@@ -8,6 +8,7 @@ import base64
 import json
 import logging
 import os
+import secrets
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -18,7 +19,7 @@ from harness.engines.prometheus import MetricsSnapshot
 from harness.engines.ray import start_ray_cluster, stop_ray_cluster
 from harness.engines.secretargs import plan_secrets
 from harness.redact import mask_values, redact_data
-from harness.remote.base import Executor, ProcessState, RemoteError
+from harness.remote.base import DetachedHandle, Executor, ProcessState, RemoteError
 from harness.remote.detached import ensure_workdir
 from harness.remote.scratch import ENGINE_OWNER, create_owned_dir, remove_owned_dir
 
@@ -69,6 +70,36 @@ class EngineUnreachable(EngineError):
     """The engine's HTTP port did not answer (not listening yet, or gone)."""
 
 
+def http_call(
+    executor: Executor,
+    url: str,
+    *,
+    node: str,
+    python: str = "python3",
+    method: str = "GET",
+    body: Optional[bytes] = None,
+    timeout: float = 10.0,
+) -> tuple[int, bytes]:
+    """One HTTP request made on ``node`` (its own loopback reaches the engine); (status, body)."""
+    res = executor.run(
+        [python, "-c", HTTP_PROBE, url, method, str(timeout)],
+        stdin=body if method == "POST" else None,
+        timeout=timeout + 30.0,
+        check=False,
+    )
+    try:
+        answer = json.loads(res.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        raise EngineError(
+            f"HTTP probe of {url} failed (exit {res.exit_code})",
+            node=node,
+            log_tail=res.stdout + res.stderr,
+        ) from None
+    if "error" in answer:
+        raise EngineUnreachable(f"{method} {url}: {answer['error']}", node=node)
+    return int(answer["status"]), base64.b64decode(answer["body"])
+
+
 def http_request(
     instance: EngineInstance,
     path: str,
@@ -79,24 +110,19 @@ def http_request(
 ) -> tuple[int, bytes]:
     """One HTTP request to the engine, made on its node; returns (status, body)."""
     plan = instance.plan
-    url = plan.endpoint_url + path
-    res = instance.executor.run(
-        [plan.python, "-c", HTTP_PROBE, url, method, str(timeout)],
-        stdin=body if method == "POST" else None,
-        timeout=timeout + 30.0,
-        check=False,
-    )
-    try:
-        answer = json.loads(res.stdout.strip().splitlines()[-1])
-    except (ValueError, IndexError):
-        raise EngineError(
-            f"HTTP probe of {url} failed (exit {res.exit_code})",
-            node=plan.node,
-            log_tail=res.stdout + res.stderr,
-        ) from None
-    if "error" in answer:
-        raise EngineUnreachable(f"{method} {url}: {answer['error']}", node=plan.node)
-    return int(answer["status"]), base64.b64decode(answer["body"])
+    return http_call(instance.executor, plan.endpoint_url + path, node=plan.node, python=plan.python,
+                     method=method, body=body, timeout=timeout)
+
+
+def sidecar_request(instance: EngineInstance, path: str, *, port_kind: str = "http", method: str = "GET",
+                    body: Optional[bytes] = None, timeout: float = 30.0) -> tuple[int, bytes]:
+    """One HTTP request to the instance's LMCache server (its HTTP API or its /metrics port)."""
+    side = instance.plan.sidecar
+    if side is None:
+        raise EngineError("this instance has no LMCache server", node=instance.node)
+    port = side.http_port if port_kind == "http" else side.metrics_port
+    return http_call(instance.executor, f"http://{side.host}:{port}{path}", node=instance.node,
+                     python=instance.plan.python, method=method, body=body, timeout=timeout)
 
 
 def port_free(executor: Executor, host: str, port: int, *, python: str = "python3") -> bool:
@@ -165,10 +191,26 @@ class EngineLifecycle:
         for d in plan.kv_dirs:
             # created and marked (unless it exists), so that only what kvgate made is ever removed
             create_owned_dir(executor, d, ENGINE_OWNER)
+        prom = plan.env.get("PROMETHEUS_MULTIPROC_DIR")
+        if prom and prom.startswith(plan.instance_dir.rstrip("/") + "/"):
+            # prometheus_client's multi-process mode needs an empty directory at start; this one is
+            # kvgate's own (inside the instance directory it just made its own), so it may be emptied
+            executor.run(["rm", "-rf", "--", prom], timeout=60.0)
+            executor.run(["mkdir", "-p", "--", prom], timeout=60.0)
         for path, content in plan.files.items():
             executor.write_file(path, content.encode(), mode=0o600)
         executor.write_file(plan.instance_dir + "/plan.json",
                             json.dumps(redact_data(plan.to_json()), indent=2).encode(), mode=0o600)
+        for peer, ex in peers.items():
+            # vLLM forwards LMCACHE_* to its Ray workers: the file and directories they name must
+            # exist on every node, not only on the head
+            ensure_workdir(ex, plan.instance_dir)
+            for d in plan.kv_dirs:
+                create_owned_dir(ex, d, ENGINE_OWNER)
+            for path, content in plan.files.items():
+                ex.write_file(path, content.encode(), mode=0o600)
+            log.info("%s: wrote %d file(s) and KV directories for the Ray worker", peer, len(plan.files))
+        side_handle = self._start_sidecar(executor, plan) if plan.sidecar is not None else None
         if plan.ray is not None:
             start_ray_cluster(plan.ray, {plan.node: executor, **peers})
         try:
@@ -178,6 +220,8 @@ class EngineLifecycle:
         except RemoteError as exc:
             if plan.ray is not None:
                 stop_ray_cluster(plan.ray, {plan.node: executor, **peers})
+            if side_handle is not None:
+                executor.stop(side_handle, grace=10.0)
             raise EngineStartError(
                 f"could not start the engine: {exc.message}", node=plan.node, command=plan.argv
             ) from exc
@@ -190,8 +234,36 @@ class EngineLifecycle:
             plan.command_line(),
         )
         return EngineInstance(
-            plan=plan, handle=handle, executor=executor, peer_executors=peers, started_at=time.time()
+            plan=plan, handle=handle, executor=executor, peer_executors=peers, started_at=time.time(),
+            sidecar_handle=side_handle,
         )
+
+    def _start_sidecar(self, executor: Executor, plan: EnginePlan, timeout: float = 120.0) -> DetachedHandle:
+        """Start the instance's LMCache server and wait until its request port listens."""
+        side = plan.sidecar
+        assert side is not None
+        for port in sorted({side.port, side.http_port, side.metrics_port}):
+            if not port_free(executor, side.host, port, python=plan.python):
+                raise EngineStartError(f"LMCache server port {port} on {side.host} is already in use",
+                                       node=plan.node, command=side.argv)
+        exe = side.argv[0]
+        if not exe.startswith("/") and executor.which(exe) is None:
+            raise EngineStartError(f"{exe!r} is not on the PATH of node {plan.node}", node=plan.node,
+                                   command=side.argv)
+        handle = executor.start_detached(list(side.argv), workdir=plan.instance_dir, name=side.name,
+                                         env=dict(side.env))
+        deadline = time.monotonic() + timeout
+        while port_free(executor, side.host, side.http_port, python=plan.python):
+            state = executor.poll(handle)
+            if not state.running or time.monotonic() > deadline:
+                executor.stop(handle, grace=5.0)
+                tail_text = executor.tail_log(handle, stream="stderr", lines=30)
+                raise EngineStartError(
+                    f"LMCache server {'exited' if not state.running else 'did not listen in time'} "
+                    f"({state.reason or 'timeout'})", node=plan.node, command=side.argv, log_tail=tail_text)
+            time.sleep(0.5)
+        log.info("%s: started LMCache server %s (pid %d)", plan.node, side.name, handle.pid)
+        return handle
 
     def wait_ready(self, instance: EngineInstance, timeout: Optional[float] = None) -> float:
         """Poll ``/health`` then ``/v1/models`` (the served name listed) until ready; returns the
@@ -245,11 +317,19 @@ class EngineLifecycle:
                 node=instance.node,
                 log_tail=body[:500].decode("utf-8", "replace"),
             )
-        return MetricsSnapshot.from_text(
+        snap = MetricsSnapshot.from_text(
             body.decode("utf-8", "replace"),
             taken_at=taken,
             source=f"{instance.node}:{instance.plan.port}/metrics",
         )
+        side = instance.plan.sidecar
+        if side is None:
+            return snap
+        status, body = sidecar_request(instance, "/metrics", port_kind="metrics")
+        if status != 200:
+            raise EngineError(f"the LMCache server's /metrics answered {status}", node=instance.node)
+        return snap.merged(MetricsSnapshot.from_text(
+            body.decode("utf-8", "replace"), taken_at=taken, source=f"{instance.node}:{side.metrics_port}/metrics"))
 
     def collect_logs(self, instance: EngineInstance, dest_dir: Path) -> list[Path]:
         """Copy the engine's logs and the plan's files to ``dest_dir`` (evidence); returns the paths."""
@@ -289,15 +369,13 @@ class EngineLifecycle:
         state = ex.stop(instance.handle, grace=grace)
         if plan.ray is not None:
             stop_ray_cluster(plan.ray, {plan.node: ex, **instance.peer_executors})
-        deadline = time.monotonic() + 10.0
-        while not port_free(ex, plan.host, plan.port, python=plan.python):
-            if time.monotonic() > deadline:
-                raise EngineStopError(
-                    f"port {plan.port} is still in use after the engine stopped ({state.reason})",
-                    node=plan.node,
-                    command=plan.argv,
-                )
-            time.sleep(0.1)
+        ports = [(plan.host, plan.port)]
+        if instance.sidecar_handle is not None and plan.sidecar is not None:
+            ex.stop(instance.sidecar_handle, grace=grace)
+            side = plan.sidecar
+            ports += [(side.host, p) for p in sorted({side.port, side.http_port, side.metrics_port})]
+        for host, port in ports:
+            self._wait_port_free(instance, host, port, state)
         if remove_kv_files:
             for d in plan.kv_dirs:
                 # Containment, not a name pattern: only a directory kvgate created and marked.
@@ -314,9 +392,73 @@ class EngineLifecycle:
         return state
 
 
+    def _wait_port_free(self, instance: EngineInstance, host: str, port: int, state: ProcessState) -> None:
+        plan = instance.plan
+        deadline = time.monotonic() + 10.0
+        while not port_free(instance.executor, host, port, python=plan.python):
+            if time.monotonic() > deadline:
+                raise EngineStopError(
+                    f"port {port} is still in use after the engine stopped ({state.reason})",
+                    node=plan.node,
+                    command=plan.argv,
+                )
+            time.sleep(0.1)
+
+
 def restart(engine: Engine, instance: EngineInstance) -> EngineInstance:
     """Stop the instance (keeping its KV files), start it again from the same plan, wait ready."""
     engine.stop(instance)
     new = engine.start(instance.executor, instance.plan, peer_executors=instance.peer_executors)
     engine.wait_ready(new)
     return new
+
+
+def verified_reset(engine: Engine, instance: EngineInstance, path: str) -> tuple[bool, dict[str, object]]:
+    """Empty the engine's prefix cache through ``POST path`` and prove it: a probe prompt sent
+    before the reset is sent again after it, and its second pass must find 0 prefix-cache hits
+    (a 200 alone proves nothing). Returns (verified, the step with the counters)."""
+    probe = _probe_prompt()
+    _complete(instance, probe)
+    first = engine.scrape_metrics(instance)
+    _complete(instance, probe)  # cached now: this pass must hit, or the probe proves nothing
+    before = engine.scrape_metrics(instance)
+    cached = _counter_delta(first, before, "vllm:prefix_cache_hits")
+    status, body = http_request(instance, path, method="POST", body=b"{}", timeout=120.0)
+    if status != 200:
+        raise EngineError(f"POST {path} answered {status} (VLLM_SERVER_DEV_MODE=1 not in effect?): "
+                          f"{body[:200]!r}", node=instance.node)
+    mid = engine.scrape_metrics(instance)
+    _complete(instance, probe)
+    after = engine.scrape_metrics(instance)
+    hits = _counter_delta(mid, after, "vllm:prefix_cache_hits")
+    queried = _counter_delta(mid, after, "vllm:prefix_cache_queries")
+    ok = bool(cached) and hits is not None and queried is not None and queried > 0 and hits == 0
+    return ok, {"step": path.strip("/").replace("/", "_"), "status": status,
+                "answer": body[:300].decode("utf-8", "replace"), "probe_prefix_hits_before": cached,
+                "probe_prefix_hits_after": hits,
+                "probe_tokens_queried_after": queried, "verified": ok,
+                "counters_before": restore_figures(before), "counters_after": restore_figures(after)}
+
+
+def _complete(instance: EngineInstance, prompt: str) -> None:
+    body = json.dumps({"model": instance.plan.served_model_name, "prompt": prompt, "max_tokens": 1,
+                       "temperature": 0.0}).encode()
+    status, answer = http_request(instance, "/v1/completions", method="POST", body=body, timeout=120.0)
+    if status != 200:
+        raise EngineError(f"reset probe request answered {status}: {answer[:200]!r}", node=instance.node)
+
+
+def _probe_prompt(words: int = 300) -> str:
+    """A prompt no workload sends (random words): long enough to fill several KV blocks."""
+    return " ".join(f"probe{secrets.token_hex(3)}" for _ in range(words))
+
+
+def _counter_delta(before: MetricsSnapshot, after: MetricsSnapshot, name: str) -> Optional[float]:
+    a, b = after.value(name), before.value(name)
+    return None if a is None or b is None else a - b
+
+
+def restore_figures(snap: MetricsSnapshot) -> dict[str, Optional[float]]:
+    names = ("vllm:prefix_cache_queries", "vllm:prefix_cache_hits", "vllm:external_prefix_cache_hits",
+             "lmcache_mp_lookup_hit_l1_tokens", "lmcache_mp_lookup_hit_l2_tokens")
+    return {n: snap.value(n) for n in names}

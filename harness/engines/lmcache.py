@@ -9,6 +9,7 @@ one level: the form LMCache reads and the emulator's stdlib reader accepts.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Optional
 
 from harness.config.profile import LMCacheSettings
@@ -29,7 +30,7 @@ def kv_transfer_config(platform: str, *, ascend_connector: str = "dynamic") -> d
     return get_platform(platform).kv_transfer_config(ascend_connector)
 
 
-def kv_transfer_config_json(config: dict[str, str]) -> str:
+def kv_transfer_config_json(config: Mapping[str, object]) -> str:
     return json.dumps(config, separators=(",", ":"))
 
 
@@ -39,15 +40,18 @@ def _scalar(value: object) -> str:
     return json.dumps(value)
 
 
-def lmcache_config(settings: LMCacheSettings, *, local_disk_dir: Optional[str]) -> dict[str, object]:
-    """The config as a dict (only keys set for the arm, plus the disk tier when it has storage)."""
+def lmcache_config(settings: LMCacheSettings, *, local_disk_dir: Optional[str], ranks: int = 1) -> dict[str, object]:
+    """The config as a dict (only keys set for the arm, plus the disk tier when it has storage).
+
+    In-process LMCache runs one engine per TP rank and applies ``max_local_disk_size`` to each, so
+    the arm's per-instance size is divided by ``ranks`` (8 x 12000 GB would overrun a 14 TB array)."""
     cfg: dict[str, object] = {"chunk_size": settings.chunk_size, "local_cpu": settings.local_cpu}
     # written even without the CPU tier, as LMCache's disk-tier example does: the evidence then shows
     # the value in force (LMCache's default is 5 GB)
     cfg["max_local_cpu_size"] = float(settings.max_local_cpu_size)
     if local_disk_dir is not None:
         cfg["local_disk"] = "file://" + local_disk_dir.rstrip("/") + "/"
-        cfg["max_local_disk_size"] = float(settings.max_local_disk_size)
+        cfg["max_local_disk_size"] = round(float(settings.max_local_disk_size) / max(ranks, 1), 3)
     for key in (
         "remote_url",
         "remote_serde",
@@ -77,3 +81,32 @@ def render_yaml(config: dict[str, object], *, header: str = "") -> str:
         else:
             lines.append(f"{key}: {_scalar(value)}")
     return "\n".join(lines) + "\n"
+
+
+def mp_kv_transfer_config(host: str, port: int) -> dict[str, object]:
+    """vLLM's connector to an LMCache multiprocess server (lmcache 0.5 ``LMCacheMPConnector``)."""
+    return {
+        "kv_connector": "LMCacheMPConnector",
+        "kv_role": "kv_both",
+        "kv_connector_extra_config": {"lmcache.mp.host": f"tcp://{host}", "lmcache.mp.port": port},
+    }
+
+
+def mp_server_argv(settings: LMCacheSettings, *, host: str, port: int, http_port: int,
+                   l2_dir: Optional[str]) -> list[str]:
+    """``lmcache server`` for one instance. L2 ``fs_native`` keeps its files on the storage target
+    and finds them again after a restart (unlike the in-process local-disk backend, whose index
+    lives in the engine's memory), so a cold restore may restart or clear this server's L1."""
+    argv = [settings.mp_command, "server", "--host", host, "--port", str(port),
+            "--http-host", host, "--http-port", str(http_port),  # its /metrics is served there too
+            "--chunk-size", str(settings.chunk_size), "--l1-size-gb", _scalar(float(settings.mp_l1_size_gb)),
+            "--eviction-policy", "LRU", "--supported-transfer-mode", "auto"]
+    if l2_dir is not None:
+        adapter: dict[str, object] = {"type": "fs_native", "base_path": l2_dir}
+        odirect = settings.extra_config.get("use_odirect")
+        if odirect is not None:
+            adapter["use_odirect"] = bool(odirect)
+        if settings.max_local_disk_size > 0:
+            adapter["max_capacity_gb"] = float(settings.max_local_disk_size)
+        argv += ["--l2-adapter", json.dumps(adapter, separators=(",", ":"))]
+    return argv

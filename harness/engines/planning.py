@@ -10,16 +10,20 @@ from typing import Optional, Union
 
 from harness.config.inventory import Node
 from harness.config.profile import Arm, Profile
+from harness.engines.base import SidecarPlan
 from harness.engines.lmcache import (
     kv_transfer_config,
     kv_transfer_config_json,
     lmcache_config,
+    mp_kv_transfer_config,
+    mp_server_argv,
     render_yaml,
 )
 from harness.engines.platforms import device_env, devices_for, managed_vars
 from harness.errors import InputError
 from harness.platforms import get_platform
 
+PROMETHEUS_SUBDIR = "prometheus-multiproc"  # under the instance directory; emptied at every start
 KV_SUBDIR = "kvgate-kv"  # under a storage target: <target>/kvgate-kv/<profile>/<arm>/
 _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
@@ -44,6 +48,8 @@ class Common:
     kv_transfer: Optional[str]  # the --kv-transfer-config JSON, None for a recompute arm
     notes: tuple[str, ...]
     external_host: str
+    sidecar: Optional[SidecarPlan] = None
+    lmcache_mode: str = "none"
 
 
 def resolve_arm(profile: Profile, arm: Union[Arm, str]) -> Arm:
@@ -67,6 +73,16 @@ def kv_dir_for(node: Node, profile: Profile, arm: Arm) -> Optional[str]:
             f"have (its targets: {known})"
         )
     return posixpath.join(target.path, KV_SUBDIR, safe_name(profile.name), safe_name(arm.name))
+
+
+def instance_kv_dir(node: Node, profile: Profile, arm: Arm, instance_index: int) -> Optional[str]:
+    """The arm's directory for one instance: its own subdirectory when a node runs several, since
+    neither LMCache's in-process disk backend (index in engine memory) nor separate multiprocess
+    servers share one directory safely (same file names, separate indexes and eviction)."""
+    disk = kv_dir_for(node, profile, arm)
+    if disk is None or profile.model.instances_per_node <= 1:
+        return disk
+    return posixpath.join(disk, f"instance-{instance_index}")
 
 
 def plan_common(
@@ -110,13 +126,27 @@ def plan_common(
     kv_transfer: Optional[str] = None
     notes: list[str] = []
     env.update(get_platform(platform).engine_env)
-    if arm.offload:
-        disk = kv_dir_for(node, profile, arm)
+    sidecar: Optional[SidecarPlan] = None
+    mode = arm.lmcache.mode if arm.offload else "none"
+    _check_capacity(node, profile, arm)
+    if arm.offload and mode == "multiprocess":
+        disk = instance_kv_dir(node, profile, arm, instance_index)
+        kv_dirs = (disk,) if disk else ()
+        sidecar = _mp_sidecar(arm, disk, instance_index, f"lmcache-{safe_name(arm.name)}-{instance_index}")
+        kv_transfer = kv_transfer_config_json(mp_kv_transfer_config(sidecar.host, sidecar.port))
+        env.setdefault("PYTHONHASHSEED", "0")
+        notes.append(
+            f"LMCache multiprocess mode: `lmcache server` on {sidecar.host}:{sidecar.port} (HTTP API "
+            f"{sidecar.http_port}, /metrics {sidecar.metrics_port}), L1 {arm.lmcache.mp_l1_size_gb} GB, "
+            f"L2 {arm.lmcache.mp_l2}{' in ' + disk if disk and arm.lmcache.mp_l2 != 'none' else ''}"
+        )
+    elif arm.offload:
+        disk = instance_kv_dir(node, profile, arm, instance_index)
         kv_dirs = (disk,) if disk else ()
         remote = arm.lmcache.remote_url
         if remote and remote.startswith("file://"):
             kv_dirs += (remote[len("file://") :].rstrip("/") or "/",)
-        cfg = lmcache_config(arm.lmcache, local_disk_dir=disk)
+        cfg = lmcache_config(arm.lmcache, local_disk_dir=disk, ranks=model.tensor_parallel_size)
         yaml_path = posixpath.join(instance_dir, "lmcache.yaml")
         files[yaml_path] = render_yaml(
             cfg,
@@ -124,6 +154,9 @@ def plan_common(
             f"{profile.name!r}, node {node.name}, instance {instance_index}",
         )
         env["LMCACHE_CONFIG_FILE"] = yaml_path
+        # in vLLM v1 LMCache's in-process metrics reach /metrics only through multi-process
+        # Prometheus (its workers are other processes): one fresh directory per instance
+        env["PROMETHEUS_MULTIPROC_DIR"] = posixpath.join(instance_dir, PROMETHEUS_SUBDIR)
         # chunk keys must agree across processes and instances (R4 sharing), so hashing is seeded
         env.setdefault("PYTHONHASHSEED", "0")
         choice, note = get_platform(platform).connector(node.software, ascend_connector)
@@ -132,6 +165,8 @@ def plan_common(
         kv_transfer = kv_transfer_config_json(kv_transfer_config(platform, ascend_connector=choice))
     else:
         notes.append(f"arm {arm.name!r} has no KV offload: vLLM runs without a KV connector (recompute)")
+    if engine.dev_mode:
+        env["VLLM_SERVER_DEV_MODE"] = "1"
     env.update(engine.env)
     external = node.host if engine.host in ("0.0.0.0", "::") else engine.host
     return Common(
@@ -149,4 +184,38 @@ def plan_common(
         kv_transfer=kv_transfer,
         notes=tuple(notes),
         external_host=external,
+        sidecar=sidecar,
+        lmcache_mode=mode,
     )
+
+
+def _mp_sidecar(arm: Arm, disk: Optional[str], instance_index: int, name: str) -> SidecarPlan:
+    """The LMCache multiprocess server of one instance: its own ports, its own L2 directory."""
+    base = arm.lmcache.mp_port + 2 * instance_index
+    if base + 1 > 65535:
+        raise InputError(f"arm {arm.name!r}: lmcache.mp_port {arm.lmcache.mp_port} + 2 x instance "
+                         f"{instance_index} + 1 is past 65535")
+    if arm.lmcache.mp_l2 == "fs_native" and disk is None:
+        raise InputError(f"arm {arm.name!r}: lmcache.mp_l2 is fs_native but the arm names no storage target")
+    host = "127.0.0.1"  # the connector and kvgate reach it on the engine's node only
+    argv = mp_server_argv(arm.lmcache, host=host, port=base, http_port=base + 1,
+                          l2_dir=disk if arm.lmcache.mp_l2 == "fs_native" else None)
+    # lmcache 0.5 serves its Prometheus /metrics on the HTTP API port (its standalone exporter is off)
+    return SidecarPlan(name=name, argv=tuple(argv), host=host, port=base, http_port=base + 1,
+                       metrics_port=base + 1, env={"PYTHONHASHSEED": "0"})
+
+
+def _check_capacity(node: Node, profile: Profile, arm: Arm) -> None:
+    """The disk tier of every instance on the node must fit the target's declared capacity."""
+    if not arm.offload or arm.storage is None:
+        return
+    target = node.target(arm.storage)
+    if target is None or target.capacity is None:
+        return
+    total = arm.lmcache.max_local_disk_size * 1e9 * profile.model.instances_per_node
+    if total > float(target.capacity):
+        raise InputError(
+            f"arm {arm.name!r}: lmcache.max_local_disk_size {arm.lmcache.max_local_disk_size:g} GB x "
+            f"{profile.model.instances_per_node} instance(s) exceeds storage target {target.name!r} on "
+            f"{node.name} ({float(target.capacity) / 1e9:g} GB declared)"
+        )

@@ -1,47 +1,26 @@
-"""A parser for the Prometheus text exposition format (0.0.4, and the OpenMetrics forms engines
-emit), snapshots of an engine's /metrics and deltas between two snapshots.
+"""Snapshots of an engine's /metrics (parsed by prometheus_client, the library vLLM and LMCache
+expose them with), per-instance values summed correctly across TP ranks, and deltas between two
+snapshots with the key figures a point records.
 
-Handles comments, ``# HELP`` (with ``\\\\`` and ``\\n`` escapes), ``# TYPE``, labels with escaped
-values (``\\\\``, ``\\"``, ``\\n``), ``+Inf``/``-Inf``/``NaN``, optional timestamps, and the sample
-suffixes of counters (``_total``, ``_created``), histograms (``_bucket``/``_sum``/``_count``) and
-summaries (``quantile`` label). prometheus_client, which vLLM and LMCache use, declares a counter
-``x`` as ``# TYPE x_total counter``; lookups accept either name.
+prometheus_client names a counter family without ``_total`` (its samples keep it); lookups accept
+either name. LMCache's in-process metrics carry one label set per TP rank (``worker_id``), each
+rank counting the same tokens: an instance's value is taken over ranks, not summed (summing
+reads ~TP x the tokens).
 """
 
 from __future__ import annotations
 
 import math
-import re
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Optional
 
+from prometheus_client.parser import text_string_to_metric_families
+
 from harness.errors import InfraError
 
 Labels = tuple[tuple[str, str], ...]
-
-_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
-_LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
-TYPES = (
-    "counter",
-    "gauge",
-    "histogram",
-    "summary",
-    "untyped",
-    "unknown",
-    "info",
-    "stateset",
-    "gaugehistogram",
-)
-_SUFFIXES = {
-    "counter": ("_total", "_created", ""),
-    "histogram": ("_bucket", "_sum", "_count", "_created", "_gsum", "_gcount"),
-    "gaugehistogram": ("_bucket", "_gsum", "_gcount"),
-    "summary": ("_sum", "_count", "_created", ""),
-    "info": ("_info", ""),
-}
-
 
 class MetricsParseError(InfraError):
     """The engine's /metrics text is not valid exposition format (line number and line given)."""
@@ -136,146 +115,41 @@ def _parse_value(text: str) -> float:
     return float(t)  # raises ValueError
 
 
-def _unescape(text: str, *, quote: bool) -> str:
-    out = []
-    i = 0
-    while i < len(text):
-        ch = text[i]
-        if ch == "\\" and i + 1 < len(text):
-            nxt = text[i + 1]
-            if nxt == "n":
-                out.append("\n")
-            elif nxt == "\\":
-                out.append("\\")
-            elif nxt == '"' and quote:
-                out.append('"')
-            else:
-                out.append("\\" + nxt)
-            i += 2
-            continue
-        out.append(ch)
-        i += 1
-    return "".join(out)
+# Label names that identify a TP rank inside one engine instance (LMCache in-process metrics).
+RANK_LABELS = ("worker_id", "rank", "tp_rank")
 
 
-def _parse_labels(text: str, pos: int, fail: object) -> tuple[Labels, int]:
-    """Parse ``{a="x",b="y"}`` starting at ``text[pos] == '{'``; returns labels and the end index."""
-    labels: dict[str, str] = {}
-    i = pos + 1
-    n = len(text)
-    while True:
-        while i < n and text[i] in " \t":
-            i += 1
-        if i < n and text[i] == "}":
-            return tuple(sorted(labels.items())), i + 1
-        m = _LABEL_NAME.match(text, i)
-        if not m:
-            raise ValueError("expected a label name")
-        key = m.group(0)
-        i = m.end()
-        while i < n and text[i] in " \t":
-            i += 1
-        if i >= n or text[i] != "=":
-            raise ValueError(f"expected '=' after label {key}")
-        i += 1
-        while i < n and text[i] in " \t":
-            i += 1
-        if i >= n or text[i] != '"':
-            raise ValueError(f"expected a quoted value for label {key}")
-        i += 1
-        start = i
-        while i < n and text[i] != '"':
-            i += 2 if text[i] == "\\" else 1
-        if i >= n:
-            raise ValueError(f"unterminated value for label {key}")
-        if key in labels:
-            raise ValueError(f"label {key} given twice")
-        labels[key] = _unescape(text[start:i], quote=True)
-        i += 1
-        while i < n and text[i] in " \t":
-            i += 1
-        if i < n and text[i] == ",":
-            i += 1
-            continue
-        if i < n and text[i] == "}":
-            return tuple(sorted(labels.items())), i + 1
-        raise ValueError("expected ',' or '}' in the label set")
+def _families(text: str) -> list[object]:
+    return list(text_string_to_metric_families(text))
 
 
-def _parse_sample(line: str) -> Sample:
-    m = _NAME.match(line)
-    if not m:
-        raise ValueError("expected a metric name")
-    name = m.group(0)
-    i = m.end()
-    labels: Labels = ()
-    if i < len(line) and line[i] == "{":
-        labels, i = _parse_labels(line, i, None)
-    rest = line[i:].split()
-    if not rest or line[i : i + 1] not in (" ", "\t"):
-        raise ValueError("expected a value after the name and labels")
-    if len(rest) > 2 and rest[2] != "#":  # OpenMetrics exemplars start with '#'
-        raise ValueError("unexpected text after the value and timestamp")
-    value = _parse_value(rest[0])
-    ts: Optional[int] = None
-    if len(rest) >= 2 and rest[1] != "#":
-        ts = int(float(rest[1]) * (1000 if "." in rest[1] else 1))
-    return Sample(name, labels, value, ts)
-
-
-def _family_of(sample_name: str, families: Mapping[str, MetricFamily]) -> Optional[MetricFamily]:
-    if sample_name in families:
-        return families[sample_name]
-    for fam in families.values():
-        for suffix in _SUFFIXES.get(fam.type, ()):
-            if suffix and sample_name == fam.name + suffix:
-                return fam
-        # a counter declared as x_total whose _created sibling is not declared
-        if (
-            fam.type == "counter"
-            and fam.name.endswith("_total")
-            and sample_name == fam.name[:-6] + "_created"
-        ):
-            return fam
-    return None
+def _first_bad_line(text: str) -> tuple[int, str]:
+    """The first line whose prefix fails to parse (prometheus_client's errors name no line)."""
+    lines = text.splitlines()
+    lo, hi = 1, len(lines)  # the prefix of ``hi`` lines fails
+    while lo < hi:
+        mid = (lo + hi) // 2
+        try:
+            _families("\n".join(lines[:mid]) + "\n")
+            lo = mid + 1
+        except (ValueError, TypeError, IndexError, KeyError):
+            hi = mid
+    return hi, lines[hi - 1] if lines else ""
 
 
 def parse(text: str, *, source: str = "metrics") -> dict[str, MetricFamily]:
-    """Parse exposition text into families by declared name (undeclared samples: untyped families)."""
+    """Parse exposition text into families by prometheus_client's family name."""
     families: dict[str, MetricFamily] = {}
-    for line_no, raw in enumerate(text.splitlines(), start=1):
-        line = raw.strip()
-        if not line:
-            continue
-        if line.startswith("#"):
-            parts = line[1:].strip().split(None, 2)
-            if len(parts) >= 2 and parts[0] in ("HELP", "TYPE"):
-                name = parts[1]
-                if not _NAME.fullmatch(name):
-                    raise MetricsParseError("invalid metric name", line_no=line_no, line=raw, source=source)
-                fam = families.setdefault(name, MetricFamily(name))
-                if parts[0] == "HELP":
-                    fam.help = _unescape(parts[2] if len(parts) > 2 else "", quote=False)
-                else:
-                    kind = (parts[2] if len(parts) > 2 else "").strip().lower()
-                    if kind not in TYPES:
-                        raise MetricsParseError(
-                            f"unknown metric type {kind!r}", line_no=line_no, line=raw, source=source
-                        )
-                    if fam.samples:
-                        raise MetricsParseError(
-                            "TYPE after the family's samples", line_no=line_no, line=raw, source=source
-                        )
-                    fam.type = kind
-            continue  # other comments, and "# EOF" of OpenMetrics
-        try:
-            sample = _parse_sample(line)
-        except ValueError as exc:
-            raise MetricsParseError(str(exc), line_no=line_no, line=raw, source=source) from None
-        owner = _family_of(sample.name, families)
-        if owner is None:
-            owner = families.setdefault(sample.name, MetricFamily(sample.name))
-        owner.samples.append(sample)
+    try:
+        for fam in text_string_to_metric_families(text):
+            mf = families.setdefault(fam.name, MetricFamily(fam.name, fam.type, fam.documentation))
+            for s in fam.samples:
+                ts = None if s.timestamp is None else int(float(s.timestamp) * 1000)
+                mf.samples.append(Sample(s.name, tuple(sorted(s.labels.items())), float(s.value), ts))
+    except (ValueError, TypeError, IndexError, KeyError) as exc:
+        line_no, line = _first_bad_line(text)
+        raise MetricsParseError(f"not Prometheus text format ({exc})", line_no=line_no, line=line,
+                                source=source) from None
     return families
 
 
@@ -323,9 +197,36 @@ class MetricsSnapshot:
         return out
 
     def value(self, name: str, **labels: str) -> Optional[float]:
-        """Sum of the matching samples (counters and gauges), None when there are none."""
+        """The instance's value of a counter or gauge, None when it has no such sample.
+
+        Label sets are summed, except across TP ranks (``RANK_LABELS``): every rank of one instance
+        counts the same tokens, so the ranks' values are combined by their minimum (the figure
+        every rank agrees on; never kinder than the slowest rank)."""
         found = self.samples(name, **labels)
-        return sum(s.value for s in found) if found else None
+        if not found:
+            return None
+        groups: dict[Labels, list[float]] = {}
+        for s in found:
+            key = tuple((k, v) for k, v in s.labels if k not in RANK_LABELS or k in labels)
+            groups.setdefault(key, []).append(s.value)
+        return sum(min(values) for values in groups.values())
+
+    def merged(self, *others: Optional[MetricsSnapshot]) -> MetricsSnapshot:
+        """This snapshot with the families of others added (an instance's LMCache server in
+        multiprocess mode exposes its own /metrics: one instance, two scrapes)."""
+        families = dict(self.families)
+        texts = [self.text]
+        for other in others:
+            if other is None:
+                continue
+            for name, fam in other.families.items():
+                if name in families:
+                    families[name] = MetricFamily(name, fam.type, fam.help,
+                                                  [*families[name].samples, *fam.samples])
+                else:
+                    families[name] = fam
+            texts.append(other.text)
+        return MetricsSnapshot(families, self.taken_at, "\n".join(texts))
 
     def histogram(self, name: str, **labels: str) -> Optional[HistogramValue]:
         buckets: dict[float, float] = {}
@@ -367,6 +268,13 @@ KEY_COUNTERS = (
     "lmcache:num_hit_tokens",
     "lmcache:num_requested_tokens",
 )
+# Where offloaded hits show, per LMCache mode (first found wins; see MetricsDelta.offload_hit_tokens).
+OFFLOAD_HIT_SOURCES = ("vllm:external_prefix_cache_hits", "lmcache:num_hit_tokens")
+# The LMCache server's own /metrics in multiprocess mode (lmcache 0.5 ``lmcache server``).
+MP_HIT = "lmcache_mp_lookup_hit_tokens"  # L1 + L2
+MP_L1_HIT = "lmcache_mp_lookup_hit_l1_tokens"
+MP_L2_HIT = "lmcache_mp_lookup_hit_l2_tokens"
+MP_HIT_COUNTERS = (MP_L1_HIT, MP_L2_HIT)
 KEY_GAUGES = ("vllm:num_requests_running", "vllm:num_requests_waiting")
 KEY_HISTOGRAMS = ("vllm:time_to_first_token_seconds", "lmcache:retrieve_speed", "lmcache:store_speed")
 
@@ -407,18 +315,25 @@ class MetricsDelta:
             "lmcache_retrieve_speed_mean_tok_s": retrieve.mean if retrieve else None,
             "num_requests_running": self.gauges.get("vllm:num_requests_running"),
             "num_requests_waiting": self.gauges.get("vllm:num_requests_waiting"),
-            # Cold-restore validity (INTERFACES item 3): None when the engine exposes no such
-            # counter, never 0 in that case.
-            "offload_hit_tokens": self._first_counter("vllm:external_prefix_cache_hits", "lmcache:num_hit_tokens"),
+            # the three figures the verdict's cold-restore checks consume (INTERFACES.md item 3)
+            "offload_hit_tokens": self.offload_hit_tokens(),
             "engine_prefix_hit_tokens": self.counters.get("vllm:prefix_cache_hits"),
             "prompt_tokens_queried": self.counters.get("vllm:prefix_cache_queries"),
+            "lmcache_mp_l2_hit_tokens": self.counters.get(MP_L2_HIT),
         }
 
-    def _first_counter(self, *names: str) -> Optional[float]:
-        for name in names:
+    def offload_hit_tokens(self) -> Optional[float]:
+        """Prompt tokens served from the KV offload tiers, from the first source the engine
+        exposes: vLLM's external (KV connector) prefix-cache hits, which both LMCache modes feed;
+        else LMCache's in-process counter (visible with multi-process Prometheus); else the
+        LMCache server's lookup hits in multiprocess mode (L1 + L2). None when none is exposed."""
+        for name in OFFLOAD_HIT_SOURCES:
             if name in self.counters:
                 return self.counters[name]
-        return None
+        if MP_HIT in self.counters:
+            return self.counters[MP_HIT]
+        mp = [self.counters[n] for n in MP_HIT_COUNTERS if n in self.counters]
+        return sum(mp) if mp else None
 
     def to_json(self) -> dict[str, object]:
         return {

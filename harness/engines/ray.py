@@ -52,7 +52,8 @@ def plan_ray_cluster(
     for node in (head, *peers):
         count = node.accelerators.count if node.accelerators is not None else None
         devs = devices_for(platform, 0, devices_per_node, count, node=node.name)
-        env.append((node.name, tuple(sorted(device_env(platform, devs).items()))))
+        items = {**device_env(platform, devs), **interface_env(platform, node)}
+        env.append((node.name, tuple(sorted(items.items()))))
     return RayClusterPlan(
         head_node=head.name,
         head_address=address,
@@ -60,6 +61,25 @@ def plan_ray_cluster(
         env=tuple(env),
         stop_argv=(ray, "stop", "--force"),
     )
+
+
+def interface_env(platform: str, node: Node) -> dict[str, str]:
+    """What the collective libraries of ``node`` need before ``ray start`` (and in the engine):
+    its address and the interface carrying the traffic (the inventory's first network interface).
+    Without them NCCL/RCCL, Gloo and HCCL pick an interface themselves, often the wrong one."""
+    ifname = node.network[0].interface if node.network else None
+    env: dict[str, str] = {"VLLM_HOST_IP": node.host}
+    if ifname:
+        env["GLOO_SOCKET_IFNAME"] = ifname
+    if platform == "ascend910b":
+        env["HCCL_IF_IP"] = node.host
+        # Ray must not rewrite ASCEND_RT_VISIBLE_DEVICES itself (vllm-ascend's multi-node guide)
+        env["RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES"] = "1"
+        if ifname:
+            env["TP_SOCKET_IFNAME"] = ifname
+    elif ifname:
+        env["NCCL_SOCKET_IFNAME"] = ifname
+    return env
 
 
 def start_ray_cluster(

@@ -7,7 +7,6 @@ node that shares this machine's filesystem: localhost, loopback SSH)."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Optional, Union
@@ -15,7 +14,7 @@ from typing import Optional, Union
 from harness.config.inventory import Node
 from harness.config.profile import Arm, Profile
 from harness.engines.base import DEFAULT_WORKDIR, EngineError, EngineInstance, EnginePlan, EvictResult
-from harness.engines.lifecycle import EngineLifecycle, http_request
+from harness.engines.lifecycle import EngineLifecycle, verified_reset
 from harness.engines.planning import plan_common
 from harness.engines.secretargs import move_secret_args
 from harness.errors import InputError
@@ -113,13 +112,11 @@ class SimEngine(EngineLifecycle):
         )
 
     def evict(self, instance: EngineInstance) -> EvictResult:
-        """Drop the emulated HBM and CPU tiers through the admin endpoint (the disk tier stays)."""
-        status, body = http_request(instance, "/kvgate/evict", method="POST", body=b"{}")
-        if status != 200:
-            raise EngineError(
-                f"POST /kvgate/evict answered {status}: {body[:300]!r}",
-                node=instance.node,
-                command=instance.plan.argv,
-            )
-        dropped = json.loads(body).get("evicted", {})
-        return EvictResult(instance, "admin-endpoint", f"dropped in-process tiers: {dropped}")
+        """Drop the emulated HBM and CPU tiers through the admin endpoint (the disk tier stays),
+        verified as on vLLM: a probe prompt re-sent after it finds 0 prefix-cache hits."""
+        verified, step = verified_reset(self, instance, "/kvgate/evict")
+        if not verified:
+            raise EngineError(f"emulator evict not effective: {step}", node=instance.node,
+                              command=instance.plan.argv)
+        detail = f"dropped in-process tiers: {step['answer']}; disk tier kept"
+        return EvictResult(instance, "admin-endpoint", detail, (step,), verified)

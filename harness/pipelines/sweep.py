@@ -19,6 +19,7 @@ from harness.config.inventory import Node
 from harness.config.profile import Arm
 from harness.engines import EngineInstance, delta, drop_page_cache, get_engine
 from harness.engines.base import Engine
+from harness.engines.coldrestore import check_profile, unlike_settings
 from harness.errors import InfraError, InputError
 from harness.gates.stats import percentile
 from harness.pipelines.coldrestore import point_counters
@@ -55,6 +56,27 @@ def load_sweep(run: GateRun, arm: str, concurrencies: Sequence[int], repetitions
     return sweep
 
 
+MAX_PROMPT_DEVIATION = 0.02
+
+
+def prompt_token_check(requested_lengths: Sequence[int], deltas: Sequence[Optional[dict[str, Any]]]) -> dict[str, Any]:
+    """Requested prompt tokens vs what the engines counted (``vllm:prompt_tokens``) in the measured
+    window. A deviation over 2% means the workload's lengths are not the served model's tokens
+    (words sent as tokens): the point is invalid (``valid`` False, with the reason)."""
+    requested = sum(requested_lengths)
+    served_parts = [((d or {}).get("counters") or {}).get("vllm:prompt_tokens") for d in deltas]
+    if not served_parts or any(v is None for v in served_parts):
+        return {"requested": requested, "served": None, "deviation": None, "valid": None,
+                "reason": "an engine exposes no vllm:prompt_tokens counter: served lengths unknown"}
+    served = float(sum(v for v in served_parts if v is not None))
+    deviation = abs(served - requested) / requested if requested else 0.0
+    valid = deviation <= MAX_PROMPT_DEVIATION
+    reason = None if valid else (f"the engine served {served:.0f} prompt tokens for {requested} requested "
+                                 f"({deviation:.1%} off, over {MAX_PROMPT_DEVIATION:.0%}): prompt lengths are "
+                                 "not in the served model's tokens")
+    return {"requested": requested, "served": served, "deviation": deviation, "valid": valid, "reason": reason}
+
+
 def _start_instances(run: GateRun, engine: Engine, server: Node, arm: Arm) -> list[EngineInstance]:
     executor = run.executor(server.name)
     agent_path = None
@@ -77,6 +99,8 @@ def _start_instances(run: GateRun, engine: Engine, server: Node, arm: Arm) -> li
         for i in range(run.profile.model.instances_per_node):
             plan = engine.plan(server, run.profile, arm, i, python=python, agent_path=agent_path,
                                workdir=str(run.inventory.setting(server, "workdir")), peers=peers)
+            client = run.client_node(server)
+            plan.url_for(client.name)  # a remote load client must be able to reach the engine
             run.gate_dir.write_evidence_json(f"engine/{arm.name}/instance{i}-plan.json", plan.to_json())
             run.gate_dir.record_command(server.name, ["env", *[f"{k}={v}" for k, v in sorted(plan.env.items())],
                                                       *plan.argv])
@@ -149,6 +173,10 @@ def run_arm_sweep(run: GateRun, arm_name: str, *, label: Optional[str] = None) -
             if not any(x.repetition == r for x in sweep.get(c, []))]
     if not todo:
         return sweep
+    # every arm's cold restore must keep its tier: refused here, before any node is touched
+    restore_plans = {p.arm: p.to_json() for p in check_profile(profile)}
+    for difference in unlike_settings(profile):
+        run.notes.append(f"baseline and candidate are not like for like: {difference}")
     server = run.server_nodes()[0]
     client = run.client_node(server)
     engine = get_engine(profile.engine.kind)
@@ -184,8 +212,10 @@ def run_arm_sweep(run: GateRun, arm_name: str, *, label: Optional[str] = None) -
                         run.gate_dir.write_evidence_json(f"engine/{arm.name}/instance{i}.json",
                                                          res.instance.to_json())
                     instances[i] = res.instance
-                    evicted.append({"node": inst.node, "method": res.method, "detail": res.detail})
+                    evicted.append({"node": inst.node, "method": res.method, "detail": res.detail,
+                                    "steps": list(res.steps), "reset_verified": res.reset_verified})
                 protocol["evict"] = evicted
+                protocol["cold_restore_plan"] = restore_plans.get(arm.name)
                 protocol["page_cache_dropped"] = drop_page_cache(run.executor(server.name))
             elif profile.load.warmup:
                 warm = [s.with_id(f"warm-{s.request_id}") for s in workload.measure[:profile.load.warmup]]
@@ -204,6 +234,7 @@ def run_arm_sweep(run: GateRun, arm_name: str, *, label: Optional[str] = None) -
             metrics = [delta(b, a).to_json() if b is not None and a is not None else None
                        for b, a in zip(before, after)]
             (point_dir / "metrics-delta.json").write_text(json.dumps(metrics, indent=2, default=str) + "\n")
+            protocol["prompt_tokens"] = prompt_token_check([s.input_tokens for s in workload.measure], metrics)
             (point_dir / "protocol.json").write_text(json.dumps(protocol, indent=2, default=str) + "\n")
             data = {"summary": point.summary, "ttft_ms": point.ttft_ms, "evidence": point.evidence,
                     "protocol": protocol, "counters": point_counters(metrics)}

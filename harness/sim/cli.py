@@ -198,7 +198,10 @@ def main(argv: Optional[Sequence[str]] = None, environ: Optional[Mapping[str, st
         args.kv_scale,
     )
     try:
-        return asyncio.run(_serve(args, model, served, connector, lmcache, env.get("VLLM_SERVER_DEV_MODE") == "1"))
+        # like vLLM v1, LMCache's in-process metrics reach /metrics only with multi-process Prometheus
+        lmcache_metrics = bool(env.get("PROMETHEUS_MULTIPROC_DIR"))
+        return asyncio.run(_serve(args, model, served, connector, lmcache, env.get("VLLM_SERVER_DEV_MODE") == "1",
+                                  lmcache_metrics))
     except OSError as exc:
         if exc.errno in (errno.EADDRINUSE, errno.EACCES, errno.EADDRNOTAVAIL):
             log.error("cannot listen on %s:%d: %s", args.host, args.port, exc.strerror)
@@ -238,8 +241,9 @@ async def _serve(
     connector: bool,
     lmcache: LMCacheConfig,
     dev_mode: bool = False,
+    lmcache_metrics: bool = True,
 ) -> int:
-    metrics = SimMetrics(served[0])
+    metrics = SimMetrics(served[0], lmcache_visible=lmcache_metrics)
     store = KVStore(
         StoreSettings(
             model=model,

@@ -14,7 +14,7 @@ import hashlib
 import logging
 import time
 import zlib
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -28,6 +28,7 @@ log = logging.getLogger("kvgate.sim")
 # The CPU tier holds no bytes (it would double the emulator's memory); a hit costs the time a
 # copy at this rate would take, a typical host-to-device rate.
 CPU_COPY_BYTES_PER_S = 20e9
+CHUNK_IO_WORKERS = 8  # concurrent O_DIRECT chunk reads per emulator (queue depth seen by the device)
 
 
 def tokenize(text: str) -> list[int]:
@@ -125,7 +126,7 @@ class KVStore:
                 self.cpu = ChunkLRU(cfg.max_local_cpu_bytes // settings.chunk_bytes)
             if cfg.local_disk:
                 self.dirs.append(DirTier("local_disk", cfg.local_disk, cfg.max_local_disk_bytes,
-                                         read_delay_s=settings.tier_read_delay_s))
+                                         read_delay_s=settings.tier_read_delay_s, index_in_memory=True))
             if cfg.remote_dir:
                 self.dirs.append(DirTier("remote", cfg.remote_dir, 0, read_delay_s=settings.tier_read_delay_s))
             elif cfg.remote_url:
@@ -137,6 +138,8 @@ class KVStore:
                 metrics.sim_read_mode.set(metrics.vllm_labels + (("tier", tier.name), ("mode", mode)), 1.0)
                 log.info("tier %s at %s: reads bypass the page cache with %s", tier.name, tier.directory, mode)
         self._readers = ThreadPoolExecutor(max_workers=4, thread_name_prefix="kv-read")
+        # parallel chunk reads of one request (a separate pool: the readers above wait on it)
+        self._chunk_io = ThreadPoolExecutor(max_workers=CHUNK_IO_WORKERS, thread_name_prefix="kv-io")
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kv-write")
         self._pending_writes: set[asyncio.Future[None]] = set()
         self.payload_cache: dict[bytes, bytes] = {}
@@ -144,6 +147,7 @@ class KVStore:
 
     def close(self) -> None:
         self._readers.shutdown(wait=True)
+        self._chunk_io.shutdown(wait=True)
         self._writer.shutdown(wait=True)
 
     # --- lookup and load -------------------------------------------------------------------------------
@@ -156,43 +160,69 @@ class KVStore:
         return crc
 
     def _load_external(self, digests: list[bytes], corrupted: list[bytes]) -> tuple[list[str], float]:
-        """Runs in a reader thread: for each chunk in order, find the fastest tier holding it and
-        read it. Stops at the first chunk no tier has (only a prefix can be reused). The content
-        hash of every chunk read with other bytes than were stored goes to ``corrupted``."""
-        served: list[str] = []
+        """Runs in a reader thread: find the prefix of chunks some tier holds, then read the disk
+        chunks of that prefix in parallel (O_DIRECT, one buffer each), as LMCache's retrieval does
+        with several I/O workers: one chunk at a time would show a fraction of the device's
+        bandwidth. Stops at the first chunk no tier can deliver (only a prefix can be reused). The
+        content hash of every chunk read with other bytes than were stored goes to ``corrupted``."""
         start = time.perf_counter()
-        m = self.metrics
+        where: list[Optional[DirTier]] = []  # None: the CPU tier
         for d in digests:
-            tier_name = ""
             if self.cpu is not None and self.cpu.contains(d):
-                self.cpu.touch(d)
-                time.sleep(self.s.chunk_bytes / CPU_COPY_BYTES_PER_S)
-                tier_name = "local_cpu"
-            else:
-                for tier in self.dirs:
-                    # one CRC pass over the bytes read, as a real engine copies them once more to
-                    # the device: cheap, and it makes what was read decide the output
-                    content = _Crc()
-                    try:
-                        nbytes, _mode = tier.read(d, content)
-                    except FileNotFoundError:
-                        continue
-                    except (OSError, ValueError) as exc:
-                        reason = errno.errorcode.get(getattr(exc, "errno", 0) or 0, type(exc).__name__)
-                        log.warning("read of chunk %s from %s failed: %s", d.hex()[:16], tier.name, exc)
-                        with m.lock:
-                            m.sim_read_errors.inc(m.tier_labels("reason", reason))
-                        continue
-                    with m.lock:
-                        m.sim_read_bytes.inc(m.tier_labels("tier", tier.name), nbytes)
-                    if content.crc != self._expected_crc(d):
-                        corrupted.append(content.crc.to_bytes(4, "little"))
-                    tier_name = tier.name
-                    break
-            if not tier_name:
+                where.append(None)
+                continue
+            tier = next((t for t in self.dirs if t.exists(d)), None)
+            if tier is None:
                 break
-            served.append(tier_name)
+            where.append(tier)
+        # one CRC pass over the bytes read, as a real engine copies them once more to the device:
+        # cheap, and it makes what was read decide the output
+        crcs = {i: _Crc() for i, t in enumerate(where) if t is not None}
+        futures = {i: self._chunk_io.submit(t.read, digests[i], crcs[i]) for i, t in enumerate(where) if t is not None}
+        served: list[str] = []
+        try:
+            for i, tier in enumerate(where):
+                d = digests[i]
+                if tier is None:
+                    assert self.cpu is not None
+                    self.cpu.touch(d)
+                    time.sleep(self.s.chunk_bytes / CPU_COPY_BYTES_PER_S)
+                    served.append("local_cpu")
+                    continue
+                got = self._chunk_result(futures[i], tier, d, crcs[i])
+                if got is None:
+                    break
+                if crcs[i].crc != self._expected_crc(d):
+                    corrupted.append(crcs[i].crc.to_bytes(4, "little"))
+                served.append(got)
+        finally:
+            for fut in futures.values():
+                fut.cancel()  # reads past a missing chunk are not needed
         return served, time.perf_counter() - start
+
+    def _chunk_result(self, fut: Future[tuple[int, str]], tier: DirTier, d: bytes, content: _Crc) -> Optional[str]:
+        """The tier that delivered chunk ``d`` (its parallel read, else the other tiers in turn);
+        ``content`` holds the CRC of the bytes that tier returned."""
+        m = self.metrics
+        candidates: list[tuple[DirTier, Optional[Future[tuple[int, str]]]]] = [(tier, fut)]
+        candidates += [(t, None) for t in self.dirs if t is not tier]
+        for t, f in candidates:
+            try:
+                if f is None:
+                    content.crc = 0  # a fresh CRC for the other tier's bytes
+                nbytes, _mode = f.result() if f is not None else t.read(d, content)
+            except FileNotFoundError:
+                continue
+            except (OSError, ValueError) as exc:
+                reason = errno.errorcode.get(getattr(exc, "errno", 0) or 0, type(exc).__name__)
+                log.warning("read of chunk %s from %s failed: %s", d.hex()[:16], t.name, exc)
+                with m.lock:
+                    m.sim_read_errors.inc(m.tier_labels("reason", reason))
+                continue
+            with m.lock:
+                m.sim_read_bytes.inc(m.tier_labels("tier", t.name), nbytes)
+            return t.name
+        return None
 
     async def prefill(self, prompt_ids: list[int]) -> PrefillResult:
         """Everything before the first token: lookups, tier reads, emulated recompute."""

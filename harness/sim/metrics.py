@@ -142,8 +142,11 @@ class Histogram(_Family):
 class SimMetrics:
     """Every metric the emulator exposes; thread-safe (storage threads update it too)."""
 
-    def __init__(self, model_name: str) -> None:
+    def __init__(self, model_name: str, *, lmcache_visible: bool = True) -> None:
         self.lock = threading.Lock()
+        # False: LMCache's families are counted but not exposed, as real vLLM v1 hides in-process
+        # LMCache metrics unless PROMETHEUS_MULTIPROC_DIR is set (the emulator may not be kinder)
+        self.lmcache_visible = lmcache_visible
         self.started = time.time()
         self.vllm_labels: Labels = (("engine", "0"), ("model_name", model_name))
         self.lmc_labels: Labels = (("model_name", model_name), ("worker_id", "0"))
@@ -242,6 +245,8 @@ class SimMetrics:
         lines: list[str] = []
         with self.lock:
             for fam in self.families:
+                if not self.lmcache_visible and fam.name.startswith("lmcache:"):
+                    continue
                 name = getattr(fam, "exposed_name", fam.name)
                 lines.append(f"# HELP {name} {fam.help}")
                 lines.append(f"# TYPE {name} {fam.kind}")

@@ -62,12 +62,17 @@ class ChunkLRU:
 class DirTier:
     """A directory of chunk files, bounded by ``max_bytes`` (0: unbounded), oldest evicted first."""
 
-    def __init__(self, name: str, directory: str, max_bytes: int, *, read_delay_s: float = 0.0) -> None:
+    def __init__(self, name: str, directory: str, max_bytes: int, *, read_delay_s: float = 0.0,
+                 index_in_memory: bool = False) -> None:
         self.name = name
         self.read_delay_s = read_delay_s  # injected extra latency per chunk read (a slower tier)
         self.directory = directory
         self.max_bytes = max_bytes
         self._lock = threading.Lock()
+        # LMCache's in-process local-disk backend finds chunks through a dict in the engine's memory
+        # (no directory scan at start): files left by an earlier process are not hits. With
+        # ``index_in_memory`` the emulator does the same, so it is never kinder than LMCache.
+        self._index: Optional[set[bytes]] = set() if index_in_memory else None
         # bytes in the directory as last counted plus what we wrote since; rescanned (counting other
         # instances' files too) only when this estimate reaches the bound, not on every write
         self._used: Optional[int] = None
@@ -77,9 +82,13 @@ class DirTier:
         return os.path.join(self.directory, digest.hex() + SUFFIX)
 
     def exists(self, digest: bytes) -> bool:
+        if self._index is not None and digest not in self._index:
+            return False
         return os.path.exists(self.path(digest))
 
     def read(self, digest: bytes, content: Optional[Any] = None) -> tuple[int, str]:
+        if self._index is not None and digest not in self._index:
+            raise FileNotFoundError(self.path(digest))  # not in this process's index: a miss
         out = directio.read_chunk(self.path(digest), digest, content)
         if self.read_delay_s > 0:
             time.sleep(self.read_delay_s)
@@ -132,10 +141,13 @@ class DirTier:
         """Store a chunk unless present; returns (written, chunks evicted to make room)."""
         path = self.path(digest)
         with self._lock:
-            if os.path.exists(path):
+            known = self._index is None or digest in self._index
+            if known and os.path.exists(path):
                 return False, 0
             evicted = self._make_room(len(data))
             directio.write_chunk(path, data)
+            if self._index is not None:
+                self._index.add(digest)
             return True, evicted
 
     def clear(self) -> int:

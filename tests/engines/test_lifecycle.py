@@ -25,6 +25,7 @@ from harness.engines import (
     http_request,
     port_free,
 )
+from harness.engines.coldrestore import UnsafeColdRestore
 from harness.load.runner import LoadConfig, run_load
 from harness.load.workloads import Workload, build_workload
 from harness.remote.base import Executor
@@ -45,6 +46,7 @@ def _profile(
     extra: list[str],
     env: dict[str, str] | None = None,
     more_arms: tuple[dict[str, Any], ...] = (),
+    dev_mode: bool | None = None,
 ) -> Profile:
     return Profile.model_validate(
         {
@@ -60,6 +62,8 @@ def _profile(
                 "command": command,
                 "port": port,
                 "ready_timeout": "20s",
+                # the in-process disk tier survives only an in-place prefix-cache reset (no restart)
+                "dev_mode": kind == "vllm" if dev_mode is None else dev_mode,
                 "extra_args": extra,
                 "env": env or {},
                 "sim": {"prefill_tokens_per_s": 10000, "decode_tokens_per_s": 2000, "hbm_tokens": 65536},
@@ -201,9 +205,11 @@ def test_sim_kind_start_evict_stop_and_failures(tmp_path: Path) -> None:
             ).encode()
             assert http_request(inst, "/v1/completions", method="POST", body=body)[0] == 200
             res = engine.evict(inst)
-            assert res.method == "admin-endpoint" and res.instance is inst and "'hbm': 2" in res.detail
+            assert res.method == "admin-endpoint" and res.instance is inst
+            assert '"hbm": 3' in res.detail  # the prompt's 2 chunks and the probe's one
+            assert res.reset_verified is True  # the probe re-sent after it found 0 prefix hits
             snap = engine.scrape_metrics(inst)
-            assert snap.value("vllm:prefix_cache_queries") == 512
+            assert snap.value("vllm:prefix_cache_queries") == 512 + 3 * 300  # + the probe, three times
         finally:
             state = engine.stop(inst)
         assert state.exit_code == 0  # SIGTERM: the emulator drained and exited cleanly
@@ -269,11 +275,12 @@ def test_vllm_adapter_over_loopback_ssh(tmp_path: Path, ssh_cluster: Any) -> Non
         command=str(shim),
         port=port,
         extra=EMULATOR_ARGS + ["--kv-bytes-per-token", "16384"],
+        dev_mode=False,  # no reset endpoint: the recompute arm's cold restore is a restart
     )
     engine = get_engine("vllm")
     ex = executor_for(inv, node.name)
     try:
-        plan = engine.plan(node, profile, "disk", 0, workdir=str(tmp_path / "w"), python=sys.executable)
+        plan = engine.plan(node, profile, "recompute", 0, workdir=str(tmp_path / "w"), python=sys.executable)
         inst = engine.start(ex, plan)
         try:
             engine.wait_ready(inst, 20)
@@ -382,11 +389,16 @@ def test_vllm_evict_in_place_when_dev_mode_and_no_cpu_tier(tmp_path: Path) -> No
             engine.wait_ready(inst, 20)
             res = engine.evict(inst)
             assert res.method == "reset_prefix_cache" and res.instance is inst  # no reload
+            assert res.reset_verified is True and res.steps[0]["probe_prefix_hits_after"] == 0
+            assert res.steps[0]["probe_prefix_hits_before"] > 0  # the probe was cached before the reset
         finally:
             engine.stop(inst)
-        plan = engine.plan(
-            _node(tmp_path), profile, "cpu", 0, workdir=str(tmp_path / "w"), python=sys.executable
-        )
+        # the CPU tier lives in the engine: only a restart empties it, and the restart loses the
+        # in-process disk index, so a cold-restore profile refuses the arm before starting anything
+        with pytest.raises(UnsafeColdRestore, match="loses the local-disk index"):
+            engine.plan(_node(tmp_path), profile, "cpu", 0, workdir=str(tmp_path / "w"), python=sys.executable)
+        warm = profile.model_copy(update={"load": profile.load.model_copy(update={"cold_restore": False})})
+        plan = engine.plan(_node(tmp_path), warm, "cpu", 0, workdir=str(tmp_path / "w"), python=sys.executable)
         assert plan.cpu_tier
         inst = engine.start(ex, plan)
         try:
@@ -396,3 +408,39 @@ def test_vllm_evict_in_place_when_dev_mode_and_no_cpu_tier(tmp_path: Path) -> No
             inst = res.instance
         finally:
             engine.stop(inst)
+
+
+def test_emulator_loses_the_in_process_disk_index_on_restart_as_lmcache_does(tmp_path: Path) -> None:
+    """LMCache's in-process local-disk backend keeps its index in the engine's memory: after a
+    restart the files are still there but are not hits. The emulator used to find them by file
+    existence (kinder than LMCache); a file:// remote tier does survive."""
+    remote = tmp_path / "remote"
+    arm = {"name": "both", "storage": "fast",
+           "lmcache": {"chunk_size": 256, "max_local_disk_size": 1, "remote_url": f"file://{remote}"}}
+    profile = _profile(tmp_path, kind="sim", command=None, port=free_port(), extra=[], more_arms=(arm,))
+    node = _node(tmp_path)
+    engine = get_engine("sim")
+    body = json.dumps({"model": "long-ctx", "prompt": " ".join(f"w{i}" for i in range(1024)), "max_tokens": 2}).encode()
+
+    def one_request(arm_name: str) -> tuple[float, float]:
+        with LocalExecutor("local") as ex:
+            plan = engine.plan(node, profile, arm_name, 0, workdir=str(tmp_path / "w"), python=sys.executable)
+            inst = engine.start(ex, plan)
+            try:
+                engine.wait_ready(inst, 20)
+                before = engine.scrape_metrics(inst)
+                assert http_request(inst, "/v1/completions", method="POST", body=body)[0] == 200
+                d = delta(before, engine.scrape_metrics(inst))
+                if d.counters["lmcache:num_hit_tokens"] == 0:
+                    _wait_stored(engine, inst, 1024)  # the chunks are on disk before the next restart
+                return d.counters["lmcache:num_hit_tokens"], d.counters.get("kvgate_sim:tier_read_bytes", 0.0)
+            finally:
+                engine.stop(inst)
+
+    assert one_request("disk")[0] == 0  # cold: nothing stored yet
+    files = list((tmp_path / "tier" / "kvgate-kv" / "e2e" / "disk").glob("*"))
+    assert len(files) == 4  # written, and kept across the restart
+    assert one_request("disk") == (0, 0)  # ...but a new process does not know them
+    assert one_request("both")[0] == 0  # first run of this arm: stores to disk and remote
+    hits, read = one_request("both")
+    assert hits == 1024 and read > 0  # the remote tier is found again after the restart

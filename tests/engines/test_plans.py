@@ -12,14 +12,18 @@ import yaml
 
 from harness.config import load_inventory, load_profile
 from harness.config.inventory import Node
-from harness.config.profile import Profile
+from harness.config.profile import Arm, Profile
 from harness.engines import EnginePlan, get_engine
 from harness.engines.lmcache import ascend_connector_for
 from harness.errors import InputError
-from harness.sim.lmcache_config import build_config, parse_flat_yaml
+from harness.sim.lmcache_config import parse_flat_yaml
 
 REPO = Path(__file__).resolve().parents[2]
 LMCACHE_V1 = '{"kv_connector":"LMCacheConnectorV1","kv_role":"kv_both"}'
+LMCACHE_MP = (
+    '{"kv_connector":"LMCacheMPConnector","kv_role":"kv_both","kv_connector_extra_config":'
+    '{"lmcache.mp.host":"tcp://127.0.0.1","lmcache.mp.port":5555}}'
+)
 
 
 def _node(inv: str, name: str) -> Node:
@@ -38,7 +42,7 @@ def _yaml_of(plan: EnginePlan) -> dict[str, object]:
     return dict(data)
 
 
-def test_rocm_mi308x_tp8_candidate() -> None:
+def test_rocm_mi308x_tp8_candidate_multiprocess_lmcache() -> None:
     node, profile = _node("mi308x-8gpu.example.yaml", "node1"), _profile("moe-480b-tp8.yaml")
     plan = get_engine("vllm").plan(node, profile, "candidate", 0, workdir="/var/tmp/kvgate")
     assert plan.argv == (
@@ -56,31 +60,88 @@ def test_rocm_mi308x_tp8_candidate() -> None:
         "--max-model-len",
         "131072",
         "--kv-transfer-config",
-        LMCACHE_V1,
+        LMCACHE_MP,
         "--gpu-memory-utilization",
         "0.90",
         "--enable-prefix-caching",
     )
     assert plan.env["HIP_VISIBLE_DEVICES"] == plan.env["CUDA_VISIBLE_DEVICES"] == "0,1,2,3,4,5,6,7"
-    assert plan.env["LMCACHE_CONFIG_FILE"] == "/var/tmp/kvgate/engines/moe-480b-tp8/candidate-0/lmcache.yaml"
-    assert _yaml_of(plan) == {
-        "chunk_size": 256,
-        "local_cpu": True,
-        "max_local_cpu_size": 100.0,
-        "local_disk": "file:///mnt/fx100/kvgate-kv/moe-480b-tp8/candidate/",
-        "max_local_disk_size": 12000.0,
-        "extra_config": {"use_odirect": True},
+    assert plan.env["VLLM_SERVER_DEV_MODE"] == "1" and plan.reset_endpoint
+    assert "LMCACHE_CONFIG_FILE" not in plan.env and not plan.files  # no YAML in multiprocess mode
+    assert "PROMETHEUS_MULTIPROC_DIR" not in plan.env  # the LMCache server has its own /metrics
+    assert plan.lmcache_mode == "multiprocess" and plan.sidecar is not None
+    side = plan.sidecar
+    assert (side.port, side.http_port, side.metrics_port) == (5555, 5556, 5556)
+    assert side.argv[:2] == ("lmcache", "server")
+    args = dict(zip(side.argv[2::2], side.argv[3::2]))
+    assert args["--l1-size-gb"] == "100.0" and args["--eviction-policy"] == "LRU"
+    assert args["--supported-transfer-mode"] == "auto" and args["--chunk-size"] == "256"
+    assert json.loads(args["--l2-adapter"]) == {
+        "type": "fs_native",
+        "base_path": "/mnt/fx100/kvgate-kv/moe-480b-tp8/candidate",
+        "use_odirect": True,
+        "max_capacity_gb": 12000.0,
     }
     assert plan.kv_dirs == ("/mnt/fx100/kvgate-kv/moe-480b-tp8/candidate",)
     assert plan.devices == tuple(range(8)) and plan.endpoint_url == "http://127.0.0.1:8000"
+    assert any("cold restore" in n and "/cache/clear" in n for n in plan.notes)
     # the evidence line is a shell line that re-parses to the same command
     line = plan.command_line()
     assert shlex.split(line)[-len(plan.argv) :] == list(plan.argv)
-    assert "'" + LMCACHE_V1 + "'" in line
-    # the LMCache YAML is what the emulator understands too
-    (text,) = plan.files.values()
-    cfg = build_config(parse_flat_yaml(text))
-    assert cfg.local_disk == "/mnt/fx100/kvgate-kv/moe-480b-tp8/candidate/" and cfg.use_odirect
+    assert "'" + LMCACHE_MP + "'" in line
+    # like for like: the baseline arm gets the same L1 and O_DIRECT
+    base = get_engine("vllm").plan(node, profile, "baseline", 0)
+    assert base.sidecar is not None
+    b_args = dict(zip(base.sidecar.argv[2::2], base.sidecar.argv[3::2]))
+    assert b_args["--l1-size-gb"] == args["--l1-size-gb"]
+    assert json.loads(b_args["--l2-adapter"])["use_odirect"] is True
+
+
+def test_in_process_disk_size_is_per_rank_and_capacity_checked() -> None:
+    node, profile = _node("mi308x-8gpu.example.yaml", "node1"), _profile("moe-480b-tp8.yaml")
+    arm = profile.arm("candidate").model_copy(update={"lmcache": profile.arm("candidate").lmcache.model_copy(
+        update={"mode": "in_process", "local_cpu": False})})
+    plan = get_engine("vllm").plan(node, profile, arm, 0)
+    data = _yaml_of(plan)
+    # LMCache applies max_local_disk_size per TP rank: 12000 GB per instance over 8 ranks
+    assert data["max_local_disk_size"] == 1500.0
+    assert data["local_disk"] == "file:///mnt/fx100/kvgate-kv/moe-480b-tp8/candidate/"
+    target = node.target("fx100")
+    assert target is not None
+    small = node.model_copy(update={"storage": [target.model_copy(update={"capacity": 1e12})]})
+    with pytest.raises(InputError, match="exceeds storage target 'fx100'"):
+        get_engine("vllm").plan(small, profile, arm, 0)
+
+
+def test_unsafe_cold_restores_are_refused_before_any_node_is_touched() -> None:
+    from harness.engines.coldrestore import UnsafeColdRestore, cold_restore_plan
+
+    node, profile = _node("mi308x-8gpu.example.yaml", "node1"), _profile("moe-480b-tp8.yaml")
+    lm = profile.arm("candidate").lmcache
+    def arm_with(**kw: object) -> Arm:
+        return profile.arm("candidate").model_copy(update={"lmcache": lm.model_copy(update=kw)})
+
+    # in-process with a CPU tier: only a restart empties it, and a restart loses the disk index
+    with pytest.raises(UnsafeColdRestore, match="loses the local-disk index"):
+        get_engine("vllm").plan(node, profile, arm_with(mode="in_process", local_cpu=True), 0)
+    # in-process without dev mode: the prefix cache could only be emptied by a restart
+    no_dev = profile.model_copy(update={"engine": profile.engine.model_copy(update={"dev_mode": False})})
+    with pytest.raises(UnsafeColdRestore, match="engine.dev_mode"):
+        cold_restore_plan(no_dev, arm_with(mode="in_process", local_cpu=False))
+    # multiprocess without L2: L1 is all there is, and the cold restore clears it
+    with pytest.raises(UnsafeColdRestore, match="without an L2 tier"):
+        cold_restore_plan(profile, arm_with(mp_l2="none"))
+    # valid: multiprocess (with or without dev mode: a restart keeps the L2 files), in-process
+    # without a CPU tier and with dev mode, a remote tier, and the recompute arm
+    assert cold_restore_plan(profile, arm_with()).steps[1].startswith("LMCache server POST /cache/clear")
+    assert cold_restore_plan(no_dev, arm_with()).restarts_engine
+    assert not cold_restore_plan(profile, arm_with(mode="in_process", local_cpu=False)).restarts_engine
+    assert cold_restore_plan(no_dev, arm_with(mode="in_process", local_cpu=True, remote_url="lm://h:1")).mode
+    assert cold_restore_plan(no_dev, profile.arm("recompute")).steps[0].startswith("restart vLLM")
+    # a profile without cold restore plans nothing of the kind
+    warm = profile.model_copy(update={"load": profile.load.model_copy(update={"cold_restore": False})})
+    plan = get_engine("vllm").plan(node, warm, arm_with(mode="in_process", local_cpu=True), 0)
+    assert not any("cold restore" in n for n in plan.notes)
 
 
 def test_recompute_arm_runs_without_connector() -> None:
@@ -99,7 +160,12 @@ def test_tp4x2_two_instances_split_devices_and_ports() -> None:
     assert a.env["HIP_VISIBLE_DEVICES"] == "0,1,2,3" and b.env["HIP_VISIBLE_DEVICES"] == "4,5,6,7"
     assert a.env["CUDA_VISIBLE_DEVICES"] == "0,1,2,3" and b.env["CUDA_VISIBLE_DEVICES"] == "4,5,6,7"
     assert a.instance_dir != b.instance_dir and a.name != b.name
-    assert a.kv_dirs == b.kv_dirs  # both instances share the arm's disk tier (R4)
+    # one directory per instance: separate LMCache servers (or in-process indexes) on one directory
+    # would neither share nor stay safe from each other's eviction
+    assert a.kv_dirs == ("/mnt/fx100/kvgate-kv/tp4x2/candidate/instance-0",)
+    assert b.kv_dirs == ("/mnt/fx100/kvgate-kv/tp4x2/candidate/instance-1",)
+    assert a.sidecar is not None and b.sidecar is not None
+    assert (a.sidecar.port, b.sidecar.port) == (5555, 5557)  # 2 ports per LMCache server
     with pytest.raises(InputError, match="instance index 2"):
         engine.plan(node, profile, "candidate", 2)
     small = node.model_copy(update={"accelerators": node.accelerators.model_copy(update={"count": 6})})  # type: ignore[union-attr]
@@ -121,7 +187,12 @@ def test_ascend_910b_dynamic_connector_and_hash_seed() -> None:
     }
     assert plan.argv[2] == "/mnt/fx100/models/DeepSeek-R1-Distill-Qwen-32B"  # model.path
     assert _yaml_of(plan)["local_disk"] == "file:///mnt/fx100/kvgate-kv/deepseek-load-910b/candidate/"
-    assert _yaml_of(plan)["max_local_cpu_size"] == 40.0
+    assert _yaml_of(plan)["local_cpu"] is False  # no CPU tier: the cold restore needs no restart
+    assert _yaml_of(plan)["max_local_disk_size"] == 125.0  # 500 GB per instance over 4 ranks
+    assert plan.env["VLLM_SERVER_DEV_MODE"] == "1"
+    # LMCache's in-process metrics are visible only through multi-process Prometheus
+    prom = plan.env["PROMETHEUS_MULTIPROC_DIR"]
+    assert prom == "/tmp/kvgate/engines/deepseek-load-910b/candidate-0/prometheus-multiproc"
     # vllm-ascend 0.17 registers the connector itself
     v017 = node.model_copy(update={"software": {"vllm-ascend": "0.17.0rc1"}})
     plan17 = get_engine("vllm").plan(v017, profile, "candidate", 0)
@@ -184,8 +255,27 @@ def test_multi_node_engine_over_ray() -> None:
         ),
     )
     assert plan.ray.env_for("node2")["HIP_VISIBLE_DEVICES"] == "0,1,2,3,4,5,6,7"
+    # interface settings before `ray start`, per node (ROCm: RCCL reads NCCL_SOCKET_IFNAME)
+    worker = plan.ray.env_for("node2")
+    assert worker["VLLM_HOST_IP"] == "10.0.0.12" and worker["NCCL_SOCKET_IFNAME"] == "ens1f0"
+    assert worker["GLOO_SOCKET_IFNAME"] == "ens1f0"
+    assert plan.env["VLLM_HOST_IP"] == "10.0.0.11"  # the engine on the head has the head's
     with pytest.raises(InputError, match="needs 1 peer node"):
         get_engine("vllm").plan(head, profile, "candidate", 0)
+
+
+def test_multi_node_ascend_ray_environment() -> None:
+    inv = load_inventory(REPO / "inventory" / "atlas-910b.example.yaml")
+    head = inv.node("atlas1")
+    peer = head.model_copy(update={"name": "atlas2", "host": "10.0.1.22"})
+    profile = _profile("deepseek-load-910b.yaml")
+    profile = profile.model_copy(update={"model": profile.model.model_copy(update={"nodes_per_instance": 2})})
+    plan = get_engine("vllm").plan(head, profile, "candidate", 0, peers=[peer])
+    assert plan.ray is not None
+    worker = plan.ray.env_for("atlas2")
+    assert worker["HCCL_IF_IP"] == "10.0.1.22" and worker["RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES"] == "1"
+    assert worker["TP_SOCKET_IFNAME"] == worker["GLOO_SOCKET_IFNAME"] == "enp189s0f0"
+    assert "NCCL_SOCKET_IFNAME" not in worker
 
 
 def test_input_errors_name_what_is_wrong() -> None:
@@ -273,3 +363,18 @@ def test_plan_node_and_json_roundtrip() -> None:
     back = EngineInstance.from_json(json.loads(json.dumps(inst.to_json())), LocalExecutor("node1"))
     assert back.plan == inst.plan and back.handle == inst.handle and back.started_at == 5.0
     assert back.endpoint_url == "http://127.0.0.1:8000"
+
+
+def test_arms_that_are_not_like_for_like_are_reported() -> None:
+    from harness.engines.coldrestore import unlike_settings
+
+    node, profile = _node("mi308x-8gpu.example.yaml", "node1"), _profile("moe-480b-tp8.yaml")
+    assert unlike_settings(profile) == []  # the shipped profile compares storage alone
+    arms = [a if a.name != "baseline" else a.model_copy(update={"lmcache": a.lmcache.model_copy(
+        update={"extra_config": {}, "mp_l1_size_gb": 50.0})}) for a in profile.arms]
+    odd = profile.model_copy(update={"arms": arms})
+    diffs = unlike_settings(odd)
+    assert diffs == ["lmcache.mp_l1_size_gb: baseline 50.0 vs candidate 100.0",
+                     "lmcache.extra_config.use_odirect: baseline None vs candidate True"]
+    plan = get_engine("vllm").plan(node, odd, "candidate", 0)
+    assert sum(n.startswith("NOT like for like") for n in plan.notes) == 2

@@ -188,6 +188,8 @@ def start_sim(
     ]
     full_env = dict(os.environ)
     full_env.pop("LMCACHE_CONFIG_FILE", None)
+    # as kvgate's plan does for in-process LMCache, so LMCache's metrics are exposed
+    full_env["PROMETHEUS_MULTIPROC_DIR"] = str(tmp / "prometheus-multiproc")
     full_env.update(env or {})
     full_env["PYTHONPATH"] = str(REPO)
     with open(log_path, "wb") as logf:

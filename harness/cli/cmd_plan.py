@@ -1,0 +1,94 @@
+"""``kvgate plan --inventory I --profile P [--arm A]``: print what a run would do on every server
+node, before anything is touched: the exact commands (engine, LMCache server, Ray), environment
+(secrets masked), files, KV directories and the cold-restore steps. An arm whose cold restore
+would empty the tier under test is refused here (exit 2), as G2/G3 refuse it."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+from typing import Any
+
+from harness.config import load_inventory, load_profile
+from harness.engines import get_engine
+from harness.engines.coldrestore import cold_restore_plan
+from harness.exitcodes import ExitCode
+from harness.redact import redact_data
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser(
+        "plan",
+        help="print the engine commands, files and cold-restore steps of a run, touching nothing",
+        description="Print, for every arm (or --arm) and engine instance on the inventory's first server "
+        "node, the exact engine command, the LMCache server command (multiprocess mode), Ray commands, "
+        "environment (secrets masked), files and the cold-restore steps. Nothing is run. Exit 2 when "
+        "an arm's cold restore would not keep the tier under test.",
+    )
+    p.add_argument("--inventory", required=True, metavar="FILE", help="inventory YAML")
+    p.add_argument("--profile", required=True, metavar="FILE", help="profile YAML")
+    p.add_argument("--arm", action="append", metavar="NAME", help="only this arm (repeatable)")
+    p.add_argument("--json", action="store_true", help="print the plans as JSON")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    inventory = load_inventory(args.inventory)
+    profile = load_profile(args.profile)
+    servers = inventory.nodes_with_role("server")
+    if not servers:
+        print(f"kvgate: error: inventory {args.inventory} has no node with role 'server'", file=sys.stderr)
+        return int(ExitCode.USAGE_ERROR)
+    server = servers[0]
+    clients = inventory.nodes_with_role("client")
+    client = server if "client" in server.roles or not clients else clients[0]
+    peers = servers[1 : profile.model.nodes_per_instance]
+    engine = get_engine(profile.engine.kind)
+    arms = [profile.arm(a) for a in args.arm] if args.arm else list(profile.arms)
+    out: list[dict[str, Any]] = []
+    for arm in arms:
+        restore = cold_restore_plan(profile, arm) if profile.load.cold_restore else None
+        for i in range(profile.model.instances_per_node):
+            plan = engine.plan(server, profile, arm, i, python=str(inventory.setting(server, "python")),
+                               workdir=str(inventory.setting(server, "workdir")), peers=peers)
+            data = redact_data(plan.to_json())
+            data["load_client"] = client.name
+            data["load_url"] = plan.url_for(client.name)  # refuses an engine a remote client cannot reach
+            data["cold_restore"] = restore.to_json() if restore else None
+            out.append(data)
+    if args.json:
+        print(json.dumps(out, indent=2))
+    else:
+        for data in out:
+            _print(data)
+    return int(ExitCode.OK)
+
+
+def _print(d: dict[str, Any]) -> None:
+    print(f"== arm {d['arm']} / instance {d['instance_index']} on {d['node']} ({d['platform']}) ==")
+    print(f"engine:  {shlex.join(d['argv'])}")
+    for k, v in sorted(d["env"].items()):
+        print(f"  env    {k}={v}")
+    side = d.get("sidecar")
+    if side:
+        print(f"lmcache: {shlex.join(side['argv'])}")
+    ray = d.get("ray")
+    if ray:
+        for node, argv in ray["commands"]:
+            print(f"ray:     [{node}] {shlex.join(argv)}")
+    for path, content in d["files"].items():
+        print(f"file:    {path}")
+        for line in str(content).splitlines():
+            print(f"  | {line}")
+    for kv in d["kv_dirs"]:
+        print(f"kv dir:  {kv}")
+    print(f"url:     {d['load_url']} (load client on {d['load_client']})")
+    restore = d.get("cold_restore")
+    if restore:
+        for n, step in enumerate(restore["steps"], start=1):
+            print(f"restore: {n}. {step}")
+    for note in d["notes"]:
+        print(f"note:    {note}")
+    print()
