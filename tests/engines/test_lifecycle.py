@@ -438,7 +438,7 @@ def test_emulator_loses_the_in_process_disk_index_on_restart_as_lmcache_does(tmp
                 engine.stop(inst)
 
     assert one_request("disk")[0] == 0  # cold: nothing stored yet
-    files = list((tmp_path / "tier" / "kvgate-kv" / "e2e" / "disk").glob("*"))
+    files = list((tmp_path / "tier" / "kvgate-kv" / "e2e" / "disk").glob("*.kvchunk"))
     assert len(files) == 4  # written, and kept across the restart
     assert one_request("disk") == (0, 0)  # ...but a new process does not know them
     assert one_request("both")[0] == 0  # first run of this arm: stores to disk and remote
