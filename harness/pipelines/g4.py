@@ -140,7 +140,7 @@ def _start(run: GateRun, target: Optional[StorageTarget], target_node: Optional[
         python = str(run.inventory.setting(client, "python"))
         agent = ensure_agent(ex, workdir)
         base = f"{workdir.rstrip('/')}/soak/{run.campaign.name}-{uuid.uuid4().hex[:8]}"
-        ex.run(["mkdir", "-p", "--", base])
+        run.create_owned(ex, base)  # marked for this campaign: removed by containment at the end
         wl = point_workload(profile)
         ex.write_file(f"{base}/requests.jsonl", _trace(list(wl.measure)))
         probes = [s.with_id(f"probe-{i}") for i, s in enumerate(list(wl.measure)[:PROBE_SET])]
@@ -178,7 +178,8 @@ def _start(run: GateRun, target: Optional[StorageTarget], target_node: Optional[
     except BaseException:
         _stop_instances(run, engine, instances, arm)
         raise
-    state = {"handle": sh.to_json(), "instance": inst.to_json(), "engine_watched": watched, "nvme": devices,
+    state = {"handle": sh.to_json(), "base": base, "instance": inst.to_json(), "engine_watched": watched,
+             "nvme": devices,
              "md_arrays": arrays, "started_unix": time.time(), "duration_s": float(soak.duration),
              "window_s": window, "server": server.name, "client": client.name}
     run.gate_dir.mark_step_done("soak/start", state)
@@ -248,6 +249,7 @@ def _finish(run: GateRun, state: dict[str, Any]) -> dict[str, Any]:
         run.warn("could not copy the soak agent's log", exc)
     _stop_relaunched(run, state, ex)  # first: the KV files are removed once no engine writes them
     _stop_instances(run, engine, [inst], arm)
+    _remove_node_copy(run, state)
     out = {"engine_alive_at_end": alive}
     run.gate_dir.mark_step_done("soak/finished", out)
     return out
@@ -299,6 +301,25 @@ def _stop_relaunched(run: GateRun, state: dict[str, Any], ex: Any) -> None:
                 dest.write_bytes(run.executor(sh.node).read_file(sh.remote(log)))
         except (RemoteError, OSError) as exc:
             run.fault(f"could not stop the engine the soak relaunched (pid {e.get('pid')})", exc)
+
+
+def _remove_node_copy(run: GateRun, state: dict[str, Any]) -> None:
+    """The soak's directory on the node goes once every window's records are here (by
+    containment: only the directory this campaign created and marked)."""
+    from harness.pipelines.soakrun import read_local_jsonl
+
+    base = state.get("base")
+    if not base:
+        return
+    local = soak_dir(run)
+    missing = [str(w.get("file")) for w in read_local_jsonl(local / "windows.jsonl")
+               if not (local / str(w.get("file"))).exists()]
+    if missing or not (local / "done.json").exists():
+        run.warn(f"kept the soak's files on the node ({base}): "
+                 + (f"{len(missing)} window file(s) not copied" if missing else "the soak left no done.json"))
+        return
+    sh = SoakHandle.from_json(state["handle"])
+    run.remove_owned(run.executor(sh.node), str(base))
 
 
 def profile_arm(run: GateRun) -> str:

@@ -56,6 +56,9 @@ def test_soak_stop_ends_it_early_and_duration_fails(tmp_path: Path, local_invent
     assert st["running"] is False and st["ended"]["reason"] == "stopped"
     html = (reports / "stop" / "G4" / "report.html").read_text()
     assert 'id="soak-windows"' in html and 'id="chart-soak-ttft"' in html
+    # the soak's directory on the node went once its windows were home (by containment)
+    node_dirs = list((tmp_path / "work").rglob("stop-*"))
+    assert node_dirs == [], node_dirs
     # the engine was stopped and the KV chunks it wrote removed (directories may stay)
     assert [p for p in (tmp_path / "tier").rglob("*") if p.is_file()] == []
 
