@@ -89,17 +89,15 @@ def run_gate(gate: str, *, inventory_path: Path, profile_path: Path, campaign: s
     # 2. Prerequisites, read-only: a gate refused here creates nothing (no campaign.json, no runs.jsonl).
     check_campaign_name(campaign)
     _check_prerequisites(gate, spec, root / campaign, campaign, root, baseline_campaign)
+    _baseline_check(gate, profile, inventory, root / campaign, campaign, root, baseline_campaign,
+                    allow_baseline_mismatch)
     # 3. The campaign directory; one writer at a time (prerequisites checked again under the lock).
     camp = Campaign.open(root, campaign, inventory_path=Path(inventory_path), profile_path=Path(profile_path),
                          operator=operator or getpass.getuser(), create=True)
     try:
         _check_prerequisites(gate, spec, camp.path, camp.name, root, baseline_campaign)
-        baseline: Optional[BaselineCheck] = None
-        if gate == "G3":
-            g2, where = _baseline_dir(camp, root, baseline_campaign)
-            current = workload_fingerprint(profile, arm=profile.baseline, inventory=inventory,
-                                           engine_version=_engine_version(profile, inventory, camp.path))
-            baseline = check_baseline(g2, where, current, allow_baseline_mismatch)
+        baseline = _baseline_check(gate, profile, inventory, camp.path, camp.name, root, baseline_campaign,
+                                   allow_baseline_mismatch)  # again under the lock
         gate_dir = camp.gate_dir(gate)
         if not resume and gate_dir.steps_done():
             raise InputError(
@@ -129,11 +127,24 @@ def run_gate(gate: str, *, inventory_path: Path, profile_path: Path, campaign: s
         camp.close()
 
 
-def _baseline_dir(camp: Campaign, root: Path, baseline_campaign: Optional[str]) -> tuple[GateDir, str]:
-    """The G2 gate directory G3 compares against, and how to name it."""
+def _baseline_dir(camp_path: Path, camp_name: str, root: Path,
+                  baseline_campaign: Optional[str]) -> tuple[GateDir, str]:
+    """The G2 gate directory G3 compares against, and how to name it (read-only)."""
     if baseline_campaign:
         return Campaign.read(root, baseline_campaign).gate_dir("G2"), f"campaign {baseline_campaign!r}"
-    return GateDir(camp.path / "G2", "G2", create=False), f"campaign {camp.name!r}"
+    return GateDir(camp_path / "G2", "G2", create=False), f"campaign {camp_name!r}"
+
+
+def _baseline_check(gate: str, profile: Profile, inventory: Inventory, camp_path: Path, camp_name: str, root: Path,
+                    baseline_campaign: Optional[str], allow: Sequence[str]) -> Optional[BaselineCheck]:
+    """G3: the G2 baseline's workload fingerprint against this run's (read-only; an unlike baseline
+    is an InputError before anything is created)."""
+    if gate != "G3":
+        return None
+    g2, where = _baseline_dir(camp_path, camp_name, root, baseline_campaign)
+    current = workload_fingerprint(profile, arm=profile.baseline, inventory=inventory,
+                                   engine_version=_engine_version(profile, inventory, camp_path))
+    return check_baseline(g2, where, current, allow)
 
 
 def _engine_version(profile: Profile, inventory: Inventory, campaign_path: Path) -> Optional[str]:
@@ -158,7 +169,7 @@ def _pipeline(gate: str, run: GateRun, root: Path, baseline_campaign: Optional[s
         return run_g2(run)
     from harness.pipelines.g3 import run_g3
 
-    g2, where = _baseline_dir(run.campaign, root, baseline_campaign)
+    g2, where = _baseline_dir(run.campaign.path, run.campaign.name, root, baseline_campaign)
     run.notes.append(f"baseline: G2 of {where}")
     return run_g3(run, g2)
 

@@ -38,3 +38,29 @@ def test_a_bad_campaign_name_creates_nothing(tmp_path: Path, capsys: pytest.Capt
     assert run(["gate", "G3", *ARGS, "--campaign", "../escape", "--reports", str(reports)]) == 2
     assert "campaign name" in capsys.readouterr().err
     assert not reports.exists() and not (tmp_path / "escape").exists()
+
+
+def test_an_unlike_baseline_exits_2_and_creates_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from harness.config.loader import load_gate
+    from harness.gates.fingerprint import fingerprint_record
+    from harness.gates.result import build_gate_result
+    from harness.report.sign import write_manifest
+    from harness.store.campaign import GateDir
+    from harness.store.schema import CheckResult, Verdict
+
+    from harness.store.campaign import Campaign
+
+    reports = tmp_path / "reports"
+    Campaign.open(reports, "base", inventory_path=Path(ARGS[1]), profile_path=Path(ARGS[3]), create=True).close()
+    g2 = GateDir(reports / "base" / "G2", "G2")
+    passed = CheckResult(id="complete", description="d", metric="baseline.complete", comparator="is_true",
+                         severity="blocker", statistic="point", verdict=Verdict.PASS)
+    res = build_gate_result(load_gate(REPO / "gates" / "G2.yaml"), [passed], campaign="base", started_at="s",
+                            fingerprint=fingerprint_record({"load.input_len": 1, "arm.name": "baseline"}))
+    assert res.verdict == Verdict.PASS
+    g2.write_result(res)
+    write_manifest(g2.path)
+    code = run(["gate", "G3", *ARGS, "--campaign", "cand", "--baseline", "base", "--reports", str(reports)])
+    assert code == 2
+    assert "load.input_len" in capsys.readouterr().err
+    assert not (reports / "cand").exists()
