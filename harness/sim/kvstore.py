@@ -85,14 +85,29 @@ class PrefillResult:
     corrupted: list[bytes] = field(default_factory=list)
 
 
+# Where a chunk file's header records the CRC-32 of its payload (after the magic and the hash).
+_CRC_AT = len(directio.MAGIC) + 32
+
+
+def _with_crc(data: bytes) -> bytes:
+    """``data`` (a chunk file) with the CRC-32 of its payload in the header, computed when it is
+    stored (off the request path), so a read checks the bytes it got with one pass."""
+    out = bytearray(data)
+    out[_CRC_AT:_CRC_AT + 4] = zlib.crc32(memoryview(out)[directio.HEADER:]).to_bytes(4, "little")
+    return bytes(out)
+
+
 class _Crc:
-    """CRC-32 of the bytes a chunk read returned (``directio.read_chunk``'s ``content``)."""
+    """What a chunk read returned (``directio.read_chunk``'s ``content``): the CRC-32 of its payload
+    and the one its header recorded (0: a file from before the header carried one)."""
 
     def __init__(self) -> None:
         self.crc = 0
+        self.recorded = 0
 
     def update(self, data: memoryview) -> None:
-        self.crc = zlib.crc32(data, self.crc)
+        self.recorded = int.from_bytes(bytes(data[_CRC_AT:_CRC_AT + 4]), "little")
+        self.crc = zlib.crc32(data[directio.HEADER:])
 
 
 def output_tokens(prompt_ids: list[int], corrupted: list[bytes], n: int) -> list[str]:
@@ -143,7 +158,6 @@ class KVStore:
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kv-write")
         self._pending_writes: set[asyncio.Future[None]] = set()
         self.payload_cache: dict[bytes, bytes] = {}
-        self._content_crcs: dict[bytes, int] = {}
 
     def close(self) -> None:
         self._readers.shutdown(wait=True)
@@ -152,12 +166,8 @@ class KVStore:
 
     # --- lookup and load -------------------------------------------------------------------------------
     def _expected_crc(self, digest: bytes) -> int:
-        """CRC-32 of the bytes a correct chunk file holds (recorded when this process stored it)."""
-        crc = self._content_crcs.get(digest)
-        if crc is None:
-            crc = zlib.crc32(directio.chunk_payload(digest, self.s.chunk_bytes))
-            self._content_crcs[digest] = crc
-        return crc
+        """CRC-32 of a correct chunk's payload, for a file whose header records none."""
+        return zlib.crc32(memoryview(directio.chunk_payload(digest, self.s.chunk_bytes))[directio.HEADER:])
 
     def _load_external(self, digests: list[bytes], corrupted: list[bytes]) -> tuple[list[str], float]:
         """Runs in a reader thread: find the prefix of chunks some tier holds, then read the disk
@@ -192,7 +202,7 @@ class KVStore:
                 got = self._chunk_result(futures[i], tier, d, crcs[i])
                 if got is None:
                     break
-                if crcs[i].crc != self._expected_crc(d):
+                if crcs[i].crc != (crcs[i].recorded or self._expected_crc(d)):
                     corrupted.append(crcs[i].crc.to_bytes(4, "little"))
                 served.append(got)
         finally:
@@ -209,7 +219,7 @@ class KVStore:
         for t, f in candidates:
             try:
                 if f is None:
-                    content.crc = 0  # a fresh CRC for the other tier's bytes
+                    content.crc, content.recorded = 0, 0  # a fresh CRC for the other tier's bytes
                 nbytes, _mode = f.result() if f is not None else t.read(d, content)
             except FileNotFoundError:
                 continue
@@ -284,8 +294,7 @@ class KVStore:
             data = b""
             for tier in self.dirs:
                 if not data:
-                    data = directio.chunk_payload(d, self.s.chunk_bytes)
-                    self._content_crcs[d] = zlib.crc32(data)
+                    data = _with_crc(directio.chunk_payload(d, self.s.chunk_bytes))
                 try:
                     written, evicted = tier.write(d, data)
                 except OSError as exc:
