@@ -225,9 +225,11 @@ def test_g2_on_a_storage_baseline_runs_fio_checkpoint_and_model_load(
     g2 = result(reports, "s", "G2")
     # Two repetitions of six ~12 ms disk-tier requests on a shared VM disk do not always repeat
     # within 10%: that check may honestly fail here; nothing else may.
+    # The advisory estimate_agreement may too: the estimator predicts the disk tier from its fio
+    # figure, which one request's small synchronous chunk reads on a shared VM disk do not reach.
     not_passed = {c["id"] for c in g2["checks"] if c["verdict"] != "PASS"}
-    assert not_passed <= {"ttft_repeatability", "throughput_repeatability"}, not_passed
-    assert code == (1 if not_passed else 0)
+    assert not_passed <= {"ttft_repeatability", "throughput_repeatability", "estimate_agreement"}, not_passed
+    assert code == (1 if not_passed - {"estimate_agreement"} else 0)
     for check_id in ("baseline_read_bw", "checkpoint_write", "model_load"):
         c = check(g2, check_id)
         assert c["verdict"] == "PASS", c
