@@ -29,6 +29,7 @@ def test_fingerprint_names_what_makes_runs_comparable() -> None:
                 "arm.name", "arm.offload", "arm.storage", "engine.sim.prefill_tokens_per_s", "nodes.platforms"):
         assert key in fp, key
     assert fp["engine.version"] == "v1" and fp["load.input_len"] == prof.load.input_len
+    assert fp["nodes.platforms"] == sorted({str(n.platform) for n in inv.nodes if "server" in n.roles})
     assert not any(k.startswith(("overrides", "engine.port", "engine.env")) for k in fp)
 
 
