@@ -156,7 +156,8 @@ def test_filters_window_context_sample_and_bailian_seconds(tmp_path: Path) -> No
     assert [s.at_s for s in wl.measured] == [0.0, 1.5]
     assert wl.measured[1].prompt.startswith(" ".join(wl.measured[0].prompt.split()[:32]))
     assert wl.measured[1].meta["turn"] == 2 and wl.measured[1].meta["parent_chat_id"] == 1
-    assert TraceRequest  # the parsed type is public
+    assert parse_trace(bailian, block_size=16, time_unit="s")[1] == TraceRequest(
+        2, 3.0, 50, 3, (10, 11, 12, 13), {"chat_id": 2, "parent_chat_id": 1, "type": "text", "turn": 2})
 
 
 # --- the generator --------------------------------------------------------------------------------
