@@ -193,3 +193,15 @@ def test_trace_gen_cli_prints_expected_reuse(tmp_path: Path, capsys: pytest.Capt
     assert rc == 0 and len(out.read_text().splitlines()) == 30
     # one prefix of 3 of 4 blocks, every request: 29 of 30 requests reuse 3 blocks
     assert f"expected reuse under an unbounded LRU: {29 * 3 / (30 * 4):.1%}" in text
+
+
+def test_cli_options_reach_the_workload_parameters() -> None:
+    args = cli.build_parser().parse_args([
+        "run", "--endpoint", "http://127.0.0.1:9", "--model", "m", "--out", "o", "--workload", "hash-trace",
+        "--trace", str(SNIPPET), "--block-size", "16", "--time-unit", "s", "--replay", "closed", "--speed", "3",
+        "--max-context", "4096", "--start", "1", "--end", "9", "--sample", "0.5", "--max-requests", "7",
+        "--lru-bytes", "1000", "--kv-bytes-per-token", "10"])
+    assert cli.config_from_args(args).workload_params == {
+        "path": str(SNIPPET), "block_size": 16, "time_unit": "s", "replay": "closed", "speed": 3.0,
+        "max_context": 4096, "start_s": 1.0, "end_s": 9.0, "sample": 0.5, "max_requests": 7,
+        "lru_bytes": 1000, "kv_bytes_per_token": 10}
