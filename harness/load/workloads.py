@@ -33,6 +33,7 @@ Kinds (``build_workload(kind, params, seed)``; an unknown kind or parameter list
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 from collections import OrderedDict
@@ -290,7 +291,10 @@ def _hash_trace(p: dict[str, Any], seed: int) -> Workload:
         specs.append(RequestSpec(f"ht-{r.line:07d}", prompt, count_tokens(prompt), r.output_length,
                                  meta=meta, at_s=at))
     est = hashtrace.expected_reuse(((r.input_length, r.hash_ids) for r in reqs), bs, capacity)
-    return Workload("hash-trace", p, seed, specs, expected={"reuse": est.as_dict(), "trace_requests": len(reqs)})
+    # the file's digest: two runs on different traces at the same path are not alike
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    return Workload("hash-trace", p, seed, specs,
+                    expected={"reuse": est.as_dict(), "trace_requests": len(reqs), "trace_sha256": digest})
 
 
 _Builder = Callable[[dict[str, Any], int], Workload]

@@ -3,6 +3,7 @@ the generator, and the CLI (bad input is exit 2 naming file, line and field)."""
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 from pathlib import Path
@@ -134,6 +135,7 @@ def test_replay_times_speed_closed_loop_and_expected_in_describe() -> None:
     by_bytes = build_workload("hash-trace", {"path": str(SNIPPET), "lru_bytes": 12 * 512 * 64,
                                              "kv_bytes_per_token": 64})
     assert by_bytes.expected["reuse"] == d
+    assert wl.expected["trace_sha256"] == hashlib.sha256(SNIPPET.read_bytes()).hexdigest()
     with pytest.raises(LoadInputError, match="replay"):
         build_workload("hash-trace", {"path": str(SNIPPET), "replay": "fast"})
 
