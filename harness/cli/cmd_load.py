@@ -13,7 +13,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser(
         "load", help="run the load generator against an OpenAI-compatible endpoint",
         description="Streaming load generator: workloads random, shared-prefix, multi-round, long-doc, "
-        "trace; closed or open loop; per-request records and a summary with vllm bench serve key names.")
+        "trace, hash-trace (Mooncake/Bailian hash-id traces, with trace-gen); closed or open loop; "
+        "per-request records and a summary with vllm bench serve key names.")
     load_cli.configure(p)
     p.set_defaults(func=run)
 

@@ -15,9 +15,11 @@ from typing import Any, Optional, TextIO
 from harness.errors import KvgateError
 from harness.exitcodes import ExitCode  # stdlib only, bundled in the agent
 from harness.load.errors import LoadInputError
+from harness.load.hashtrace import expected_reuse, parse_trace
 from harness.load.records import read_records
 from harness.load.runner import RECORDS_FILE, SUMMARY_FILE, LoadConfig, run_load
 from harness.load.summary import DEFAULT_PERCENTILES, Summary, records_from_vllm
+from harness.load.tracegen import TraceGenSpec, write_trace
 from harness.load.workloads import WORKLOADS
 
 # CLI option -> workload parameter, per workload (only options the user gave are passed on)
@@ -31,6 +33,10 @@ _WORKLOAD_OPTS: dict[str, dict[str, str]] = {
     "long-doc": {"num_docs": "num_docs", "doc_len": "doc_len", "query_len": "query_len",
                  "num_queries": "num_queries", "hit_ratio": "hit_ratio", "output_len": "output_len"},
     "trace": {"path": "trace"},
+    "hash-trace": {"path": "trace", "block_size": "block_size", "time_unit": "time_unit", "replay": "replay",
+                   "speed": "speed", "max_context": "max_context", "start_s": "start", "end_s": "end",
+                   "sample": "sample", "max_requests": "max_requests", "lru_blocks": "lru_blocks",
+                   "lru_bytes": "lru_bytes", "kv_bytes_per_token": "kv_bytes_per_token"},
 }
 
 
@@ -95,7 +101,21 @@ def configure(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--query-len", type=int, help="long-doc: words per question")
     g.add_argument("--num-queries", type=int, help="long-doc: measured questions")
     g.add_argument("--hit-ratio", type=float, help="long-doc: fraction of questions on warmed documents")
-    g.add_argument("--trace", help="trace: JSONL file to replay")
+    g.add_argument("--trace", help="trace, hash-trace: JSONL file to replay")
+    h = r.add_argument_group("hash-trace (Mooncake FAST'25 / Qwen-Bailian hash-id traces)")
+    h.add_argument("--block-size", type=int, help="tokens per hash id (Mooncake 512, Bailian 16)")
+    h.add_argument("--time-unit", choices=["ms", "s"], help="unit of 'timestamp' (Mooncake ms, Bailian s)")
+    h.add_argument("--replay", choices=["timestamps", "closed"],
+                   help="open loop at the trace's timestamps (default) or closed loop")
+    h.add_argument("--speed", type=float, help="replay speed factor (2 = twice as fast)")
+    h.add_argument("--max-context", type=int, help="keep requests with input+output <= this")
+    h.add_argument("--start", type=float, metavar="SECONDS", help="keep requests at or after this trace time")
+    h.add_argument("--end", type=float, metavar="SECONDS", help="keep requests before this trace time")
+    h.add_argument("--sample", type=float, help="keep this fraction of requests (seeded by --seed)")
+    h.add_argument("--max-requests", type=int, help="keep the first N requests after filtering")
+    h.add_argument("--lru-blocks", type=int, help="tier size in blocks for the expected reuse (0: unbounded)")
+    h.add_argument("--lru-bytes", type=int, help="tier size in bytes for the expected reuse")
+    h.add_argument("--kv-bytes-per-token", type=int, help="KV bytes per token (with --lru-bytes)")
     c = r.add_argument_group("client")
     c.add_argument("--timeout", type=float, default=600.0, metavar="SECONDS", help="per request")
     c.add_argument("--idle-timeout", type=float, default=None, metavar="SECONDS", help="no byte for this long")
@@ -112,6 +132,25 @@ def configure(parser: argparse.ArgumentParser) -> None:
     c.add_argument("--percentiles", help="comma-separated, default 50,90,95,99")
     c.add_argument("--label", help="label stored in the summary")
     c.add_argument("-q", "--quiet", action="store_true", help="no progress line")
+    t = sub.add_parser("trace-gen", help="write a synthetic hash-id trace (Mooncake JSONL) with a given reuse",
+                       description="Write a hash-id trace in the Mooncake FAST'25 JSONL format: each request has "
+                       "about BLOCKS blocks; with probability REUSE its first PREFIX_BLOCKS blocks are one of "
+                       "PREFIXES shared prefixes, the rest are new. Poisson arrivals at RATE. Seeded: the same "
+                       "options give the same file. Prints the trace's expected reuse.")
+    t.add_argument("--out", required=True, type=Path, metavar="FILE", help="JSONL file to write")
+    t.add_argument("--requests", type=int, default=100)
+    t.add_argument("--block-size", type=int, default=512, help="tokens per block (Mooncake 512, Bailian 16)")
+    t.add_argument("--blocks", type=int, default=8, help="blocks per request (mean)")
+    t.add_argument("--spread", type=float, default=0.0, help="blocks uniform in BLOCKS*[1-s, 1+s]")
+    t.add_argument("--prefix-blocks", type=int, default=4, help="blocks of a shared prefix")
+    t.add_argument("--prefixes", type=int, default=4, help="shared prefixes in the pool")
+    t.add_argument("--reuse", type=float, default=0.5, help="probability a request starts with a shared prefix")
+    t.add_argument("--rate", type=float, default=1.0, help="arrivals per second (Poisson)")
+    t.add_argument("--output-length", type=int, default=16)
+    t.add_argument("--no-partial", action="store_true", help="every last block is full")
+    t.add_argument("--time-unit", choices=["ms", "s"], default="ms")
+    t.add_argument("--lru-blocks", type=int, default=0, help="tier size in blocks for the printed expected reuse")
+    t.add_argument("--seed", type=int, default=0)
     s = sub.add_parser("summarize", help="print a run's summary (or a vllm bench serve result file)",
                        description="Print the summary of DIR (summary.json, recomputed from records.jsonl when "
                        "missing) or of a vllm bench serve --save-result JSON file.")
@@ -238,7 +277,30 @@ def dispatch(args: argparse.Namespace, out: Optional[TextIO] = None) -> int:
         return int(ExitCode.OK)
     if args.load_command == "summarize":
         return _summarize(args, out)
-    raise LoadInputError("expected a subcommand: run or summarize (see --help)")
+    if args.load_command == "trace-gen":
+        return _trace_gen(args, out)
+    raise LoadInputError("expected a subcommand: run, summarize or trace-gen (see --help)")
+
+
+def _trace_gen(args: argparse.Namespace, out: TextIO) -> int:
+    spec = TraceGenSpec(requests=args.requests, block_size=args.block_size, blocks=args.blocks, spread=args.spread,
+                        prefix_blocks=args.prefix_blocks, prefixes=args.prefixes, reuse=args.reuse, rate=args.rate,
+                        output_length=args.output_length, partial=not args.no_partial, time_unit=args.time_unit,
+                        seed=args.seed)
+    spec.check()
+    if args.lru_blocks < 0:
+        raise LoadInputError(f"--lru-blocks {args.lru_blocks}: expected >= 0")
+    try:
+        with open(args.out, "w", encoding="utf-8") as f:
+            n = write_trace(spec, f)
+    except OSError as exc:
+        raise LoadInputError(f"trace-gen: cannot write {args.out}: {exc.strerror or exc}") from None
+    reqs = parse_trace(args.out, block_size=spec.block_size, time_unit=spec.time_unit)  # as a replay reads it
+    est = expected_reuse(((r.input_length, r.hash_ids) for r in reqs), spec.block_size, args.lru_blocks)
+    cap = f"an LRU of {args.lru_blocks} blocks" if args.lru_blocks else "an unbounded LRU"
+    out.write(f"wrote {n} requests to {args.out}; expected reuse under {cap}: {est.ratio:.1%} "
+              f"({est.reused_tokens} of {est.prompt_tokens} prompt tokens)\n")
+    return int(ExitCode.OK)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

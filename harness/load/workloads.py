@@ -23,17 +23,26 @@ Kinds (``build_workload(kind, params, seed)``; an unknown kind or parameter list
 * ``trace``: ``path`` of a JSONL file, one request per line: ``prompt`` (string) or ``input_len``,
   ``output_len`` (or ``max_tokens``), optional ``timestamp`` (seconds from the start, replayed as
   the arrival time), optional ``request_id``; other keys are kept as workload keys.
+* ``hash-trace``: ``path`` of a hash-id trace (Mooncake FAST'25 or Qwen-Bailian JSONL, see
+  ``harness.load.hashtrace``), ``block_size`` (512; 16 for Bailian), ``time_unit`` (``ms``/``s``),
+  ``replay`` (``timestamps``: open loop at the trace's times divided by ``speed``; ``closed``),
+  filters ``max_context``, ``start_s``/``end_s``, ``sample`` (seeded), ``max_requests``; and the
+  LRU the expected reuse is computed for: ``lru_blocks``, or ``lru_bytes`` with
+  ``kv_bytes_per_token`` (0: unbounded). The estimate is in ``Workload.expected``.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
+from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional
 
+from harness.load import hashtrace
 from harness.load.errors import LoadInputError
 from harness.load.spec import RequestSpec
 
@@ -69,10 +78,15 @@ class Workload:
     seed: int
     measured: list[RequestSpec]
     warmup: list[RequestSpec] = field(default_factory=list)
+    # what the workload itself promises (hash-trace: the expected reuse), reported beside the results
+    expected: dict[str, Any] = field(default_factory=dict)
 
     def describe(self) -> dict[str, Any]:
-        return {"kind": self.kind, "params": self.params, "seed": self.seed,
-                "warmup_requests": len(self.warmup), "measured_requests": len(self.measured)}
+        out = {"kind": self.kind, "params": self.params, "seed": self.seed,
+               "warmup_requests": len(self.warmup), "measured_requests": len(self.measured)}
+        if self.expected:
+            out["expected"] = self.expected
+        return out
 
 
 _REQUIRED = object()
@@ -247,6 +261,42 @@ def _trace(p: dict[str, Any], seed: int) -> Workload:
     return Workload("trace", {"path": str(path)}, seed, specs)
 
 
+def _hash_trace(p: dict[str, Any], seed: int) -> Workload:
+    _positive("hash-trace", p, "block_size")
+    if p["replay"] not in ("timestamps", "closed"):
+        raise LoadInputError(f"workload 'hash-trace': replay {p['replay']!r}: expected 'timestamps' or 'closed'")
+    if not p["speed"] > 0:
+        raise LoadInputError(f"workload 'hash-trace': speed {p['speed']}: expected > 0")
+    bs = p["block_size"]
+    path = Path(p["path"])
+    reqs = hashtrace.select(
+        hashtrace.parse_trace(path, block_size=bs, time_unit=p["time_unit"]),
+        max_context=p["max_context"], start_s=p["start_s"], end_s=p["end_s"], sample=p["sample"],
+        max_requests=p["max_requests"], seed=seed)
+    if not reqs:
+        raise LoadInputError(f"hash trace {path}: the filters keep no request")
+    if p["lru_bytes"]:
+        capacity = hashtrace.capacity_blocks_for_bytes(p["lru_bytes"], bs, p["kv_bytes_per_token"])
+        if capacity == 0:
+            raise LoadInputError(f"workload 'hash-trace': lru_bytes {p['lru_bytes']} holds no block of {bs} tokens")
+    else:
+        capacity = p["lru_blocks"]
+    t0 = reqs[0].timestamp_s
+    cache: OrderedDict[int, list[str]] = OrderedDict()
+    specs = []
+    for r in reqs:
+        prompt = hashtrace.build_prompt(r, bs, seed, cache)
+        at = (r.timestamp_s - t0) / p["speed"] if p["replay"] == "timestamps" else None
+        meta = {"workload": "hash-trace", "trace_line": r.line, "blocks": len(r.hash_ids), **r.extra}
+        specs.append(RequestSpec(f"ht-{r.line:07d}", prompt, count_tokens(prompt), r.output_length,
+                                 meta=meta, at_s=at))
+    est = hashtrace.expected_reuse(((r.input_length, r.hash_ids) for r in reqs), bs, capacity)
+    # the file's digest: two runs on different traces at the same path are not alike
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    return Workload("hash-trace", p, seed, specs,
+                    expected={"reuse": est.as_dict(), "trace_requests": len(reqs), "trace_sha256": digest})
+
+
 _Builder = Callable[[dict[str, Any], int], Workload]
 WORKLOADS: dict[str, tuple[dict[str, tuple[type, Any]], _Builder]] = {
     "random": ({"num_requests": (int, _REQUIRED), "input_len": (int, _REQUIRED), "output_len": (int, _REQUIRED),
@@ -260,6 +310,11 @@ WORKLOADS: dict[str, tuple[dict[str, tuple[type, Any]], _Builder]] = {
                   "num_queries": (int, _REQUIRED), "hit_ratio": (float, 1.0),
                   "output_len": (int, _REQUIRED)}, _long_doc),
     "trace": ({"path": (str, _REQUIRED)}, _trace),
+    "hash-trace": ({"path": (str, _REQUIRED), "block_size": (int, hashtrace.MOONCAKE_BLOCK),
+                    "time_unit": (str, "ms"), "replay": (str, "timestamps"), "speed": (float, 1.0),
+                    "max_context": (int, 0), "start_s": (float, 0.0), "end_s": (float, 0.0),
+                    "sample": (float, 1.0), "max_requests": (int, 0), "lru_blocks": (int, 0),
+                    "lru_bytes": (int, 0), "kv_bytes_per_token": (int, 0)}, _hash_trace),
 }
 
 
