@@ -18,7 +18,10 @@ The cluster offers ``.inventory`` (``Inventory``), ``.inventory_path`` (the same
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -57,3 +60,64 @@ def shared_ssh_cluster(ssh_keys: KeyStore, tmp_path_factory: pytest.TempPathFact
     cluster = SshCluster.start(1, tmp_path_factory.mktemp("sshd-shared"), ssh_keys, name_prefix="shared")
     yield cluster
     cluster.close()
+
+
+# --- every process a test starts is stopped by it --------------------------------------------------
+# Detached engines and soak agents outlive a killed controller by design, so a test that times out or
+# fails half-way can leave them behind. After each test that used ``tmp_path``, any process whose
+# command line, working directory or environment names that directory is stopped here and listed in
+# the terminal summary, so a leak is visible and never slows the rest of the suite.
+_LEAKED: list[str] = []
+
+
+def _mentions(pid: int, needle: bytes) -> bool:
+    for name in ("cmdline", "environ"):
+        try:
+            with open(f"/proc/{pid}/{name}", "rb") as fh:
+                if needle in fh.read():
+                    return True
+        except OSError:
+            pass
+    try:
+        return os.readlink(f"/proc/{pid}/cwd").encode().startswith(needle)
+    except OSError:
+        return False
+
+
+def _leftovers(root: Path) -> list[int]:
+    needle = str(root).encode()
+    me = os.getpid()
+    pids = [int(d) for d in os.listdir("/proc") if d.isdigit() and int(d) != me]
+    return [pid for pid in pids if _mentions(pid, needle)]
+
+
+@pytest.fixture(autouse=True)
+def _stop_leftover_processes(request: pytest.FixtureRequest) -> Iterator[None]:
+    # asked for before the test, so tmp_path is torn down after this fixture, not before
+    root = request.getfixturevalue("tmp_path") if "tmp_path" in request.fixturenames else None
+    yield
+    if root is None:
+        return
+    pids = _leftovers(root)
+    if not pids:
+        return
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in pids:
+            try:
+                os.kill(pid, sig)
+            except OSError:
+                pass
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and any(os.path.exists(f"/proc/{p}") for p in pids):
+            time.sleep(0.1)
+        pids = [p for p in pids if os.path.exists(f"/proc/{p}")]
+        if not pids:
+            break
+    _LEAKED.append(request.node.nodeid)
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if _LEAKED:
+        terminalreporter.write_sep("=", "tests that left processes running (stopped by conftest)")
+        for nodeid in _LEAKED:
+            terminalreporter.write_line(nodeid)

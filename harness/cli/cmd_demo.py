@@ -6,6 +6,8 @@ import argparse
 import datetime as _dt
 from pathlib import Path
 
+GATES = ("G1", "G2", "G3", "G4")
+
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser(
@@ -21,6 +23,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--inventory", type=Path, default=None, help="inventory (default: inventory/localhost.yaml)")
     p.add_argument("--profile", type=Path, default=None, help="profile (default: profiles/demo.yaml)")
     p.add_argument("--reports", type=Path, default=None, help="reports root (default: reports/)")
+    p.add_argument("--until", choices=GATES, default=GATES[-1],
+                   help="the last gate to run (default: %(default)s)")
     p.add_argument("--no-progress", action="store_true", help="no progress lines")
     p.set_defaults(func=run)
 
@@ -31,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
 
     campaign = args.campaign or "demo-" + _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
     res = run_demo(campaign, inventory=args.inventory, profile=args.profile, reports_root=args.reports,
-                   progress=not args.no_progress, on_gate=print_outcome)
+                   progress=not args.no_progress, on_gate=print_outcome, until=args.until)
     print()
     for o in res.outcomes:
         print(f"{o.gate}: {o.verdict.value}")

@@ -73,7 +73,8 @@ def per_campaign_inputs(campaign: str, inventory: Path, profile: Path) -> tuple[
 
 def run_demo(campaign: str, *, inventory: Optional[Path] = None, profile: Optional[Path] = None,
              reports_root: Optional[Path] = None, progress: bool = True,
-             on_gate: Optional[Callable[[GateOutcome], None]] = None) -> DemoResult:
+             on_gate: Optional[Callable[[GateOutcome], None]] = None, until: str = "G4") -> DemoResult:
+    """Run the gates in order up to ``until`` (G1..G4), stopping at the first that does not pass."""
     root = project_root()
     inventory = inventory or root / "inventory" / "localhost.yaml"
     profile = profile or root / "profiles" / "demo.yaml"
@@ -83,7 +84,10 @@ def run_demo(campaign: str, *, inventory: Optional[Path] = None, profile: Option
     t0 = time.monotonic()
     outcomes: list[GateOutcome] = []
     code = ExitCode.OK
-    for gate in ("G1", "G2", "G3", "G4"):
+    gates = ("G1", "G2", "G3", "G4")
+    if until not in gates:
+        raise ValueError(f"until must be one of {', '.join(gates)}, not {until!r}")
+    for gate in gates[:gates.index(until) + 1]:
         outcome = run_gate(gate, inventory_path=inventory, profile_path=profile, campaign=campaign,
                            reports_root=reports_root, gates_path=root / "gates", progress=progress)
         if on_gate is not None:

@@ -58,7 +58,7 @@ def test_two_demos_at_once_both_pass(tmp_path: Path, local_inventory: Path,
         procs = [subprocess.Popen(  # noqa: S603 - fixed argv, test code
             [sys.executable, "-m", "harness.cli.main", "demo", "--campaign", f"twin-{i}", "--inventory",
              str(local_inventory), "--profile", str(profile), "--reports", str(tmp_path / "reports"),
-             "--no-progress"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+             "--until", "G3", "--no-progress"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
             for i in (1, 2)]
         outs = []
         deadline = time.monotonic() + 270  # inside the suite's 300 s per-test timeout
