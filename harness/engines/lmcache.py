@@ -51,7 +51,7 @@ def lmcache_config(settings: LMCacheSettings, *, local_disk_dir: Optional[str], 
     cfg["max_local_cpu_size"] = float(settings.max_local_cpu_size)
     if local_disk_dir is not None:
         cfg["local_disk"] = "file://" + local_disk_dir.rstrip("/") + "/"
-        cfg["max_local_disk_size"] = round(float(settings.max_local_disk_size) / max(ranks, 1), 3)
+        cfg["max_local_disk_size"] = float(settings.max_local_disk_size) / max(ranks, 1)  # never rounded to 0
     for key in (
         "remote_url",
         "remote_serde",
