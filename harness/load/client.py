@@ -212,12 +212,15 @@ class _Pool:
         self.all.append(proto)
         return proto
 
-    async def acquire(self) -> tuple[_Connection, bool]:
+    async def acquire(self, timeout_s: float) -> tuple[_Connection, bool]:
+        """An idle connection (returned without yielding to the loop, so the request is written
+        before a close already on its way can be processed unseen), else a new one within
+        ``timeout_s`` (connect and TLS handshake)."""
         while self.idle:
             conn = self.idle.pop()
             if not conn.closed:
                 return conn, True
-        return await self.connect(), False
+        return await asyncio.wait_for(self.connect(), timeout_s), False
 
     def release(self, conn: _Connection) -> None:
         conn.exchange = None
@@ -330,7 +333,7 @@ class StreamClient:
             t0 = perf_counter_ns()
             try:
                 # the timeout covers the connection (and TLS handshake) too
-                conn, reused = await asyncio.wait_for(self._pool.acquire(), self.options.timeout_s)
+                conn, reused = await self._pool.acquire(self.options.timeout_s)
             except asyncio.CancelledError:
                 self.partial[spec.request_id] = self._fail(spec, t0, "cancelled", "cancelled before sending")
                 raise
