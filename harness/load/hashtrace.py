@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from harness.load.errors import LoadInputError
+from harness.load.vocabulary import VOCABULARY
 
 MOONCAKE_BLOCK = 512
 BAILIAN_BLOCK = 16
@@ -133,8 +134,6 @@ def select(reqs: Sequence[TraceRequest], *, max_context: int = 0, start_s: float
 
 def block_words(seed: int, hash_id: int, block_size: int) -> list[str]:
     """The vocabulary words of block ``hash_id`` (the same for the same seed and id)."""
-    from harness.load.workloads import VOCABULARY
-
     return random.Random(f"kvgate-block:{seed}:{hash_id}").choices(VOCABULARY, k=block_size)
 
 

@@ -45,23 +45,7 @@ from typing import Any, Callable, Optional
 from harness.load import hashtrace
 from harness.load.errors import LoadInputError
 from harness.load.spec import RequestSpec
-
-_CONSONANTS = "bdfgklmnprstvz"
-_VOWELS = "aeiou"
-
-
-def _vocabulary() -> tuple[str, ...]:
-    syl = [c + v for c in _CONSONANTS for v in _VOWELS]  # 70 syllables
-    words = [a + b for a in syl for b in syl]  # 4900 two-syllable words, fixed order
-    return tuple(words[i * 4 + 1] for i in range(1024))
-
-
-VOCABULARY: tuple[str, ...] = _vocabulary()
-
-
-def words(rng: random.Random, n: int) -> str:
-    """``n`` vocabulary words (``n`` tokens for the KV emulator)."""
-    return " ".join(rng.choices(VOCABULARY, k=n)) if n > 0 else ""
+from harness.load.vocabulary import VOCABULARY, words  # noqa: F401 - VOCABULARY re-exported
 
 
 def count_tokens(text: str) -> int:
