@@ -13,9 +13,9 @@ KVGATE_FLAGS ?=
 # a make variable as one shell word (CAMPAIGN="fx100 poc" stays one argument, so kvgate names the problem)
 quote = '$(subst ','\'',$(1))'
 
-.PHONY: help install system-deps test lint demo gate-G1 gate-G2 gate-G3 gate-G4 bench bench-fanout \
-        bench-fio-parse bench-ttft bench-estimate bench-soak validate docs-reference clean nightly bench-history bench-coverage mutation i18n fuzz \
-        real-engine-env test-real-engine bench-emulator
+.PHONY: help install system-deps test i18n real-engine-env test-real-engine lint docs-reference validate demo \
+        gate-G1 gate-G2 gate-G3 gate-G4 bench bench-fanout bench-fio-parse bench-emulator bench-ttft \
+        bench-estimate nightly bench-history bench-coverage mutation bench-soak clean fuzz
 
 help:  ## list the targets
 	@grep -E '^[a-zA-Z0-9_% -]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([^:]+):.*## /\1\t/' | expand -t 20
@@ -63,7 +63,7 @@ gate-G1 gate-G2 gate-G3 gate-G4: gate-%: install  ## run one gate: INVENTORY=...
 	$(KVGATE) gate $* --inventory $(call quote,$(INVENTORY)) --profile $(call quote,$(PROFILE)) \
 		--campaign $(call quote,$(CAMPAIGN)) $(KVGATE_FLAGS)
 
-bench: bench-fanout bench-fio-parse bench-ttft bench-estimate bench-soak bench-emulator  ## every benchmark, printing figures
+bench: bench-fanout bench-fio-parse bench-ttft bench-estimate bench-soak bench-emulator bench-history bench-coverage  ## every benchmark, printing figures
 
 bench-fanout: install system-deps  ## SSH fan-out to 16 loopback nodes vs one, and vs OpenSSH's ssh
 	$(BIN)/python bench/fanout.py
