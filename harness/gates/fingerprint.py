@@ -29,6 +29,7 @@ from typing import Any, Optional
 
 from harness.config.inventory import Inventory
 from harness.config.profile import Profile
+from harness.redact import redact_argv, redact_data
 
 __all__ = ["workload_fingerprint", "fingerprint_digest", "fingerprint_record", "fingerprint_diff",
            "MISSING"]
@@ -61,13 +62,14 @@ def workload_fingerprint(profile: Profile, *, arm: str, inventory: Optional[Inve
         "nodes_per_instance": m.nodes_per_instance, "max_model_len": m.max_model_len,
     }, out)
     engine: dict[str, Any] = {"kind": profile.engine.kind, "version": engine_version,
-                              "extra_args": list(profile.engine.extra_args)}
+                              # secrets masked: result.json is evidence (a changed key is no new workload)
+                              "extra_args": redact_argv(list(profile.engine.extra_args))}
     if profile.engine.kind == "sim":
         engine["sim"] = profile.engine.sim.model_dump(mode="json")
     _flatten("engine", engine, out)
     _flatten("load", profile.load.model_dump(mode="json"), out)
     _flatten("arm", {"name": a.name, "storage": a.storage, "offload": a.offload,
-                     "lmcache": a.lmcache.model_dump(mode="json") if a.offload else None}, out)
+                     "lmcache": redact_data(a.lmcache.model_dump(mode="json")) if a.offload else None}, out)
     if inventory is not None:
         servers = [n for n in inventory.nodes if "server" in n.roles] or list(inventory.nodes)
         out["nodes.platforms"] = sorted({str(n.platform) for n in servers})
