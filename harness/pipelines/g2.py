@@ -69,8 +69,10 @@ def run_g2(run: GateRun) -> tuple[dict[str, Any], dict[str, Any]]:
     if not profile.arm(arm).offload:
         cold.pop("offload_hit_tokens")  # nothing to serve from: NOT_APPLICABLE (applicability.py)
     measured_baseline["cold_restore"] = cold
-    if stopped:
-        # "incomplete" here only records the fault above: not measured evidence against the storage.
+    if stopped or run.faults:
+        # Repetitions missing while faults were recorded (the sweep stopped, or points were not
+        # counted because the engine hit ENOSPC) record those faults: "incomplete" is then not
+        # measured evidence against the storage, and the gate exits 4 (harness.gates.verdict).
         measured_baseline["complete"]["caused_by_fault"] = True
     charts["sweep"] = {arm: sweep_table(sweep)}
     measured: dict[str, Any] = {"baseline": measured_baseline}
