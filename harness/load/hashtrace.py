@@ -23,7 +23,6 @@ lookup deliver for one instance serving the requests one after another.
 
 from __future__ import annotations
 
-import json
 import random
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
@@ -32,6 +31,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from harness.load.errors import LoadInputError
+from harness.load.jsonl import json_objects
 from harness.load.vocabulary import VOCABULARY
 
 MOONCAKE_BLOCK = 512
@@ -66,23 +66,8 @@ def parse_trace(path: Path, *, block_size: int, time_unit: str = "ms") -> list[T
     if time_unit not in ("ms", "s"):
         raise LoadInputError(f"hash trace: time_unit {time_unit!r}: expected 'ms' or 's'")
     scale = 1e-3 if time_unit == "ms" else 1.0
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise LoadInputError(f"hash trace {path}: {exc.strerror or exc}") from None
-    except UnicodeDecodeError as exc:
-        raise LoadInputError(f"hash trace {path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     out: list[TraceRequest] = []
-    for no, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        where = f"{path}:{no}"
-        try:
-            obj = json.loads(line)
-        except ValueError as exc:
-            raise LoadInputError(f"{where}: not a JSON object ({exc})") from None
-        if not isinstance(obj, dict):
-            raise LoadInputError(f"{where}: expected a JSON object, got {type(obj).__name__}")
+    for no, where, obj in json_objects(path, "hash trace"):
         ts = obj.pop("timestamp", None)
         if ts is None:
             raise LoadInputError(f"{where}: field 'timestamp' is missing (expected {time_unit} >= 0)")

@@ -34,7 +34,6 @@ Kinds (``build_workload(kind, params, seed)``; an unknown kind or parameter list
 from __future__ import annotations
 
 import hashlib
-import json
 import random
 from collections import OrderedDict
 from collections.abc import Mapping
@@ -44,6 +43,7 @@ from typing import Any, Callable, Optional
 
 from harness.load import hashtrace
 from harness.load.errors import LoadInputError
+from harness.load.jsonl import json_objects
 from harness.load.spec import RequestSpec
 from harness.load.vocabulary import VOCABULARY, words  # noqa: F401 - VOCABULARY re-exported
 
@@ -204,21 +204,8 @@ def _long_doc(p: dict[str, Any], seed: int) -> Workload:
 def _trace(p: dict[str, Any], seed: int) -> Workload:
     path = Path(p["path"])
     rng = random.Random(seed)
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError as exc:
-        raise LoadInputError(f"trace {path}: {exc.strerror or exc}") from None
     specs = []
-    for no, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        where = f"{path}:{no}"
-        try:
-            obj = json.loads(line)
-        except ValueError as exc:
-            raise LoadInputError(f"{where}: not a JSON object ({exc})") from None
-        if not isinstance(obj, dict):
-            raise LoadInputError(f"{where}: expected a JSON object, got {type(obj).__name__}")
+    for no, where, obj in json_objects(path, "trace"):
         obj = dict(obj)
         out_len = obj.pop("output_len", obj.pop("max_tokens", None))
         if not isinstance(out_len, int) or isinstance(out_len, bool) or out_len <= 0:
