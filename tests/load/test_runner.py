@@ -125,14 +125,30 @@ def test_stop_event_cancels_in_flight_and_keeps_records(server: ScriptedServer, 
     server.script = lambda r: [SSE_HEAD] + [a for i in range(100) for a in (
         chunk(event(completion_chunk(f"w{i} "))), ("sleep", 0.02))]
 
+    stopped_at: list[float] = []
+
     async def go() -> Any:
         stop = asyncio.Event()
-        asyncio.get_running_loop().call_later(0.3, stop.set)
-        return await run_load_async(_cfg(server.url, concurrency=3), tmp_path, stop=stop, handle_signals=False)
 
-    t0 = time.monotonic()
+        async def stop_once_all_three_are_in_flight() -> None:
+            # event-driven, not a fixed delay: on a loaded machine the requests may not have left yet
+            deadline = time.monotonic() + 30
+            while len(server.received) < 3 and time.monotonic() < deadline:
+                await asyncio.sleep(0.01)
+            await asyncio.sleep(0.5)  # ~25 of the 100 tokens streamed: the partial records must keep them
+            stopped_at.append(time.monotonic())
+            stop.set()
+
+        stopper = asyncio.create_task(stop_once_all_three_are_in_flight())
+        try:
+            return await run_load_async(_cfg(server.url, concurrency=3), tmp_path, stop=stop, handle_signals=False)
+        finally:
+            await stopper
+
     s = asyncio.run(go())
-    assert time.monotonic() - t0 < 3
+    assert len(server.received) == 3
+    # each response streams for >= 2 s, so an answer within 2 s of the stop means it was cancelled
+    assert time.monotonic() - stopped_at[0] < 2
     recs = read_records(tmp_path / "records.jsonl")
     assert s["kvgate"]["interrupted"] and s["cancelled"] == 3 and s["completed"] == 0
     assert len(recs) == 3 and all(r["status"] == "cancelled" and r["counted_tokens"] >= 5 for r in recs)
@@ -142,7 +158,7 @@ def test_stop_event_cancels_in_flight_and_keeps_records(server: ScriptedServer, 
 def test_signal_stops_the_cli_cleanly(server: ScriptedServer, tmp_path: Path, sig: signal.Signals) -> None:
     server.script = lambda r: [SSE_HEAD] + [a for i in range(200) for a in (
         chunk(event(completion_chunk(f"w{i} "))), ("sleep", 0.01))] + [chunk(b"data: [DONE]\n\n"), b"0\r\n\r\n"] \
-        if r.headers["x-request-id"].endswith(("0", "1")) else stream(["quick "])
+        if int(r.headers["x-request-id"][-6:]) >= 3 else stream(["quick "])  # 3 quick, then slow ones
     out = tmp_path / "run"
     proc = subprocess.Popen(  # noqa: S603
         [sys.executable, "-c", "import sys; from harness.load.cli import main; sys.exit(main(sys.argv[1:]))",
