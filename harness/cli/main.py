@@ -23,6 +23,7 @@ COMMANDS: tuple[str, ...] = (
     "schema", "init",
     "soak",
     "plan",
+    "cliff",
 )
 
 

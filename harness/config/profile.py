@@ -269,6 +269,33 @@ class SoakSpec(StrictModel):
                                  "(every restart is counted: G4's no_restarts still fails)")
 
 
+class CliffSpec(StrictModel):
+    """Capacity-cliff sweep (``kvgate cliff``): a working set of distinct prefixes grown from well
+    below to several times the KV tiers, the hit rate per tier and TTFT p50 at each size."""
+
+    prefixes: list[PositiveInt] = Field(min_length=2, description="Working-set sizes, as numbers of distinct "
+                                        "prefixes (one point each, increasing)")
+    prefix_len: PositiveInt = Field(default=2048, description="Tokens per prefix: whole LMCache chunks of every "
+                                    "swept arm")
+    suffix_len: int = Field(default=16, ge=0, description="Unique tokens after each prefix (a partial chunk, "
+                            "never reused), fewer than a chunk")
+    passes: PositiveInt = Field(default=1, description="Measured passes over the working set after the "
+                                "populate pass")
+    order: Literal["cyclic", "random"] = Field(default="cyclic", description="Measured order: cyclic (the "
+                                               "populate order again) or random (uniform, seeded)")
+    concurrency: PositiveInt = Field(default=1, description="Requests in flight; 1 keeps the order the "
+                                     "expected reuse assumes")
+    output_len: PositiveInt = Field(default=4, description="Output tokens per request")
+    arms: list[str] = Field(default_factory=list, description="Arms swept, in order (default: every arm)")
+
+    @field_validator("prefixes")
+    @classmethod
+    def _increasing(cls, v: list[int]) -> list[int]:
+        if any(b <= a for a, b in zip(v, v[1:])):
+            raise ValueError(f"working-set sizes must increase: {v}")
+        return v
+
+
 class ThresholdOverride(StrictModel):
     """A profile's change of one gate threshold; reports list it with its reason."""
 
@@ -292,6 +319,7 @@ class Profile(StrictModel):
     load: LoadSpec = Field(default_factory=LoadSpec)
     probes: ProbesSpec = Field(default_factory=ProbesSpec)
     soak: SoakSpec = Field(default_factory=SoakSpec)
+    cliff: Optional[CliffSpec] = Field(default=None, description="Capacity-cliff sweep (kvgate cliff)")
     overrides: list[ThresholdOverride] = Field(default_factory=list, description="Threshold overrides")
 
     @model_validator(mode="after")

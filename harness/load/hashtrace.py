@@ -23,9 +23,10 @@ lookup deliver for one instance serving the requests one after another.
 
 from __future__ import annotations
 
+import json
 import random
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
@@ -168,22 +169,72 @@ def capacity_blocks_for_bytes(capacity_bytes: int, block_size: int, kv_bytes_per
 
 
 def expected_reuse(reqs: Iterable[tuple[int, Sequence[int]]], block_size: int,
-                   capacity_blocks: int = 0) -> ReuseEstimate:
+                   capacity_blocks: int = 0, *, count_from: int = 0) -> ReuseEstimate:
     """Expected reuse of ``(input_length, hash_ids)`` requests served in order by one LRU of
     ``capacity_blocks`` blocks (0: unbounded): per request, the leading run of full blocks present
-    counts; then every block of the request is made most recently used, in order."""
+    counts; then every block of the request is made most recently used, in order. Requests before
+    index ``count_from`` only warm the LRU (a populate pass) and are not counted."""
     lru: OrderedDict[int, None] = OrderedDict()
     total = reused = 0
-    for in_len, ids in reqs:
-        total += in_len
+    for index, (in_len, ids) in enumerate(reqs):
+        counted = index >= count_from
         full = min(len(ids), in_len // block_size)
         run = 0
         while run < full and ids[run] in lru:
             run += 1
-        reused += run * block_size
+        if counted:
+            total += in_len
+            reused += run * block_size
         for h in ids[:full]:  # a partial block is never stored by an engine
             lru[h] = None
             lru.move_to_end(h)
             if capacity_blocks and len(lru) > capacity_blocks:
                 lru.popitem(last=False)
     return ReuseEstimate(total, reused, capacity_blocks, block_size)
+
+
+def working_set_trace(*, prefixes: int, prefix_blocks: int, block_size: int, suffix_len: int = 0,
+                      passes: int = 1, order: str = "cyclic", output_length: int = 4,
+                      seed: int = 0, first_id: int = 0) -> tuple[list[TraceRequest], int]:
+    """The requests of one capacity-cliff point and how many of them populate.
+
+    A working set of ``prefixes`` distinct prefixes of ``prefix_blocks`` full blocks each: first a
+    populate pass (every prefix once, in order), then ``passes`` x ``prefixes`` measured requests,
+    in the populate order each pass (``cyclic``: the pattern that turns an LRU's capacity into a
+    cliff) or drawn uniformly with ``seed`` (``random``: a gradual fall). Every request ends with
+    ``suffix_len`` tokens (< ``block_size``) of a block id used once: a partial block, never reused,
+    so the engine computes at least those tokens itself, as a real engine always computes the last.
+    Block ids start at ``first_id``: points of one sweep that use disjoint ids share no block, so
+    one engine can serve them in turn (an earlier point's blocks are only older entries of each
+    tier, evicted first). Timestamps are 100 ms apart (a closed-loop replay ignores them)."""
+    if prefixes < 1 or prefix_blocks < 1 or block_size < 1 or passes < 1:
+        raise LoadInputError("working set: prefixes, prefix_blocks, block_size and passes must be >= 1")
+    if not 0 <= suffix_len < block_size:
+        raise LoadInputError(f"working set: suffix_len {suffix_len}: expected 0 <= suffix_len < block_size "
+                             f"({block_size}), a partial block")
+    if order not in ("cyclic", "random"):
+        raise LoadInputError(f"working set: order {order!r}: expected 'cyclic' or 'random'")
+    rng = random.Random(f"kvgate-working-set:{seed}:{prefixes}")
+    sequence = list(range(prefixes))
+    if order == "cyclic":
+        sequence += list(range(prefixes)) * passes
+    else:
+        sequence += [rng.randrange(prefixes) for _ in range(prefixes * passes)]
+    next_id = first_id + prefixes * prefix_blocks
+    out: list[TraceRequest] = []
+    for line, p in enumerate(sequence, start=1):
+        ids = [first_id + p * prefix_blocks + j for j in range(prefix_blocks)]
+        if suffix_len:
+            ids.append(next_id)
+            next_id += 1
+        out.append(TraceRequest(line, (line - 1) * 0.1, prefix_blocks * block_size + suffix_len,
+                                output_length, tuple(ids), {"prefix": p}))
+    return out, prefixes
+
+
+def trace_lines(reqs: Iterable[TraceRequest]) -> Iterator[str]:
+    """``reqs`` as Mooncake FAST'25 JSONL lines (timestamps in ms), to keep beside the results:
+    the same file replays with the ``hash-trace`` workload."""
+    for r in reqs:
+        yield json.dumps({"timestamp": round(r.timestamp_s * 1000), "input_length": r.input_length,
+                          "output_length": r.output_length, "hash_ids": list(r.hash_ids)}) + "\n"

@@ -12,6 +12,7 @@ from harness.pipelines.loadpoint import point_workload
 from harness.pipelines.probesteps import fio_step, probe_step
 from harness.pipelines.sweep import run_arm_sweep
 from harness.pipelines.sweepdata import Sweep, baseline_measured, measurement, sweep_table
+from harness.pipelines.tierhits import sweep_tier_rows
 from harness.probes.registry import PROBES
 
 
@@ -75,6 +76,7 @@ def run_g2(run: GateRun) -> tuple[dict[str, Any], dict[str, Any]]:
         # measured evidence against the storage, and the gate exits 4 (harness.gates.verdict).
         measured_baseline["complete"]["caused_by_fault"] = True
     charts["sweep"] = {arm: sweep_table(sweep)}
+    charts["tier_hits"] = {arm: sweep_tier_rows(sweep, offload=profile.arm(arm).offload)}
     measured: dict[str, Any] = {"baseline": measured_baseline}
     # --- estimate (i15): expected vs measured and the estimate_agreement leaves ---
     from harness.estimate.gatehook import add_expected, fio_value

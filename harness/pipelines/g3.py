@@ -17,6 +17,7 @@ from harness.pipelines.g2 import arm_cold_restore, arm_storage_probes
 from harness.pipelines.identity import output_identity_measured
 from harness.pipelines.sweep import load_sweep, run_arm_sweep
 from harness.pipelines.sweepdata import Sweep, compare_measured, failed_ratio, measurement, sweep_table
+from harness.pipelines.tierhits import sweep_tier_rows
 from harness.store.campaign import GateDir
 from harness.store.schema import Verdict
 
@@ -137,6 +138,7 @@ def run_g3(run: GateRun, g2: GateDir) -> tuple[dict[str, Any], dict[str, Any]]:
         measured["compare"]["write_overhead"] = write_overhead_measured(
             run.path, profile.candidate, ref_base, ref_name, profile.load.concurrency, profile.load.repetitions)
     charts["sweep"] = {arm: sweep_table(s) for arm, s in sweeps.items()}
+    charts["tier_hits"] = {a: sweep_tier_rows(s, offload=profile.arm(a).offload) for a, s in sweeps.items()}
     # --- estimate (i15): expected vs measured and the estimate_agreement leaves ---
     from harness.estimate.gatehook import add_expected, baseline_read_bw, fio_value
 

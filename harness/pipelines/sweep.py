@@ -27,6 +27,7 @@ from harness.pipelines.context import GateRun
 from harness.pipelines.enospc import DiskFullWatch
 from harness.pipelines.loadpoint import point_workload, run_point
 from harness.pipelines.sweepdata import Repetition, Sweep
+from harness.pipelines.tierhits import tier_hits
 from harness.progress import Progress
 from harness.remote.base import DetachedHandle, Executor
 
@@ -40,7 +41,7 @@ def step_key(arm: str, concurrency: int, repetition: int) -> str:
 def repetition_from_state(arm: str, concurrency: int, repetition: int, data: dict[str, Any]) -> Repetition:
     return Repetition(arm, concurrency, repetition, dict(data.get("summary") or {}),
                       [float(x) for x in data.get("ttft_ms") or []], list(data.get("evidence") or []),
-                      dict(data.get("counters") or {}))
+                      dict(data.get("counters") or {}), dict(data.get("tiers") or {}))
 
 
 def load_sweep(run: GateRun, arm: str, concurrencies: Sequence[int], repetitions: int,
@@ -237,7 +238,8 @@ def run_arm_sweep(run: GateRun, arm_name: str, *, label: Optional[str] = None) -
             protocol["prompt_tokens"] = prompt_token_check([s.input_tokens for s in workload.measure], metrics)
             (point_dir / "protocol.json").write_text(json.dumps(protocol, indent=2, default=str) + "\n")
             data = {"summary": point.summary, "ttft_ms": point.ttft_ms, "evidence": point.evidence,
-                    "protocol": protocol, "counters": point_counters(metrics)}
+                    "protocol": protocol, "counters": point_counters(metrics),
+                    "tiers": tier_hits(before, after, arm.lmcache.chunk_size)}
             run.gate_dir.mark_step_done(step_key(arm.name, conc, rep), data)
             sweep.setdefault(conc, []).append(repetition_from_state(arm.name, conc, rep, data))
             p50 = percentile(point.ttft_ms, 50) if point.ttft_ms else float("nan")

@@ -29,6 +29,8 @@ class Repetition:
     evidence: list[str] = field(default_factory=list)
     # The engine's cold-restore counters over the measurement (harness.pipelines.coldrestore).
     counters: dict[str, Optional[float]] = field(default_factory=dict)
+    # Prompt tokens served per KV tier over the measurement (harness.pipelines.tierhits).
+    tiers: dict[str, Optional[float]] = field(default_factory=dict)
 
     @property
     def output_throughput(self) -> float:

@@ -22,7 +22,7 @@ from harness.load.hashtrace import (
 from harness.load.tracegen import TraceGenSpec, write_trace
 from harness.load.workloads import build_workload, count_tokens
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).resolve().parents[1] / "data" / "load"
 SNIPPET = DATA / "mooncake_snippet.jsonl"
 
 
