@@ -165,12 +165,14 @@ def cliff_charts(measurements: Mapping[str, Any]) -> list[Chart]:
     charts: list[Chart] = []
     for n, (name, arm) in enumerate(sorted(arms.items())):
         points = _points(arm)
-        series = [_rate_series("measured, all tiers", points, lambda p: _rates(p).get("total"), PALETTE[6]),
-                  _rate_series("expected (LRU)", points, _expected, PALETTE[5], dashed=True)]
+        series = []
         for tier in ("hbm", "local_cpu", "local_disk", "remote"):
             s = _rate_series(TIER_NAMES[tier], points, lambda p, t=tier: _rates(p).get(t), TIER_COLOURS[tier])
             if tier in (arm.get("boundaries") or {}) or any(y > 0 for _, y in s.points):
                 series.append(s)
+        # drawn last, on top of the tiers they sum
+        series += [_rate_series("measured, all tiers", points, lambda p: _rates(p).get("total"), PALETTE[6]),
+                   _rate_series("expected (LRU)", points, _expected, PALETTE[5], dashed=True)]
         series = [s for s in series if s.points]
         charts.append(_ws_chart(
             f"cliff-hits-{n}", f"Hit rate per tier against the working set: {name}", series, _boundaries(arm),

@@ -18,6 +18,8 @@ from harness.load.hashtrace import (
     expected_reuse,
     parse_trace,
     select,
+    trace_lines,
+    working_set_trace,
 )
 from harness.load.tracegen import TraceGenSpec, write_trace
 from harness.load.workloads import build_workload, count_tokens
@@ -207,3 +209,47 @@ def test_cli_options_reach_the_workload_parameters() -> None:
         "path": str(SNIPPET), "block_size": 16, "time_unit": "s", "replay": "closed", "speed": 3.0,
         "max_context": 4096, "start_s": 1.0, "end_s": 9.0, "sample": 0.5, "max_requests": 7,
         "lru_bytes": 1000, "kv_bytes_per_token": 10}
+
+
+# --- capacity-cliff points: a working set as a hash-id trace -------------------------------------
+def test_working_set_trace_populates_then_cycles_with_a_unique_partial_suffix() -> None:
+    reqs, populate = working_set_trace(prefixes=3, prefix_blocks=2, block_size=4, suffix_len=1, passes=2,
+                                       first_id=100)
+    assert populate == 3 and len(reqs) == 3 + 6
+    assert [r.extra["prefix"] for r in reqs] == [0, 1, 2] * 3
+    assert reqs[0].hash_ids[:2] == (100, 101) and reqs[3].hash_ids[:2] == (100, 101)
+    suffixes = [r.hash_ids[-1] for r in reqs]
+    assert len(set(suffixes)) == len(reqs) and min(suffixes) >= 106  # never reused, past the prefix ids
+    assert all(r.input_length == 2 * 4 + 1 for r in reqs)
+    rnd, _ = working_set_trace(prefixes=5, prefix_blocks=1, block_size=4, passes=4, order="random", seed=3)
+    assert {r.extra["prefix"] for r in rnd[5:]} <= set(range(5)) and len({r.extra["prefix"] for r in rnd[5:]}) > 1
+    for bad in ({"suffix_len": 4}, {"order": "zipf"}, {"passes": 0}):
+        args = {"prefixes": 2, "prefix_blocks": 1, "block_size": 4, **bad}
+        with pytest.raises(LoadInputError):
+            working_set_trace(**args)  # type: ignore[arg-type]
+
+
+def test_cyclic_working_set_is_a_cliff_at_the_lru_capacity() -> None:
+    """Below the capacity every measured prefix block is reused; one prefix past it, none is (an
+    LRU walked cyclically evicts each block just before it is needed). The populate pass only warms."""
+    for prefixes, capacity, reused in ((4, 8, True), (4, 9, True), (5, 8, False), (16, 8, False)):
+        reqs, populate = working_set_trace(prefixes=prefixes, prefix_blocks=2, block_size=4, suffix_len=2)
+        est = expected_reuse([(r.input_length, r.hash_ids) for r in reqs], 4, capacity, count_from=populate)
+        assert est.prompt_tokens == prefixes * 10
+        assert est.ratio == (pytest.approx(8 / 10) if reused else 0.0), (prefixes, capacity)
+    # without count_from the populate pass (all misses) dilutes the figure
+    reqs, populate = working_set_trace(prefixes=4, prefix_blocks=2, block_size=4, suffix_len=2)
+    assert expected_reuse([(r.input_length, r.hash_ids) for r in reqs], 4, 8).ratio == pytest.approx(0.4)
+
+
+def test_working_set_trace_is_written_in_mooncake_format_and_replays(tmp_path: Path) -> None:
+    reqs, populate = working_set_trace(prefixes=3, prefix_blocks=2, block_size=512, suffix_len=16, passes=1)
+    path = tmp_path / "ws.jsonl"
+    path.write_text("".join(trace_lines(reqs)))
+    back = parse_trace(path, block_size=512)
+    assert [(r.input_length, r.hash_ids, r.output_length) for r in back] == \
+        [(r.input_length, r.hash_ids, r.output_length) for r in reqs]
+    wl = build_workload("hash-trace", {"path": str(path), "replay": "closed", "lru_blocks": 6}, seed=0)
+    assert [s.input_tokens for s in wl.measured] == [2 * 512 + 16] * 6
+    # whole-trace figure: the populate pass is counted as misses here
+    assert wl.expected["reuse"]["reused_tokens"] == 3 * 1024

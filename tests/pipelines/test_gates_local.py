@@ -111,12 +111,18 @@ def test_g1_g2_g3_pass_with_real_disk_reads(tmp_path: Path, local_inventory: Pat
     hit_check = check(g3, "candidate_offload_hits")
     assert hit_check["verdict"] == "PASS" and hit_check["observations"][0]["measured"] == min(hits)
     assert check(g3, "recompute_offload_hits")["observations"][0]["measured"] == 0
+    # hit rate per tier per measured point (issue 19 item 6), from the counters scraped around it
+    tiers = g3["measurements"]["tier_hits"]
+    assert [r["point"] for r in tiers["candidate"]] == [f"c2 rep{i}" for i in range(1, 6)]
+    assert all(r["rates"]["local_disk"] > 0.9 and r["rates"]["local_cpu"] == 0 for r in tiers["candidate"])
+    assert tiers["baseline"] and all(r["rates"]["offload"] == 0 for r in tiers["baseline"])
 
     gate_dir = reports / "c1" / "G3"
     for name in ("result.json", "report.html", "report.md", "junit.xml", "MANIFEST.sha256"):
         assert (gate_dir / name).is_file(), name
     html = (gate_dir / "report.html").read_text()
     assert "emulat" in html.lower()
+    assert 'id="tier-hits-candidate"' in html
     assert not re.search(r"""(src|href)\s*=\s*["']?(https?:|//)""", html)
     suite = ET.parse(gate_dir / "junit.xml").getroot()
     cases = suite.findall(".//testcase")

@@ -1,0 +1,178 @@
+"""The capacity-cliff sweep: tier sizes from the profile, refused inputs, the check that cannot
+pass on missing or wrong evidence, and the demo cliff profile run end to end against the KV
+emulator (real HTTP server, real tier files) with its report checked in headless Chromium.
+The end-to-end run happens once per module (tens of seconds on two cores)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from harness.cli.main import run
+from harness.config.loader import load_profile
+from harness.errors import InputError
+from harness.pipelines.cliff import _check, _observation, check_cliff_inputs, tier_capacities
+from harness.store.schema import Verdict
+from tests.pipelines.conftest import free_port
+
+REPO = Path(__file__).resolve().parents[2]
+DEMO_CLIFF = REPO / "profiles" / "demo-cliff.yaml"
+
+
+def _profile(tmp_path: Path, **changes: Any) -> Path:
+    data = yaml.safe_load(DEMO_CLIFF.read_text())
+    data["engine"]["port"] = free_port()
+    for key, value in changes.items():
+        data[key] = value
+    path = tmp_path / "cliff.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+# --- tier sizes and inputs (no engine) ------------------------------------------------------------
+def test_tier_sizes_of_the_demo_cliff_profile_are_the_emulators() -> None:
+    prof = load_profile(DEMO_CLIFF)
+    caps = tier_capacities(prof, prof.arm("cpu-disk"))
+    # tiny geometry 2,048 B/token x 256 x kv_scale 1/8 = 64 KiB chunk files
+    assert {t: c["tokens"] for t, c in caps.items()} == {"hbm": 2048, "local_cpu": 24 * 256, "local_disk": 65 * 256}
+    assert set(tier_capacities(prof, prof.arm("hbm-only"))) == {"hbm"}
+    # the sweep reaches well below and several times past every tier
+    tokens = [n * prof.cliff.prefix_len for n in prof.cliff.prefixes]  # type: ignore[union-attr]
+    assert tokens[0] < 2048 and tokens[-1] >= 2 * 65 * 256 and tokens[-1] >= 6 * 24 * 256
+
+
+def test_a_real_engines_hbm_is_unsized_and_its_tiers_are_per_rank(tmp_path: Path) -> None:
+    data = yaml.safe_load(DEMO_CLIFF.read_text())
+    data["engine"] = {"kind": "vllm"}
+    data["model"] = {"name": "m", "preset": "llama-3-8b", "tensor_parallel_size": 2}
+    data["arms"][1]["lmcache"] = {"local_cpu": True, "max_local_cpu_size": 1, "max_local_disk_size": 4}
+    path = tmp_path / "p.yaml"
+    path.write_text(yaml.safe_dump(data))
+    prof = load_profile(path)
+    caps = tier_capacities(prof, prof.arm("cpu-disk"))
+    assert caps["hbm"]["tokens"] is None
+    per_rank_token = 131072 / 2  # llama-3-8b: 32 x 8 x 128 x 2 B x 2 = 128 KiB/token, half per rank
+    assert caps["local_cpu"]["tokens"] == int(2**30 // (per_rank_token * 256)) * 256
+    assert caps["local_disk"]["tokens"] == int(2 * 2**30 // (per_rank_token * 256)) * 256  # 4 GB over 2 ranks
+
+
+def test_inputs_are_refused_naming_the_field(tmp_path: Path) -> None:
+    no_cliff = load_profile(REPO / "profiles" / "demo.yaml")
+    with pytest.raises(InputError, match="no 'cliff' section"):
+        check_cliff_inputs(no_cliff, "demo.yaml")
+    for cliff, msg in (({"prefixes": [1, 2], "prefix_len": 1000}, "cliff.prefix_len 1000"),
+                       ({"prefixes": [1, 2], "suffix_len": 256}, "cliff.suffix_len 256"),
+                       ({"prefixes": [1, 2], "arms": ["nope"]}, "cliff.arms: 'nope'")):
+        prof = load_profile(_profile(tmp_path, cliff=cliff))
+        with pytest.raises(InputError, match=msg):
+            check_cliff_inputs(prof, "p.yaml")
+    assert run(["cliff", "--inventory", str(REPO / "inventory" / "localhost.yaml"), "--profile",
+                str(REPO / "profiles" / "demo.yaml"), "--reports", str(tmp_path / "r"), "--no-progress"]) == 2
+    assert not (tmp_path / "r").exists()  # refused before anything was created
+
+
+def _point(measured: float | None, expected: float | None, **kw: Any) -> dict[str, Any]:
+    return {"prefixes": 4, "measured_hit_rate": measured, "completed": 8, "failed": 0, "evidence": [],
+            "expected": {"hit_rate": expected, "tier": "local_disk"}, **kw}
+
+
+def test_the_check_passes_only_on_measured_counters_that_match() -> None:
+    ok = _observation("a", 4, _point(0.97, 0.985), None)
+    assert ok.verdict is Verdict.PASS
+    # the scenarios that would make it PASS wrongly
+    off = _observation("a", 4, _point(0.40, 0.985), None)  # a tier smaller than configured
+    assert off.verdict is Verdict.FAIL and "points from the expected" in off.reason
+    no_counters = _observation("a", 4, _point(None, 0.0), None)  # "0 hits expected" and nothing measured
+    assert no_counters.verdict is Verdict.NOT_RUN
+    failed = _observation("a", 4, _point(0.0, 0.0, failed=8, completed=0), None)  # errors look like misses
+    assert failed.verdict is Verdict.NOT_RUN
+    unsized = _observation("a", 4, _point(0.5, None), None)
+    assert unsized.verdict is Verdict.NOT_RUN
+    missing = _observation("a", 8, None, "arm a stopped at 4 prefixes: engine died")
+    assert missing.verdict is Verdict.NOT_RUN and missing.caused_by_fault
+    assert _check([ok, ok]).verdict is Verdict.PASS
+    assert _check([ok, off, missing]).verdict is Verdict.FAIL
+    assert _check([ok, no_counters]).verdict is Verdict.NOT_RUN
+    assert _check([]).verdict is Verdict.NOT_RUN
+
+
+# --- the demo cliff profile, end to end -----------------------------------------------------------
+@pytest.fixture(scope="module")
+def cliff_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    tmp = tmp_path_factory.mktemp("cliff")
+    tier = tmp / "fast-disk"
+    tier.mkdir()
+    inv = tmp / "inventory.yaml"
+    inv.write_text(yaml.safe_dump({
+        "cluster": "cliff-local", "defaults": {"workdir": str(tmp / "work")},
+        "nodes": [{"name": "local", "host": "localhost", "connection": "local", "roles": ["server", "client"],
+                   "storage": [{"name": "fast-disk", "path": str(tier)}]}]}))
+    prof = _profile(tmp)
+    reports = tmp / "reports"
+    code = run(["cliff", "--inventory", str(inv), "--profile", str(prof), "--reports", str(reports),
+                "--campaign", "cl", "--no-progress"])
+    gate_dir = reports / "cl" / "cliff"
+    yield {"code": code, "dir": gate_dir, "result": json.loads((gate_dir / "result.json").read_text()),
+           "tier": tier}
+
+
+def test_demo_cliff_hit_rate_falls_past_each_tier_and_matches_the_expected_reuse(cliff_run: dict[str, Any]) -> None:
+    res = cliff_run["result"]
+    assert cliff_run["code"] == 0 and res["verdict"] == "PASS", res["verdict_reason"]
+    arms = res["measurements"]["cliff"]["arms"]
+    for name, arm in arms.items():
+        bounds = arm["boundaries"]
+        largest = max(b["tokens"] for b in bounds.values())
+        for p in arm["points"]:
+            exp, measured = p["expected"]["hit_rate"], p["measured_hit_rate"]
+            assert abs(measured - exp) <= 0.05, (name, p["prefixes"], measured, exp)  # both per point
+            assert p["completed"] == p["prefixes"] and p["failed"] == 0
+            # below the largest tier nearly every prompt token is reused; past it, none is
+            assert (measured > 0.9) if p["tokens"] <= largest else (measured < 0.05), (name, p["tokens"])
+    cpu_disk = {p["prefixes"]: p["rates"] for p in arms["cpu-disk"]["points"]}
+    assert cpu_disk[1]["hbm"] > 0.9  # fits HBM
+    assert cpu_disk[3]["hbm"] == 0 and cpu_disk[3]["local_cpu"] > 0.9  # past HBM, within the CPU tier
+    assert cpu_disk[12]["local_disk"] > 0.3  # past the CPU tier: the disk serves
+    hbm_only = {p["prefixes"]: p["rates"] for p in arms["hbm-only"]["points"]}
+    assert hbm_only[1]["total"] > 0.9 and hbm_only[3]["total"] == 0  # no offload: the cliff is at HBM
+    # the trace of every point is kept in Mooncake format; the KV files were removed at the end
+    trace = cliff_run["dir"] / arms["cpu-disk"]["points"][-1]["evidence"][0]
+    assert json.loads(trace.read_text().splitlines()[0]).keys() == {"timestamp", "input_length", "output_length",
+                                                                    "hash_ids"}
+    assert not list(cliff_run["tier"].rglob("*.kvchunk"))
+    assert [r["point"] for r in res["measurements"]["tier_hits"]["cpu-disk"]] == \
+        [f"{n} prefixes" for n in (1, 3, 12, 40)]
+
+
+def test_demo_cliff_report_marks_the_tier_boundaries(cliff_run: dict[str, Any]) -> None:
+    html = (cliff_run["dir"] / "report.html").read_text()
+    bpt = cliff_run["result"]["measurements"]["cliff"]["kv_bytes_per_token"]
+    for tier, tokens in (("hbm", 2048), ("local_cpu", 6144), ("local_disk", 16640)):
+        assert f'data-tier="{tier}" data-bytes="{tokens * bpt}"' in html
+    assert 'id="chart-cliff-hits-0"' in html and 'id="chart-cliff-ttft"' in html
+    assert 'id="cliff"' in html and 'id="tier-hits-cpu-disk"' in html
+    assert (cliff_run["dir"] / "MANIFEST.sha256").is_file()
+
+
+def test_demo_cliff_report_in_headless_chromium(cliff_run: dict[str, Any], tmp_path: Path) -> None:
+    from playwright.sync_api import sync_playwright
+
+    from tests.report.test_browser import CHROMIUM, _load
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        try:
+            page = _load(browser, cliff_run["dir"] / "report.html", tmp_path / "cliff.png")
+        finally:
+            browser.close()
+    assert page.console_errors == [] and page.requests == [page.url]
+    assert len(page.boxes) > 30
+    outside = [b for b in page.boxes if b["x"] < 0 or b["y"] < 0 or b["x"] + b["w"] > b["vw"] + 0.5
+               or b["y"] + b["h"] > b["vh"] + 0.5]
+    assert outside == []
+    assert page.verdict_text.startswith("PASS")
