@@ -1,11 +1,12 @@
 """The capacity-cliff sweep: tier sizes from the profile, refused inputs, the check that cannot
 pass on missing or wrong evidence, and the demo cliff profile run end to end against the KV
-emulator (real HTTP server, real tier files) with its report checked in headless Chromium.
-The end-to-end run happens once per module (tens of seconds on two cores)."""
+emulator (real HTTP server, real tier files). The end-to-end run happens once per module (tens of
+seconds on two cores); the cliff charts are checked in headless Chromium by tests/report/test_browser.py."""
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -157,22 +158,5 @@ def test_demo_cliff_report_marks_the_tier_boundaries(cliff_run: dict[str, Any]) 
     assert 'id="chart-cliff-hits-0"' in html and 'id="chart-cliff-ttft"' in html
     assert 'id="cliff"' in html and 'id="tier-hits-cpu-disk"' in html
     assert (cliff_run["dir"] / "MANIFEST.sha256").is_file()
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:|//)""", html)  # self-contained
 
-
-def test_demo_cliff_report_in_headless_chromium(cliff_run: dict[str, Any], tmp_path: Path) -> None:
-    from playwright.sync_api import sync_playwright
-
-    from tests.report.test_browser import CHROMIUM, _load
-
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        try:
-            page = _load(browser, cliff_run["dir"] / "report.html", tmp_path / "cliff.png")
-        finally:
-            browser.close()
-    assert page.console_errors == [] and page.requests == [page.url]
-    assert len(page.boxes) > 30
-    outside = [b for b in page.boxes if b["x"] < 0 or b["y"] < 0 or b["x"] + b["w"] > b["vw"] + 0.5
-               or b["y"] + b["h"] > b["vh"] + 0.5]
-    assert outside == []
-    assert page.verdict_text.startswith("PASS")

@@ -15,6 +15,7 @@ from playwright.sync_api import Browser, Page, sync_playwright
 
 from harness.report import render_campaign_report, render_gate_reports
 
+from .cliffdata import cliff_measurements
 from .conftest import make_result, write_gate
 
 CHROMIUM = "/usr/bin/chromium"
@@ -77,6 +78,11 @@ def pages(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Loaded
     result.gate = "G2"
     result.measurements["fio"] = {"node-a": {"local-nvme": {"seq_read_bw": 4.9e9, "seq_write_bw": 5.0e9}}}
     g2 = write_gate(camp / "G2", result)
+    # the capacity-cliff charts (log x axis, tier boundaries labelled inside the plot)
+    cliff = make_result()
+    cliff.measurements = cliff_measurements()
+    cl = write_gate(root / "cliff-1" / "cliff", cliff)
+    render_gate_reports(cl)
     render_gate_reports(g3)
     render_gate_reports(g2)
     render_campaign_report(camp)
@@ -88,19 +94,20 @@ def pages(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Loaded
             yield {name: _load(browser, path / page, root / f"{name}.png")
                    for name, path, page in (("G3", g3, "report.html"), ("G2", g2, "report.html"),
                                             ("campaign", camp, "report.html"), ("G3-zh", g3, "report.zh.html"),
-                                            ("campaign-zh", camp, "report.zh.html"))}
+                                            ("campaign-zh", camp, "report.zh.html"),
+                                            ("cliff", cl, "report.html"))}
         finally:
             browser.close()
 
 
-@pytest.mark.parametrize("name", ["G3", "G2", "campaign", "G3-zh", "campaign-zh"])
+@pytest.mark.parametrize("name", ["G3", "G2", "campaign", "G3-zh", "campaign-zh", "cliff"])
 def test_no_console_error_and_no_request_leaves_the_file(pages: dict[str, Loaded], name: str) -> None:
     page = pages[name]
     assert page.console_errors == []
     assert page.requests == [page.url]
 
 
-@pytest.mark.parametrize("name", ["G3", "G2", "G3-zh"])
+@pytest.mark.parametrize("name", ["G3", "G2", "G3-zh", "cliff"])
 def test_every_svg_text_inside_its_viewbox(pages: dict[str, Loaded], name: str) -> None:
     boxes = pages[name].boxes
     assert len(boxes) > 20  # the charts were drawn
