@@ -506,9 +506,6 @@ def gate_charts(measurements: Mapping[str, Any], checks: Sequence[CheckResult]) 
     """Every chart of a gate report, in display order (charts without data carry a note)."""
     charts = [ttft_chart(measurements), throughput_chart(measurements), fio_chart(measurements)]
     charts += soak_charts(measurements)
-    from harness.report.cliffchart import cliff_charts  # it draws with this module's helpers
-
-    charts += cliff_charts(measurements)
     charts += [forest_chart(c) for c in ratio_checks(checks)]
     return charts
 

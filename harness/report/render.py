@@ -16,6 +16,7 @@ import markupsafe
 
 from harness.errors import InputError
 from harness.report.charts import gate_charts
+from harness.report.cliffchart import cliff_charts
 from harness.report.evidence import finder as evidence_finder
 from harness.report.i18n import DEFAULT_LANG, N_, check_lang, language, suffix, translations
 from harness.report.junit import junit_xml
@@ -99,7 +100,7 @@ def _write(path: Path, data: bytes) -> Path:
 def render_gate_html(result: GateResult, gate_dir: Path | None = None, lang: str = DEFAULT_LANG) -> str:
     with language(lang):
         view = gate_view(result, evidence_finder(gate_dir, result))
-        charts = gate_charts(result.measurements, result.checks)
+        charts = gate_charts(result.measurements, result.checks) + cliff_charts(result.measurements)
     return _environment(html=True, lang=lang).get_template("gate.html.j2").render(
         r=result, v=view, charts=charts,
         sweep_rows=sweep_rows(result.measurements), fio_rows=fio_rows(result.measurements),

@@ -33,7 +33,7 @@ def cliff_measurements() -> dict[str, Any]:
                       "cpu-disk": {"offload": True, "chunk_size": 256, "points": cpu_disk, "boundaries": {
                           "hbm": {"tokens": 2048, "bytes": 2048 * BPT, "how": "emulator HBM"},
                           "local_cpu": {"tokens": 6144, "bytes": 6144 * BPT, "how": "max_local_cpu_size 0.0015 GB"},
-                          "local_disk": {"tokens": 16640, "bytes": 16640 * BPT, "how": "max_local_disk_size 0.004 GB"}}},
+                          "local_disk": {"tokens": 16640, "bytes": 16640 * BPT, "how": "disk 0.004 GB"}}},
                       "hbm-only": {"offload": False, "chunk_size": 256, "points": hbm_only, "boundaries": {
                           "hbm": {"tokens": 2048, "bytes": 2048 * BPT, "how": "emulator HBM"}}}}},
         "tier_hits": {"cpu-disk": [{"point": f"{p['prefixes']} prefixes", "queried": p["hits"]["queried"],
