@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -160,3 +161,29 @@ def test_demo_cliff_report_marks_the_tier_boundaries(cliff_run: dict[str, Any]) 
     assert (cliff_run["dir"] / "MANIFEST.sha256").is_file()
     assert not re.search(r"""(src|href)\s*=\s*["']?(https?:|//)""", html)  # self-contained
 
+
+
+def test_an_engine_that_does_not_start_is_a_fault_with_exit_4(tmp_path: Path) -> None:
+    tier = tmp_path / "fast-disk"
+    tier.mkdir()
+    inv = tmp_path / "inventory.yaml"
+    inv.write_text(yaml.safe_dump({
+        "cluster": "cliff-local", "defaults": {"workdir": str(tmp_path / "work")},
+        "nodes": [{"name": "local", "host": "localhost", "connection": "local", "roles": ["server", "client"],
+                   "storage": [{"name": "fast-disk", "path": str(tier)}]}]}))
+    data = yaml.safe_load(_profile(tmp_path).read_text())
+    data["cliff"]["arms"] = ["cpu-disk"]
+    data["engine"]["ready_timeout"] = "5s"
+    prof = tmp_path / "bad.yaml"
+    prof.write_text(yaml.safe_dump(data))
+    reports = tmp_path / "reports"
+    with socket.socket() as busy:  # another program holds the engine's port: it cannot start
+        busy.bind(("127.0.0.1", data["engine"]["port"]))
+        busy.listen()
+        code = run(["cliff", "--inventory", str(inv), "--profile", str(prof), "--reports", str(reports),
+                    "--campaign", "f", "--no-progress"])
+    res = json.loads((reports / "f" / "cliff" / "result.json").read_text())
+    assert code == 4 and res["verdict"] != "PASS" and res["faults"]
+    obs = res["checks"][0]["observations"]
+    assert len(obs) == 4 and all(o["verdict"] == "NOT_RUN" and o["caused_by_fault"] for o in obs)
+    assert (reports / "f" / "cliff" / "report.html").is_file()
