@@ -51,3 +51,7 @@ def test_cliff_and_tier_sections_render_from_result_json_alone(tmp_path) -> None
     assert 'id="cliff"' in html and 'id="tier-hits-cpu-disk"' in html
     row = re.search(r"<tr><td class=\"num\">12</td>.*?</tr>", html)
     assert row and "98.5%" in row.group(0) and "49.2%" in row.group(0)  # expected and measured per point
+
+    md = (gate / "report.md").read_text()
+    assert "## Capacity cliff" in md and "| 12 | 12288 | 25165824 | 98.5% | 98.4% |" in md
+    assert "## Hit rate per tier" in md and "| cpu-disk | 12 prefixes |" in md
