@@ -37,6 +37,8 @@ def test_snippet_replay_hit_rate_matches_expected_reuse(tmp_path: Path, tier_blo
     assert queries == wl.expected["reuse"]["prompt_tokens"]  # the trace's lengths reached the engine
     measured = hits / queries
     assert abs(measured - expected) <= 0.05, (measured, expected)
+    print(f"snippet via the HBM prefix cache of {tier_blocks} blocks ({replay}): expected {expected:.4f}, "
+          f"measured {measured:.4f}")
     assert summary["kvgate"]["workload"]["expected"]["reuse"]["expected_hit_rate"] == expected
     assert summary["kvgate"]["mode"] == ("open" if replay == "timestamps" else "closed")
     # the tier size matters: the small tier's expected reuse is far below the unbounded one

@@ -78,6 +78,23 @@ def test_inputs_are_refused_naming_the_field(tmp_path: Path) -> None:
     assert not (tmp_path / "r").exists()  # refused before anything was created
 
 
+def test_expected_reuse_uses_the_largest_tier_and_records_the_disjoint_bound() -> None:
+    from harness.load.hashtrace import working_set_trace
+    from harness.pipelines.cliff import _expected
+
+    caps = {"hbm": {"tokens": 2 * 4}, "local_cpu": {"tokens": 4 * 4}, "local_disk": {"tokens": 10 * 4}}
+    reqs, pop = working_set_trace(prefixes=4, prefix_blocks=2, block_size=4, suffix_len=1)  # 8 blocks
+    exp = _expected(reqs, pop, 4, caps)
+    assert exp["tier"] == "local_disk" and exp["hit_rate"] == 8 / 9 and exp["by_tier"]["hbm"] == 0.0
+    reqs, pop = working_set_trace(prefixes=7, prefix_blocks=2, block_size=4, suffix_len=1)  # 14 > 10 blocks
+    exp = _expected(reqs, pop, 4, caps)
+    assert exp["hit_rate"] == 0.0 and exp["exclusive_hit_rate"] == 8 / 9  # 2 + 4 + 10 = 16 blocks hold 14
+    # an unbounded disk: nothing to bound the LRU, every full block is reused
+    unbounded = {**caps, "local_disk": {"tokens": None}}
+    assert _expected(reqs, pop, 4, unbounded)["hit_rate"] == 8 / 9
+    assert _expected(reqs, pop, 4, {"hbm": {"tokens": None}})["hit_rate"] is None  # nothing sized
+
+
 def _point(measured: float | None, expected: float | None, **kw: Any) -> dict[str, Any]:
     return {"prefixes": 4, "measured_hit_rate": measured, "completed": 8, "failed": 0, "evidence": [],
             "expected": {"hit_rate": expected, "tier": "local_disk"}, **kw}
