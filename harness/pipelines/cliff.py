@@ -331,6 +331,8 @@ def _pct(x: Optional[float]) -> str:
 
 
 def _observation(arm: str, prefixes: int, point: Optional[dict[str, Any]], fault: Optional[str]) -> Observation:
+    """The point's observation; ``measured`` is the distance (a fraction) between the measured hit
+    rate and the expected reuse, the figure the threshold applies to."""
     path = f"cliff.{arm}.ws{prefixes}.hit_rate"
     expected_text = f"within {TOLERANCE * 100:.0f} points of the expected reuse"
     if point is None:
@@ -340,20 +342,20 @@ def _observation(arm: str, prefixes: int, point: Optional[dict[str, Any]], fault
     measured = point.get("measured_hit_rate")
     evidence = list(point.get("evidence") or [])
     if not point.get("completed") or point.get("failed"):
-        return Observation(path=path, measured=measured, expected_text=expected_text, verdict=Verdict.NOT_RUN,
+        return Observation(path=path, expected_text=expected_text, verdict=Verdict.NOT_RUN,
                            reason=f"{point.get('completed') or 0} request(s) completed, {point.get('failed') or 0} "
                                   "failed: the point's counters do not describe the trace", evidence=evidence)
     if measured is None:
         return Observation(path=path, expected_text=expected_text, verdict=Verdict.NOT_RUN, evidence=evidence,
                            reason="the engine exposed no prefix-cache query/hit or offload-hit counters")
     if exp.get("hit_rate") is None:
-        return Observation(path=path, measured=measured, measured_text=_pct(measured), expected_text=expected_text,
+        return Observation(path=path, measured_text=f"{_pct(measured)} measured", expected_text=expected_text,
                            verdict=Verdict.NOT_RUN, evidence=evidence,
                            reason="no tier of this arm has a size in the profile: no expected reuse")
     diff = measured - exp["hit_rate"]
     ok = abs(diff) <= TOLERANCE + 1e-12
-    text = f"{_pct(measured)} measured, {_pct(exp['hit_rate'])} expected ({diff * 100:+.1f} points)"
-    return Observation(path=path, measured=measured, measured_text=text,
+    text = f"{_pct(measured)} vs {_pct(exp['hit_rate'])} ({diff * 100:+.1f} pt)"
+    return Observation(path=path, measured=abs(diff), measured_text=text,
                        expected_text=f"{_pct(exp['hit_rate'])} +- {TOLERANCE * 100:.0f} points "
                                      f"(LRU of the {exp['tier']} tier)",
                        verdict=Verdict.PASS if ok else Verdict.FAIL, evidence=evidence,
@@ -373,7 +375,7 @@ def _check(observations: list[Observation]) -> CheckResult:
         id=CHECK_ID, description="Measured hit rate (engine counters) matches the reuse an LRU of the "
         "configured tier size gives for the same requests, at every working-set size",
         metric="cliff.*.*.hit_rate", comparator="<=", threshold=f"{TOLERANCE * 100:.0f} points",
-        threshold_value=TOLERANCE, unit_kind="ratio", severity="blocker", statistic="point",
+        threshold_value=TOLERANCE, unit_kind="percent", severity="blocker", statistic="point",
         verdict=verdict, reason=reason, observations=observations)
 
 
