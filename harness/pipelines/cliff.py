@@ -333,7 +333,7 @@ def _pct(x: Optional[float]) -> str:
 def _observation(arm: str, prefixes: int, point: Optional[dict[str, Any]], fault: Optional[str]) -> Observation:
     """The point's observation; ``measured`` is the distance (a fraction) between the measured hit
     rate and the expected reuse, the figure the threshold applies to."""
-    path = f"cliff.{arm}.ws{prefixes}.hit_rate"
+    path = f"cliff.hit_rate_gap.{arm}.ws{prefixes}"
     expected_text = f"within {TOLERANCE * 100:.0f} points of the expected reuse"
     if point is None:
         return Observation(path=path, expected_text=expected_text, verdict=Verdict.NOT_RUN,
@@ -374,7 +374,7 @@ def _check(observations: list[Observation]) -> CheckResult:
     return CheckResult(
         id=CHECK_ID, description="Measured hit rate (engine counters) matches the reuse an LRU of the "
         "configured tier size gives for the same requests, at every working-set size",
-        metric="cliff.*.*.hit_rate", comparator="<=", threshold=f"{TOLERANCE * 100:.0f} points",
+        metric="cliff.hit_rate_gap.*", comparator="<=", threshold=f"{TOLERANCE * 100:.0f} points",
         threshold_value=TOLERANCE, unit_kind="percent", severity="blocker", statistic="point",
         verdict=verdict, reason=reason, observations=observations)
 
