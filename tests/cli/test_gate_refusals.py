@@ -45,10 +45,8 @@ def test_an_unlike_baseline_exits_2_and_creates_nothing(tmp_path: Path, capsys: 
     from harness.gates.fingerprint import fingerprint_record
     from harness.gates.result import build_gate_result
     from harness.report.sign import write_manifest
-    from harness.store.campaign import GateDir
+    from harness.store.campaign import Campaign, GateDir
     from harness.store.schema import CheckResult, Verdict
-
-    from harness.store.campaign import Campaign
 
     reports = tmp_path / "reports"
     Campaign.open(reports, "base", inventory_path=Path(ARGS[1]), profile_path=Path(ARGS[3]), create=True).close()

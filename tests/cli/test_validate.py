@@ -67,7 +67,8 @@ def test_shipped_files_are_valid(capsys: pytest.CaptureFixture[str]) -> None:
         ("comments.yaml", "# nothing\n\n", r"comments.yaml:1:1: file is empty"),
         ("list.yaml", "- a\n- b\n", r"list.yaml:1:1: expected a mapping"),
         ("tabs.yaml", "cluster: x\nnodes:\n\t- name: a\n", r"tabs.yaml:3:1: YAML syntax error.*tabs"),
-        ("dup.yaml", "cluster: x\ncluster: y\nnodes: []\n", r"dup.yaml:2:1: \[cluster\] duplicate key 'cluster' \(first given on line 1\)"),
+        ("dup.yaml", "cluster: x\ncluster: y\nnodes: []\n",
+         r"dup.yaml:2:1: \[cluster\] duplicate key 'cluster' \(first given on line 1\)"),
         ("unknown.yaml", GOOD_INVENTORY.replace("    host: 127.0.0.2", "    host: 127.0.0.2\n    hots: x"),
          r"unknown.yaml:9:5: \[nodes\[1\].hots\] unknown key 'hots'; did you mean 'host'\?"),
         ("type.yaml", GOOD_INVENTORY.replace("name: b\n", "name: b\n    port: twenty-two\n"),
@@ -177,7 +178,7 @@ def test_missing_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> Non
 
 def test_console_script_no_traceback(tmp_path: Path) -> None:
     p = write(tmp_path, "dup.yaml", "a: 1\na: 2\n")
-    proc = subprocess.run([sys.executable, "-m", "harness.cli.main", "validate", str(p)],
+    proc = subprocess.run([sys.executable, "-m", "harness.cli.main", "validate", str(p)],  # noqa: S603 - fixed argv
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2
     assert "dup.yaml:2:1" in proc.stderr and "Traceback" not in proc.stderr
