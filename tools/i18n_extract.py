@@ -20,7 +20,7 @@ KEYWORDS = {"_": None, "N_": None, "_t": None}
 
 def extract() -> Catalog:
     cat = Catalog(domain="kvgate", project="kvgate", charset="utf-8")
-    for filename, lineno, message, comments, context in extract_from_dir(
+    for filename, lineno, message, _comments, _context in extract_from_dir(
             str(ROOT), METHODS, options_map=OPTIONS, keywords=KEYWORDS):
         if message:
             cat.add(message, locations=[(filename, lineno)])
