@@ -23,10 +23,13 @@ Rules a reader must keep:
   The exact penalised search costs O(n^2) (2.2 s for 10,000 nights of one metric), so a long
   series is searched in overlapping tiles of :data:`CP_TILE` runs (half a tile apart), as Apache
   Otava runs e-divisive over windows: each tile is penalised for its own length, and a
-  breakpoint is kept from the tile whose centre is nearest to it (never near a tile edge). A
-  series up to one tile long is searched whole, exactly as before. Confirmation compares at most
-  one tile of runs either side. The whole series is covered; only a shift lasting a whole tile
-  and shorter than ``min_size`` escapes, as it would in one search.
+  breakpoint is kept from the tile whose centre is nearest to it (never near a tile edge); two
+  tiles that see one shift either side of their border give one candidate (candidates closer
+  than ``min_size`` are merged). A series up to one tile long is searched whole. Confirmation
+  compares at most one tile of runs either side, so a change is judged against its
+  neighbourhood. (MongoDB's signal-processing-algorithms e-divisive was weighed and not taken:
+  its significance test permutes the window hundreds of times, each an O(n^2) statistic, where
+  one rank test per candidate confirms it here.)
 * ``better`` is ``"lower"`` (latency) or ``"higher"`` (bandwidth, throughput): "worse" follows it.
 """
 
