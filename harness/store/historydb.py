@@ -437,7 +437,7 @@ class HistoryDB:
                 cur = conn.connection.cursor()
                 try:
                     cur.execute(sql, params)
-                    rows = cur.fetchall()
+                    rows = list(cur.fetchall())
                 finally:
                     cur.close()
             names = sorted({row[1] for row in rows})
