@@ -57,7 +57,9 @@ def _quantity(text: str, kind: UnitKind, what: str) -> float:
         raise InputError(f"{what}: {exc}") from None
 
 
-def _accelerator(args: argparse.Namespace) -> tuple[Optional[Accelerator], Optional[float]]:
+def _accelerator(args: argparse.Namespace, profile_accelerator: Optional[str] = None
+                 ) -> tuple[Optional[Accelerator], Optional[float]]:
+    """The accelerator: --accelerator, else the inventory's, else the profile's ``model.accelerator``."""
     name = args.accelerator
     hbm = _quantity(args.hbm, UnitKind.BYTES, "--hbm") if args.hbm else None
     if name is None and args.inventory is not None:
@@ -69,6 +71,8 @@ def _accelerator(args: argparse.Namespace) -> tuple[Optional[Accelerator], Optio
                 if hbm is None and acc.memory:
                     hbm = float(acc.memory)
                 break
+    if name is None:
+        name = profile_accelerator
     if name is None:
         return None, hbm
     preset = find_accelerator(name)
@@ -90,7 +94,7 @@ def _campaign_dir(args: argparse.Namespace) -> Optional[Path]:
 def build(args: argparse.Namespace) -> dict[str, Any]:
     profile = load_profile(args.profile)
     geom = geometry_for_profile(profile, profile_path=args.profile, model_config=args.model_config)
-    acc, hbm = _accelerator(args)
+    acc, hbm = _accelerator(args, profile.model.accelerator)
     if not 0 < args.efficiency <= 1:
         raise InputError(f"--efficiency {args.efficiency}: expected a share in (0, 1]")
     inp = EstimateInputs(geometry=geom, accelerator=acc, efficiency=args.efficiency, hbm_bytes=hbm,
@@ -182,6 +186,8 @@ def render_text(d: dict[str, Any]) -> str:
     acc = d.get("accelerator")
     if acc:
         peak = "unknown" if acc["peak_flops"] is None else f"{acc['peak_flops'] / 1e12:,.0f} TFLOPS"
+        if acc.get("peak_stand_in"):
+            peak += " (a stand-in upper bound, see Notes)"
         out.append(f"Accelerator        {acc['name']} x {acc['devices']}, peak {peak}/device, efficiency "
                    f"{acc['efficiency']:g} ({acc['source']})")
     if "compute" in d:
@@ -200,9 +206,12 @@ def render_text(d: dict[str, Any]) -> str:
              if d.get("baseline_offloads", True) else "what the model below says (the baseline recomputes)")
     out.append(f"G3 needs           TTFT p50 -{g['ttft_reduction']:.0%} vs the baseline: candidate read bandwidth "
                f"{ratio} and >= {_bw(g['read_bw_threshold'])} (read-bandwidth check)")
-    if g["needed_bw"]:
+    if g["needed_bw"] and any(v is not None for v in g["needed_bw"].values()):
         out.append("                   with this model: " + ", ".join(
             f"c{c} {_bw(v)}" for c, v in g["needed_bw"].items()))
+    elif "break_even_bw" in d and d.get("baseline_offloads", True):
+        out.append("                   in absolute terms per concurrency: give the baseline's read bandwidth "
+                   "(--read-bw BASELINE_ARM=BW, or --campaign with its fio figure)")
     if d.get("arms"):
         rows = []
         for arm, a in d["arms"].items():

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from harness.errors import InputError
 from harness.exitcodes import EXIT_CODE_HELP
+from harness.report.i18n import DEFAULT_LANG, LANGS, suffix
 
 if TYPE_CHECKING:
     from harness.store.historydb import HistoryDB
@@ -47,7 +48,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     q.set_defaults(func=_compare)
     q = add("trend", "write the trend page of a series")
     q.add_argument("series", help="fingerprint digest (or its first characters)")
-    q.add_argument("-o", "--output", type=Path, default=None, help="HTML file (default: <reports>/trend-<series>.html)")
+    q.add_argument("-o", "--output", type=Path, default=None,
+                   help="HTML file (default: <reports>/trend-<series>.html, trend-<series>.zh.html for zh)")
+    q.add_argument("--lang", choices=LANGS, default=DEFAULT_LANG, help="page language (the report catalogs)")
     q.set_defaults(func=_trend)
     p.set_defaults(func=lambda args: _usage(p))
 
@@ -149,7 +152,7 @@ def _trend(args: argparse.Namespace) -> int:
 
     with _open(args) as db:
         series = _series(db, args.series)
-        out = args.output or (args.reports or reports_dir()) / f"trend-{series[:12]}.html"
-        write_trend_page(db, series, out)
+        out = args.output or (args.reports or reports_dir()) / f"trend-{series[:12]}{suffix(args.lang)}.html"
+        write_trend_page(db, series, out, lang=args.lang)
     print(out)
     return 0

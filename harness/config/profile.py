@@ -51,6 +51,9 @@ class ModelSpec(StrictModel):
     max_model_len: Optional[PositiveInt] = Field(default=None, description="--max-model-len")
     preset: Optional[str] = Field(default=None, description=f"KV geometry preset: {', '.join(GEOMETRY_PRESETS)}")
     geometry: Optional[KVGeometry] = Field(default=None, description="KV geometry, when no preset is named")
+    accelerator: Optional[str] = Field(
+        default=None, description="The accelerator model the profile is sized for (e.g. MI308X, H800): kvgate "
+        "estimate uses its preset (memory, peak) when no --accelerator or inventory names one")
     config_json: Optional[str] = Field(
         default=None, description="The model's config.json on the controller (relative to the profile), for "
         "kvgate estimate: KV geometry and parameters from the model itself")

@@ -111,6 +111,8 @@ def build_engine(profile: Profile, inp: EstimateInputs, notes: list[str]) -> Opt
         notes.append(f"no peak FLOP/s for {acc}: TTFT, break-even and G3 bandwidth need --peak-tflops "
                      "(or --campaign with a measured recompute arm to calibrate)")
         return None
+    if inp.peak_flops is None and inp.accelerator is not None and inp.accelerator.stand_in:
+        notes.append(f"peak of {inp.accelerator.name}: {inp.accelerator.stand_in}")
     flops = peak * devices_per_instance(profile) * inp.efficiency
     return Engine(Compute(flops_per_s=flops, shared=True), max_batch, decode)
 
@@ -185,6 +187,7 @@ def estimate_profile(profile: Profile, inp: EstimateInputs) -> Estimate:
             "name": inp.accelerator.name, "peak_flops": inp.peak_flops or inp.accelerator.peak_flops,
             "memory_bytes": inp.hbm_bytes or inp.accelerator.memory_bytes, "source": inp.accelerator.source,
             "devices": devices_per_instance(profile), "efficiency": inp.efficiency,
+            "peak_stand_in": inp.peak_flops is None and bool(inp.accelerator.stand_in),
         },
         "notes": notes,
     }
@@ -194,7 +197,7 @@ def estimate_profile(profile: Profile, inp: EstimateInputs) -> Estimate:
         data["break_even_by_accelerator"] = {
             a.name: break_even_bandwidth(geom, Compute(flops_per_s=a.peak_flops * devices_per_instance(profile)
                                                        * inp.efficiency), request_tokens)
-            for a in ACCELERATORS.values() if a.peak_flops is not None}
+            for a in ACCELERATORS.values() if a.peak_flops is not None and not a.stand_in}
     cap["devices"] = devices_per_instance(profile)
     # restore-bound G3 need: TTFT scales with 1/bandwidth, so a reduction r needs 1/(1-r) the bandwidth
     data["g3"] = {"ttft_reduction": inp.g3_reduction, "read_bw_threshold": inp.g3_read_bw,

@@ -11,7 +11,8 @@ Rules (derived in ``docs/estimator.md``):
 * a closed loop of ``c`` clients (no think time) is a closed queueing network; its throughput is
   bounded by every shared resource (asymptotic bounds): X(c) = min(c / cycle0, 1 / D_max), where
   cycle0 = TTFT0 + decode time and D_max is the largest per-request demand per server among the
-  batch slots (cycle0 / max_batch: a request holds its slot from prefill to its last token),
+  batch slots ((restore + compute + decode) / max_batch: a request holds its slot from its prefill
+  to its last token; the fixed overhead and the front end's work are spent outside it),
   the tier (restored bytes / bandwidth), the readers (restore time / read streams) and, when the
   accelerator is shared, the prefill compute, and a single-threaded front end (parsing,
   tokenizing, hashing the prompt). By the response time law the request time is
@@ -151,7 +152,10 @@ def predict_point(geom: ModelGeometry, engine: Engine, work: Workload, tier: Opt
     alone = engine.fixed_s + engine.frontend_s + restore_s + compute_s
     decode = engine.decode_seconds(work.output_tokens)
     cycle0 = alone + decode
-    demands: dict[str, float] = {"clients": cycle0 / concurrency, "batch slots": cycle0 / engine.max_batch}
+    # a request holds its batch slot from its prefill (restore + compute) to its last token; the
+    # fixed overhead (HTTP, client) and the front end's work happen outside the slot
+    in_slot = restore_s + compute_s + decode
+    demands: dict[str, float] = {"clients": cycle0 / concurrency, "batch slots": in_slot / engine.max_batch}
     if tier is not None and restored_bytes:
         demands["tier bandwidth"] = hit * restored_bytes / tier.read_bw
         if tier.read_streams:

@@ -15,12 +15,15 @@ from typing import Optional
 
 from harness.gates.regression import ChangePoint, change_points, min_effect_for
 from harness.report.charts import FONT, PALETTE, WIDTH, Chart, escape, nice_ticks, quoteattr
+from harness.report.i18n import DEFAULT_LANG, N_, _t, language
 from harness.store.durable import write_atomic
 from harness.store.historydb import HistoryDB, MetricRecord, StoredRun
 
 __all__ = ["TrendMetric", "run_labels", "trend_chart", "render_trend_html", "write_trend_page"]
 
 HEIGHT = 260
+# words handed over as data (a metric's direction, a change's status), translated where shown
+VOCABULARY = (N_("lower"), N_("higher"), N_("regression"), N_("improvement"))
 REGRESSION_COLOUR = "#cf222e"
 IMPROVEMENT_COLOUR = "#1a7f37"
 
@@ -46,14 +49,16 @@ def _fmt(v: float) -> str:
     return f"{v:.3g}"
 
 
-def _t(x: float, y: float, body: str, *, anchor: str = "middle", size: int = 11, extra: str = "") -> str:
+def _text(x: float, y: float, body: str, *, anchor: str = "middle", size: int = 11, extra: str = "") -> str:
     return (f'<text x="{x:.1f}" y="{y:.1f}" text-anchor="{anchor}" font-size="{size}" fill="#1f2328"{extra}>'
             f"{escape(body)}</text>")
 
 
 def run_labels(runs: Sequence[StoredRun]) -> list[str]:
     """Each run's hover label, escaped once (shared by every chart of the page)."""
-    return [escape(f"run {r.id} {r.started_at} {r.campaign} commit {(r.git_commit or '-')[:12]}") for r in runs]
+    return [escape(_t("run %(id)s %(started)s %(campaign)s commit %(commit)s") % {
+        "id": r.id, "started": r.started_at, "campaign": r.campaign, "commit": (r.git_commit or "-")[:12]})
+        for r in runs]
 
 
 def trend_chart(metric: TrendMetric, runs: Sequence[StoredRun], labels: Optional[Sequence[str]] = None) -> Chart:
@@ -62,9 +67,10 @@ def trend_chart(metric: TrendMetric, runs: Sequence[StoredRun], labels: Optional
     labels = labels if labels is not None else run_labels(runs)
     pts = [(i, m) for i, m in enumerate(metric.values)
            if m is not None and m.median is not None and math.isfinite(m.median)]
-    title = f"{metric.name} ({metric.unit}, {metric.better} is better)"
+    title = _t("%(metric)s (%(unit)s, %(better)s is better)") % {
+        "metric": metric.name, "unit": metric.unit, "better": _t(metric.better)}
     if not pts:
-        return Chart(key=metric.name, title=title, note="no run of this series measured it")
+        return Chart(key=metric.name, title=title, note=_t("no run of this series measured it"))
     left, right, top, bottom = 72, 24, 30, 40
     pw, ph = WIDTH - left - right, HEIGHT - top - bottom
     ys = [m.median for _, m in pts if m.median is not None]
@@ -82,20 +88,21 @@ def trend_chart(metric: TrendMetric, runs: Sequence[StoredRun], labels: Optional
     out = [f'<svg class="chart" role="img" viewBox="0 0 {WIDTH} {HEIGHT}" width="{WIDTH}" height="{HEIGHT}" '
            f'style="{FONT};max-width:100%;height:auto"><title>{escape(title)}</title>'
            f'<rect x="0" y="0" width="{WIDTH}" height="{HEIGHT}" fill="#ffffff"/>',
-           _t(left, 18, title, anchor="start", size=13, extra=' font-weight="600"')]
+           _text(left, 18, title, anchor="start", size=13, extra=' font-weight="600"')]
     for tick in ticks:
         y = py(tick)
         out.append(f'<line x1="{left}" y1="{y:.1f}" x2="{left + pw}" y2="{y:.1f}" stroke="#e5e7eb"/>')
-        out.append(_t(left - 6, y + 4, _fmt(tick), anchor="end"))
+        out.append(_text(left - 6, y + 4, _fmt(tick), anchor="end"))
     out.append(f'<rect x="{left}" y="{top}" width="{pw}" height="{ph}" fill="none" stroke="#57606a"/>')
-    out.append(_t(left + pw / 2, HEIGHT - 10, f"runs of this series, oldest to newest ({n})"))
+    out.append(_text(left + pw / 2, HEIGHT - 10, _t("runs of this series, oldest to newest (%(n)s)") % {"n": n}))
     for cp in metric.change_points:
         x = px(cp.index - 0.5) if cp.index > 0 else px(0)
         colour = REGRESSION_COLOUR if cp.status.value == "regression" else IMPROVEMENT_COLOUR
+        tip = _t("change point: %(status)s %(effect)s (p=%(p)s)") % {
+            "status": _t(cp.status.value), "effect": f"{cp.effect:+.1%}", "p": f"{cp.p_value:.2g}"}
         out.append(f'<line class="change-point" x1="{x:.1f}" y1="{top}" x2="{x:.1f}" y2="{top + ph}" '
                    f'stroke={quoteattr(colour)} stroke-width="2" stroke-dasharray="5 3">'
-                   f"<title>{escape(f'change point: {cp.status.value} {cp.effect:+.1%} (p={cp.p_value:.2g})')}"
-                   f"</title></line>")
+                   f"<title>{escape(tip)}</title></line>")
     band = [(i, m) for i, m in pts if m.low is not None and m.high is not None]
     for i, m in band:
         assert m.low is not None and m.high is not None
@@ -115,35 +122,45 @@ def trend_chart(metric: TrendMetric, runs: Sequence[StoredRun], labels: Optional
     out.append("</svg>")
     note = ""
     if metric.change_points:
-        note = "; ".join(f"change point at run {runs[cp.index].id}: {cp.status.value} {cp.effect:+.1%}"
-                         for cp in metric.change_points if cp.index < n)
+        note = "; ".join(_t("change point at run %(run)s: %(status)s %(effect)s") % {
+            "run": runs[cp.index].id, "status": _t(cp.status.value), "effect": f"{cp.effect:+.1%}"}
+            for cp in metric.change_points if cp.index < n)
     return Chart(key=metric.name, title=title, svg="".join(out), note=note)
 
 
 def _metrics(db: HistoryDB, series: str, span: int) -> tuple[list[StoredRun], list[TrendMetric]]:
-    runs, table = db.metric_series(series, limit=span, samples_for_last=0)  # the charts need no samples
+    table = db.series_table(series, limit=span)  # one bulk read; the charts need no samples
+    runs = table.runs
     labels = run_labels(runs)
     out: list[TrendMetric] = []
-    for name, values in table.items():
-        first = next(m for m in values if m is not None)
-        medians = [m.median if m is not None else None for m in values]
-        tm = TrendMetric(name, first.unit, first.better, values)
-        if sum(v is not None for v in medians) >= 6:
-            tm.change_points = change_points(medians, better=first.better, min_effect=min_effect_for(name))
+    for k, name in enumerate(table.names):
+        med, low, high = table.median[k].tolist(), table.low[k].tolist(), table.high[k].tolist()
+        values: list[Optional[MetricRecord]] = [
+            None if math.isnan(m) else MetricRecord(name=name, median=m, unit=table.unit[name],
+                                                    better=table.better[name],
+                                                    low=None if math.isnan(lo) else lo,
+                                                    high=None if math.isnan(hi) else hi)
+            for m, lo, hi in zip(med, low, high)]
+        tm = TrendMetric(name, table.unit[name], table.better[name], values)
+        if sum(not math.isnan(v) for v in med) >= 6:
+            tm.change_points = change_points(med, better=tm.better, min_effect=min_effect_for(name))
         tm.chart = trend_chart(tm, runs, labels)
         out.append(tm)
     return runs, out
 
 
-def render_trend_html(db: HistoryDB, series: str, *, span: int = 365) -> str:
+def render_trend_html(db: HistoryDB, series: str, *, span: int = 365, lang: str = DEFAULT_LANG) -> str:
+    """The trend page of ``series`` (its last ``span`` runs) in ``lang`` (the gate reports'
+    message catalogs)."""
     from harness.report.render import _environment
 
-    runs, metrics = _metrics(db, series, span)
-    env = _environment(html=True)
+    with language(lang):
+        runs, metrics = _metrics(db, series, span)
+    env = _environment(html=True, lang=lang)
     return env.get_template("trend.html.j2").render(series=series, runs=runs, metrics=metrics,
                                                     latest=runs[-1] if runs else None)
 
 
-def write_trend_page(db: HistoryDB, series: str, path: Path, *, span: int = 365) -> Path:
-    write_atomic(path, render_trend_html(db, series, span=span).encode())
+def write_trend_page(db: HistoryDB, series: str, path: Path, *, span: int = 365, lang: str = DEFAULT_LANG) -> Path:
+    write_atomic(path, render_trend_html(db, series, span=span, lang=lang).encode())
     return path

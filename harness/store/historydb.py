@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
+import numpy as np
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import ArgumentError, IntegrityError, OperationalError, SQLAlchemyError
@@ -37,7 +38,7 @@ from sqlalchemy.exc import ArgumentError, IntegrityError, OperationalError, SQLA
 from harness.errors import InfraError, InputError
 
 __all__ = [
-    "SCHEMA_VERSION", "HistoryDB", "HistoryError", "MetricRecord", "RunRecord", "StoredRun",
+    "SCHEMA_VERSION", "HistoryDB", "HistoryError", "MetricRecord", "RunRecord", "SeriesTable", "StoredRun",
     "argv_password_warning", "history_url", "open_history", "safe_url",
 ]
 
@@ -93,6 +94,24 @@ class RunRecord:
 @dataclass
 class StoredRun(RunRecord):
     id: int = 0
+
+
+@dataclass
+class SeriesTable:
+    """One series read in bulk: its runs (oldest first, without their metrics) and, per metric
+    name (``names``, sorted), its median / low / high in every run as rows of float arrays of shape
+    ``(len(names), len(runs))``, NaN where a run lacks the metric or its value."""
+
+    runs: list[StoredRun]
+    names: list[str]
+    better: dict[str, str]
+    unit: dict[str, str]
+    median: Any  # numpy.ndarray
+    low: Any
+    high: Any
+
+    def row(self, name: str) -> int:
+        return self.names.index(name)
 
 
 metadata = sa.MetaData()
@@ -305,12 +324,20 @@ class HistoryDB:
                 q = sa.select(runs_table.c.run_key).where(runs_table.c.run_key.in_(keys[start:start + 500]))
                 have.update(str(k) for k in conn.execute(q).scalars())
         todo = [r for r in runs if r.run_key not in have]
+        if not todo:
+            return 0
         with self._tx("writing runs") as conn:
-            for run in todo:
-                pk = conn.execute(runs_table.insert().values(**_run_row(run))).inserted_primary_key
-                assert pk is not None
-                if run.metrics:
-                    conn.execute(metrics_table.insert(), [_metric_row(int(pk[0]), m) for m in run.metrics])
+            # bulk: the run rows in one statement, their ids read back by run key, then every metric
+            # row in one statement (one round trip per run would dominate a 10,000-run import)
+            conn.execute(runs_table.insert(), [_run_row(r) for r in todo])
+            ids: dict[str, int] = {}
+            for start in range(0, len(todo), 500):
+                keys = [r.run_key for r in todo[start:start + 500]]
+                q = sa.select(runs_table.c.run_key, runs_table.c.id).where(runs_table.c.run_key.in_(keys))
+                ids.update({str(k): int(i) for k, i in conn.execute(q)})
+            rows = [_metric_row(ids[r.run_key], m) for r in todo for m in r.metrics]
+            if rows:
+                conn.execute(metrics_table.insert(), rows)
         return len(todo)
 
     def _id_of(self, run_key: str) -> Optional[int]:
@@ -388,12 +415,72 @@ class HistoryDB:
                 table[m.name][i] = m
         return runs, table
 
+    def series_table(self, series: str, *, limit: Optional[int] = None, bounds: bool = True) -> SeriesTable:
+        """The last ``limit`` runs of one series (all when None) with every metric's median (and, with
+        ``bounds``, low and high; else those arrays are all NaN), in three queries (the runs, each
+        metric's direction and unit, then every metric value of those runs at once as plain tuples):
+        the read behind change detection and the trend page, with no object per metric row."""
+        runs = self.runs(series=series, limit=limit)
+        pos = {r.id: i for i, r in enumerate(runs)}
+        t, r = metrics_table.c, runs_table.c
+        of_series = sa.select(r.id).where(r.series == series)
+        if limit and runs:
+            of_series = of_series.where(sa.or_(r.started_at > runs[0].started_at,
+                                               sa.and_(r.started_at == runs[0].started_at, r.id >= runs[0].id)))
+        ids = of_series.scalar_subquery()
+        cols = [t.run_id, t.name, t.median] + ([t.low, t.high] if bounds else [])
+        with self.engine.connect() as conn:
+            # the driver's own cursor: SQLAlchemy's row objects cost more than the query for 500k rows
+            rows: list[Any] = []
+            if runs:
+                sql, params = _compiled(conn, sa.select(*cols).where(t.run_id.in_(ids)))
+                cur = conn.connection.cursor()
+                try:
+                    cur.execute(sql, params)
+                    rows = list(cur.fetchall())
+                finally:
+                    cur.close()
+            names = sorted({row[1] for row in rows})
+            # direction and unit: from the latest run, and for a name it lacks, from one run that has it
+            kind = sa.select(t.name, t.better, t.unit)
+            kinds = {str(k[0]): k for k in conn.execute(kind.where(t.run_id == runs[-1].id))} if runs else {}
+            for name in names:
+                if name not in kinds:
+                    kinds[name] = conn.execute(kind.where(t.name == name, t.run_id.in_(ids)).limit(1)).one()
+        better = {n: str(kinds[n][1]) for n in names}
+        unit = {n: str(kinds[n][2]) for n in names}
+        col = {n: k for k, n in enumerate(names)}
+        shape = (len(names), len(runs))
+        arrays = [np.full(shape, np.nan) for _ in range(3)]
+        if rows:
+            ri = np.array([col[row[1]] for row in rows], dtype=np.int64)
+            ci = np.array([pos.get(row[0], -1) for row in rows], dtype=np.int64)
+            keep = ci >= 0
+            for k in range(3 if bounds else 1):
+                vals = np.array([row[2 + k] for row in rows], dtype=np.float64)  # None -> nan
+                arrays[k][ri[keep], ci[keep]] = vals[keep]
+        return SeriesTable(runs, names, better, unit, *arrays)
+
+    def attach_metrics(self, runs: Sequence[StoredRun]) -> None:
+        """Read the metrics (with their samples) of ``runs`` into them (in place)."""
+        with self.engine.connect() as conn:
+            self._attach_metrics(conn, runs)
+
     def count(self) -> tuple[int, int]:
         """(runs, metric rows)."""
         with self.engine.connect() as conn:
             n_runs = conn.execute(sa.select(sa.func.count()).select_from(runs_table)).scalar() or 0
             n_metrics = conn.execute(sa.select(sa.func.count()).select_from(metrics_table)).scalar() or 0
         return int(n_runs), int(n_metrics)
+
+
+def _compiled(conn: Connection, query: Any) -> tuple[str, Any]:
+    """``query`` as the driver's SQL text and parameters (for ``exec_driver_sql``)."""
+    c = query.compile(dialect=conn.dialect)
+    params = c.construct_params()
+    if conn.dialect.paramstyle in ("qmark", "numeric", "format"):
+        return str(c), tuple(params[k] for k in c.positiontup or ())
+    return str(c), params
 
 
 def open_history(explicit: Optional[str], reports_root: Path) -> HistoryDB:

@@ -24,6 +24,26 @@ def test_480b_profile_prints_the_figures(capsys: pytest.CaptureFixture[str]) -> 
     assert "KV per request     15.50 GiB (65,552 tokens)" in out
     assert "Break-even read bandwidth" in out and "H800 4.81 GB/s" in out
     assert "G3 needs" in out and "1.33x the baseline's" in out and "5.00 GB/s" in out
+    # no flags: the profile names its accelerator (MI308X); AMD publishes no MI308X peak, so the
+    # MI300X datasheet figure stands in as an upper bound, and the output says so
+    assert "Accelerator        MI308X x 8, peak 1,307 TFLOPS (a stand-in upper bound" in out
+    assert "recomputing them): 6.36 GB/s" in out
+    assert "AMD publishes no peak figure for the MI308X" in out and "upper bound" in out
+    assert "MI308X" not in out.split("per preset part")[1].split("\n")[0]  # the stand-in is not a datasheet row
+
+
+def test_480b_stand_in_is_an_upper_bound(capsys: pytest.CaptureFixture[str]) -> None:
+    """A lower (real) peak makes recompute slower, so the break-even can only fall below the
+    stand-in's figure; a figure the user gives replaces the stand-in and its note."""
+    assert run(["estimate", "--profile", PROFILE_480B, "--json"]) == 0
+    stand_in = json.loads(capsys.readouterr().out)
+    assert stand_in["accelerator"]["peak_stand_in"] is True
+    assert stand_in["break_even_bw"] == pytest.approx(6.36e9, rel=0.01)
+    assert run(["estimate", "--profile", PROFILE_480B, "--peak-tflops", "900", "--json"]) == 0
+    given = json.loads(capsys.readouterr().out)
+    assert given["accelerator"]["peak_stand_in"] is False
+    assert given["break_even_bw"] < stand_in["break_even_bw"]
+    assert not any("stand" in n or "publishes no peak" in n for n in given["notes"])
 
 
 def test_480b_with_a_peak_and_bandwidths(capsys: pytest.CaptureFixture[str]) -> None:

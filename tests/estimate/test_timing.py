@@ -80,6 +80,19 @@ def test_queueing_beyond_the_batch() -> None:
     assert shared.ttft_s == pytest.approx(4 * 1.0 - 1.0)
 
 
+def test_batch_slot_is_held_from_prefill_to_last_token_only() -> None:
+    """The emulator (and vLLM) takes a request into a batch slot after its HTTP/front-end work:
+    that fixed time is not slot time. 4 clients, 2 slots, 0.5 s outside + 1 s prefill + 1 s decode:
+    slots cap throughput at 2 / 2 s, so a client's cycle is 4 s and its TTFT 3 s (0.5 s outside,
+    1.5 s waiting, 1 s prefill); counting the 0.5 s as slot time would predict 4 s."""
+    w = Workload(input_tokens=1000, output_tokens=11)
+    e = Engine(Compute(tokens_per_s=1000.0, shared=False), max_batch=2, decode_tokens_per_s=10.0, fixed_s=0.5)
+    p = predict_point(G, e, w, None, 4)
+    assert p.bottleneck == "batch slots"
+    assert p.ttft_s == pytest.approx(3.0)
+    assert predict_point(G, e, w, None, 1).ttft_s == pytest.approx(1.5)
+
+
 def test_tier_bandwidth_is_shared_at_concurrency() -> None:
     w = Workload(input_tokens=1024, output_tokens=1)
     tier = Tier("d", read_bw=1024 * 1024 / 0.5)

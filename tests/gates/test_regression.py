@@ -105,3 +105,20 @@ def test_what_changed_between_runs() -> None:
            "versions": {"n1": {"vllm": "0.9"}}}
     assert what_changed(good, bad) == ["kvgate commit: aaa -> bbb", "nodes: n1 -> n1, n2", "n1 vllm: 0.8 -> 0.9"]
     assert what_changed(good, good) == []
+
+
+def test_long_series_searched_in_tiles_finds_each_shift_once() -> None:
+    """Over 2,000 runs (20 tiles) the search still finds every planted shift where it is, once,
+    including one exactly on a border between two tiles' zones, and nothing in plain noise."""
+    from harness.gates.regression import CP_TILE
+
+    rng = random.Random(11)
+    # tiles start every CP_TILE / 2 runs, so the 2nd and 3rd are centred on CP_TILE and 3 CP_TILE / 2:
+    # the border between the runs each owns is halfway
+    border = CP_TILE * 5 // 4
+    level = [100.0 if i < border else 112.0 if i < 1200 else 100.0 for i in range(2000)]
+    series = [rng.gauss(v, 1.0) for v in level]
+    cps = change_points(series, better="lower", min_effect=0.05)
+    assert [(cp.index, cp.status.value) for cp in cps] == [(border, "regression"), (1200, "improvement")]
+    noise = [rng.gauss(100.0, 1.0) for _ in range(2000)]
+    assert change_points(noise, better="lower", min_effect=0.05) == []

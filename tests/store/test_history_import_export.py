@@ -150,6 +150,26 @@ def test_trend_page_marks_change_points_and_the_latest_run(tmp_path: Path) -> No
     assert "<script" not in html and "http://" not in html.replace("http://www.w3.org", "")
 
 
+def test_trend_page_in_chinese(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The trend page's words come from the gate reports' catalogs: zh has every one of them, and
+    numbers, run ids, dates and metric names stay as recorded."""
+    db, series = _history_with_step(tmp_path)
+    with db:
+        html = render_trend_html(db, series, lang="zh")
+        english = render_trend_html(db, series)
+    assert '<html lang="zh">' in html and "kvgate 趋势：序列 ssssssssssss" in html
+    assert "同一工作负载指纹的 40 次运行" in html and "越低越好" in html and "<th>结论</th>" in html
+    assert re.search(r"变化点：退化 \+(19|20|21)\.\d%", html)  # the change point's title
+    assert "运行 40 2026-02-01T00:39:00Z night-39 提交 commit39" in html  # hover label, values as recorded
+    for sentence in ("Each chart shows", "oldest to newest", "is better", "change point", "workload fingerprint"):
+        assert sentence in english and sentence not in html, sentence
+    assert html.count('class="change-point"') == english.count('class="change-point"') == 1
+    url = f"sqlite:///{tmp_path / 'trend.sqlite'}"
+    assert cli(["history", "trend", "sss", "--history", url, "--lang", "zh", "--reports", str(tmp_path)]) == 0
+    out = Path(capsys.readouterr().out.strip())
+    assert out.name == "trend-ssssssssssss.zh.html" and "越低越好" in out.read_text()
+
+
 def _read(path: Path) -> list[dict[str, str]]:
     with path.open(newline="") as fh:
         return list(csv.DictReader(fh))

@@ -49,6 +49,32 @@ def test_round_trip_and_order(history_url: str) -> None:
         assert [m.median if m else None for m in table["m1"]] == [101.0, 102.0, 103.0]
 
 
+def test_series_table_bulk_read(history_url: str) -> None:
+    """The bulk read behind change detection and the trend page: medians, bounds, direction and
+    unit per metric, NaN where a run lacks a metric, other series left out, ``limit`` = last runs."""
+    import math
+
+    with HistoryDB(history_url) as db:
+        db.add_runs([_run(i) for i in (3, 0, 2, 1)] + [_run(4, series="s2")])
+        short = _run(5, metrics=[MetricRecord(name="m0", median=None, better="lower", unit="ms"),
+                                 MetricRecord(name="m9", median=7.0, better="higher", unit="B/s")])
+        db.add_run(short)
+        t = db.series_table("s1")
+        assert [r.campaign for r in t.runs] == ["camp-0", "camp-1", "camp-2", "camp-3", "camp-5"]
+        assert t.names == ["m0", "m1", "m2", "m9"]
+        assert t.better == {"m0": "lower", "m1": "lower", "m2": "lower", "m9": "higher"}
+        assert t.unit["m9"] == "B/s" and t.unit["m1"] == "ms"
+        assert t.median[t.row("m1")].tolist()[:4] == [101.0, 102.0, 103.0, 104.0]
+        assert math.isnan(t.median[t.row("m1"), 4]) and math.isnan(t.median[t.row("m0"), 4])  # absent; None
+        assert t.median[t.row("m9")].tolist()[4] == 7.0 and math.isnan(t.median[t.row("m9"), 0])
+        assert t.low[t.row("m0")].tolist()[:2] == [99.0, 100.0] and t.high[t.row("m0"), 3] == 104.0
+        last = db.series_table("s1", limit=2, bounds=False)
+        assert [r.campaign for r in last.runs] == ["camp-3", "camp-5"]
+        assert last.median[last.row("m2"), 0] == 105.0 and math.isnan(last.low[0, 0])
+        empty = db.series_table("nope")
+        assert empty.runs == [] and empty.names == [] and empty.median.shape == (0, 0)
+
+
 def test_same_run_twice_is_kept_once(history_url: str) -> None:
     with HistoryDB(history_url) as db:
         first, created = db.add_run(_run(0))
