@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
+from harness.engines import httpprobe
 from harness.engines.base import EngineError, EngineInstance, EnginePlan, EngineStartError, EngineStopError
 from harness.engines.prometheus import MetricsSnapshot
 from harness.engines.ray import start_ray_cluster, stop_ray_cluster
@@ -21,6 +22,7 @@ from harness.engines.secretargs import plan_secrets
 from harness.redact import mask_values, redact_data
 from harness.remote.base import DetachedHandle, Executor, ProcessState, RemoteError
 from harness.remote.detached import ensure_workdir
+from harness.remote.local import runs_on_this_machine
 from harness.remote.scratch import ENGINE_OWNER, create_owned_dir, remove_owned_dir
 
 if TYPE_CHECKING:
@@ -29,24 +31,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("kvgate.engines")
 
 # Runs on the node with its python3 (>= 3.9): one HTTP request to the engine, the answer as JSON.
-# Fixed code; the URL, method and timeout are argv, the body is stdin. Proxies are bypassed: the
-# engine is on this node.
-HTTP_PROBE = r"""
-import base64, json, sys, urllib.error, urllib.request
-url, method, timeout = sys.argv[1], sys.argv[2], float(sys.argv[3])
-data = sys.stdin.buffer.read() if method == "POST" else None
-opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-req = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json"})
-try:
-    with opener.open(req, timeout=timeout) as r:
-        status, body = r.status, r.read()
-except urllib.error.HTTPError as e:
-    status, body = e.code, e.read()
-except Exception as e:
-    print(json.dumps({"error": "%s: %s" % (type(e).__name__, e)}))
-    sys.exit(0)
-print(json.dumps({"status": status, "body": base64.b64encode(body).decode("ascii")}))
-"""
+# Fixed code (the module's own source); the URL, method and timeout are argv, the body is stdin.
+HTTP_PROBE = Path(httpprobe.__file__).read_text(encoding="utf-8")
 
 # Prints "free" when a server could listen on host:port now (SO_REUSEADDR, as servers bind).
 PORT_CHECK = r"""
@@ -81,6 +67,11 @@ def http_call(
     timeout: float = 10.0,
 ) -> tuple[int, bytes]:
     """One HTTP request made on ``node`` (its own loopback reaches the engine); (status, body)."""
+    if runs_on_this_machine(executor):  # no Python started per request on the controller's own node
+        answer = httpprobe.probe(url, method, body if method == "POST" else None, timeout)
+        if "error" in answer:
+            raise EngineUnreachable(f"{method} {url}: {answer['error']}", node=node)
+        return int(answer["status"]), base64.b64decode(answer["body"])
     res = executor.run(
         [python, "-c", HTTP_PROBE, url, method, str(timeout)],
         stdin=body if method == "POST" else None,

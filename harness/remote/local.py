@@ -278,3 +278,12 @@ class LocalExecutor:
         self.close()
 
 __all__ = ["LocalExecutor", "RemoteError", "sha256_file"]
+
+
+def runs_on_this_machine(executor: object) -> bool:
+    """True when ``executor`` (or the executor a recording wrapper delegates to) is a LocalExecutor:
+    its node's loopback is this process's loopback."""
+    seen = 0
+    while not isinstance(executor, LocalExecutor) and hasattr(executor, "inner") and seen < 8:
+        executor, seen = executor.inner, seen + 1
+    return isinstance(executor, LocalExecutor)
