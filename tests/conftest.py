@@ -19,6 +19,7 @@ The cluster offers ``.inventory`` (``Inventory``), ``.inventory_path`` (the same
 from __future__ import annotations
 
 import os
+import re
 import signal
 import sys
 import time
@@ -70,22 +71,24 @@ def shared_ssh_cluster(ssh_keys: KeyStore, tmp_path_factory: pytest.TempPathFact
 _LEAKED: list[str] = []
 
 
-def _mentions(pid: int, needle: bytes) -> bool:
+def _mentions(pid: int, needle: re.Pattern[bytes]) -> bool:
     for name in ("cmdline", "environ"):
         try:
             with open(f"/proc/{pid}/{name}", "rb") as fh:
-                if needle in fh.read():
+                if needle.search(fh.read()):
                     return True
         except OSError:
             pass
     try:
-        return os.readlink(f"/proc/{pid}/cwd").encode().startswith(needle)
+        return needle.match(os.readlink(f"/proc/{pid}/cwd").encode()) is not None
     except OSError:
         return False
 
 
 def _leftovers(root: Path) -> list[int]:
-    needle = str(root).encode()
+    # the directory itself or a path inside it, never a sibling whose name merely starts the same
+    # (test_x1 must not claim the processes of test_x10)
+    needle = re.compile(re.escape(str(root).encode()) + rb"(?![^/\x00\s:=\"'])")
     me = os.getpid()
     pids = [int(d) for d in os.listdir("/proc") if d.isdigit() and int(d) != me]
     return [pid for pid in pids if _mentions(pid, needle)]
@@ -121,3 +124,21 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
         terminalreporter.write_sep("=", "tests that left processes running (stopped by conftest)")
         for nodeid in _LEAKED:
             terminalreporter.write_line(nodeid)
+
+
+# --- parallel runs (pytest-xdist) -----------------------------------------------------------------
+# `make test` runs the suite in two sessions: the tests marked ``timing`` one at a time on a quiet
+# machine (end-to-end gates on the emulator, the real vLLM tier, the load client's TTFT clock, fio
+# bandwidth, SSH keep-alive and timeouts: their verdicts depend on the machine not being shared),
+# then the rest in parallel workers. The mark comes from the test's directory or file, so a new test
+# there is serial by default.
+_TIMING_DIRS = {"pipelines", "integrity", "real_engine", "sim", "engines", "load"}
+_TIMING_FILES = {"test_secrets.py", "test_faults.py", "test_load_client_bounds.py"}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    tests_root = Path(__file__).resolve().parent
+    for item in items:
+        rel = item.path.resolve().relative_to(tests_root).parts
+        if rel[0] in _TIMING_DIRS or item.path.name in _TIMING_FILES:
+            item.add_marker(pytest.mark.timing)
