@@ -29,6 +29,12 @@ Kinds (``build_workload(kind, params, seed)``; an unknown kind or parameter list
   filters ``max_context``, ``start_s``/``end_s``, ``sample`` (seeded), ``max_requests``; and the
   LRU the expected reuse is computed for: ``lru_blocks``, or ``lru_bytes`` with
   ``kv_bytes_per_token`` (0: unbounded). The estimate is in ``Workload.expected``.
+* ``sessions`` and ``agent``: multi-turn conversations whose history grows by each real answer
+  (``harness.load.sessions``): ``num_sessions``, ``num_turns``, ``shared_prefix_len`` (shared by
+  every session: an agent's tools), ``context_len``, ``question_len``, ``output_len``,
+  ``think_time_s``, ``think_dist``, ``max_context``. ``agent`` differs by its defaults (a 4096-word
+  shared prefix, 12 short turns, short think time). ``Workload.sessions`` holds the plan; the
+  runner builds each turn after the previous answer (``measured`` is empty).
 """
 
 from __future__ import annotations
@@ -44,6 +50,7 @@ from typing import Any, Callable, Optional
 from harness.load import hashtrace
 from harness.load.errors import LoadInputError
 from harness.load.jsonl import json_objects
+from harness.load.sessions import SESSION_PARAMS, SessionPlan
 from harness.load.spec import RequestSpec
 from harness.load.vocabulary import VOCABULARY, words  # noqa: F401 - VOCABULARY re-exported
 
@@ -64,10 +71,16 @@ class Workload:
     warmup: list[RequestSpec] = field(default_factory=list)
     # what the workload itself promises (hash-trace: the expected reuse), reported beside the results
     expected: dict[str, Any] = field(default_factory=dict)
+    # sessions / agent: turns are built as answers arrive, so ``measured`` is empty and the runner
+    # plays these sessions instead
+    sessions: Optional[SessionPlan] = None
 
     def describe(self) -> dict[str, Any]:
+        measured = self.sessions.total_turns if self.sessions is not None else len(self.measured)
         out = {"kind": self.kind, "params": self.params, "seed": self.seed,
-               "warmup_requests": len(self.warmup), "measured_requests": len(self.measured)}
+               "warmup_requests": len(self.warmup), "measured_requests": measured}
+        if self.sessions is not None:
+            out["sessions"] = self.sessions.describe()
         if self.expected:
             out["expected"] = self.expected
         return out
@@ -268,6 +281,12 @@ def _hash_trace(p: dict[str, Any], seed: int) -> Workload:
                     expected={"reuse": est.as_dict(), "trace_requests": len(reqs), "trace_sha256": digest})
 
 
+def _sessions(kind: str) -> Callable[[dict[str, Any], int], Workload]:
+    def build(p: dict[str, Any], seed: int) -> Workload:
+        return Workload(kind, p, seed, [], sessions=SessionPlan.from_params(kind, p, seed))
+    return build
+
+
 _Builder = Callable[[dict[str, Any], int], Workload]
 WORKLOADS: dict[str, tuple[dict[str, tuple[type, Any]], _Builder]] = {
     "random": ({"num_requests": (int, _REQUIRED), "input_len": (int, _REQUIRED), "output_len": (int, _REQUIRED),
@@ -286,6 +305,8 @@ WORKLOADS: dict[str, tuple[dict[str, tuple[type, Any]], _Builder]] = {
                     "max_context": (int, 0), "start_s": (float, 0.0), "end_s": (float, 0.0),
                     "sample": (float, 1.0), "max_requests": (int, 0), "lru_blocks": (int, 0),
                     "lru_bytes": (int, 0), "kv_bytes_per_token": (int, 0)}, _hash_trace),
+    "sessions": ({k: (t, d) for k, (t, d, _a) in SESSION_PARAMS.items()}, _sessions("sessions")),
+    "agent": ({k: (t, a) for k, (t, _d, a) in SESSION_PARAMS.items()}, _sessions("agent")),
 }
 
 
