@@ -39,7 +39,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from time import perf_counter_ns
-from typing import Any, Optional
+from typing import Any, Optional, Union
 
 from harness import __version__
 from harness.load.client import TOKEN_RULE, ClientOptions, RequestResult, StreamClient, load_api_key
@@ -48,7 +48,7 @@ from harness.load.records import RecordWriter, make_record
 from harness.load.sessions import Session, SessionPlan
 from harness.load.spec import RequestSpec
 from harness.load.summary import DEFAULT_PERCENTILES, Summary
-from harness.load.workloads import Workload, build_workload
+from harness.load.workloads import LazyRequests, RequestRecipe, Workload, build_workload
 from harness.progress import Progress
 
 RECORDS_FILE = "records.jsonl"
@@ -223,7 +223,18 @@ class _Run:
             return False
         return True
 
-    async def closed_loop(self, specs: Iterator[RequestSpec], phase: str, writer: RecordWriter,
+    async def _ready(self, item: _Item) -> tuple[RequestSpec, Optional[float]]:
+        """The request to send: a recipe's prompt is built now, on a worker thread so that the
+        streams in flight are not stamped late behind it; the time it took is its ``build_ms``."""
+        if isinstance(item, RequestSpec):
+            return item, None
+        if not item.deferred:
+            return item.build(), None  # short: its words were drawn up front, joining them is nothing
+        t0 = perf_counter_ns()
+        spec = await asyncio.get_running_loop().run_in_executor(None, item.build)
+        return spec, (perf_counter_ns() - t0) / 1e6
+
+    async def closed_loop(self, specs: Iterator[_Item], phase: str, writer: RecordWriter,
                           live: Optional[_Live], deadline_ns: Optional[int], ramp_s: float) -> None:
         c = self.cfg.concurrency
 
@@ -233,24 +244,31 @@ class _Run:
             while not self.stop.is_set():
                 if deadline_ns is not None and perf_counter_ns() >= deadline_ns:
                     return
-                spec = next(specs, None)
-                if spec is None:
+                item = next(specs, None)
+                if item is None:
                     return
                 self.issued += phase == "measure"
-                await self._one(spec, phase, writer, live, perf_counter_ns(), None)
+                t_ready = perf_counter_ns()
+                spec, build_ms = await self._ready(item)
+                if self.stop.is_set():
+                    return  # stopped while the prompt was built: never sent, not a record
+                await self._one(spec, phase, writer, live, t_ready, None, build_ms)
 
         await asyncio.gather(*(worker(i) for i in range(c)))
 
-    async def open_loop(self, specs: list[RequestSpec], offsets: list[float], writer: RecordWriter,
+    async def open_loop(self, specs: list[_Item], offsets: list[float], writer: RecordWriter,
                         live: Optional[_Live], deadline_ns: Optional[int]) -> None:
         sem = asyncio.Semaphore(self.cfg.concurrency)
         tasks: list[asyncio.Task[None]] = []
 
-        async def limited(spec: RequestSpec, due: int) -> None:
+        async def limited(item: _Item, due: int) -> None:
             async with sem:
                 if self.stop.is_set():
                     return
-                await self._one(spec, "measure", writer, live, due, due)
+                spec, build_ms = await self._ready(item)  # built once it has a slot: its time is queue time
+                if self.stop.is_set():
+                    return
+                await self._one(spec, "measure", writer, live, due, due, build_ms)
 
         t0 = perf_counter_ns()
         for spec, off in zip(specs, offsets):
@@ -386,8 +404,16 @@ def _restore_gc() -> None:
             gc.unfreeze()
 
 
-def _cycled(specs: Sequence[RequestSpec], limit: Optional[int], cycle: bool) -> Iterator[RequestSpec]:
-    def gen() -> Iterator[RequestSpec]:
+_Item = Union[RequestSpec, RequestRecipe]
+
+
+def _items(specs: Sequence[RequestSpec]) -> Sequence[_Item]:
+    """The requests to run: a lazy workload's recipes (prompts built when sent), else the specs."""
+    return specs.recipes if isinstance(specs, LazyRequests) else specs
+
+
+def _cycled(specs: Sequence[_Item], limit: Optional[int], cycle: bool) -> Iterator[_Item]:
+    def gen() -> Iterator[_Item]:
         for k in itertools.count():
             for s in specs:
                 yield s if k == 0 else s.with_id(f"{s.request_id}-c{k}")
@@ -420,7 +446,7 @@ async def run_load_async(config: LoadConfig, out_dir: Path, *, workload: Optiona
     run = _Run(cfg, client, stop)
     watcher = asyncio.ensure_future(stop.wait())
     watcher.add_done_callback(lambda _f: run.cancel_inflight())
-    open_loop = cfg.request_rate is not None or any(s.at_s is not None for s in wl.measured)
+    open_loop = cfg.request_rate is not None or any(s.at_s is not None for s in _items(wl.measured))
     try:
         t_start, t_end = await _warm_and_measure(run, cfg, wl, client, out_dir, open_loop, stop)
     finally:
@@ -470,7 +496,7 @@ async def _warm_and_measure(run: _Run, cfg: LoadConfig, wl: Workload, client: St
     if cfg.run_warmup and wl.warmup and not stop.is_set():
         with RecordWriter(out_dir / WARMUP_FILE) as ww, \
                 Progress("load warm-up", total=len(wl.warmup), enabled=cfg.progress) as wp:
-            await run.closed_loop(iter(wl.warmup), "warmup", ww, _Live(wp), None, 0.0)
+            await run.closed_loop(iter(_items(wl.warmup)), "warmup", ww, _Live(wp), None, 0.0)
     with RecordWriter(out_dir / RECORDS_FILE) as writer, \
             Progress("load", total=total, enabled=cfg.progress) as prog:
         live = _Live(prog)
@@ -491,13 +517,13 @@ async def _warm_and_measure(run: _Run, cfg: LoadConfig, wl: Workload, client: St
                                           ramp_up_s=cfg.ramp_up_s, seed=cfg.seed)
                 await run.sessions_open(plan, offsets, writer, live, deadline)
         elif not open_loop:
-            await run.closed_loop(_cycled(wl.measured, cfg.num_requests, cycle), "measure", writer,
+            await run.closed_loop(_cycled(_items(wl.measured), cfg.num_requests, cycle), "measure", writer,
                                   live, deadline, cfg.ramp_up_s)
         else:
             n = cfg.num_requests or len(wl.measured)
             if cfg.duration_s and cfg.request_rate:
                 n = max(n, int(cfg.duration_s * cfg.request_rate * 1.5) + 16)
-            specs = list(_cycled(wl.measured, n, cycle))
+            specs = list(_cycled(_items(wl.measured), n, cycle))
             if cfg.request_rate is not None:
                 offsets = arrival_offsets(len(specs), cfg.request_rate, burstiness=cfg.burstiness,
                                           ramp_up_s=cfg.ramp_up_s, seed=cfg.seed)

@@ -40,12 +40,14 @@ Kinds (``build_workload(kind, params, seed)``; an unknown kind or parameter list
 from __future__ import annotations
 
 import hashlib
+import itertools
 import random
+from array import array
 from collections import OrderedDict
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Union, overload
 
 from harness.load import hashtrace
 from harness.load.errors import LoadInputError
@@ -60,6 +62,102 @@ def count_tokens(text: str) -> int:
     return len(text.split())
 
 
+# Long prompts are built lazily: a 128K-word prompt is about 900 KB of text, and a workload of
+# many is held for the whole run. A ``words(rng, n)`` call of at least LAZY_MIN_WORDS words is
+# recorded as the generator's state (2.5 KB packed) and replayed when the request is about to be
+# sent, giving the very same words as the eager build (prompts must not drift between versions).
+LAZY_MIN_WORDS = 1024
+
+
+class _DeferredWords:
+    """``words(rng, n)`` as it would have run from the generator state recorded here."""
+
+    __slots__ = ("key", "n")
+
+    def __init__(self, rng: random.Random, n: int) -> None:
+        version, state, gauss = rng.getstate()
+        assert version == 3 and gauss is None  # words() never draws a gauss: nothing to keep
+        self.key = array("I", state)
+        self.n = n
+        # advance ``rng`` exactly as words() would: rng.choices draws one random() per word
+        draw = rng.random
+        for _ in itertools.repeat(None, n):
+            draw()
+
+    def text(self) -> str:
+        rng = random.Random()
+        rng.setstate((3, tuple(self.key), None))
+        return words(rng, self.n)
+
+
+_Part = Union[str, _DeferredWords]
+
+
+def _words_part(rng: random.Random, n: int) -> _Part:
+    return _DeferredWords(rng, n) if n >= LAZY_MIN_WORDS else words(rng, n)
+
+
+def _part_words(part: _Part) -> int:
+    return part.n if isinstance(part, _DeferredWords) else count_tokens(part)
+
+
+@dataclass(frozen=True)
+class RequestRecipe:
+    """A request whose prompt is built when it is needed (:meth:`build`): the parts, joined by
+    single spaces as the eager builders join them."""
+
+    request_id: str
+    parts: tuple[_Part, ...]
+    max_tokens: int
+    meta: dict[str, Any] = field(default_factory=dict)
+    at_s: Optional[float] = None
+
+    @property
+    def deferred(self) -> bool:
+        """Whether building it draws words (a long part), or only joins strings drawn up front."""
+        return any(isinstance(p, _DeferredWords) for p in self.parts)
+
+    @property
+    def input_tokens(self) -> int:
+        return sum(_part_words(p) for p in self.parts)
+
+    def build(self) -> RequestSpec:
+        text = " ".join(p.text() if isinstance(p, _DeferredWords) else p for p in self.parts).strip()
+        # the words of the parts: count_tokens(text) without splitting a long text again
+        return RequestSpec(self.request_id, text, self.input_tokens, self.max_tokens, meta=self.meta,
+                           at_s=self.at_s)
+
+    def with_id(self, request_id: str) -> RequestRecipe:
+        return replace(self, request_id=request_id)
+
+
+class LazyRequests(Sequence[RequestSpec]):
+    """A workload's requests as recipes: indexing or iterating builds each prompt then (a
+    ``list()`` of it is the eager list). The runner takes the recipes and builds each prompt
+    just before its request is sent, off the event loop, timing it (``build_ms``)."""
+
+    def __init__(self, recipes: Iterable[RequestRecipe]) -> None:
+        self.recipes: list[RequestRecipe] = list(recipes)
+
+    def __len__(self) -> int:
+        return len(self.recipes)
+
+    @overload
+    def __getitem__(self, i: int) -> RequestSpec: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> LazyRequests: ...
+
+    def __getitem__(self, i: Union[int, slice]) -> Union[RequestSpec, LazyRequests]:
+        if isinstance(i, slice):
+            return LazyRequests(self.recipes[i])
+        return self.recipes[i].build()
+
+    def __iter__(self) -> Iterator[RequestSpec]:
+        for r in self.recipes:
+            yield r.build()
+
+
 @dataclass
 class Workload:
     """A built workload: ``warmup`` runs first and is not measured; ``measured`` is measured."""
@@ -67,8 +165,8 @@ class Workload:
     kind: str
     params: dict[str, Any]
     seed: int
-    measured: list[RequestSpec]
-    warmup: list[RequestSpec] = field(default_factory=list)
+    measured: Sequence[RequestSpec]  # a list, or LazyRequests (prompts built when sent)
+    warmup: Sequence[RequestSpec] = field(default_factory=list)
     # what the workload itself promises (hash-trace: the expected reuse), reported beside the results
     expected: dict[str, Any] = field(default_factory=dict)
     # sessions / agent: turns are built as answers arrive, so ``measured`` is empty and the runner
@@ -139,12 +237,12 @@ def _random(p: dict[str, Any], seed: int) -> Workload:
         lo, hi = max(1, int(base * (1 - r))), max(1, int(base * (1 + r)))
         return rng.randint(lo, hi)
 
-    def make(prefix: str, n: int) -> list[RequestSpec]:
+    def make(prefix: str, n: int) -> LazyRequests:
         out = []
         for i in range(n):
             il, ol = length(p["input_len"]), length(p["output_len"])
-            out.append(RequestSpec(f"{prefix}{i:06d}", words(rng, il), il, ol, meta={"workload": "random"}))
-        return out
+            out.append(RequestRecipe(f"{prefix}{i:06d}", (_words_part(rng, il),), ol, meta={"workload": "random"}))
+        return LazyRequests(out)
 
     warm = make("rnd-warm-", p["warmup"])
     return Workload("random", p, seed, make("rnd-", p["num_requests"]), warm)
@@ -189,12 +287,11 @@ def _long_doc(p: dict[str, Any], seed: int) -> Workload:
     if not 0.0 <= p["hit_ratio"] <= 1.0:
         raise LoadInputError(f"workload 'long-doc': hit_ratio {p['hit_ratio']}: expected 0..1")
     rng = random.Random(seed)
-    docs = [words(rng, p["doc_len"]) for _ in range(p["num_docs"])]
+    docs = [_words_part(rng, p["doc_len"]) for _ in range(p["num_docs"])]
     warm = []
     for d, doc in enumerate(docs):
-        prompt = f"{doc} {words(rng, p['query_len'])}".strip()
-        warm.append(RequestSpec(f"ld-warm-d{d:04d}", prompt, count_tokens(prompt), p["output_len"],
-                                meta={"workload": "long-doc", "doc": d, "phase": "warmup"}))
+        warm.append(RequestRecipe(f"ld-warm-d{d:04d}", (doc, words(rng, p["query_len"])), p["output_len"],
+                                  meta={"workload": "long-doc", "doc": d, "phase": "warmup"}))
     n = p["num_queries"]
     hits = round(n * p["hit_ratio"])
     kinds = [True] * hits + [False] * (n - hits)
@@ -206,12 +303,11 @@ def _long_doc(p: dict[str, Any], seed: int) -> Workload:
             d = i % p["num_docs"]
             doc, doc_id = docs[d], f"d{d:04d}"
         else:
-            doc, doc_id = words(rng, p["doc_len"]), f"fresh{fresh:04d}"
+            doc, doc_id = _words_part(rng, p["doc_len"]), f"fresh{fresh:04d}"
             fresh += 1
-        prompt = f"{doc} {words(rng, p['query_len'])}".strip()
-        measured.append(RequestSpec(f"ld-q{i:05d}", prompt, count_tokens(prompt), p["output_len"],
-                                    meta={"workload": "long-doc", "doc": doc_id, "hit": hit, "phase": "query"}))
-    return Workload("long-doc", p, seed, measured, warm)
+        measured.append(RequestRecipe(f"ld-q{i:05d}", (doc, words(rng, p["query_len"])), p["output_len"],
+                                      meta={"workload": "long-doc", "doc": doc_id, "hit": hit, "phase": "query"}))
+    return Workload("long-doc", p, seed, LazyRequests(measured), LazyRequests(warm))
 
 
 def _trace(p: dict[str, Any], seed: int) -> Workload:
