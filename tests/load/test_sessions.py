@@ -170,3 +170,26 @@ def test_sessions_against_the_emulator_show_reuse_per_turn(tmp_path: Path) -> No
     assert per_turn["1"]["median_ttft_ms"] > 3 * per_turn["2"]["median_ttft_ms"]
     assert per_turn["1"]["median_ttft_ms"] > 3 * per_turn["3"]["median_ttft_ms"]
     json.dumps(summary.to_dict())  # JSON-able as written
+
+
+def test_cli_runs_agent_sessions_and_prints_ttft_per_turn(server: ScriptedServer, tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    from harness.load.cli import main as load_main
+
+    out = tmp_path / "run"
+    rc = load_main(["run", "--endpoint", server.url, "--model", "m", "--workload", "agent", "--num-sessions", "2",
+                    "--num-turns", "3", "--prefix-len", "40", "--input-len", "3", "--output-len", "2",
+                    "--think-time", "0", "--out", str(out), "-q"])
+    printed = capsys.readouterr().out
+    assert rc == 0
+    assert "TTFT by session turn" in printed and "Turn 3 median TTFT (ms), n=2:" in printed
+    recs = read_records(out / "records.jsonl")
+    assert len(recs) == 6 and {r["workload"] for r in recs} == {"agent"}
+    # every session's first turn starts with the same 40-word tool prefix
+    firsts = [r.body["prompt"].split()[:40] for r in server.received if r.headers["x-request-id"].endswith("t001")]
+    assert len(firsts) == 2 and firsts[0] == firsts[1]
+    # a bad parameter is a located input error, exit 2, no traceback
+    rc = load_main(["run", "--endpoint", server.url, "--model", "m", "--workload", "sessions", "--num-turns", "50",
+                    "--input-len", "100", "--max-context", "1000", "--out", str(tmp_path / "bad"), "-q"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "workload 'sessions': parameter 'num_turns' = 50" in err and "Traceback" not in err
