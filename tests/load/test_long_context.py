@@ -74,3 +74,31 @@ def test_short_prompts_are_not_timed_as_built_at_send(server: ScriptedServer, tm
     assert summary["completed"] == 3
     assert all(r["build_ms"] is None for r in read_records(tmp_path / "records.jsonl"))
     assert "mean_prompt_build_ms" not in summary.to_dict()
+
+
+def test_128k_context_against_the_emulator(tmp_path: Path) -> None:
+    """Real HTTP server at its 131072-token limit: the lazily built 128K prompt is served whole
+    (the server's own prompt count), the warmed document's second pass is a prefix-cache hit, and
+    one token more is refused by the server as a real engine refuses it."""
+    from harness.load.workloads import Workload
+    from tests.sim.simhelpers import start_sim
+
+    sim = start_sim(tmp_path, args=["--prefill-tokens-per-s", "5000000", "--decode-tokens-per-s", "2000",
+                                    "--hbm-tokens", "262144", "--max-model-len", "131072"])
+    try:
+        wl = build_workload("long-doc", {"num_docs": 1, "doc_len": 130992, "num_queries": 1, "output_len": 64}, seed=1)
+        cfg = LoadConfig(endpoint=f"http://127.0.0.1:{sim.port}", model="test/model", progress=False,
+                         api_key_env=None)
+        h0 = sim.metric("vllm:prefix_cache_hits_total")
+        summary = run_load(cfg, tmp_path / "ok", workload=wl)
+        hits = sim.metric("vllm:prefix_cache_hits_total") - h0
+        over = build_workload("long-doc", {"num_docs": 1, "doc_len": 130993, "num_queries": 1, "output_len": 64},
+                              seed=2)
+        refused = run_load(cfg, tmp_path / "over", workload=Workload("over", {}, 0, over.measured))
+    finally:
+        sim.stop()
+    assert summary["completed"] == 1 and summary["failed"] == 0
+    rec = read_records(tmp_path / "ok" / "records.jsonl")[0]
+    assert rec["input_tokens"] == 131008 and rec["server_usage"] and rec["build_ms"] > 0
+    assert hits >= 130992 // 256 * 256  # the document, warmed first, came from the prefix cache
+    assert refused["completed"] == 0 and refused["errors_by_kind"] == {"http_400": 1}
