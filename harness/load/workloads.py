@@ -90,7 +90,23 @@ class _DeferredWords:
         return words(rng, self.n)
 
 
-_Part = Union[str, _DeferredWords]
+class _DeferredBlocks:
+    """A hash-trace request's prompt (``hashtrace.build_prompt``), built when sent: its blocks are
+    pure functions of (seed, hash id), so the request keeps only its ids."""
+
+    __slots__ = ("req", "block_size", "seed", "n")
+
+    def __init__(self, req: hashtrace.TraceRequest, block_size: int, seed: int) -> None:
+        self.req = req
+        self.block_size = block_size
+        self.seed = seed
+        self.n = min(req.input_length, len(req.hash_ids) * block_size)
+
+    def text(self) -> str:
+        return hashtrace.build_prompt(self.req, self.block_size, self.seed)
+
+
+_Part = Union[str, _DeferredWords, _DeferredBlocks]
 
 
 def _words_part(rng: random.Random, n: int) -> _Part:
@@ -98,7 +114,7 @@ def _words_part(rng: random.Random, n: int) -> _Part:
 
 
 def _part_words(part: _Part) -> int:
-    return part.n if isinstance(part, _DeferredWords) else count_tokens(part)
+    return count_tokens(part) if isinstance(part, str) else part.n
 
 
 @dataclass(frozen=True)
@@ -115,14 +131,14 @@ class RequestRecipe:
     @property
     def deferred(self) -> bool:
         """Whether building it draws words (a long part), or only joins strings drawn up front."""
-        return any(isinstance(p, _DeferredWords) for p in self.parts)
+        return any(not isinstance(p, str) for p in self.parts)
 
     @property
     def input_tokens(self) -> int:
         return sum(_part_words(p) for p in self.parts)
 
     def build(self) -> RequestSpec:
-        text = " ".join(p.text() if isinstance(p, _DeferredWords) else p for p in self.parts).strip()
+        text = " ".join(p if isinstance(p, str) else p.text() for p in self.parts).strip()
         # the words of the parts: count_tokens(text) without splitting a long text again
         return RequestSpec(self.request_id, text, self.input_tokens, self.max_tokens, meta=self.meta,
                            at_s=self.at_s)
@@ -156,6 +172,20 @@ class LazyRequests(Sequence[RequestSpec]):
     def __iter__(self) -> Iterator[RequestSpec]:
         for r in self.recipes:
             yield r.build()
+
+    # as the lists they replace: equal to the same requests, concatenated into a list
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (LazyRequests, list, tuple)):
+            return len(self) == len(other) and all(a == b for a, b in zip(self, other))
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __add__(self, other: Sequence[RequestSpec]) -> list[RequestSpec]:
+        return list(self) + list(other)
+
+    def __radd__(self, other: Sequence[RequestSpec]) -> list[RequestSpec]:
+        return list(other) + list(self)
 
 
 @dataclass
@@ -365,15 +395,16 @@ def _hash_trace(p: dict[str, Any], seed: int) -> Workload:
     cache: OrderedDict[int, list[str]] = OrderedDict()
     specs = []
     for r in reqs:
-        prompt = hashtrace.build_prompt(r, bs, seed, cache)
+        # a long request keeps its ids and is built when sent; a short one now, blocks cached
+        part: _Part = (_DeferredBlocks(r, bs, seed) if r.input_length >= LAZY_MIN_WORDS
+                       else hashtrace.build_prompt(r, bs, seed, cache))
         at = (r.timestamp_s - t0) / p["speed"] if p["replay"] == "timestamps" else None
         meta = {"workload": "hash-trace", "trace_line": r.line, "blocks": len(r.hash_ids), **r.extra}
-        specs.append(RequestSpec(f"ht-{r.line:07d}", prompt, count_tokens(prompt), r.output_length,
-                                 meta=meta, at_s=at))
+        specs.append(RequestRecipe(f"ht-{r.line:07d}", (part,), r.output_length, meta=meta, at_s=at))
     est = hashtrace.expected_reuse(((r.input_length, r.hash_ids) for r in reqs), bs, capacity)
     # the file's digest: two runs on different traces at the same path are not alike
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
-    return Workload("hash-trace", p, seed, specs,
+    return Workload("hash-trace", p, seed, LazyRequests(specs),
                     expected={"reuse": est.as_dict(), "trace_requests": len(reqs), "trace_sha256": digest})
 
 

@@ -102,3 +102,14 @@ def test_128k_context_against_the_emulator(tmp_path: Path) -> None:
     assert rec["input_tokens"] == 131008 and rec["server_usage"] and rec["build_ms"] > 0
     assert hits >= 130992 // 256 * 256  # the document, warmed first, came from the prefix cache
     assert refused["completed"] == 0 and refused["errors_by_kind"] == {"http_400": 1}
+
+
+def test_hash_trace_prompts_are_built_lazily_and_unchanged() -> None:
+    from harness.load import hashtrace
+
+    snippet = Path(__file__).parent / "data" / "mooncake_snippet.jsonl"
+    wl = build_workload("hash-trace", {"path": str(snippet), "block_size": 512}, seed=3)
+    assert isinstance(wl.measured, LazyRequests) and all(r.deferred for r in wl.measured.recipes)
+    reqs = hashtrace.parse_trace(snippet, block_size=512, time_unit="ms")
+    assert [s.prompt for s in wl.measured] == [hashtrace.build_prompt(r, 512, 3) for r in reqs]
+    assert [r.input_tokens for r in wl.measured.recipes] == [r.input_length for r in reqs]
