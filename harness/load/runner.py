@@ -299,6 +299,8 @@ class _Run:
             build_ms = (perf_counter_ns() - b0) / 1e6
             self.issued += 1
             res = await self._one(spec, "measure", writer, live, t_ready, due if open_loop else None, build_ms)
+            if res.status == "cancelled":
+                break  # stopped by the runner: unfinished, not aborted by the server
             session.answered(res.text, res.ok)
             due = perf_counter_ns() + int(session.think_s() * 1e9)
         if session.aborted:

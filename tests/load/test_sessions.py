@@ -13,6 +13,7 @@ from harness.load.errors import LoadInputError
 from harness.load.records import read_records
 from harness.load.runner import LoadConfig, run_load
 from harness.load.sessions import SessionPlan
+from harness.load.summary import Summary
 from harness.load.workloads import build_workload
 from tests.load.sse_server import Received, ScriptedServer, stream
 from tests.sim.simhelpers import start_sim
@@ -193,3 +194,26 @@ def test_cli_runs_agent_sessions_and_prints_ttft_per_turn(server: ScriptedServer
                     "--input-len", "100", "--max-context", "1000", "--out", str(tmp_path / "bad"), "-q"])
     err = capsys.readouterr().err
     assert rc == 2 and "workload 'sessions': parameter 'num_turns' = 50" in err and "Traceback" not in err
+
+
+def test_stopping_mid_session_leaves_it_unfinished_not_aborted(server: ScriptedServer, tmp_path: Path) -> None:
+    import asyncio
+
+    from harness.load.runner import run_load_async
+    from tests.load.sse_server import SSE_HEAD, chunk, completion_chunk, event
+
+    server.script = lambda r: [SSE_HEAD] + [a for i in range(100) for a in (  # type: ignore[assignment]
+        chunk(event(completion_chunk(f"w{i} "))), ("sleep", 0.02))]
+    wl = build_workload("sessions", {"num_sessions": 2, "num_turns": 3, "think_time_s": 0})
+
+    async def go() -> Summary:
+        stop = asyncio.Event()
+        asyncio.get_running_loop().call_later(0.3, stop.set)
+        return await run_load_async(LoadConfig(endpoint=server.url, model="m", concurrency=2, progress=False,
+                                               api_key_env=None), tmp_path, workload=wl, stop=stop,
+                                    handle_signals=False)
+
+    summary = asyncio.run(go())
+    assert summary["cancelled"] == 2 and summary["completed"] == 0
+    assert summary["kvgate"]["sessions"] == {"started": 2, "completed": 0, "aborted": 0, "unfinished": 2}
+    assert summary["kvgate"]["interrupted"]
