@@ -131,7 +131,8 @@ async def _aiohttp(url: str, concurrency: int, n: int, tokens: int, prompt_token
     return {"first_ns": first, "tokens": out_tokens, "elapsed_s": elapsed, "build_ms": [build_s * 1000 / max(1, n)]}
 
 
-async def _kvgate(url: str, concurrency: int, n: int, tokens: int, prompt_tokens: int = 0) -> dict[str, Any]:
+async def _kvgate(url: str, concurrency: int, n: int, tokens: int, prompt_tokens: int = 0,
+                  eager: bool = False) -> dict[str, Any]:
     from collections.abc import Sequence
 
     from harness.load.records import read_records
@@ -145,6 +146,8 @@ async def _kvgate(url: str, concurrency: int, n: int, tokens: int, prompt_tokens
         # the long-doc workload's lazy prompts: each built when its request is sent
         measured = build_workload("long-doc", {"num_docs": n, "doc_len": prompt_tokens, "query_len": 0,
                                                "num_queries": n, "output_len": tokens}, 0).measured
+        if eager:
+            measured = list(measured)  # every prompt built before the run, as the reference does
     else:
         measured = [RequestSpec(f"k-{i}", SHORT_PROMPT, 4, tokens) for i in range(n)]
     wl = Workload("bench", {}, 0, measured, warm)
@@ -165,9 +168,13 @@ def main() -> None:
     p.add_argument("--requests", type=int, required=True)
     p.add_argument("--tokens", type=int, default=32)
     p.add_argument("--prompt-tokens", type=int, default=0, help="long prompts of this many words (0: 4 words)")
+    p.add_argument("--eager", action="store_true", help="kvgate: build the long prompts before the run")
     a = p.parse_args()
-    fn = _kvgate if a.client == "kvgate" else _aiohttp
-    print(json.dumps(asyncio.run(fn(a.url, a.concurrency, a.requests, a.tokens, a.prompt_tokens))))
+    if a.client == "kvgate":
+        res = asyncio.run(_kvgate(a.url, a.concurrency, a.requests, a.tokens, a.prompt_tokens, a.eager))
+    else:
+        res = asyncio.run(_aiohttp(a.url, a.concurrency, a.requests, a.tokens, a.prompt_tokens))
+    print(json.dumps(res))
 
 
 if __name__ == "__main__":
