@@ -113,3 +113,43 @@ def test_hash_trace_prompts_are_built_lazily_and_unchanged() -> None:
     reqs = hashtrace.parse_trace(snippet, block_size=512, time_unit="ms")
     assert [s.prompt for s in wl.measured] == [hashtrace.build_prompt(r, 512, 3) for r in reqs]
     assert [r.input_tokens for r in wl.measured.recipes] == [r.input_length for r in reqs]
+
+
+def test_a_large_body_is_written_in_pieces_and_arrives_whole(server: ScriptedServer) -> None:
+    """A ~1 MB request goes out in 64 KB pieces with the event loop run between them (another
+    coroutine runs between every two pieces), and the real server reads it intact."""
+    import asyncio
+
+    from harness.load.client import ClientOptions, StreamClient, _write_in_pieces
+    from harness.load.spec import RequestSpec
+
+    prompt = " ".join(f"w{i}" for i in range(150_000))
+    raw = prompt.encode()
+    ticks = 0
+    writes: list[tuple[bytes, int]] = []
+
+    class Spy:
+        def write(self, data: bytes) -> None:
+            writes.append((bytes(data), ticks))
+
+    async def ticker() -> None:
+        nonlocal ticks
+        for _ in range(1000):
+            ticks += 1
+            await asyncio.sleep(0)
+
+    async def pieces() -> None:
+        t = asyncio.ensure_future(ticker())
+        await _write_in_pieces(Spy(), raw)  # type: ignore[arg-type]
+        t.cancel()
+
+    asyncio.run(pieces())
+    assert b"".join(w for w, _ in writes) == raw and len(writes) == -(-len(raw) // (64 * 1024))
+    assert all(a[1] < b[1] for a, b in zip(writes, writes[1:]))  # the loop ran between pieces
+
+    async def go() -> str:
+        async with StreamClient(server.url, ClientOptions(model="m"), max_connections=1) as c:
+            return (await c.request(RequestSpec("big", prompt, 150_000, 2))).status
+
+    assert asyncio.run(go()) == "ok"
+    assert server.received[-1].body["prompt"] == prompt
