@@ -13,7 +13,8 @@ first token to the kernel (CLOCK_MONOTONIC). Each client runs in its own process
 * the concurrency at which kvgate's median TTFT error passes 5 ms;
 * a 128K-token row (issue 19): 131072-word prompts at concurrency 1 and 8, kvgate building each
   lazily as it is sent (prompt construction time from its records) beside the reference with
-  prompts built before its run; the TTFT error of both.
+  prompts built before its run, and kvgate with prompts built before its run (``kvgate-eager``:
+  the difference is the cost of building at send time); the TTFT error of each.
 
 Targets (issue 5): median error <= 0.5 ms at c=1, <= 2.5 ms at c=64 (p99 <= 10 ms), at c=512 at
 most 0.3x aiohttp's; ingest >= 1.5x aiohttp's (the 128K rows have no target: figures only).
