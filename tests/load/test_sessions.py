@@ -208,10 +208,22 @@ def test_stopping_mid_session_leaves_it_unfinished_not_aborted(server: ScriptedS
 
     async def go() -> Summary:
         stop = asyncio.Event()
-        asyncio.get_running_loop().call_later(0.3, stop.set)
-        return await run_load_async(LoadConfig(endpoint=server.url, model="m", concurrency=2, progress=False,
-                                               api_key_env=None), tmp_path, workload=wl, stop=stop,
-                                    handle_signals=False)
+
+        async def stop_once_both_first_turns_are_in_flight() -> None:
+            # event-driven: on a loaded machine the requests may not have left after a fixed delay
+            deadline = time.monotonic() + 30
+            while len(server.received) < 2 and time.monotonic() < deadline:
+                await asyncio.sleep(0.01)
+            await asyncio.sleep(0.1)
+            stop.set()
+
+        stopper = asyncio.create_task(stop_once_both_first_turns_are_in_flight())
+        try:
+            return await run_load_async(LoadConfig(endpoint=server.url, model="m", concurrency=2, progress=False,
+                                                   api_key_env=None), tmp_path, workload=wl, stop=stop,
+                                        handle_signals=False)
+        finally:
+            await stopper
 
     summary = asyncio.run(go())
     assert summary["cancelled"] == 2 and summary["completed"] == 0
