@@ -107,7 +107,7 @@ def test_128k_context_against_the_emulator(tmp_path: Path) -> None:
 def test_hash_trace_prompts_are_built_lazily_and_unchanged() -> None:
     from harness.load import hashtrace
 
-    snippet = Path(__file__).parent / "data" / "mooncake_snippet.jsonl"
+    snippet = Path(__file__).resolve().parents[1] / "data" / "load" / "mooncake_snippet.jsonl"
     wl = build_workload("hash-trace", {"path": str(snippet), "block_size": 512}, seed=3)
     assert isinstance(wl.measured, LazyRequests) and all(r.deferred for r in wl.measured.recipes)
     reqs = hashtrace.parse_trace(snippet, block_size=512, time_unit="ms")
