@@ -10,10 +10,15 @@ first token to the kernel (CLOCK_MONOTONIC). Each client runs in its own process
 * median and p99 absolute TTFT error at concurrency 1, 64, 512 for kvgate and for an aiohttp client
   written the way vLLM's benchmark request function is;
 * output tokens/s ingested at concurrency 512 from a zero-delay server, kvgate vs aiohttp;
-* the concurrency at which kvgate's median TTFT error passes 5 ms.
+* the concurrency at which kvgate's median TTFT error passes 5 ms;
+* a 128K-token row (issue 19): 131072-word prompts at concurrency 1 and 8, kvgate building each
+  lazily as it is sent (prompt construction time from its records) beside the reference with
+  prompts built before its run, and kvgate with prompts built before its run (``kvgate-eager``:
+  the difference is the cost of building at send time); the TTFT error of each.
 
 Targets (issue 5): median error <= 0.5 ms at c=1, <= 2.5 ms at c=64 (p99 <= 10 ms), at c=512 at
-most 0.3x aiohttp's; ingest >= 1.5x aiohttp's. Prints the figures and PASS/MISS per target.
+most 0.3x aiohttp's; ingest >= 1.5x aiohttp's (the 128K rows have no target: figures only).
+Prints the figures and PASS/MISS per target.
 """
 
 from __future__ import annotations
@@ -64,29 +69,36 @@ class RefServer:
             self.proc.wait()
 
 
-def run_client(client: str, url: str, concurrency: int, requests: int, tokens: int) -> dict[str, Any]:
+def run_client(client: str, url: str, concurrency: int, requests: int, tokens: int,
+               prompt_tokens: int = 0) -> dict[str, Any]:
+    """``client``: kvgate, aiohttp, or kvgate-eager (kvgate with long prompts built before the run)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    extra = ["--eager"] if client == "kvgate-eager" else []
     out = subprocess.run(  # noqa: S603
-        [PY, str(HERE / "_ttft_clients.py"), "--client", client, "--url", url, "--concurrency", str(concurrency),
-         "--requests", str(requests), "--tokens", str(tokens)], capture_output=True, text=True, env=env,
-        timeout=600)
+        [PY, str(HERE / "_ttft_clients.py"), "--client", client.split("-")[0], "--url", url, "--concurrency",
+         str(concurrency), "--requests", str(requests), "--tokens", str(tokens), "--prompt-tokens",
+         str(prompt_tokens), *extra],
+        capture_output=True, text=True, env=env, timeout=600)
     if out.returncode != 0:
         raise SystemExit(f"{client} client failed:\n{out.stderr[-3000:]}")
     data: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
     return data
 
 
-def ttft_errors(server: RefServer, client: str, concurrency: int, requests: int, tokens: int) -> dict[str, float]:
+def ttft_errors(server: RefServer, client: str, concurrency: int, requests: int, tokens: int,
+                prompt_tokens: int = 0) -> dict[str, float]:
     server.log()  # clear
-    res = run_client(client, server.url, concurrency, requests, tokens)
+    res = run_client(client, server.url, concurrency, requests, tokens, prompt_tokens)
     log = server.log()
     sent = log["first_send_ns"]
     errs = [(t - sent[rid]) / 1e6 for rid, t in res["first_ns"].items() if rid in sent]
     if len(errs) < requests * 0.95:
         raise SystemExit(f"{client} c={concurrency}: only {len(errs)}/{requests} requests matched")
     late = log["late_ms"]
+    builds = res.get("build_ms") or [0.0]
     return {"n": len(errs), "median_ms": median(errs), "p99_ms": percentile(errs, 99),
-            "min_ms": min(errs), "server_late_p50_ms": median(late) if late else 0.0}
+            "min_ms": min(errs), "server_late_p50_ms": median(late) if late else 0.0,
+            "build_median_ms": median(builds), "build_max_ms": max(builds)}
 
 
 def main() -> None:
@@ -127,6 +139,8 @@ def main() -> None:
     print(f"  kvgate median TTFT error passes 5 ms at concurrency: "
           f"{crossing if crossing is not None else 'not within ' + str(max(sweep))}")
 
+    long_rows = long_context(args.quick, tokens)
+
     print(f"Ingest at c=512 from a zero-delay server ({tokens} tokens per request)")
     zero = RefServer(0, 0, tokens)
     rates: dict[str, list[float]] = {"kvgate": [], "aiohttp": []}
@@ -155,8 +169,41 @@ def main() -> None:
     ]
     for text, ok in checks:
         print(f"  {'PASS' if ok else 'MISS'}  {text}")
+    for c, (k_long, a_long) in long_rows.items():  # no target in the issue: the figures side by side
+        print(f"  128K c={c}: median error kvgate {k_long['median_ms']:.3f} ms vs aiohttp {a_long['median_ms']:.3f} "
+              f"ms; kvgate prompt construction median {k_long['build_median_ms']:.1f} ms per prompt")
     print(f"(aiohttp reference: c=1 {a[1]['median_ms']:.3f} ms, c=64 {a[64]['median_ms']:.3f} ms, "
           f"c=512 {a[512]['median_ms']:.3f} ms; total {time.monotonic() - started:.0f} s)")
+
+
+LONG_TOKENS = 131072
+
+
+def long_context(quick: bool, tokens: int) -> dict[int, tuple[dict[str, float], dict[str, float]]]:
+    """The 128K-token row: prompts of 131072 words, kvgate building each lazily as it is sent
+    (the construction time from its records) and the reference sending prompts built before its
+    run; TTFT error of both, side by side."""
+    print(f"Long context: {LONG_TOKENS}-token prompts (~{LONG_TOKENS * 5 // 1024} KiB each), D=50 ms, "
+          f"{tokens} tokens")
+    rows: dict[int, tuple[dict[str, float], dict[str, float]]] = {}
+    server = RefServer(50, 5, tokens)
+    try:
+        for c in (1, 8):
+            n = (8 if quick else 24) if c == 1 else (16 if quick else 48)
+            pair = []
+            # kvgate-eager: the same client with the prompts built before the run, so the cost of
+            # building them at send time is the difference between the two kvgate lines
+            for client in ("kvgate", "aiohttp", "kvgate-eager"):
+                r = ttft_errors(server, client, c, n, tokens, LONG_TOKENS)
+                pair.append(r)
+                built = "built at send" if client == "kvgate" else "built before the run"
+                print(f"  c={c:<4} {client:<12} n={r['n']:<4} median {r['median_ms']:8.3f} ms  p99 "
+                      f"{r['p99_ms']:8.3f} ms  prompt construction median {r['build_median_ms']:.1f} ms "
+                      f"max {r['build_max_ms']:.1f} ms ({built})", flush=True)
+            rows[c] = (pair[0], pair[1])
+    finally:
+        server.close()
+    return rows
 
 
 if __name__ == "__main__":

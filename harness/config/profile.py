@@ -207,6 +207,20 @@ class LoadSpec(StrictModel):
             raise ValueError("concurrency levels must be unique")
         return sorted(v)
 
+    def longest_request_tokens(self) -> Optional[int]:
+        """Prompt plus output tokens of the longest request this load sends (None: a trace, whose
+        lengths are in the file). The long-doc question is 16 words (``harness.load.workloads``)."""
+        out = self.output_len
+        if self.workload == "long-doc":
+            return self.input_len + 16 + out
+        if self.workload == "random":
+            return int(self.input_len * (1 + self.range_ratio)) + 1 + out
+        if self.workload == "shared-prefix":
+            return max(self.input_len, self.prefix_len + 1) + out
+        if self.workload == "multi-round":
+            return self.num_rounds * self.input_len + (self.num_rounds - 1) * out + out
+        return None
+
     @model_validator(mode="after")
     def _mode(self) -> LoadSpec:
         if self.mode == "open" and self.request_rate is None:
@@ -335,6 +349,17 @@ class Profile(StrictModel):
             arm = getattr(self, role)
             if arm is not None and arm not in names:
                 raise ValueError(f"{role} arm {arm!r} is not one of the arms: {', '.join(names)}")
+        return self
+
+    @model_validator(mode="after")
+    def _fits_context(self) -> Profile:
+        # the engine would refuse every request (HTTP 400): a profile error, before any node is touched
+        need = self.load.longest_request_tokens()
+        limit = self.model.max_model_len
+        if need is not None and limit is not None and need > limit:
+            raise ValueError(f"load.input_len {self.load.input_len}: the longest {self.load.workload} request needs "
+                             f"{need} tokens (prompt and output_len {self.load.output_len}), over "
+                             f"model.max_model_len {limit}")
         return self
 
     def arm(self, name: str) -> Arm:

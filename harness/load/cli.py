@@ -38,6 +38,10 @@ _WORKLOAD_OPTS: dict[str, dict[str, str]] = {
                    "sample": "sample", "max_requests": "max_requests", "lru_blocks": "lru_blocks",
                    "lru_bytes": "lru_bytes", "kv_bytes_per_token": "kv_bytes_per_token"},
 }
+_SESSION_OPTS = {"num_sessions": "num_sessions", "num_turns": "num_turns", "shared_prefix_len": "prefix_len",
+                 "context_len": "context_len", "question_len": "input_len", "output_len": "output_len",
+                 "think_time_s": "think_time", "think_dist": "think_dist", "max_context": "max_context"}
+_WORKLOAD_OPTS["sessions"] = _WORKLOAD_OPTS["agent"] = _SESSION_OPTS
 
 
 def _goodput(items: Optional[Sequence[str]]) -> dict[str, float]:
@@ -116,6 +120,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
     h.add_argument("--lru-blocks", type=int, help="tier size in blocks for the expected reuse (0: unbounded)")
     h.add_argument("--lru-bytes", type=int, help="tier size in bytes for the expected reuse")
     h.add_argument("--kv-bytes-per-token", type=int, help="KV bytes per token (with --lru-bytes)")
+    se = r.add_argument_group("sessions, agent (multi-turn; --prefix-len: the prefix every session shares, "
+                              "--context-len: each session's own, --input-len: each question, --max-context)")
+    se.add_argument("--num-sessions", type=int, help="sessions (--num-requests caps the turns)")
+    se.add_argument("--num-turns", type=int, help="turns per session")
+    se.add_argument("--think-time", type=float, metavar="SECONDS", help="think time between turns (mean)")
+    se.add_argument("--think-dist", choices=["fixed", "exponential"], help="think time distribution")
     c = r.add_argument_group("client")
     c.add_argument("--timeout", type=float, default=600.0, metavar="SECONDS", help="per request")
     c.add_argument("--idle-timeout", type=float, default=None, metavar="SECONDS", help="no byte for this long")
@@ -219,6 +229,16 @@ def format_summary(s: Summary) -> str:
         lines.append("{:-^56}".format(f" {name} "))
         for k in keys:
             lines.append(f"{k.split('_', 1)[0].capitalize() + ' ' + name + ' (ms):':<42} {d[k]:.2f}")
+    if d.get("mean_prompt_build_ms") is not None:
+        lines.append("{:-^56}".format(" prompt construction "))
+        row("Mean prompt build (ms):", "mean_prompt_build_ms")
+        row("Max prompt build (ms):", "max_prompt_build_ms")
+    turns = d.get("ttft_by_turn") or {}
+    if turns:
+        lines.append("{:-^56}".format(" TTFT by session turn "))
+        for t, v in turns.items():
+            lines.append(f"{'Turn ' + t + ' median TTFT (ms), n=' + str(v.get('completed')) + ':':<42} "
+                         f"{v.get('median_ttft_ms') or 0.0:.2f}")
     kinds = d.get("errors_by_kind") or {}
     if kinds:
         lines.append("{:-^56}".format(" errors "))

@@ -7,8 +7,11 @@ request was due; null in closed loop), ``queue_ms`` (client queueing before the 
 concurrency slot, behind schedule, connecting), ``ttft_ms``, ``itl_ms`` (list, one per token after
 the first), ``tpot_ms``, ``e2el_ms``, ``input_tokens``, ``output_tokens`` (server ``usage`` when
 given), ``counted_tokens`` (counted from chunks), ``chunks``, ``server_usage``, ``connect_ms``,
-``retried``, ``token_rule``; then the workload keys of the request (``workload``, ``group``,
-``user``, ``round``, ``doc``, ``hit``...; a workload key that collides is prefixed ``meta_``).
+``retried``, ``token_rule``, ``build_ms`` (time the runner took to build the prompt just before
+sending it: a session's next turn, a lazily built long prompt; null when it was built up front);
+then the workload keys of the request (``workload``, ``group``,
+``user``, ``round``, ``doc``, ``hit``...; sessions: ``session``, ``turn`` (1-based) and
+``context_tokens``; a workload key that collides is prefixed ``meta_``).
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from harness.load.spec import RequestSpec
 RECORD_KEYS = (
     "request_id", "phase", "status", "error_kind", "error", "http_status", "start_ns", "scheduled_ns",
     "queue_ms", "ttft_ms", "itl_ms", "tpot_ms", "e2el_ms", "input_tokens", "output_tokens",
-    "counted_tokens", "chunks", "server_usage", "connect_ms", "retried", "token_rule",
+    "counted_tokens", "chunks", "server_usage", "connect_ms", "retried", "token_rule", "build_ms",
 )
 
 
@@ -36,7 +39,7 @@ def _r(x: Optional[float], nd: int = 4) -> Optional[float]:
 
 
 def make_record(res: RequestResult, spec: RequestSpec, *, phase: str, queue_ms: float,
-                scheduled_ns: Optional[int]) -> dict[str, Any]:
+                scheduled_ns: Optional[int], build_ms: Optional[float] = None) -> dict[str, Any]:
     rec: dict[str, Any] = {
         "request_id": res.request_id, "phase": phase, "status": res.status,
         "error_kind": res.error_kind, "error": res.error, "http_status": res.http_status,
@@ -46,6 +49,7 @@ def make_record(res: RequestResult, spec: RequestSpec, *, phase: str, queue_ms: 
         "input_tokens": res.input_tokens, "output_tokens": res.output_tokens,
         "counted_tokens": res.counted_tokens, "chunks": res.chunks, "server_usage": res.server_usage,
         "connect_ms": round(res.connect_ms, 4), "retried": res.retried, "token_rule": TOKEN_RULE,
+        "build_ms": _r(build_ms),
     }
     for k, v in spec.meta.items():
         rec[f"meta_{k}" if k in rec else k] = v

@@ -9,6 +9,11 @@
   each request is due at its arrival time whatever happens to the others, so a slow server cannot
   slow the schedule (no coordinated omission). ``concurrency`` caps requests in flight; the time a
   request spends waiting for a slot or behind schedule is its ``queue_ms`` = send - due.
+* Sessions (``sessions`` / ``agent`` workloads, ``harness.load.sessions``): each turn is built when
+  the previous answer has arrived and is due when the think time after it ends. Closed loop:
+  ``concurrency`` users, each plays one session to its end (think times included) before taking
+  the next. Open loop: sessions arrive on the rate's schedule, ``concurrency`` caps sessions in
+  progress, and the first turn's wait for a slot is its ``queue_ms``. TTFT is always from the send.
 * Warm-up requests (the workload's ``warmup`` list) run first, closed loop, into ``warmup.jsonl``;
   they are not measured. ``duration`` starts after them.
 * Bounds: the workload's requests, ``num_requests`` (cycling the list with new ids when larger),
@@ -34,15 +39,16 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from time import perf_counter_ns
-from typing import Any, Optional
+from typing import Any, Optional, Union
 
 from harness import __version__
 from harness.load.client import TOKEN_RULE, ClientOptions, RequestResult, StreamClient, load_api_key
 from harness.load.errors import LoadInputError
 from harness.load.records import RecordWriter, make_record
+from harness.load.sessions import Session, SessionPlan
 from harness.load.spec import RequestSpec
 from harness.load.summary import DEFAULT_PERCENTILES, Summary
-from harness.load.workloads import Workload, build_workload
+from harness.load.workloads import LazyRequests, RequestRecipe, Workload, build_workload
 from harness.progress import Progress
 
 RECORDS_FILE = "records.jsonl"
@@ -180,9 +186,10 @@ class _Run:
         self.inflight: set[asyncio.Task[RequestResult]] = set()
         self.measured: list[dict[str, Any]] = []
         self.issued = 0
+        self.sessions_started = self.sessions_completed = self.sessions_aborted = 0
 
     async def _one(self, spec: RequestSpec, phase: str, writer: RecordWriter, live: Optional[_Live],
-                   t_ready: int, scheduled_ns: Optional[int]) -> None:
+                   t_ready: int, scheduled_ns: Optional[int], build_ms: Optional[float] = None) -> RequestResult:
         task = asyncio.ensure_future(self.client.request(spec))
         self.inflight.add(task)
         try:
@@ -196,12 +203,15 @@ class _Run:
             self.inflight.discard(task)
         ref = scheduled_ns if scheduled_ns is not None else t_ready
         queue_ms = max(0.0, (res.start_ns - ref) / 1e6)
-        rec = make_record(res, spec, phase=phase, queue_ms=queue_ms, scheduled_ns=scheduled_ns)
+        rec = make_record(res, spec, phase=phase, queue_ms=queue_ms, scheduled_ns=scheduled_ns, build_ms=build_ms)
+        if not self.cfg.keep_text:
+            rec.pop("text", None)  # kept by the client only to feed sessions their answers
         writer.write(rec)
         if phase == "measure":
             self.measured.append(_slim(rec))
         if live is not None:
             live.add(res)
+        return res
 
     async def _wait_stop(self, seconds: float) -> bool:
         """Sleep up to ``seconds``; True if stop was requested meanwhile."""
@@ -213,7 +223,18 @@ class _Run:
             return False
         return True
 
-    async def closed_loop(self, specs: Iterator[RequestSpec], phase: str, writer: RecordWriter,
+    async def _ready(self, item: _Item) -> tuple[RequestSpec, Optional[float]]:
+        """The request to send: a recipe's prompt is built now, on a worker thread so that the
+        streams in flight are not stamped late behind it; the time it took is its ``build_ms``."""
+        if isinstance(item, RequestSpec):
+            return item, None
+        if not item.deferred:
+            return item.build(), None  # short: its words were drawn up front, joining them is nothing
+        t0 = perf_counter_ns()
+        spec = await asyncio.get_running_loop().run_in_executor(None, item.build)
+        return spec, (perf_counter_ns() - t0) / 1e6
+
+    async def closed_loop(self, specs: Iterator[_Item], phase: str, writer: RecordWriter,
                           live: Optional[_Live], deadline_ns: Optional[int], ramp_s: float) -> None:
         c = self.cfg.concurrency
 
@@ -223,24 +244,31 @@ class _Run:
             while not self.stop.is_set():
                 if deadline_ns is not None and perf_counter_ns() >= deadline_ns:
                     return
-                spec = next(specs, None)
-                if spec is None:
+                item = next(specs, None)
+                if item is None:
                     return
                 self.issued += phase == "measure"
-                await self._one(spec, phase, writer, live, perf_counter_ns(), None)
+                t_ready = perf_counter_ns()
+                spec, build_ms = await self._ready(item)
+                if self.stop.is_set():
+                    return  # stopped while the prompt was built: never sent, not a record
+                await self._one(spec, phase, writer, live, t_ready, None, build_ms)
 
         await asyncio.gather(*(worker(i) for i in range(c)))
 
-    async def open_loop(self, specs: list[RequestSpec], offsets: list[float], writer: RecordWriter,
+    async def open_loop(self, specs: list[_Item], offsets: list[float], writer: RecordWriter,
                         live: Optional[_Live], deadline_ns: Optional[int]) -> None:
         sem = asyncio.Semaphore(self.cfg.concurrency)
         tasks: list[asyncio.Task[None]] = []
 
-        async def limited(spec: RequestSpec, due: int) -> None:
+        async def limited(item: _Item, due: int) -> None:
             async with sem:
                 if self.stop.is_set():
                     return
-                await self._one(spec, "measure", writer, live, due, due)
+                spec, build_ms = await self._ready(item)  # built once it has a slot: its time is queue time
+                if self.stop.is_set():
+                    return
+                await self._one(spec, "measure", writer, live, due, due, build_ms)
 
         t0 = perf_counter_ns()
         for spec, off in zip(specs, offsets):
@@ -253,13 +281,91 @@ class _Run:
             tasks.append(asyncio.ensure_future(limited(spec, due)))
         await asyncio.gather(*tasks)
 
+    async def play_session(self, session: Session, writer: RecordWriter, live: Optional[_Live],
+                           due: int, open_loop: bool, deadline_ns: Optional[int], limit: Optional[int]) -> None:
+        """The turns of one session, each built after the previous answer arrived and due when the
+        think time after it ends. ``due`` is when the first turn is due (open loop: its arrival)."""
+        self.sessions_started += 1
+        while not session.done and not self.stop.is_set():
+            if deadline_ns is not None and due >= deadline_ns:
+                break
+            if limit is not None and self.issued >= limit:
+                break
+            if await self._wait_stop((due - perf_counter_ns()) / 1e9):
+                break
+            t_ready = perf_counter_ns() if not open_loop else due
+            b0 = perf_counter_ns()
+            spec = session.next_turn()
+            build_ms = (perf_counter_ns() - b0) / 1e6
+            self.issued += 1
+            res = await self._one(spec, "measure", writer, live, t_ready, due if open_loop else None, build_ms)
+            if res.status == "cancelled":
+                break  # stopped by the runner: unfinished, not aborted by the server
+            session.answered(res.text, res.ok)
+            due = perf_counter_ns() + int(session.think_s() * 1e9)
+        if session.aborted:
+            self.sessions_aborted += 1
+        elif session.done:
+            self.sessions_completed += 1
+
+    async def sessions_closed(self, plan: SessionPlan, writer: RecordWriter, live: Optional[_Live],
+                              deadline_ns: Optional[int], ramp_s: float, cycle: bool) -> None:
+        """Closed loop over sessions: ``concurrency`` users, each plays its next session to the end
+        (think times included) before taking another."""
+        c = self.cfg.concurrency
+        prefix = plan.shared_prefix()
+        indices = itertools.count() if cycle else iter(range(plan.num_sessions))
+        limit = self.cfg.num_requests
+
+        async def user(i: int) -> None:
+            if ramp_s > 0 and await self._wait_stop(ramp_s * i / c):
+                return
+            while not self.stop.is_set():
+                if deadline_ns is not None and perf_counter_ns() >= deadline_ns:
+                    return
+                if limit is not None and self.issued >= limit:
+                    return
+                k = next(indices, None)
+                if k is None:
+                    return
+                await self.play_session(plan.session(k, prefix), writer, live, perf_counter_ns(), False,
+                                        deadline_ns, limit)
+
+        await asyncio.gather(*(user(i) for i in range(c)))
+
+    async def sessions_open(self, plan: SessionPlan, offsets: list[float], writer: RecordWriter,
+                            live: Optional[_Live], deadline_ns: Optional[int]) -> None:
+        """Open loop over sessions: session i arrives at ``offsets[i]`` whatever the others do;
+        ``concurrency`` caps sessions in progress, and a first turn waiting for a slot counts
+        that wait in its ``queue_ms``."""
+        sem = asyncio.Semaphore(self.cfg.concurrency)
+        prefix = plan.shared_prefix()
+        tasks: list[asyncio.Task[None]] = []
+        limit = self.cfg.num_requests
+
+        async def limited(k: int, due: int) -> None:
+            async with sem:
+                if self.stop.is_set():
+                    return
+                await self.play_session(plan.session(k, prefix), writer, live, due, True, deadline_ns, limit)
+
+        t0 = perf_counter_ns()
+        for k, off in enumerate(offsets):
+            due = t0 + int(off * 1e9)
+            if deadline_ns is not None and due >= deadline_ns:
+                break
+            if await self._wait_stop((due - perf_counter_ns()) / 1e9):
+                break
+            tasks.append(asyncio.ensure_future(limited(k, due)))
+        await asyncio.gather(*tasks)
+
     def cancel_inflight(self) -> None:
         for t in list(self.inflight):
             t.cancel()
 
 
 _SUMMARY_KEYS = ("phase", "status", "error_kind", "error", "start_ns", "ttft_ms", "e2el_ms", "tpot_ms",
-                 "input_tokens", "output_tokens", "queue_ms")
+                 "input_tokens", "output_tokens", "queue_ms", "build_ms", "turn")
 
 
 def _slim(rec: dict[str, Any]) -> dict[str, Any]:
@@ -300,8 +406,16 @@ def _restore_gc() -> None:
             gc.unfreeze()
 
 
-def _cycled(specs: Sequence[RequestSpec], limit: Optional[int], cycle: bool) -> Iterator[RequestSpec]:
-    def gen() -> Iterator[RequestSpec]:
+_Item = Union[RequestSpec, RequestRecipe]
+
+
+def _items(specs: Sequence[RequestSpec]) -> Sequence[_Item]:
+    """The requests to run: a lazy workload's recipes (prompts built when sent), else the specs."""
+    return specs.recipes if isinstance(specs, LazyRequests) else specs
+
+
+def _cycled(specs: Sequence[_Item], limit: Optional[int], cycle: bool) -> Iterator[_Item]:
+    def gen() -> Iterator[_Item]:
         for k in itertools.count():
             for s in specs:
                 yield s if k == 0 else s.with_id(f"{s.request_id}-c{k}")
@@ -317,21 +431,24 @@ async def run_load_async(config: LoadConfig, out_dir: Path, *, workload: Optiona
     """The async form of :func:`run_load` (for callers that already run an event loop)."""
     cfg = config
     wl = workload if workload is not None else build_workload(cfg.workload, cfg.workload_params, cfg.seed)
-    if not wl.measured:
+    if not wl.measured and wl.sessions is None:
         raise LoadInputError(f"workload {wl.kind!r} has no measured requests")
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
     # bad input (endpoint, key file) fails here, before any global state is touched
-    client = StreamClient(cfg.endpoint, cfg.client_options(), max_connections=cfg.concurrency)
+    options = cfg.client_options()
+    if wl.sessions is not None:
+        options.keep_text = True  # each answer is fed into the session's next turn
+    client = StreamClient(cfg.endpoint, options, max_connections=cfg.concurrency)
     installed, interrupted = _install_signals(loop, stop, handle_signals)
     started_wall = time.time()
     _quiet_gc()
     run = _Run(cfg, client, stop)
     watcher = asyncio.ensure_future(stop.wait())
     watcher.add_done_callback(lambda _f: run.cancel_inflight())
-    open_loop = cfg.request_rate is not None or any(s.at_s is not None for s in wl.measured)
+    open_loop = cfg.request_rate is not None or any(s.at_s is not None for s in _items(wl.measured))
     try:
         t_start, t_end = await _warm_and_measure(run, cfg, wl, client, out_dir, open_loop, stop)
     finally:
@@ -373,28 +490,42 @@ def _install_signals(loop: asyncio.AbstractEventLoop, stop: asyncio.Event,
 async def _warm_and_measure(run: _Run, cfg: LoadConfig, wl: Workload, client: StreamClient, out_dir: Path,
                             open_loop: bool, stop: asyncio.Event) -> tuple[int, int]:
     """Warm-up (not measured), then the measured requests; returns the measured window (ns)."""
-    total = cfg.num_requests or (None if cfg.duration_s else len(wl.measured))
+    planned = wl.sessions.total_turns if wl.sessions is not None else len(wl.measured)
+    total = cfg.num_requests or (None if cfg.duration_s else planned)
     t_start = t_end = perf_counter_ns()
     if cfg.pre_connect:
-        await client.warm(min(cfg.concurrency, max(len(wl.measured), len(wl.warmup))))
+        await client.warm(min(cfg.concurrency, max(planned, len(wl.warmup))))
     if cfg.run_warmup and wl.warmup and not stop.is_set():
         with RecordWriter(out_dir / WARMUP_FILE) as ww, \
                 Progress("load warm-up", total=len(wl.warmup), enabled=cfg.progress) as wp:
-            await run.closed_loop(iter(wl.warmup), "warmup", ww, _Live(wp), None, 0.0)
+            await run.closed_loop(iter(_items(wl.warmup)), "warmup", ww, _Live(wp), None, 0.0)
     with RecordWriter(out_dir / RECORDS_FILE) as writer, \
             Progress("load", total=total, enabled=cfg.progress) as prog:
         live = _Live(prog)
         t_start = perf_counter_ns()
         deadline = t_start + int(cfg.duration_s * 1e9) if cfg.duration_s else None
-        cycle = cfg.duration_s is not None or (cfg.num_requests or 0) > len(wl.measured)
-        if not open_loop:
-            await run.closed_loop(_cycled(wl.measured, cfg.num_requests, cycle), "measure", writer,
+        cycle = cfg.duration_s is not None or (cfg.num_requests or 0) > planned
+        if wl.sessions is not None:
+            plan = wl.sessions
+            if not open_loop:
+                await run.sessions_closed(plan, writer, live, deadline, cfg.ramp_up_s, cycle)
+            else:
+                assert cfg.request_rate is not None  # a session plan has no trace timestamps
+                n = plan.num_sessions
+                if cycle:
+                    n = max(n, int((cfg.duration_s or 0) * cfg.request_rate * 1.5) + 16,
+                            -(-(cfg.num_requests or 0) // plan.num_turns))
+                offsets = arrival_offsets(n, cfg.request_rate, burstiness=cfg.burstiness,
+                                          ramp_up_s=cfg.ramp_up_s, seed=cfg.seed)
+                await run.sessions_open(plan, offsets, writer, live, deadline)
+        elif not open_loop:
+            await run.closed_loop(_cycled(_items(wl.measured), cfg.num_requests, cycle), "measure", writer,
                                   live, deadline, cfg.ramp_up_s)
         else:
             n = cfg.num_requests or len(wl.measured)
             if cfg.duration_s and cfg.request_rate:
                 n = max(n, int(cfg.duration_s * cfg.request_rate * 1.5) + 16)
-            specs = list(_cycled(wl.measured, n, cycle))
+            specs = list(_cycled(_items(wl.measured), n, cycle))
             if cfg.request_rate is not None:
                 offsets = arrival_offsets(len(specs), cfg.request_rate, burstiness=cfg.burstiness,
                                           ramp_up_s=cfg.ramp_up_s, seed=cfg.seed)
@@ -441,6 +572,10 @@ def _run_description(cfg: LoadConfig, wl: Workload, client: StreamClient, run: _
         "started_at_unix": started_wall,
         "records": RECORDS_FILE,
     }
+    if wl.sessions is not None:
+        extra["sessions"] = {"started": run.sessions_started, "completed": run.sessions_completed,
+                             "aborted": run.sessions_aborted,
+                             "unfinished": run.sessions_started - run.sessions_completed - run.sessions_aborted}
     return setup, extra
 
 

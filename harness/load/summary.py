@@ -14,7 +14,12 @@ From vLLM's ``vllm/benchmarks/serve.py`` (``calculate_metrics`` and the result d
   and ``client_queue_time`` (vLLM's name for time waiting for a concurrency slot).
 
 kvgate adds ``cancelled`` (stopped by SIGINT/SIGTERM, neither completed nor failed),
-``errors_by_kind``, ``error_examples`` and a ``kvgate`` block (source, workload, interruption).
+``errors_by_kind``, ``error_examples`` and a ``kvgate`` block (source, workload, interruption);
+``prompt_build`` statistics (``mean_prompt_build_ms``...: prompts the runner built just before
+sending, records with ``build_ms``; absent when every prompt was built up front); and, when records
+carry a session ``turn``, ``ttft_by_turn``: per turn index (``"1"``, ``"2"``...) ``completed`` and
+the TTFT statistics of that turn's successful requests (turn 1 pays the whole prefill, later
+turns show the reuse of the session's history).
 ``Summary.from_vllm_result`` imports a vLLM result file into the same model.
 """
 
@@ -81,6 +86,22 @@ def _max_tokens_per_s(ok: Sequence[Mapping[str, Any]]) -> float:
             b = int((x - t0) // 1e9)
             buckets[b] = buckets.get(b, 0) + 1
     return float(max(buckets.values()))
+
+
+def ttft_by_turn(ok: Sequence[Mapping[str, Any]],
+                 percentiles: Sequence[float] = DEFAULT_PERCENTILES) -> dict[str, dict[str, Any]]:
+    """TTFT statistics of successful session turns, per turn index (keys in turn order)."""
+    by: dict[int, list[float]] = {}
+    for r in ok:
+        t = r.get("turn")
+        if t is not None and r.get("ttft_ms") is not None:
+            by.setdefault(int(t), []).append(float(r["ttft_ms"]))
+    out: dict[str, dict[str, Any]] = {}
+    for t in sorted(by):
+        row: dict[str, Any] = {"completed": len(by[t])}
+        _stats_into(row, "ttft", by[t], percentiles)
+        out[str(t)] = row
+    return out
 
 
 @dataclass
@@ -167,6 +188,12 @@ class Summary:
         for metric, values in (("ttft", ttfts), ("tpot", tpots), ("itl", itls), ("e2el", e2els),
                                ("client_queue_time", queues)):
             _stats_into(data, metric, values, percentiles)
+        builds = [float(r["build_ms"]) for r in recs if r.get("build_ms") is not None]
+        if builds:
+            _stats_into(data, "prompt_build", builds, percentiles)
+            data["max_prompt_build_ms"] = max(builds)
+        if any(r.get("turn") is not None for r in recs):
+            data["ttft_by_turn"] = ttft_by_turn(ok, percentiles)
         kinds: dict[str, int] = {}
         examples: dict[str, str] = {}
         for r in failed:

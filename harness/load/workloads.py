@@ -29,21 +29,30 @@ Kinds (``build_workload(kind, params, seed)``; an unknown kind or parameter list
   filters ``max_context``, ``start_s``/``end_s``, ``sample`` (seeded), ``max_requests``; and the
   LRU the expected reuse is computed for: ``lru_blocks``, or ``lru_bytes`` with
   ``kv_bytes_per_token`` (0: unbounded). The estimate is in ``Workload.expected``.
+* ``sessions`` and ``agent``: multi-turn conversations whose history grows by each real answer
+  (``harness.load.sessions``): ``num_sessions``, ``num_turns``, ``shared_prefix_len`` (shared by
+  every session: an agent's tools), ``context_len``, ``question_len``, ``output_len``,
+  ``think_time_s``, ``think_dist``, ``max_context``. ``agent`` differs by its defaults (a 4096-word
+  shared prefix, 12 short turns, short think time). ``Workload.sessions`` holds the plan; the
+  runner builds each turn after the previous answer (``measured`` is empty).
 """
 
 from __future__ import annotations
 
 import hashlib
+import itertools
 import random
+from array import array
 from collections import OrderedDict
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Union, overload
 
 from harness.load import hashtrace
 from harness.load.errors import LoadInputError
 from harness.load.jsonl import json_objects
+from harness.load.sessions import SESSION_PARAMS, SessionPlan
 from harness.load.spec import RequestSpec
 from harness.load.vocabulary import VOCABULARY, words  # noqa: F401 - VOCABULARY re-exported
 
@@ -53,6 +62,132 @@ def count_tokens(text: str) -> int:
     return len(text.split())
 
 
+# Long prompts are built lazily: a 128K-word prompt is about 900 KB of text, and a workload of
+# many is held for the whole run. A ``words(rng, n)`` call of at least LAZY_MIN_WORDS words is
+# recorded as the generator's state (2.5 KB packed) and replayed when the request is about to be
+# sent, giving the very same words as the eager build (prompts must not drift between versions).
+LAZY_MIN_WORDS = 1024
+
+
+class _DeferredWords:
+    """``words(rng, n)`` as it would have run from the generator state recorded here."""
+
+    __slots__ = ("key", "n")
+
+    def __init__(self, rng: random.Random, n: int) -> None:
+        version, state, gauss = rng.getstate()
+        assert version == 3 and gauss is None  # words() never draws a gauss: nothing to keep
+        self.key = array("I", state)
+        self.n = n
+        # advance ``rng`` exactly as words() would: rng.choices draws one random() per word
+        draw = rng.random
+        for _ in itertools.repeat(None, n):
+            draw()
+
+    def text(self) -> str:
+        rng = random.Random()
+        rng.setstate((3, tuple(self.key), None))
+        return words(rng, self.n)
+
+
+class _DeferredBlocks:
+    """A hash-trace request's prompt (``hashtrace.build_prompt``), built when sent: its blocks are
+    pure functions of (seed, hash id), so the request keeps only its ids."""
+
+    __slots__ = ("req", "block_size", "seed", "n")
+
+    def __init__(self, req: hashtrace.TraceRequest, block_size: int, seed: int) -> None:
+        self.req = req
+        self.block_size = block_size
+        self.seed = seed
+        self.n = min(req.input_length, len(req.hash_ids) * block_size)
+
+    def text(self) -> str:
+        return hashtrace.build_prompt(self.req, self.block_size, self.seed)
+
+
+_Part = Union[str, _DeferredWords, _DeferredBlocks]
+
+
+def _words_part(rng: random.Random, n: int) -> _Part:
+    return _DeferredWords(rng, n) if n >= LAZY_MIN_WORDS else words(rng, n)
+
+
+def _part_words(part: _Part) -> int:
+    return count_tokens(part) if isinstance(part, str) else part.n
+
+
+@dataclass(frozen=True)
+class RequestRecipe:
+    """A request whose prompt is built when it is needed (:meth:`build`): the parts, joined by
+    single spaces as the eager builders join them."""
+
+    request_id: str
+    parts: tuple[_Part, ...]
+    max_tokens: int
+    meta: dict[str, Any] = field(default_factory=dict)
+    at_s: Optional[float] = None
+
+    @property
+    def deferred(self) -> bool:
+        """Whether building it draws words (a long part), or only joins strings drawn up front."""
+        return any(not isinstance(p, str) for p in self.parts)
+
+    @property
+    def input_tokens(self) -> int:
+        return sum(_part_words(p) for p in self.parts)
+
+    def build(self) -> RequestSpec:
+        text = " ".join(p if isinstance(p, str) else p.text() for p in self.parts).strip()
+        # the words of the parts: count_tokens(text) without splitting a long text again
+        return RequestSpec(self.request_id, text, self.input_tokens, self.max_tokens, meta=self.meta,
+                           at_s=self.at_s)
+
+    def with_id(self, request_id: str) -> RequestRecipe:
+        return replace(self, request_id=request_id)
+
+
+class LazyRequests(Sequence[RequestSpec]):
+    """A workload's requests as recipes: indexing or iterating builds each prompt then (a
+    ``list()`` of it is the eager list). The runner takes the recipes and builds each prompt
+    just before its request is sent, off the event loop, timing it (``build_ms``)."""
+
+    def __init__(self, recipes: Iterable[RequestRecipe]) -> None:
+        self.recipes: list[RequestRecipe] = list(recipes)
+
+    def __len__(self) -> int:
+        return len(self.recipes)
+
+    @overload
+    def __getitem__(self, i: int) -> RequestSpec: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> LazyRequests: ...
+
+    def __getitem__(self, i: Union[int, slice]) -> Union[RequestSpec, LazyRequests]:
+        if isinstance(i, slice):
+            return LazyRequests(self.recipes[i])
+        return self.recipes[i].build()
+
+    def __iter__(self) -> Iterator[RequestSpec]:
+        for r in self.recipes:
+            yield r.build()
+
+    # as the lists they replace: equal to the same requests, concatenated into a list
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (LazyRequests, list, tuple)):
+            return len(self) == len(other) and all(a == b for a, b in zip(self, other))
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __add__(self, other: Sequence[RequestSpec]) -> list[RequestSpec]:
+        return list(self) + list(other)
+
+    def __radd__(self, other: Sequence[RequestSpec]) -> list[RequestSpec]:
+        return list(other) + list(self)
+
+
 @dataclass
 class Workload:
     """A built workload: ``warmup`` runs first and is not measured; ``measured`` is measured."""
@@ -60,14 +195,20 @@ class Workload:
     kind: str
     params: dict[str, Any]
     seed: int
-    measured: list[RequestSpec]
-    warmup: list[RequestSpec] = field(default_factory=list)
+    measured: Sequence[RequestSpec]  # a list, or LazyRequests (prompts built when sent)
+    warmup: Sequence[RequestSpec] = field(default_factory=list)
     # what the workload itself promises (hash-trace: the expected reuse), reported beside the results
     expected: dict[str, Any] = field(default_factory=dict)
+    # sessions / agent: turns are built as answers arrive, so ``measured`` is empty and the runner
+    # plays these sessions instead
+    sessions: Optional[SessionPlan] = None
 
     def describe(self) -> dict[str, Any]:
+        measured = self.sessions.total_turns if self.sessions is not None else len(self.measured)
         out = {"kind": self.kind, "params": self.params, "seed": self.seed,
-               "warmup_requests": len(self.warmup), "measured_requests": len(self.measured)}
+               "warmup_requests": len(self.warmup), "measured_requests": measured}
+        if self.sessions is not None:
+            out["sessions"] = self.sessions.describe()
         if self.expected:
             out["expected"] = self.expected
         return out
@@ -126,12 +267,12 @@ def _random(p: dict[str, Any], seed: int) -> Workload:
         lo, hi = max(1, int(base * (1 - r))), max(1, int(base * (1 + r)))
         return rng.randint(lo, hi)
 
-    def make(prefix: str, n: int) -> list[RequestSpec]:
+    def make(prefix: str, n: int) -> LazyRequests:
         out = []
         for i in range(n):
             il, ol = length(p["input_len"]), length(p["output_len"])
-            out.append(RequestSpec(f"{prefix}{i:06d}", words(rng, il), il, ol, meta={"workload": "random"}))
-        return out
+            out.append(RequestRecipe(f"{prefix}{i:06d}", (_words_part(rng, il),), ol, meta={"workload": "random"}))
+        return LazyRequests(out)
 
     warm = make("rnd-warm-", p["warmup"])
     return Workload("random", p, seed, make("rnd-", p["num_requests"]), warm)
@@ -176,12 +317,11 @@ def _long_doc(p: dict[str, Any], seed: int) -> Workload:
     if not 0.0 <= p["hit_ratio"] <= 1.0:
         raise LoadInputError(f"workload 'long-doc': hit_ratio {p['hit_ratio']}: expected 0..1")
     rng = random.Random(seed)
-    docs = [words(rng, p["doc_len"]) for _ in range(p["num_docs"])]
+    docs = [_words_part(rng, p["doc_len"]) for _ in range(p["num_docs"])]
     warm = []
     for d, doc in enumerate(docs):
-        prompt = f"{doc} {words(rng, p['query_len'])}".strip()
-        warm.append(RequestSpec(f"ld-warm-d{d:04d}", prompt, count_tokens(prompt), p["output_len"],
-                                meta={"workload": "long-doc", "doc": d, "phase": "warmup"}))
+        warm.append(RequestRecipe(f"ld-warm-d{d:04d}", (doc, words(rng, p["query_len"])), p["output_len"],
+                                  meta={"workload": "long-doc", "doc": d, "phase": "warmup"}))
     n = p["num_queries"]
     hits = round(n * p["hit_ratio"])
     kinds = [True] * hits + [False] * (n - hits)
@@ -193,12 +333,11 @@ def _long_doc(p: dict[str, Any], seed: int) -> Workload:
             d = i % p["num_docs"]
             doc, doc_id = docs[d], f"d{d:04d}"
         else:
-            doc, doc_id = words(rng, p["doc_len"]), f"fresh{fresh:04d}"
+            doc, doc_id = _words_part(rng, p["doc_len"]), f"fresh{fresh:04d}"
             fresh += 1
-        prompt = f"{doc} {words(rng, p['query_len'])}".strip()
-        measured.append(RequestSpec(f"ld-q{i:05d}", prompt, count_tokens(prompt), p["output_len"],
-                                    meta={"workload": "long-doc", "doc": doc_id, "hit": hit, "phase": "query"}))
-    return Workload("long-doc", p, seed, measured, warm)
+        measured.append(RequestRecipe(f"ld-q{i:05d}", (doc, words(rng, p["query_len"])), p["output_len"],
+                                      meta={"workload": "long-doc", "doc": doc_id, "hit": hit, "phase": "query"}))
+    return Workload("long-doc", p, seed, LazyRequests(measured), LazyRequests(warm))
 
 
 def _trace(p: dict[str, Any], seed: int) -> Workload:
@@ -256,16 +395,23 @@ def _hash_trace(p: dict[str, Any], seed: int) -> Workload:
     cache: OrderedDict[int, list[str]] = OrderedDict()
     specs = []
     for r in reqs:
-        prompt = hashtrace.build_prompt(r, bs, seed, cache)
+        # a long request keeps its ids and is built when sent; a short one now, blocks cached
+        part: _Part = (_DeferredBlocks(r, bs, seed) if r.input_length >= LAZY_MIN_WORDS
+                       else hashtrace.build_prompt(r, bs, seed, cache))
         at = (r.timestamp_s - t0) / p["speed"] if p["replay"] == "timestamps" else None
         meta = {"workload": "hash-trace", "trace_line": r.line, "blocks": len(r.hash_ids), **r.extra}
-        specs.append(RequestSpec(f"ht-{r.line:07d}", prompt, count_tokens(prompt), r.output_length,
-                                 meta=meta, at_s=at))
+        specs.append(RequestRecipe(f"ht-{r.line:07d}", (part,), r.output_length, meta=meta, at_s=at))
     est = hashtrace.expected_reuse(((r.input_length, r.hash_ids) for r in reqs), bs, capacity)
     # the file's digest: two runs on different traces at the same path are not alike
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
-    return Workload("hash-trace", p, seed, specs,
+    return Workload("hash-trace", p, seed, LazyRequests(specs),
                     expected={"reuse": est.as_dict(), "trace_requests": len(reqs), "trace_sha256": digest})
+
+
+def _sessions(kind: str) -> Callable[[dict[str, Any], int], Workload]:
+    def build(p: dict[str, Any], seed: int) -> Workload:
+        return Workload(kind, p, seed, [], sessions=SessionPlan.from_params(kind, p, seed))
+    return build
 
 
 _Builder = Callable[[dict[str, Any], int], Workload]
@@ -286,6 +432,8 @@ WORKLOADS: dict[str, tuple[dict[str, tuple[type, Any]], _Builder]] = {
                     "max_context": (int, 0), "start_s": (float, 0.0), "end_s": (float, 0.0),
                     "sample": (float, 1.0), "max_requests": (int, 0), "lru_blocks": (int, 0),
                     "lru_bytes": (int, 0), "kv_bytes_per_token": (int, 0)}, _hash_trace),
+    "sessions": ({k: (t, d) for k, (t, d, _a) in SESSION_PARAMS.items()}, _sessions("sessions")),
+    "agent": ({k: (t, a) for k, (t, _d, a) in SESSION_PARAMS.items()}, _sessions("agent")),
 }
 
 

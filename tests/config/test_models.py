@@ -71,3 +71,23 @@ def test_unknown_command_part_is_not_a_pass(capsys: pytest.CaptureFixture[str]) 
     code = run(["--version"])
     assert code == 0
     assert "kvgate 0.1.0" in capsys.readouterr().out
+
+
+def test_the_128k_profile_fits_the_model_context_and_one_token_more_does_not(tmp_path: Path) -> None:
+    from harness.errors import KvgateError
+    from harness.load.workloads import build_workload
+
+    src = ROOT / "profiles" / "long-context-128k.yaml"
+    prof = load_profile(src)
+    assert prof.model.max_model_len == 131072
+    assert prof.load.longest_request_tokens() == 131072
+    # what the profile promises is what the workload builds (the 16-word long-doc question included)
+    wl = build_workload("long-doc", {"num_docs": 1, "doc_len": prof.load.input_len, "num_queries": 1,
+                                     "output_len": prof.load.output_len})
+    assert wl.measured[0].input_tokens + prof.load.output_len == 131072
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(src.read_text().replace("input_len: 130992", "input_len: 130993"))
+    with pytest.raises(KvgateError, match=r"load.input_len 130993: .* needs 131073 tokens .* over model.max_model_len "
+                                          r"131072"):
+        load_profile(bad)
+    assert load_profile(ROOT / "profiles" / "demo.yaml").load.longest_request_tokens() == 4096 + 16 + 16
