@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from harness.cli.runoptions import add_campaign_run_options
 from harness.exitcodes import EXIT_CODE_HELP
 
 
@@ -26,13 +27,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--inventory", required=True, type=Path, help="inventory YAML")
     p.add_argument("--profile", required=True, type=Path,
                    help="profile YAML with a 'cliff' section (e.g. profiles/demo-cliff.yaml)")
-    p.add_argument("--campaign", default=None, help="folder name under the reports root (default cliff-<UTC time>)")
-    p.add_argument("--reports", type=Path, default=None, help="reports root (default: reports/)")
-    p.add_argument("--create-local-targets", action="store_true",
-                   help="create the storage directories of the inventory's local nodes first (the localhost demo)")
-    p.add_argument("--accept-new-host-keys", action="store_true",
-                   help="trust and record unknown SSH host keys (a changed key is always refused)")
-    p.add_argument("--no-progress", action="store_true", help="no progress lines")
+    add_campaign_run_options(p, default_prefix="cliff")
     p.set_defaults(func=run)
 
 

@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from harness.cli.runoptions import add_campaign_run_options
 from harness.errors import InputError
 from harness.exitcodes import EXIT_CODE_HELP
 
@@ -50,13 +51,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--fio-repetitions", type=int, default=5, metavar="N",
                    help="fio runs per night (default 5: enough samples for the rank test against one earlier night)")
     p.add_argument("--with-baseline", action="store_true", help="also sweep the profile's baseline arm")
-    p.add_argument("--campaign", default=None, help="folder name under the reports root (default nightly-<UTC time>)")
-    p.add_argument("--reports", type=Path, default=None, help="reports root (default: reports/)")
-    p.add_argument("--create-local-targets", action="store_true",
-                   help="create the storage directories of the inventory's local nodes first (the localhost demo)")
-    p.add_argument("--accept-new-host-keys", action="store_true",
-                   help="trust and record unknown SSH host keys (a changed key is always refused)")
-    p.add_argument("--no-progress", action="store_true", help="no progress lines")
+    add_campaign_run_options(p, default_prefix="nightly")
     p.set_defaults(func=run)
 
 

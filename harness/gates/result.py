@@ -15,11 +15,16 @@ from harness.config.gatespec import GateSpec
 from harness.gates.verdict import decide
 from harness.store.schema import CheckResult, GateResult
 
-__all__ = ["build_gate_result", "utc_now"]
+__all__ = ["build_gate_result", "utc_now", "utc_stamp"]
 
 
 def utc_now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def utc_stamp() -> str:
+    """The UTC time as a folder-name stamp (default campaign names of the nightly and the cliff)."""
+    return _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
 
 
 def build_gate_result(spec: GateSpec, checks: Sequence[CheckResult], *, campaign: str, started_at: str,

@@ -38,7 +38,6 @@ MANIFEST.sha256).
 
 from __future__ import annotations
 
-import datetime as _dt
 import getpass
 import json
 import math
@@ -55,7 +54,7 @@ from harness.engines import EngineInstance, get_engine
 from harness.engines.base import Engine
 from harness.errors import ConfigErrors, InfraError, InputError
 from harness.exitcodes import ExitCode
-from harness.gates.result import build_gate_result
+from harness.gates.result import build_gate_result, utc_now, utc_stamp
 from harness.gates.stats import percentile
 from harness.load.hashtrace import TraceRequest, build_prompt, expected_reuse, trace_lines, working_set_trace
 from harness.load.spec import RequestSpec
@@ -100,14 +99,6 @@ def cliff_spec() -> GateSpec:
     return GateSpec.model_construct(id=CLIFF_GATE, title="Capacity cliff",
                                     description="Hit rate and TTFT against the working-set size, per KV tier",
                                     prerequisites=[], checks=[])
-
-
-def _stamp() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
-
-
-def _utc_now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 # --- tier sizes ---------------------------------------------------------------------------------
@@ -437,7 +428,7 @@ def run_cliff(*, inventory_path: Path, profile_path: Path, reports_root: Optiona
         raise ConfigErrors(problems)
     spec, arms = check_cliff_inputs(profile, str(profile_path))
     root = Path(reports_root) if reports_root else reports_dir()
-    name = opts.campaign or f"cliff-{_stamp()}"
+    name = opts.campaign or f"cliff-{utc_stamp()}"
     camp = Campaign.open(root, name, inventory_path=Path(inventory_path), profile_path=Path(profile_path),
                          operator=opts.operator or getpass.getuser(), create=True)
     try:
@@ -445,7 +436,7 @@ def run_cliff(*, inventory_path: Path, profile_path: Path, reports_root: Optiona
         gspec = cliff_spec()
         run = GateRun(CLIFF_GATE, gspec, inventory, profile, camp, gate_dir,
                       accept_new_host_keys=opts.accept_new_host_keys, progress=opts.progress)
-        started = _utc_now()
+        started = utc_now()
         summary = summary_of(run)
         bpt = kv_bytes_per_token(profile)
         cliff: dict[str, Any] = {"kv_bytes_per_token": bpt, "prefix_len": spec.prefix_len,

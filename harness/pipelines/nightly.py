@@ -22,7 +22,6 @@ Steps:
 
 from __future__ import annotations
 
-import datetime as _dt
 import getpass
 import re
 import statistics
@@ -47,7 +46,7 @@ from harness.gates.regression import (
     min_effect_for,
     what_changed,
 )
-from harness.gates.result import build_gate_result
+from harness.gates.result import build_gate_result, utc_now, utc_stamp
 from harness.gates.stats import percentile
 from harness.paths import gates_dir, reports_dir
 from harness.pipelines.context import GateRun, summary_of
@@ -99,14 +98,6 @@ def nightly_spec() -> GateSpec:
     return GateSpec.model_construct(id="nightly", title="Nightly regression",
                                     description="No tracked metric got worse than the recent runs of its series",
                                     prerequisites=[], checks=[])
-
-
-def _stamp() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
-
-
-def _utc_now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 def _gate_specs() -> list[GateSpec]:
@@ -267,7 +258,7 @@ def run_nightly(*, inventory_path: Path, profile_path: Path, history: Optional[s
 
 def _run(db: HistoryDB, inventory_path: Path, profile_path: Path, inventory: Any, profile: Any, root: Path,
          opts: NightlyOptions) -> NightlyOutcome:
-    name = opts.campaign or f"nightly-{_stamp()}"
+    name = opts.campaign or f"nightly-{utc_stamp()}"
     camp = Campaign.open(root, name, inventory_path=Path(inventory_path), profile_path=Path(profile_path),
                          operator=opts.operator or getpass.getuser(), create=True)
     try:
@@ -276,7 +267,7 @@ def _run(db: HistoryDB, inventory_path: Path, profile_path: Path, inventory: Any
         spec = nightly_spec()
         run = GateRun(NIGHTLY_GATE, spec, inventory, profile, camp, gate_dir,
                       accept_new_host_keys=opts.accept_new_host_keys, progress=opts.progress)
-        started = _utc_now()
+        started = utc_now()
         summary = summary_of(run)
         # The series is the workload fingerprint of the candidate arm (harness.gates.fingerprint),
         # without the engine version: an engine upgrade is exactly what a nightly must catch, so it
