@@ -66,7 +66,9 @@ def free_ports(n: int) -> int:
     raise RuntimeError("no block of free ports")
 
 
-def real_profile(env: Path, *, port: int, mp_port: int, cold_restore: bool = True) -> Profile:
+def real_profile(env: Path, *, port: int, mp_port: int, cold_restore: bool = True, kind: str = "vllm") -> Profile:
+    """The real-engine profile; ``kind="sim"`` gives the emulator the same model, arms and settings
+    (the conformance scenario runs both)."""
     venv = env / "venv" / "bin"
     data: dict[str, Any] = {
         "name": "real-cpu",
@@ -100,6 +102,9 @@ def real_profile(env: Path, *, port: int, mp_port: int, cold_restore: bool = Tru
         "recompute": "recompute",
         "load": {"cold_restore": cold_restore},
     }
+    if kind == "sim":
+        data["engine"] = {"kind": "sim", "port": port, "dev_mode": True, "extra_args": ["--dtype", "float32"],
+                          "sim": {"hbm_tokens": 65536}}
     return Profile.model_validate(data)
 
 
