@@ -40,6 +40,8 @@ def _load_args(profile: Profile, inst: EngineInstance, trace: str, concurrency: 
             "--keep-text", "--temperature", "0"]
     if load.mode == "open" and load.request_rate:
         args += ["--request-rate", repr(float(load.request_rate)), "--burstiness", repr(float(load.burstiness))]
+    if profile.engine.kind != "sim" and load.api == "completions":
+        args += ["--prompt-format", "token-ids"]  # exact lengths on a real model (as in loadpoint)
     if profile.engine.api_key_env:
         args += ["--api-key-env", profile.engine.api_key_env]
     if load.ttft_slo:

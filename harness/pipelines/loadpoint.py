@@ -88,6 +88,8 @@ def _config(profile: Profile, instance: EngineInstance, concurrency: int, label:
         # greedy, and the text kept: the gate compares outputs across arms (output_identity)
         keep_text=True,
         extra_body={"temperature": 0},
+        # a real model re-tokenizes text: token ids keep the workload's lengths exact (issue 18 item 6)
+        prompt_format="token_ids" if profile.engine.kind != "sim" and load.api == "completions" else "text",
         progress=False,
         label=label,
     )
