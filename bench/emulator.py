@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from harness.sim import directio  # noqa: E402
-from harness.sim.kvstore import KVStore, StoreSettings, chunk_hashes  # noqa: E402
+from harness.sim.kvstore import KVStore, StoreSettings, chunk_hashes, with_crc  # noqa: E402
 from harness.sim.lmcache_config import LMCacheConfig  # noqa: E402
 from harness.sim.metrics import SimMetrics  # noqa: E402
 
@@ -51,14 +51,15 @@ def emulator_read(work: Path, *, sequential: bool = False) -> float:
         digests = chunk_hashes("bench", list(range(CHUNKS * CHUNK_TOKENS)), CHUNK_TOKENS)
         tier = store.dirs[0]
         for d in digests:
-            tier.write(d, directio.chunk_payload(d, settings.chunk_bytes))
+            # as the emulator's write-behind stores them: the header records the payload's CRC
+            tier.write(d, with_crc(directio.chunk_payload(d, settings.chunk_bytes)))
         drop_caches()
         if sequential:
             start = time.perf_counter()
             for d in digests:
                 tier.read(d)
             return time.perf_counter() - start
-        served, seconds = store._load_external(digests)  # noqa: SLF001 - the code path under test
+        served, seconds = store._load_external(digests, [])  # noqa: SLF001 - the code path under test
         assert served == ["local_disk"] * CHUNKS, served
         return seconds
     finally:

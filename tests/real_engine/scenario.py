@@ -11,6 +11,7 @@ L2 again: the fs_native tier survives a restart, unlike in-process LMCache's loc
 from __future__ import annotations
 
 import json
+import os
 import random
 import sys
 import time
@@ -58,7 +59,9 @@ def complete(inst: EngineInstance, ids: list[int]) -> dict[str, Any]:
 
 
 def chunk_files(d: Path) -> list[Path]:
-    return sorted(p for p in d.rglob("*") if p.is_file() and not p.name.startswith(".")) if d.exists() else []
+    """The KV files under ``d`` (os.walk: the writers rename files while it looks)."""
+    return sorted(Path(root, f) for root, _, names in os.walk(d) for f in names
+                  if not f.startswith(".") and not f.endswith(".tmp"))
 
 
 def movement(d: MetricsDelta, after: MetricsSnapshot) -> dict[str, str]:
