@@ -244,8 +244,12 @@ def run_arm_sweep(run: GateRun, arm_name: str, *, label: Optional[str] = None) -
                 protocol["cross_instance"] = cross_instance(
                     [(m or {}).get("key_figures") for m in metrics], instances=len(instances), offset=offset)
             (point_dir / "protocol.json").write_text(json.dumps(protocol, indent=2, default=str) + "\n")
+            counters = point_counters(metrics)
+            if "cross_instance" in protocol:  # R4: what the cold_restore subtree reports per point
+                counters["cross_instance_hit_tokens"] = protocol["cross_instance"]["hit_tokens"]
+                counters["cross_instance_prompt_tokens"] = protocol["cross_instance"]["prompt_tokens"]
             data = {"summary": point.summary, "ttft_ms": point.ttft_ms, "evidence": point.evidence,
-                    "protocol": protocol, "counters": point_counters(metrics),
+                    "protocol": protocol, "counters": counters,
                     "tiers": tier_hits(before, after, arm.lmcache.chunk_size)}
             run.gate_dir.mark_step_done(step_key(arm.name, conc, rep), data)
             sweep.setdefault(conc, []).append(repetition_from_state(arm.name, conc, rep, data))

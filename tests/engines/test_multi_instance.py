@@ -19,10 +19,14 @@ from harness.engines.base import EngineInstance
 from harness.engines.planning import shares_tier
 from harness.load.spec import RequestSpec
 from harness.load.vocabulary import words
+from harness.pipelines.coldrestore import Expectation, cold_restore_measured
 from harness.pipelines.instances import cross_instance, measure_offset, split_requests
 from harness.pipelines.loadpoint import run_local_point
+from harness.pipelines.sweepdata import Repetition
 from harness.remote.local import LocalExecutor
+from harness.report import render_gate_reports
 from tests.real_engine.conftest import free_ports
+from tests.report.conftest import make_result, write_gate
 
 DOCS, DOC_WORDS = 4, 1024
 
@@ -126,3 +130,29 @@ def test_shared_l2_needs_multiprocess_mode() -> None:
             "name": "bad", "model": {"name": "m"}, "engine": {"kind": "sim"},
             "arms": [{"name": "a", "storage": "fast", "lmcache": {"mp_shared_l2": True}}],
             "baseline": "a", "candidate": "a"})
+
+
+def _rep(r: int, **counters: float | None) -> Repetition:
+    return Repetition("shared", 2, r, {}, [], [], dict(counters))
+
+
+def test_cross_instance_rate_reaches_result_json_and_the_report(tmp_path: Path) -> None:
+    base = {"offload_hit_tokens": 90.0, "engine_prefix_hit_tokens": 0.0, "prompt_tokens_queried": 100.0}
+    sweep = {2: [_rep(1, **base, cross_instance_hit_tokens=90.0, cross_instance_prompt_tokens=100.0),
+                 _rep(2, **base, cross_instance_hit_tokens=80.0, cross_instance_prompt_tokens=100.0)],
+             4: [_rep(1, **base, cross_instance_hit_tokens=None, cross_instance_prompt_tokens=None)]}
+    exp = Expectation(offload_share=1.0, shared_share=0.0)
+    out = cold_restore_measured(sweep, [2, 4], exp, offload=True)
+    x = out["cross_instance_hit_rate"]
+    assert x["c2"]["value"] == pytest.approx(0.8)  # the lowest repetition
+    assert x["c4"]["value"] is None and "no cross-instance figure" in x["c4"]["detail"]  # never a pass
+    one = {2: [_rep(1, **base)]}  # one instance: no such figure at all
+    assert "cross_instance_hit_rate" not in cold_restore_measured(one, [2], exp, offload=True)
+
+    result = make_result()
+    result.measurements["candidate"] = {"cold_restore": out}
+    gate = write_gate(tmp_path / "camp" / "G3", result)
+    render_gate_reports(gate)
+    md = (gate / "report.md").read_text()
+    assert "## Multi-instance reuse" in md and "| candidate | c2 | 80.0% |" in md and "| c4 | not measured |" in md
+    assert 'id="cross-instance"' in (gate / "report.html").read_text()
