@@ -194,7 +194,7 @@ def main(argv: Optional[Sequence[str]] = None, environ: Optional[Mapping[str, st
                 return int(ExitCode.INFRA_FAULT)
             lmcache = LMCacheConfig(chunk_size=int(info["chunk_size"]))
         else:
-            lmcache = load_config(env) if connector else LMCacheConfig()
+            lmcache = per_instance(load_config(env), args.tensor_parallel_size) if connector else LMCacheConfig()
         args.tier_read_delay_s = _read_delay(env)
     except (_UsageError, LMCacheConfigError) as exc:
         print(f"kvgate sim: error: {exc}", file=sys.stderr)
@@ -244,6 +244,16 @@ def main(argv: Optional[Sequence[str]] = None, environ: Optional[Mapping[str, st
 
 
 READ_DELAY_ENV = "KVGATE_SIM_TIER_READ_DELAY_MS"
+
+
+def per_instance(cfg: LMCacheConfig, tp: int) -> LMCacheConfig:
+    """In-process LMCache runs one backend per TP rank, each holding its rank's share of every
+    chunk within its own ``max_local_*_size``; the emulator is one process holding whole chunks, so
+    its tiers hold ``tp`` times the per-rank sizes (what the instance really has, no more)."""
+    if tp > 1:
+        cfg.max_local_cpu_size *= tp
+        cfg.max_local_disk_size *= tp
+    return cfg
 MP_CONNECTOR = "LMCacheMPConnector"
 
 

@@ -15,6 +15,8 @@ from harness.config.profile import Profile
 from harness.engines import get_engine
 from harness.engines.lifecycle import http_request
 from harness.remote.local import LocalExecutor
+from harness.sim.cli import per_instance
+from harness.sim.lmcache_config import build_config
 from tests.real_engine.conftest import free_ports, local_node, real_profile
 from tests.real_engine.scenario import DOC_TOKENS, DOCS, diff, run_scenario
 from tests.real_engine.test_cold_restore import REAL_SIGNATURE
@@ -65,3 +67,12 @@ def test_lmcache_server_rejects_what_it_does_not_model(tmp_path: Path) -> None:
                              check=False)
         assert res.returncode == 2, res.stderr
         assert "kvgate sim lmcache-server: error:" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_in_process_sizes_are_per_rank_so_the_instance_holds_tp_times_them() -> None:
+    # the plan divides the arm's size by TP (LMCache applies it per rank); the emulator, one
+    # process holding whole chunks, multiplies back: neither more nor less than the real instance
+    cfg = build_config({"local_cpu": True, "max_local_cpu_size": 2.0, "local_disk": "file:///x/",
+                        "max_local_disk_size": 1500.0})
+    assert per_instance(cfg, 8).max_local_disk_size == 12000.0 and cfg.max_local_cpu_size == 16.0
+    assert per_instance(build_config({"max_local_disk_size": 3.0}), 1).max_local_disk_size == 3.0
