@@ -137,6 +137,17 @@ class LMCacheSettings(StrictModel):
         default="fs_native", description="multiprocess: L2 adapter on the arm's storage target"
     )
     mp_command: str = Field(default="lmcache", description="multiprocess: the LMCache CLI on the node")
+    mp_shared_l2: bool = Field(
+        default=False, description="multiprocess, several instances per node: every instance's LMCache server "
+        "uses one fs_native L2 directory, so a prefix stored through one instance is restored through another "
+        "(R4); requests are then routed so that each restore goes through another instance than its populate")
+
+    @model_validator(mode="after")
+    def _shared_needs_multiprocess(self) -> LMCacheSettings:
+        if self.mp_shared_l2 and (self.mode != "multiprocess" or self.mp_l2 != "fs_native"):
+            raise ValueError("mp_shared_l2 needs mode: multiprocess with mp_l2: fs_native (in-process LMCache keeps "
+                             "its disk index in each engine's memory: instances never share it)")
+        return self
 
     @field_validator("remote_url")
     @classmethod

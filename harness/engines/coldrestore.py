@@ -46,7 +46,7 @@ DROP = "drop the node's page cache (root only; recorded)"
 def cold_restore_plan(profile: Profile, arm: Arm) -> ColdRestorePlan:
     """The steps of ``arm``'s cold restore, or UnsafeColdRestore when none keeps the tier."""
     dev = profile.engine.dev_mode
-    if profile.engine.kind == "sim":
+    if profile.engine.kind == "sim" and not (arm.offload and arm.lmcache.mode == "multiprocess"):
         return ColdRestorePlan(arm.name, "sim", ("emulator POST /kvgate/evict (HBM and CPU tiers)", DROP), False)
     vllm_step = RESET if dev else RESTART
     if not arm.offload:

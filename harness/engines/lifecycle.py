@@ -15,7 +15,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
 from harness.engines import httpprobe
-from harness.engines.base import EngineError, EngineInstance, EnginePlan, EngineStartError, EngineStopError
+from harness.engines.base import (
+    EngineError,
+    EngineInstance,
+    EnginePlan,
+    EngineStartError,
+    EngineStopError,
+    EvictResult,
+)
 from harness.engines.prometheus import MetricsSnapshot
 from harness.engines.ray import start_ray_cluster, stop_ray_cluster
 from harness.engines.secretargs import plan_secrets
@@ -453,3 +460,38 @@ def restore_figures(snap: MetricsSnapshot) -> dict[str, Optional[float]]:
     names = ("vllm:prefix_cache_queries", "vllm:prefix_cache_hits", "vllm:external_prefix_cache_hits",
              "lmcache_mp_lookup_hit_l1_tokens", "lmcache_mp_lookup_hit_l2_tokens")
     return {n: snap.value(n) for n in names}
+
+
+def evict_like_vllm(engine: Engine, instance: EngineInstance) -> EvictResult:
+    """Empty everything above the tier under test, keeping what it holds (see coldrestore).
+
+    vLLM's prefix cache: ``POST /reset_prefix_cache`` when served (dev mode), verified by a probe
+    prompt sent before the reset and again after it, whose second pass must find 0 prefix-cache
+    hits; else a restart (only where the plan allowed one). LMCache multiprocess: then the
+    server's L1 is cleared through its API (L2 files stay)."""
+    plan = instance.plan
+    steps: list[dict[str, object]] = []
+    verified: Optional[bool] = None
+    method = "restart"
+    if plan.reset_endpoint and not plan.cpu_tier:
+        verified, step = verified_reset(engine, instance, "/reset_prefix_cache")
+        steps.append(step)
+        method = "reset_prefix_cache"
+        if not verified:
+            raise EngineError(f"prefix-cache reset not effective: {step}", node=plan.node)
+    else:
+        instance = restart(engine, instance)
+        steps.append({"step": "restart", "detail": "engine restarted: HBM prefix cache emptied"})
+    if plan.sidecar is not None:
+        before = engine.scrape_metrics(instance)
+        status, body = sidecar_request(instance, "/cache/clear", method="POST",
+                                       body=json.dumps({"tier": "l1"}).encode())
+        if status != 200:
+            raise EngineError(f"LMCache server POST /cache/clear answered {status}: {body[:300]!r}",
+                              node=plan.node, command=plan.sidecar.argv)
+        after = engine.scrape_metrics(instance)
+        steps.append({"step": "lmcache_l1_clear", "status": status,
+                      "answer": body[:300].decode("utf-8", "replace"),
+                      "counters_before": restore_figures(before), "counters_after": restore_figures(after)})
+    detail = "; ".join(str(s["step"]) for s in steps) + ": storage tier kept"
+    return EvictResult(instance, method, detail, tuple(steps), verified)

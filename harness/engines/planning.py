@@ -80,9 +80,15 @@ def instance_kv_dir(node: Node, profile: Profile, arm: Arm, instance_index: int)
     neither LMCache's in-process disk backend (index in engine memory) nor separate multiprocess
     servers share one directory safely (same file names, separate indexes and eviction)."""
     disk = kv_dir_for(node, profile, arm)
-    if disk is None or profile.model.instances_per_node <= 1:
+    if disk is None or profile.model.instances_per_node <= 1 or shares_tier(arm):
         return disk
     return posixpath.join(disk, f"instance-{instance_index}")
+
+
+def shares_tier(arm: Arm) -> bool:
+    """Do the instances of a node share ``arm``'s storage tier? Only where the integration really
+    shares: LMCache multiprocess servers with one fs_native L2 directory (files found by name)."""
+    return arm.offload and arm.lmcache.mode == "multiprocess" and arm.lmcache.mp_shared_l2
 
 
 def plan_common(
@@ -212,10 +218,11 @@ def _check_capacity(node: Node, profile: Profile, arm: Arm) -> None:
     target = node.target(arm.storage)
     if target is None or target.capacity is None:
         return
-    total = arm.lmcache.max_local_disk_size * 1e9 * profile.model.instances_per_node
+    copies = 1 if shares_tier(arm) else profile.model.instances_per_node  # a shared tier is sized once
+    total = arm.lmcache.max_local_disk_size * 1e9 * copies
     if total > float(target.capacity):
         raise InputError(
             f"arm {arm.name!r}: lmcache.max_local_disk_size {arm.lmcache.max_local_disk_size:g} GB x "
-            f"{profile.model.instances_per_node} instance(s) exceeds storage target {target.name!r} on "
+            f"{copies} instance(s) exceeds storage target {target.name!r} on "
             f"{node.name} ({float(target.capacity) / 1e9:g} GB declared)"
         )

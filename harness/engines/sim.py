@@ -13,8 +13,8 @@ from typing import Optional, Union
 
 from harness.config.inventory import Node
 from harness.config.profile import Arm, Profile
-from harness.engines.base import DEFAULT_WORKDIR, EngineError, EngineInstance, EnginePlan, EvictResult
-from harness.engines.lifecycle import EngineLifecycle, verified_reset
+from harness.engines.base import DEFAULT_WORKDIR, EngineError, EngineInstance, EnginePlan, EvictResult, SidecarPlan
+from harness.engines.lifecycle import EngineLifecycle, evict_like_vllm, verified_reset
 from harness.engines.planning import plan_common
 from harness.engines.secretargs import move_secret_args
 from harness.errors import InputError
@@ -86,6 +86,18 @@ class SimEngine(EngineLifecycle):
         argv += extra
         env.update(secret_env)
         notes = (*c.notes, *secret_notes, "engine is kvgate's KV emulator: compute is emulated, storage I/O is real")
+        sidecar = None
+        if c.sidecar is not None:
+            # the emulated `lmcache server`: the same command line after the program and its verb
+            side_env = dict(c.sidecar.env)
+            if agent_path:
+                side_head = [python, "-I", "-S", agent_path, "sim", "lmcache-server"]
+            else:
+                side_head = [python, "-m", "harness.sim.cli", "lmcache-server"]
+                side_env["PYTHONPATH"] = SOURCE_ROOT
+            sidecar = SidecarPlan(name=c.sidecar.name, argv=(*side_head, *c.sidecar.argv[2:]), host=c.sidecar.host,
+                                  port=c.sidecar.port, http_port=c.sidecar.http_port,
+                                  metrics_port=c.sidecar.metrics_port, env=side_env)
         return EnginePlan(
             kind=self.kind,
             node=node.name,
@@ -107,13 +119,20 @@ class SimEngine(EngineLifecycle):
             ready_timeout=float(engine.ready_timeout),
             python=python,
             offload=c.arm.offload,
-            cpu_tier=c.arm.offload and c.arm.lmcache.local_cpu,
+            cpu_tier=c.arm.offload and c.arm.lmcache.local_cpu and c.lmcache_mode == "in_process",
             notes=notes,
+            sidecar=sidecar,
+            lmcache_mode=c.lmcache_mode,
+            reset_endpoint=engine.dev_mode,
         )
 
     def evict(self, instance: EngineInstance) -> EvictResult:
         """Drop the emulated HBM and CPU tiers through the admin endpoint (the disk tier stays),
-        verified as on vLLM: a probe prompt re-sent after it finds 0 prefix-cache hits."""
+        verified as on vLLM: a probe prompt re-sent after it finds 0 prefix-cache hits. In LMCache
+        multiprocess mode the emulator is evicted as vLLM is (prefix-cache reset or restart, then
+        the LMCache server's L1 cleared through its API): its L1 lives in that server."""
+        if instance.plan.sidecar is not None:
+            return evict_like_vllm(self, instance)
         verified, step = verified_reset(self, instance, "/kvgate/evict")
         if not verified:
             raise EngineError(f"emulator evict not effective: {step}", node=instance.node,

@@ -16,7 +16,6 @@ recompute arm has no connector.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Optional, Union
 
@@ -24,14 +23,13 @@ from harness.config.inventory import Node
 from harness.config.profile import Arm, Profile
 from harness.engines.base import (
     DEFAULT_WORKDIR,
-    EngineError,
     EngineInstance,
     EnginePlan,
     EvictResult,
     RayClusterPlan,
 )
 from harness.engines.coldrestore import cold_restore_plan, unlike_settings
-from harness.engines.lifecycle import EngineLifecycle, restart, restore_figures, sidecar_request, verified_reset
+from harness.engines.lifecycle import EngineLifecycle, evict_like_vllm
 from harness.engines.planning import Common, plan_common
 from harness.engines.ray import plan_ray_cluster
 from harness.engines.secretargs import move_secret_args
@@ -126,35 +124,6 @@ class VllmEngine(EngineLifecycle):
         )
 
     def evict(self, instance: EngineInstance) -> EvictResult:
-        """Empty everything above the tier under test, keeping what it holds (see coldrestore).
-
-        vLLM's prefix cache: ``POST /reset_prefix_cache`` when served (dev mode), verified by a probe
-        prompt sent before the reset and again after it, whose second pass must find 0 prefix-cache
-        hits; else a restart (only where the plan allowed one). LMCache multiprocess: then the
-        server's L1 is cleared through its API (L2 files stay)."""
-        plan = instance.plan
-        steps: list[dict[str, object]] = []
-        verified: Optional[bool] = None
-        method = "restart"
-        if plan.reset_endpoint and not plan.cpu_tier:
-            verified, step = verified_reset(self, instance, "/reset_prefix_cache")
-            steps.append(step)
-            method = "reset_prefix_cache"
-            if not verified:
-                raise EngineError(f"prefix-cache reset not effective: {step}", node=plan.node)
-        else:
-            instance = restart(self, instance)
-            steps.append({"step": "restart", "detail": "engine restarted: HBM prefix cache emptied"})
-        if plan.sidecar is not None:
-            before = self.scrape_metrics(instance)
-            status, body = sidecar_request(instance, "/cache/clear", method="POST",
-                                           body=json.dumps({"tier": "l1"}).encode())
-            if status != 200:
-                raise EngineError(f"LMCache server POST /cache/clear answered {status}: {body[:300]!r}",
-                                  node=plan.node, command=plan.sidecar.argv)
-            after = self.scrape_metrics(instance)
-            steps.append({"step": "lmcache_l1_clear", "status": status,
-                          "answer": body[:300].decode("utf-8", "replace"),
-                          "counters_before": restore_figures(before), "counters_after": restore_figures(after)})
-        detail = "; ".join(str(s["step"]) for s in steps) + ": storage tier kept"
-        return EvictResult(instance, method, detail, tuple(steps), verified)
+        """Empty everything above the tier under test, keeping what it holds (see coldrestore and
+        ``lifecycle.evict_like_vllm``)."""
+        return evict_like_vllm(self, instance)

@@ -77,6 +77,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     r.add_argument("--endpoint", required=True, help="base URL, e.g. http://127.0.0.1:8000 or .../v1")
     r.add_argument("--model", required=True, help="model name sent in each request")
     r.add_argument("--api", choices=["completions", "chat"], default="completions")
+    r.add_argument("--prompt-format", choices=["text", "token-ids"], default="text",
+                   help="token-ids: send completions prompts as token ids, one per workload word, so a real "
+                   "model serves exactly the requested lengths (text: exact for the KV emulator only)")
     r.add_argument("--workload", choices=list(WORKLOADS), default="random")
     r.add_argument("--out", required=True, type=Path, metavar="DIR", help="output directory")
     r.add_argument("--seed", type=int, default=0)
@@ -192,7 +195,8 @@ def config_from_args(args: argparse.Namespace) -> LoadConfig:
         keep_text=args.keep_text,
         extra_body={} if args.temperature is None else {"temperature": args.temperature},
         ca_file=args.ca_file, insecure_tls=args.insecure, goodput=_goodput(args.goodput),
-        percentiles=_percentiles(args.percentiles), progress=not args.quiet, label=args.label)
+        percentiles=_percentiles(args.percentiles), progress=not args.quiet, label=args.label,
+        prompt_format=args.prompt_format.replace("-", "_"))
 
 
 def _stat_prefix(key: str, metric: str) -> bool:

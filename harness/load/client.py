@@ -23,6 +23,7 @@ import json
 import os
 import socket
 import ssl
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from time import perf_counter_ns
@@ -32,6 +33,7 @@ from harness.load.errors import LoadInputError
 from harness.load.http import Endpoint, ProtocolError, ResponseParser, build_request
 from harness.load.spec import RequestSpec
 from harness.load.sse import ResponseShapeError, StreamTimeline
+from harness.load.vocabulary import VOCABULARY
 
 TOKEN_RULE = "usage-delta|words"  # see harness.load.sse
 
@@ -61,6 +63,24 @@ def make_ssl_context(*, ca_file: Optional[str] = None, insecure: bool = False) -
     return ctx
 
 
+# Ids below the byte alphabet's size: a token in every byte-level BPE vocabulary (and a byte-fallback
+# token in SentencePiece ones), never a special token past the first few.
+TOKEN_ID_RANGE = (4, 250)
+_WORD_INDEX = {w: i for i, w in enumerate(VOCABULARY)}
+
+
+def token_ids(prompt: str, id_range: tuple[int, int] = TOKEN_ID_RANGE) -> list[int]:
+    """One token id per word of ``prompt``: a vocabulary word by its index, any other word by its
+    CRC-32, folded into ``id_range``. Deterministic, so equal prefixes give equal ids."""
+    lo, hi = id_range
+    span = hi - lo
+    out = []
+    for w in prompt.split():
+        i = _WORD_INDEX.get(w)
+        out.append(lo + ((i if i is not None else zlib.crc32(w.encode("utf-8", "surrogatepass"))) % span))
+    return out
+
+
 @dataclass
 class ClientOptions:
     """How requests are made. ``api_key`` is excluded from ``repr``."""
@@ -76,10 +96,23 @@ class ClientOptions:
     api_key: Optional[str] = field(default=None, repr=False)
     ca_file: Optional[str] = None
     insecure_tls: bool = False
+    # "token_ids": the completions prompt goes as a list of token ids, one per workload word, so the
+    # served model counts exactly the tokens the workload means (text would be re-tokenized by the
+    # model's tokenizer: 1 word is 1-5 tokens); equal words give equal ids, so shared prefixes stay
+    # shared. "text" sends the words (exact for the KV emulator only).
+    prompt_format: str = "text"
+    token_id_range: tuple[int, int] = TOKEN_ID_RANGE
 
     def __post_init__(self) -> None:
         if self.api not in ("completions", "chat"):
             raise LoadInputError(f"api {self.api!r}: expected 'completions' or 'chat'")
+        if self.prompt_format not in ("text", "token_ids"):
+            raise LoadInputError(f"prompt_format {self.prompt_format!r}: expected 'text' or 'token_ids'")
+        if self.prompt_format == "token_ids" and self.api != "completions":
+            raise LoadInputError("prompt_format 'token_ids' needs api 'completions' (the chat API takes text only)")
+        lo, hi = self.token_id_range
+        if not 0 <= lo < hi:
+            raise LoadInputError(f"token_id_range {self.token_id_range}: expected 0 <= low < high")
         if self.timeout_s <= 0:
             raise LoadInputError(f"timeout_s {self.timeout_s}: expected a positive number of seconds")
 
@@ -313,6 +346,8 @@ class StreamClient:
         if o.api == "chat":
             body["messages"] = list(spec.messages) if spec.messages else [
                 {"role": "user", "content": spec.prompt}]
+        elif o.prompt_format == "token_ids":
+            body["prompt"] = token_ids(spec.prompt, o.token_id_range)
         else:
             body["prompt"] = spec.prompt
         if o.ignore_eos:

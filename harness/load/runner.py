@@ -85,6 +85,7 @@ class LoadConfig:
     ca_file: Optional[str] = None
     insecure_tls: bool = False
     goodput: dict[str, float] = field(default_factory=dict)
+    prompt_format: str = "text"  # "token_ids": completions prompts as token ids (real engines; client.py)
     percentiles: tuple[float, ...] = DEFAULT_PERCENTILES
     pre_connect: bool = True
     progress: bool = True
@@ -125,7 +126,7 @@ class LoadConfig:
             ignore_eos=self.ignore_eos, continuous_usage=self.continuous_usage, extra_body=dict(self.extra_body),
             keep_text=self.keep_text,
             api_key=load_api_key(self.api_key_env, self.api_key_file), ca_file=self.ca_file,
-            insecure_tls=self.insecure_tls)
+            insecure_tls=self.insecure_tls, prompt_format=self.prompt_format)
 
 
 def arrival_offsets(n: int, rate: float, *, burstiness: float = 1.0, ramp_up_s: float = 0.0,

@@ -40,6 +40,8 @@ def _load_args(profile: Profile, inst: EngineInstance, trace: str, concurrency: 
             "--keep-text", "--temperature", "0"]
     if load.mode == "open" and load.request_rate:
         args += ["--request-rate", repr(float(load.request_rate)), "--burstiness", repr(float(load.burstiness))]
+    if profile.engine.kind != "sim" and load.api == "completions":
+        args += ["--prompt-format", "token-ids"]  # exact lengths on a real model (as in loadpoint)
     if profile.engine.api_key_env:
         args += ["--api-key-env", profile.engine.api_key_env]
     if load.ttft_slo:
@@ -49,14 +51,14 @@ def _load_args(profile: Profile, inst: EngineInstance, trace: str, concurrency: 
 
 def run_agent_point(executor: Executor, python: str, workdir: str, profile: Profile,
                     instances: Sequence[EngineInstance], specs: Sequence[RequestSpec], concurrency: int,
-                    out_dir: Path) -> tuple[dict[str, Any], list[Path]]:
+                    out_dir: Path, offset: int = 0) -> tuple[dict[str, Any], list[Path]]:
     """Run ``specs`` at ``concurrency`` from the node behind ``executor``; returns the whole-machine
-    summary and the local copies of the records."""
+    summary and the local copies of the records. Request i goes to instance (i + offset) mod n."""
     agent = ensure_agent(executor, workdir)
     run_id = uuid.uuid4().hex[:8]
     remote_base = f"{workdir.rstrip('/')}/load/{run_id}"
     executor.run(["mkdir", "-p", "--", remote_base])
-    parts = split_requests(specs, len(instances))
+    parts = split_requests(specs, len(instances), offset)
     conc = max(1, concurrency // len(instances))
     runs: list[AgentLoad] = []
     try:

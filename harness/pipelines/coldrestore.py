@@ -103,10 +103,39 @@ def _missing(reps: Sequence[Any], key: str) -> Optional[str]:
     return None
 
 
+def cross_instance_measured(sweep: Sweep, concurrencies: Sequence[int]) -> Optional[dict[str, Any]]:
+    """R4: per concurrency, the lowest cross-instance hit rate over the repetitions (offload hits of
+    restores routed through another instance than their populate, over prompt tokens queried);
+    None when the arm ran one instance. A repetition without the figure makes the value None."""
+    reps_all = [r for reps in sweep.values() for r in reps]
+    if not any("cross_instance_prompt_tokens" in r.counters for r in reps_all):
+        return None
+    out: dict[str, Any] = {}
+    for conc in concurrencies:
+        key = point_key(conc)
+        rates: list[float] = []
+        why: Optional[str] = None
+        for r in sweep.get(conc, []):
+            h, q = r.counters.get("cross_instance_hit_tokens"), r.counters.get("cross_instance_prompt_tokens")
+            if h is None or q is None or q <= 0:
+                why = (f"repetition {r.repetition}: no cross-instance figure (the instances do not share a tier, "
+                       "or a counter is missing)")
+                break
+            rates.append(float(h) / float(q))
+        if not sweep.get(conc):
+            why = f"no repetition measured at concurrency {conc}"
+        value = min(rates) if rates and why is None else None
+        out[key] = measurement(value, text=f"{value * 100:.1f}% of prompt tokens restored through another "
+                               "instance than the one that stored them (lowest repetition)" if value is not None
+                               else "", detail=why or "per repetition: " + ", ".join(f"{x:.3f}" for x in rates))
+    return out
+
+
 def cold_restore_measured(sweep: Sweep, concurrencies: Sequence[int], exp: Expectation, *,
                           offload: bool) -> dict[str, Any]:
     """The ``<arm>.cold_restore`` subtree: per concurrency, the worst repetition."""
     out: dict[str, Any] = {"offload_hit_tokens": {}, "engine_prefix_hit_excess": {}}
+    cross = cross_instance_measured(sweep, concurrencies) if offload else None
     if offload:
         out["offload_hit_vs_expected"] = {}
     for conc in concurrencies:
@@ -151,4 +180,6 @@ def cold_restore_measured(sweep: Sweep, concurrencies: Sequence[int], exp: Expec
             text=(f"{top[1]:.0f} engine prefix-cache hit tokens, {top[2]:.0f} shared among measured requests")
             if top else "",
             detail=why_e or "a hit beyond what measured requests share means the prompt was not evicted")
+    if cross is not None:
+        out["cross_instance_hit_rate"] = cross
     return out

@@ -88,15 +88,18 @@ def _config(profile: Profile, instance: EngineInstance, concurrency: int, label:
         # greedy, and the text kept: the gate compares outputs across arms (output_identity)
         keep_text=True,
         extra_body={"temperature": 0},
+        # a real model re-tokenizes text: token ids keep the workload's lengths exact (issue 18 item 6)
+        prompt_format="token_ids" if profile.engine.kind != "sim" and load.api == "completions" else "text",
         progress=False,
         label=label,
     )
 
 
 def run_local_point(profile: Profile, instances: Sequence[EngineInstance], specs: Sequence[RequestSpec],
-                    concurrency: int, out_dir: Path, label: str) -> tuple[dict[str, Any], list[Path]]:
-    """Run ``specs`` at ``concurrency`` spread over ``instances`` from this process."""
-    parts = split_requests(specs, len(instances))
+                    concurrency: int, out_dir: Path, label: str, offset: int = 0) -> tuple[dict[str, Any], list[Path]]:
+    """Run ``specs`` at ``concurrency`` spread over ``instances`` from this process (request i on
+    instance (i + offset) mod n)."""
+    parts = split_requests(specs, len(instances), offset)
     conc = [max(1, concurrency // len(instances))] * len(instances)
     dirs = [out_dir if len(instances) == 1 else out_dir / f"instance{i}" for i in range(len(instances))]
 
@@ -129,15 +132,16 @@ def ttfts_from(records: Sequence[Path]) -> list[float]:
 
 
 def run_point(run: GateRun, client: Node, instances: Sequence[EngineInstance], specs: Sequence[RequestSpec],
-              concurrency: int, out_dir: Path, label: str) -> PointResult:
+              concurrency: int, out_dir: Path, label: str, offset: int = 0) -> PointResult:
     """Run one batch of requests from ``client`` and return its summary, TTFT samples and evidence."""
     profile = run.profile
     if client.connection != "local":
         summary, records = run_agent_point(
             run.executor(client.name), str(run.inventory.setting(client, "python")),
-            str(run.inventory.setting(client, "workdir")), profile, instances, specs, concurrency, out_dir)
+            str(run.inventory.setting(client, "workdir")), profile, instances, specs, concurrency, out_dir,
+            offset=offset)
     else:
-        summary, records = run_local_point(profile, instances, specs, concurrency, out_dir, label)
+        summary, records = run_local_point(profile, instances, specs, concurrency, out_dir, label, offset)
     (out_dir / "point-summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
     base = run.path.resolve()
     evidence = [p.resolve().relative_to(base).as_posix() for p in records if p.resolve().is_relative_to(base)]

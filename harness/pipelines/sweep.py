@@ -20,11 +20,13 @@ from harness.config.profile import Arm
 from harness.engines import EngineInstance, delta, drop_page_cache, get_engine
 from harness.engines.base import Engine
 from harness.engines.coldrestore import check_profile, unlike_settings
+from harness.engines.planning import shares_tier
 from harness.errors import InfraError, InputError
 from harness.gates.stats import percentile
 from harness.pipelines.coldrestore import point_counters
 from harness.pipelines.context import GateRun
 from harness.pipelines.enospc import DiskFullWatch
+from harness.pipelines.instances import cross_instance, measure_offset
 from harness.pipelines.loadpoint import point_workload, run_point
 from harness.pipelines.sweepdata import Repetition, Sweep
 from harness.pipelines.tierhits import tier_hits
@@ -224,8 +226,10 @@ def run_arm_sweep(run: GateRun, arm_name: str, *, label: Optional[str] = None) -
                 protocol["warmup_requests"] = len(warm)
             before = _scrape(run, engine, instances)
             progress.status(f"c{conc} rep{rep}: measuring {len(workload.measure)} requests")
+            # R4: over a shared tier every restore goes through another instance than its populate
+            offset = measure_offset(shares_tier(arm) and profile.load.cold_restore, len(instances))
             point = run_point(run, client, instances, workload.measure, conc, point_dir / "measure",
-                              f"{arm.name} c{conc} rep{rep}")
+                              f"{arm.name} c{conc} rep{rep}", offset)
             after = _scrape(run, engine, instances)
             full_lines = full.check(instances)
             if full_lines > 0:  # the KV tier was full: not a storage measurement (i17)
@@ -236,9 +240,16 @@ def run_arm_sweep(run: GateRun, arm_name: str, *, label: Optional[str] = None) -
                        for b, a in zip(before, after)]
             (point_dir / "metrics-delta.json").write_text(json.dumps(metrics, indent=2, default=str) + "\n")
             protocol["prompt_tokens"] = prompt_token_check([s.input_tokens for s in workload.measure], metrics)
+            if len(instances) > 1:
+                protocol["cross_instance"] = cross_instance(
+                    [(m or {}).get("key_figures") for m in metrics], instances=len(instances), offset=offset)
             (point_dir / "protocol.json").write_text(json.dumps(protocol, indent=2, default=str) + "\n")
+            counters = point_counters(metrics)
+            if "cross_instance" in protocol:  # R4: what the cold_restore subtree reports per point
+                counters["cross_instance_hit_tokens"] = protocol["cross_instance"]["hit_tokens"]
+                counters["cross_instance_prompt_tokens"] = protocol["cross_instance"]["prompt_tokens"]
             data = {"summary": point.summary, "ttft_ms": point.ttft_ms, "evidence": point.evidence,
-                    "protocol": protocol, "counters": point_counters(metrics),
+                    "protocol": protocol, "counters": counters,
                     "tiers": tier_hits(before, after, arm.lmcache.chunk_size)}
             run.gate_dir.mark_step_done(step_key(arm.name, conc, rep), data)
             sweep.setdefault(conc, []).append(repetition_from_state(arm.name, conc, rep, data))

@@ -21,6 +21,7 @@ from harness.exitcodes import ExitCode  # stdlib only, bundled in the agent
 from harness.sim.kvstore import KVStore, StoreSettings
 from harness.sim.lmcache_config import LMCacheConfig, LMCacheConfigError, load_config
 from harness.sim.metrics import SimMetrics
+from harness.sim.mpserver import MPClient, MPServer, MPServerError, add_arguments, mp_address, settings_from_args
 from harness.sim.server import ServerSettings, SimServer
 from harness.sim.shimfile import write_vllm_shim
 
@@ -96,6 +97,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="fraction of those bytes really written and read per chunk (fits small disks)",
     )
     e.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    lm = sub.add_parser(
+        "lmcache-server",
+        help="the emulated LMCache multiprocess server (takes `lmcache server`'s command line)",
+        description="Stand-in for `lmcache server` (LMCache multiprocess mode): L1 in memory, L2 fs_native "
+        "chunk files that survive restarts, POST /cache/clear and /metrics on the HTTP port. It is NOT LMCache.",
+    )
+    add_arguments(lm)
+    lm.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     sh = sub.add_parser(
         "shim",
         help="install a `vllm` script that runs this emulator (rehearse the vLLM launcher without a GPU)",
@@ -155,6 +164,8 @@ def main(argv: Optional[Sequence[str]] = None, environ: Optional[Mapping[str, st
             return int(ExitCode.USAGE_ERROR)
         print(path)
         return int(ExitCode.OK)
+    if args.command == "lmcache-server":
+        return _lmcache_server(args, env)
     if args.command != "serve":
         parser.print_help(sys.stderr)
         return int(ExitCode.USAGE_ERROR)
@@ -169,7 +180,21 @@ def main(argv: Optional[Sequence[str]] = None, environ: Optional[Mapping[str, st
             raise _UsageError("MODEL is required (kvgate sim serve MODEL ...)")
         _check(args)
         connector, connector_name = _connector_enabled(args.kv_transfer_config)
-        lmcache = load_config(env) if connector else LMCacheConfig()
+        mp: Optional[MPClient] = None
+        if connector_name == MP_CONNECTOR:
+            # LMCache multiprocess mode: no LMCACHE_CONFIG_FILE; the tiers are the server's
+            try:
+                mp = MPClient(*mp_address(json.loads(args.kv_transfer_config)))
+            except ValueError as exc:
+                raise _UsageError(f"--kv-transfer-config: {exc}") from None
+            try:
+                info = mp.wait_info()
+            except MPServerError as exc:
+                print(f"kvgate sim: error: {exc} (start the LMCache server first)", file=sys.stderr)
+                return int(ExitCode.INFRA_FAULT)
+            lmcache = LMCacheConfig(chunk_size=int(info["chunk_size"]))
+        else:
+            lmcache = per_instance(load_config(env), args.tensor_parallel_size) if connector else LMCacheConfig()
         args.tier_read_delay_s = _read_delay(env)
     except (_UsageError, LMCacheConfigError) as exc:
         print(f"kvgate sim: error: {exc}", file=sys.stderr)
@@ -199,9 +224,10 @@ def main(argv: Optional[Sequence[str]] = None, environ: Optional[Mapping[str, st
     )
     try:
         # like vLLM v1, LMCache's in-process metrics reach /metrics only with multi-process Prometheus
-        lmcache_metrics = bool(env.get("PROMETHEUS_MULTIPROC_DIR"))
+        # (multiprocess mode: LMCache counts in its server, on the server's own /metrics)
+        lmcache_metrics = bool(env.get("PROMETHEUS_MULTIPROC_DIR")) and mp is None
         return asyncio.run(_serve(args, model, served, connector, lmcache, env.get("VLLM_SERVER_DEV_MODE") == "1",
-                                  lmcache_metrics))
+                                  lmcache_metrics, mp))
     except OSError as exc:
         if exc.errno in (errno.EADDRINUSE, errno.EACCES, errno.EADDRNOTAVAIL):
             log.error("cannot listen on %s:%d: %s", args.host, args.port, exc.strerror)
@@ -218,6 +244,35 @@ def main(argv: Optional[Sequence[str]] = None, environ: Optional[Mapping[str, st
 
 
 READ_DELAY_ENV = "KVGATE_SIM_TIER_READ_DELAY_MS"
+
+
+def per_instance(cfg: LMCacheConfig, tp: int) -> LMCacheConfig:
+    """In-process LMCache runs one backend per TP rank, each holding its rank's share of every
+    chunk within its own ``max_local_*_size``; the emulator is one process holding whole chunks, so
+    its tiers hold ``tp`` times the per-rank sizes (what the instance really has, no more)."""
+    if tp > 1:
+        cfg.max_local_cpu_size *= tp
+        cfg.max_local_disk_size *= tp
+    return cfg
+MP_CONNECTOR = "LMCacheMPConnector"
+
+
+def _lmcache_server(args: argparse.Namespace, env: Mapping[str, str]) -> int:
+    logging.basicConfig(level=getattr(logging, args.log_level), stream=sys.stderr,
+                        format="%(levelname)s %(asctime)s %(name)s: %(message)s")
+    try:
+        settings = settings_from_args(args, _read_delay(env))
+    except (ValueError, _UsageError) as exc:
+        print(f"kvgate sim lmcache-server: error: {exc}", file=sys.stderr)
+        return int(ExitCode.USAGE_ERROR)
+    try:
+        asyncio.run(MPServer(settings).serve_until_signalled())
+    except OSError as exc:
+        print(f"kvgate sim lmcache-server: error: {exc}", file=sys.stderr)
+        return int(ExitCode.INFRA_FAULT)
+    except KeyboardInterrupt:
+        pass
+    return int(ExitCode.OK)
 
 
 def _read_delay(environ: Mapping[str, str]) -> float:
@@ -242,6 +297,7 @@ async def _serve(
     lmcache: LMCacheConfig,
     dev_mode: bool = False,
     lmcache_metrics: bool = True,
+    mp: Optional[MPClient] = None,
 ) -> int:
     metrics = SimMetrics(served[0], lmcache_visible=lmcache_metrics)
     store = KVStore(
@@ -255,6 +311,7 @@ async def _serve(
             connector=connector,
             lmcache=lmcache,
             tier_read_delay_s=args.tier_read_delay_s,
+            mp=mp,
         ),
         metrics,
     )

@@ -21,6 +21,7 @@ from typing import Optional
 from harness.sim import directio
 from harness.sim.lmcache_config import LMCacheConfig
 from harness.sim.metrics import SimMetrics
+from harness.sim.mpserver import MPClient, MPServerError
 from harness.sim.tiers import ChunkLRU, DirTier, probe_read_mode
 
 log = logging.getLogger("kvgate.sim")
@@ -60,6 +61,8 @@ class StoreSettings:
     # Fault injection for tests and demos (KVGATE_SIM_TIER_READ_DELAY_MS): a slower storage tier
     # without changing the profile, so the run keeps its workload fingerprint.
     tier_read_delay_s: float = 0.0
+    # LMCache multiprocess mode (LMCacheMPConnector): the tiers live in the LMCache server
+    mp: Optional[MPClient] = None
 
     @property
     def chunk_size(self) -> int:
@@ -95,6 +98,20 @@ def _with_crc(data: bytes) -> bytes:
     out = bytearray(data)
     out[_CRC_AT:_CRC_AT + 4] = zlib.crc32(memoryview(out)[directio.HEADER:]).to_bytes(4, "little")
     return bytes(out)
+
+
+def with_crc(data: bytes) -> bytes:
+    """Public name of ``_with_crc`` (the emulated LMCache server stores chunks the same way)."""
+    return _with_crc(data)
+
+
+def expected_crc(digest: bytes, chunk_bytes: int) -> int:
+    """CRC-32 of a correct chunk's payload, for a file whose header records none."""
+    return zlib.crc32(memoryview(directio.chunk_payload(digest, chunk_bytes))[directio.HEADER:])
+
+
+def crc_reader() -> _Crc:
+    return _Crc()
 
 
 class _Crc:
@@ -234,6 +251,24 @@ class KVStore:
             return t.name
         return None
 
+    def _load_mp(self, digests: list[bytes], corrupted: list[bytes]) -> tuple[list[str], float]:
+        """Runs in a reader thread: the LMCache server looks the chunks up and loads the L2 part
+        (its own real reads) into L1, as LMCacheMPConnector asks before the prefill. A server that
+        cannot be reached serves nothing (the prefill recomputes), as vLLM would without it."""
+        assert self.s.mp is not None
+        start = time.perf_counter()
+        try:
+            answer = self.s.mp.call({"op": "lookup", "digests": [d.hex() for d in digests],
+                                     "chunk_bytes": self.s.chunk_bytes})
+        except MPServerError as exc:
+            log.error("lookup failed, recomputing: %s", exc)
+            with self.metrics.lock:
+                self.metrics.sim_read_errors.inc(self.metrics.tier_labels("reason", "lmcache_server"))
+            return [], time.perf_counter() - start
+        corrupted.extend(bytes.fromhex(str(h)) for h in answer.get("corrupted") or [])
+        served = ["lmcache_" + str(t) for t in answer.get("served") or []]
+        return served, time.perf_counter() - start
+
     async def prefill(self, prompt_ids: list[int]) -> PrefillResult:
         """Everything before the first token: lookups, tier reads, emulated recompute."""
         cs = self.s.chunk_size
@@ -247,14 +282,18 @@ class KVStore:
         if i:
             res.tiers["hbm"] = i
         ext_served: list[str] = []
-        if self.s.connector and i < len(digests) and (self.cpu is not None or self.dirs):
+        if self.s.connector and i < len(digests) and (self.cpu is not None or self.dirs or self.s.mp):
             loop = asyncio.get_running_loop()
+            load = self._load_mp if self.s.mp is not None else self._load_external
             ext_served, res.read_seconds = await loop.run_in_executor(
-                self._readers, self._load_external, digests[i:], res.corrupted)
+                self._readers, load, digests[i:], res.corrupted)
             for name in ext_served:
                 res.tiers[name] = res.tiers.get(name, 0) + 1
         loaded = len(ext_served)
-        res.external_hit_tokens = loaded * cs
+        # vLLM takes at most prompt - 1 tokens from a KV connector: the last prompt token is always
+        # computed, to sample the first output token (LMCache's own counters still count the whole
+        # chunks it served). Found by the conformance test: 3069 of 3072 on the real server.
+        res.external_hit_tokens = min(loaded * cs, max(0, res.prompt_tokens - res.hbm_hit_tokens - 1))
         res.computed_tokens = res.prompt_tokens - res.hbm_hit_tokens - res.external_hit_tokens
         res.compute_seconds = res.computed_tokens / self.s.prefill_tokens_per_s
         if res.compute_seconds > 0:
@@ -273,16 +312,26 @@ class KVStore:
                 ext_q = res.prompt_tokens - res.hbm_hit_tokens
                 m.ext_queries.inc(m.vllm_labels, ext_q)
                 m.ext_hits.inc(m.vllm_labels, res.external_hit_tokens)
+            if self.s.connector and self.s.mp is None:  # in-process LMCache's own counters
                 m.lmc_requested.inc(m.lmc_labels, ext_q)
-                m.lmc_hit.inc(m.lmc_labels, res.external_hit_tokens)
+                m.lmc_hit.inc(m.lmc_labels, loaded * cs)
                 if loaded:
-                    m.lmc_retrieve_speed.observe(m.lmc_labels, res.external_hit_tokens / max(res.read_seconds, 1e-9))
+                    m.lmc_retrieve_speed.observe(m.lmc_labels, loaded * cs / max(res.read_seconds, 1e-9))
         return res
 
     # --- write-behind --------------------------------------------------------------------------------
     def _store(self, digests: list[bytes]) -> None:
         """Runs in the writer thread: put new chunks in every configured tier."""
         m = self.metrics
+        if self.s.mp is not None:
+            try:
+                self.s.mp.call({"op": "store", "digests": [d.hex() for d in digests],
+                                "chunk_bytes": self.s.chunk_bytes})
+            except MPServerError as exc:
+                log.error("store of %d chunk(s) to the LMCache server failed: %s", len(digests), exc)
+                with m.lock:
+                    m.sim_store_errors.inc(m.tier_labels("reason", "lmcache_server"))
+            return
         start = time.perf_counter()
         stored = 0
         for d in digests:
@@ -326,7 +375,7 @@ class KVStore:
 
     def store_behind(self, digests: list[bytes]) -> None:
         """Schedule the write of ``digests`` (call after the response has started)."""
-        if not self.s.connector or not digests or (self.cpu is None and not self.dirs):
+        if not self.s.connector or not digests or (self.cpu is None and not self.dirs and self.s.mp is None):
             return
         fut = asyncio.get_running_loop().run_in_executor(self._writer, self._store, list(digests))
         self._pending_writes.add(fut)

@@ -107,7 +107,9 @@ def test_g1_g2_g3_pass_with_real_disk_reads(tmp_path: Path, local_inventory: Pat
     deltas = sorted((reports / "c1" / "G3" / "evidence" / "sweep" / "candidate").glob("c2/rep*/metrics-delta.json"))
     assert len(deltas) == 5
     hits = [json.loads(p.read_text())[0]["key_figures"]["offload_hit_tokens"] for p in deltas]
-    assert min(hits) >= 6 * 2048  # 6 requests, each reusing its whole 2048-token document (8 chunks)
+    # 6 requests, each reusing its whole 2048-token document (8 chunks) but its last token, which vLLM
+    # computes itself to sample from (the emulator does the same)
+    assert min(hits) >= 6 * 2047
     hit_check = check(g3, "candidate_offload_hits")
     assert hit_check["verdict"] == "PASS" and hit_check["observations"][0]["measured"] == min(hits)
     assert check(g3, "recompute_offload_hits")["observations"][0]["measured"] == 0

@@ -8,7 +8,7 @@ import random
 import signal
 import socket
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -66,7 +66,10 @@ def free_ports(n: int) -> int:
     raise RuntimeError("no block of free ports")
 
 
-def real_profile(env: Path, *, port: int, mp_port: int, cold_restore: bool = True) -> Profile:
+def real_profile(env: Path, *, port: int, mp_port: int, cold_restore: bool = True, kind: str = "vllm",
+                 dev_mode: bool = True, more_arms: Sequence[dict[str, Any]] = ()) -> Profile:
+    """The real-engine profile; ``kind="sim"`` gives the emulator the same model, arms and settings
+    (the conformance scenario runs both)."""
     venv = env / "venv" / "bin"
     data: dict[str, Any] = {
         "name": "real-cpu",
@@ -100,6 +103,11 @@ def real_profile(env: Path, *, port: int, mp_port: int, cold_restore: bool = Tru
         "recompute": "recompute",
         "load": {"cold_restore": cold_restore},
     }
+    if kind == "sim":
+        data["engine"] = {"kind": "sim", "port": port, "dev_mode": True, "extra_args": ["--dtype", "float32"],
+                          "sim": {"hbm_tokens": 65536}}
+    data["engine"]["dev_mode"] = dev_mode
+    data["arms"] += list(more_arms)
     return Profile.model_validate(data)
 
 

@@ -1,0 +1,413 @@
+"""The emulator's LMCache multiprocess server: ``kvgate sim lmcache-server`` stands in for
+``lmcache server`` (lmcache 0.5) as far as kvgate can observe it, and the emulated engine talks to
+it the way vLLM's ``LMCacheMPConnector`` does (lookup+load before prefill, store after it).
+
+What it keeps from the real server (the emulator may be faster, never kinder):
+- it takes ``lmcache server``'s command line (``--host --port --http-host --http-port
+  --chunk-size --l1-size-gb --eviction-policy --supported-transfer-mode --l2-adapter JSON``);
+- L1 is the server's memory (LRU, bounded by ``--l1-size-gb``): it survives an engine restart but
+  not a server restart, and ``POST /cache/clear {"tier": "l1"}`` empties it;
+- L2 ``fs_native`` is a directory of chunk files found by their names, so it survives a restart
+  of both processes (the real adapter finds its files again); stores write through L1 to L2;
+- a lookup counts the chunk-aligned tokens requested, the contiguous prefix hit, and splits it
+  into the L1-servable prefix and what L2 added (``lookup_hit_l1 + lookup_hit_l2 == lookup_hit``);
+  the L2 part is read from the files (O_DIRECT, in parallel) and promoted to L1;
+- its counters are on its own ``/metrics`` (HTTP port), never on the engine's.
+
+The request port speaks JSON lines (one request, one answer per connection); it is kvgate's own
+protocol between two emulator processes, not LMCache's ZMQ wire format.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import signal
+import socket
+import threading
+import time
+from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from harness.sim import directio
+from harness.sim.http import HTTPError, Request, Response, limit_connections, read_request
+from harness.sim.metrics import Counter
+from harness.sim.tiers import DirTier
+
+log = logging.getLogger("kvgate.sim.lmcache")
+
+GB = 1024**3
+CPU_COPY_BYTES_PER_S = 20e9  # an L1 hit costs a host-memory copy at this rate (as the CPU tier)
+L2_IO_WORKERS = 8
+MAX_LINE = 16 * 1024 * 1024
+
+
+class MPServerError(Exception):
+    """The multiprocess server could not be reached or refused a request."""
+
+
+@dataclass
+class MPSettings:
+    host: str
+    port: int
+    http_host: str
+    http_port: int
+    chunk_size: int
+    l1_bytes: int
+    l2_dir: Optional[str]
+    l2_max_bytes: int = 0
+    read_delay_s: float = 0.0
+
+
+class L1:
+    """Chunk hashes held in the server's memory, bounded in bytes, least recently used first out."""
+
+    def __init__(self, capacity_bytes: int) -> None:
+        self.capacity = capacity_bytes
+        self._items: OrderedDict[bytes, int] = OrderedDict()
+        self._used = 0
+        self._lock = threading.Lock()
+        self.evicted = 0
+
+    def contains(self, d: bytes) -> bool:
+        with self._lock:
+            if d in self._items:
+                self._items.move_to_end(d)
+                return True
+            return False
+
+    def add(self, d: bytes, size: int) -> None:
+        with self._lock:
+            if d in self._items:
+                self._items.move_to_end(d)
+                return
+            if size > self.capacity:
+                return
+            self._items[d] = size
+            self._used += size
+            while self._used > self.capacity:
+                _, s = self._items.popitem(last=False)
+                self._used -= s
+                self.evicted += 1
+
+    def clear(self) -> int:
+        with self._lock:
+            n = len(self._items)
+            self._items.clear()
+            self._used = 0
+            return n
+
+
+class MPMetrics:
+    """The server's counters under the names lmcache 0.5's Prometheus exporter gives them."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.started = time.time()
+        self.requested = Counter("lmcache_mp_lookup_requested_tokens",
+                                 "Total tokens submitted for lookup (chunk-aligned tokens only).")
+        self.hit = Counter("lmcache_mp_lookup_hit_tokens", "Total tokens found in L1+L2 during lookup.")
+        self.hit_l1 = Counter("lmcache_mp_lookup_hit_l1_tokens", "Of lookup_hit: tokens L1 already held.")
+        self.hit_l2 = Counter("lmcache_mp_lookup_hit_l2_tokens",
+                              "Of lookup_hit: tokens L2 added beyond the L1-servable prefix.")
+        self.lookups = Counter("lmcache_mp_lookups_requests", "Completed lookups.")
+        self.l2_stored = Counter("lmcache_mp_l2_store_completed_objects_chunks", "Chunks stored to L2.")
+        self.l2_read_bytes = Counter("kvgate_sim:l2_read_bytes", "Bytes read from L2 files by the emulator.")
+        self.families: list[Counter] = [self.requested, self.hit, self.hit_l1, self.hit_l2, self.lookups,
+                                        self.l2_stored, self.l2_read_bytes]
+
+    def render(self) -> str:
+        lines: list[str] = []
+        with self.lock:
+            for fam in self.families:
+                if not fam.values:
+                    continue  # OpenTelemetry exposes an instrument only after its first record
+                lines.append(f"# HELP {fam.exposed_name} {fam.help}")
+                lines.append(f"# TYPE {fam.exposed_name} counter")
+                lines.extend(fam.render())
+        return "\n".join(lines) + "\n"
+
+
+class MPStore:
+    """L1 and L2 of one server; blocking methods (run them in threads)."""
+
+    def __init__(self, s: MPSettings, metrics: MPMetrics) -> None:
+        self.s = s
+        self.metrics = metrics
+        self.l1 = L1(s.l1_bytes)
+        self.l2 = DirTier("l2", s.l2_dir, s.l2_max_bytes, read_delay_s=s.read_delay_s) if s.l2_dir else None
+        self._io = ThreadPoolExecutor(max_workers=L2_IO_WORKERS, thread_name_prefix="l2-io")
+        self._lock = threading.Lock()
+
+    def close(self) -> None:
+        self._io.shutdown(wait=True)
+
+    def lookup(self, digests: list[bytes], chunk_bytes: int) -> dict[str, object]:
+        """Find the contiguous prefix of ``digests`` held in L1 or L2, load the L2 part (real reads,
+        in parallel) into L1; returns what served it."""
+        from harness.sim.kvstore import crc_reader, expected_crc  # noqa: PLC0415 - avoids an import cycle
+
+        cs = self.s.chunk_size
+        start = time.perf_counter()
+        l1_prefix = 0
+        while l1_prefix < len(digests) and self.l1.contains(digests[l1_prefix]):
+            l1_prefix += 1
+        where: list[str] = ["l1"] * l1_prefix
+        for d in digests[l1_prefix:]:
+            if self.l1.contains(d):
+                where.append("l1")
+            elif self.l2 is not None and self.l2.exists(d):
+                where.append("l2")
+            else:
+                break
+        crcs = {i: crc_reader() for i, w in enumerate(where) if w == "l2"}
+        futs = {i: self._io.submit(self.l2.read, digests[i], crcs[i]) for i in crcs} if self.l2 else {}
+        served: list[str] = []
+        corrupted: list[str] = []
+        read_bytes = 0
+        try:
+            for i, w in enumerate(where):
+                if w == "l1":
+                    time.sleep(chunk_bytes / CPU_COPY_BYTES_PER_S)
+                    served.append("l1")
+                    continue
+                try:
+                    nbytes, _ = futs[i].result()
+                except (OSError, ValueError) as exc:
+                    log.warning("L2 read of chunk %s failed: %s", digests[i].hex()[:16], exc)
+                    break
+                read_bytes += nbytes
+                c = crcs[i]
+                if c.crc != (c.recorded or expected_crc(digests[i], chunk_bytes)):
+                    corrupted.append(c.crc.to_bytes(4, "little").hex())
+                self.l1.add(digests[i], chunk_bytes)
+                served.append("l2")
+        finally:
+            for f in futs.values():
+                f.cancel()
+        n_l1 = 0
+        while n_l1 < len(served) and served[n_l1] == "l1":
+            n_l1 += 1
+        hit = len(served)
+        m = self.metrics
+        with m.lock:
+            m.requested.inc((), len(digests) * cs)
+            m.hit.inc((), hit * cs)
+            m.hit_l1.inc((), n_l1 * cs)
+            m.hit_l2.inc((), (hit - n_l1) * cs)
+            m.lookups.inc((), 1)
+            if read_bytes:
+                m.l2_read_bytes.inc((), read_bytes)
+        return {"served": served, "corrupted": corrupted, "read_s": time.perf_counter() - start}
+
+    def store(self, digests: list[bytes], chunk_bytes: int) -> dict[str, object]:
+        """Write-through: every chunk to L1, and to L2 unless its file is there."""
+        from harness.sim.kvstore import with_crc  # noqa: PLC0415
+
+        written = 0
+        errors = 0
+        for d in digests:
+            self.l1.add(d, chunk_bytes)
+            if self.l2 is None:
+                continue
+            try:
+                new, _ = self.l2.write(d, with_crc(directio.chunk_payload(d, chunk_bytes)))
+            except OSError as exc:
+                log.error("L2 store of chunk %s failed: %s", d.hex()[:16], exc)
+                errors += 1
+                continue
+            written += int(new)
+        if written:
+            with self.metrics.lock:
+                self.metrics.l2_stored.inc((), written)
+        return {"stored": len(digests), "l2_written": written, "errors": errors}
+
+
+class MPServer:
+    def __init__(self, s: MPSettings) -> None:
+        self.s = s
+        self.metrics = MPMetrics()
+        self.store = MPStore(s, self.metrics)
+        self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="mp-req")
+
+    async def _on_request(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            line = await reader.readline()
+            try:
+                req = json.loads(line)
+                answer = await asyncio.get_running_loop().run_in_executor(self._pool, self._handle, req)
+            except (ValueError, KeyError, TypeError) as exc:
+                answer = {"error": f"{type(exc).__name__}: {exc}"}
+            writer.write(json.dumps(answer).encode() + b"\n")
+            await writer.drain()
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            writer.close()
+
+    def _handle(self, req: dict[str, Any]) -> dict[str, object]:
+        op = req["op"]
+        if op == "info":
+            return {"chunk_size": self.s.chunk_size, "l2": self.s.l2_dir is not None}
+        digests = [bytes.fromhex(h) for h in req["digests"]]
+        chunk_bytes = int(req["chunk_bytes"])
+        if op == "lookup":
+            return self.store.lookup(digests, chunk_bytes)
+        if op == "store":
+            return self.store.store(digests, chunk_bytes)
+        raise ValueError(f"unknown op {op!r}")
+
+    async def _on_http(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                try:
+                    req = await read_request(reader, writer)
+                except HTTPError as exc:
+                    await Response(writer, keep_alive=False).send_json(exc.status, {"error": exc.message})
+                    break
+                if req is None:
+                    break
+                resp = Response(writer, keep_alive=req.keep_alive)
+                await self._http(req, resp)
+                if not req.keep_alive:
+                    break
+        except (ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError):
+            pass
+        finally:
+            writer.close()
+
+    async def _http(self, req: Request, resp: Response) -> None:
+        if req.path == "/metrics" and req.method in ("GET", "HEAD"):
+            await resp.send(200, self.metrics.render().encode(), "text/plain; version=0.0.4; charset=utf-8")
+        elif req.path in ("/health", "/api/healthcheck") and req.method in ("GET", "HEAD"):
+            await resp.send_json(200, {"status": "healthy"})
+        elif req.path == "/cache/clear" and req.method == "POST":
+            try:
+                body = json.loads(req.body or b"{}")
+            except ValueError:
+                await resp.send_json(400, {"error": "body must be JSON"})
+                return
+            tier = body.get("tier", "l1") if isinstance(body, dict) else None
+            if tier != "l1":
+                await resp.send_json(400, {"error": "only {\"tier\": \"l1\"} can be cleared"})
+                return
+            n = self.store.l1.clear()
+            log.info("cleared L1: %d chunk(s); L2 kept", n)
+            await resp.send_json(200, {"status": "ok", "tier": "l1", "cleared_chunks": n})
+        else:
+            await resp.send_json(404, {"error": f"no route {req.method} {req.path}"})
+
+    async def serve_until_signalled(self) -> None:
+        req_server = await asyncio.start_server(self._on_request, self.s.host, self.s.port,
+                                                limit=MAX_LINE, reuse_address=True)
+        http_server = await asyncio.start_server(limit_connections(self._on_http), self.s.http_host,
+                                                 self.s.http_port, reuse_address=True)
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            try:
+                loop.add_signal_handler(sig, stop.set)
+            except (NotImplementedError, RuntimeError):
+                pass
+        log.info("kvgate emulated LMCache server on %s:%d (HTTP %s:%d), chunk %d, L1 %d B, L2 %s",
+                 self.s.host, self.s.port, self.s.http_host, self.s.http_port, self.s.chunk_size,
+                 self.s.l1_bytes, self.s.l2_dir or "none")
+        await stop.wait()
+        for srv in (req_server, http_server):
+            srv.close()
+            await srv.wait_closed()
+        self._pool.shutdown(wait=True)
+        self.store.close()
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=5555, help="request port (the engine's connector)")
+    p.add_argument("--http-host", default="127.0.0.1")
+    p.add_argument("--http-port", type=int, default=8080, help="HTTP API and /metrics")
+    p.add_argument("--chunk-size", type=int, default=256)
+    p.add_argument("--l1-size-gb", type=float, default=1.0)
+    p.add_argument("--eviction-policy", default="LRU", choices=["LRU"])
+    p.add_argument("--supported-transfer-mode", default="auto")
+    p.add_argument("--l2-adapter", default=None, help='JSON, e.g. {"type":"fs_native","base_path":DIR}')
+
+
+def settings_from_args(args: argparse.Namespace, read_delay_s: float = 0.0) -> MPSettings:
+    """The server's settings; ValueError naming the flag when one is wrong."""
+    if args.chunk_size < 1:
+        raise ValueError("--chunk-size must be >= 1")
+    if args.l1_size_gb <= 0:
+        raise ValueError("--l1-size-gb must be > 0")
+    l2_dir: Optional[str] = None
+    l2_max = 0
+    if args.l2_adapter:
+        try:
+            adapter = json.loads(args.l2_adapter)
+        except ValueError as exc:
+            raise ValueError(f"--l2-adapter is not valid JSON: {exc}") from None
+        if not isinstance(adapter, dict) or adapter.get("type") != "fs_native" or not adapter.get("base_path"):
+            raise ValueError('--l2-adapter: the emulator models {"type": "fs_native", "base_path": DIR} only')
+        l2_dir = str(adapter["base_path"])
+        l2_max = int(float(adapter.get("max_capacity_gb") or 0) * GB)
+    return MPSettings(host=args.host, port=args.port, http_host=args.http_host, http_port=args.http_port,
+                      chunk_size=args.chunk_size, l1_bytes=int(args.l1_size_gb * GB), l2_dir=l2_dir,
+                      l2_max_bytes=l2_max, read_delay_s=read_delay_s)
+
+
+# --- the engine's side (LMCacheMPConnector) ------------------------------------------------------
+class MPClient:
+    """The emulated engine's connection to its LMCache server (blocking; call from threads)."""
+
+    def __init__(self, host: str, port: int, timeout: float = 300.0) -> None:
+        self.host = host
+        self.port = port
+        self.timeout = timeout
+
+    def call(self, req: dict[str, object]) -> dict[str, Any]:
+        try:
+            with socket.create_connection((self.host, self.port), timeout=self.timeout) as sock:
+                sock.sendall(json.dumps(req).encode() + b"\n")
+                buf = bytearray()
+                while not buf.endswith(b"\n"):
+                    part = sock.recv(1 << 16)
+                    if not part:
+                        break
+                    buf += part
+        except OSError as exc:
+            raise MPServerError(f"LMCache server tcp://{self.host}:{self.port}: {exc}") from exc
+        try:
+            answer = json.loads(bytes(buf))
+        except ValueError:
+            raise MPServerError(f"LMCache server tcp://{self.host}:{self.port} answered no JSON") from None
+        if not isinstance(answer, dict) or "error" in answer:
+            raise MPServerError(f"LMCache server tcp://{self.host}:{self.port}: {answer}")
+        return answer
+
+    def wait_info(self, deadline_s: float = 60.0) -> dict[str, Any]:
+        """The server's chunk size (it is started before the engine; wait for it briefly)."""
+        end = time.monotonic() + deadline_s
+        while True:
+            try:
+                return self.call({"op": "info"})
+            except MPServerError:
+                if time.monotonic() > end:
+                    raise
+                time.sleep(0.2)
+
+
+def mp_address(kv_transfer: dict[str, Any]) -> tuple[str, int]:
+    """(host, port) from ``kv_connector_extra_config`` of an ``LMCacheMPConnector`` config."""
+    extra = kv_transfer.get("kv_connector_extra_config") or {}
+    host = str(extra.get("lmcache.mp.host", "tcp://127.0.0.1"))
+    if host.startswith("tcp://"):
+        host = host[len("tcp://"):]
+    try:
+        port = int(extra.get("lmcache.mp.port", 5555))
+    except (TypeError, ValueError):
+        raise ValueError("kv_connector_extra_config.lmcache.mp.port must be a port number") from None
+    return host, port
+
