@@ -48,8 +48,11 @@ def real_env() -> Path:
 def free_ports(n: int) -> int:
     """The first of ``n`` consecutive loopback ports that are free now."""
     rng = random.Random()
+    # below the kernel's ephemeral range: vLLM, ZMQ and every outgoing connection take ports from
+    # that range at any moment, so a port found free there can be gone before LMCache binds it
+    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
     for _ in range(200):
-        base = rng.randrange(20000, 60000 - n)
+        base = rng.randrange(10000, max(low, 10000 + 2 * n) - n)
         socks = []
         try:
             for p in range(base, base + n):
