@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, ClassVar, Optional, TypeVar
 
 from harness.load.records import split_complete_lines
 from harness.load.summary import Summary
@@ -39,9 +39,16 @@ class AgentLoadError(RemoteError):
     """The load generator on the node failed, or stopped without its summary."""
 
 
+_Run = TypeVar("_Run", bound="AgentLoad")
+
+
 @dataclass
 class AgentLoad:
-    """A load run on a node: enough to reattach to it from a new controller."""
+    """A load run on a node: enough to reattach to it from a new controller. Subclasses (the
+    soak's handle) keep the same fields and name their own handle file in ``handle_file``;
+    ``from_json`` and ``load`` return the subclass they are called on."""
+
+    handle_file: ClassVar[str] = HANDLE_FILE
 
     node: str
     python: str
@@ -55,21 +62,33 @@ class AgentLoad:
                 "local_dir": self.local_dir, "handle": self.handle.to_json()}
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> AgentLoad:
+    def from_json(cls: type[_Run], data: dict[str, Any]) -> _Run:
         return cls(node=data["node"], python=data["python"], agent=data["agent"], remote_out=data["remote_out"],
                    local_dir=data["local_dir"], handle=DetachedHandle.from_json(data["handle"]))
 
     def save(self) -> Path:
-        path = Path(self.local_dir) / HANDLE_FILE
+        """Write the handle to ``local_dir/handle_file`` atomically (aside, then renamed)."""
+        path = Path(self.local_dir) / self.handle_file
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps(self.to_json(), indent=2) + "\n", encoding="utf-8")
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(json.dumps(self.to_json(), indent=2) + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())  # the reattach point: it must survive a crash right after the start
         tmp.replace(path)
         return path
 
     @classmethod
-    def load(cls, path: Path) -> AgentLoad:
-        return cls.from_json(json.loads(Path(path).read_text(encoding="utf-8")))
+    def load(cls: type[_Run], path: Path) -> _Run:
+        """The handle saved at ``path`` (a file), or in the directory ``path`` under ``handle_file``."""
+        path = Path(path)
+        if path.is_dir():
+            path = path / cls.handle_file
+        return cls.from_json(json.loads(path.read_text(encoding="utf-8")))
+
+    def remote(self, name: str) -> str:
+        """``name`` inside the run's output directory on the node."""
+        return posixpath.join(self.remote_out, name)
 
     @property
     def local_records(self) -> Path:

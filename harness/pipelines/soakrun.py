@@ -16,45 +16,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
-from harness.agent.remote import pull_lines
+from harness.agent.remote import AgentLoad, pull_lines
 from harness.load.soak import CONFIG, DONE, EVENTS, HEALTH, STOP, WINDOWS_INDEX
-from harness.remote.base import DetachedHandle, Executor, ProcessState, RemoteError
+from harness.remote.base import Executor, ProcessState, RemoteError
 from harness.store.durable import write_atomic
 
 HANDLE = "handle.json"
 _SMALL_FILES = (CONFIG, "probe-start.json", "probe-end.json", DONE)
 
 
-@dataclass
-class SoakHandle:
-    node: str
-    python: str
-    agent: str
-    remote_out: str
-    local_dir: str
-    handle: DetachedHandle
+class SoakHandle(AgentLoad):
+    """The soak agent's reattach point: an :class:`AgentLoad` saved as ``handle.json``."""
 
-    def to_json(self) -> dict[str, Any]:
-        return {"node": self.node, "python": self.python, "agent": self.agent, "remote_out": self.remote_out,
-                "local_dir": self.local_dir, "handle": self.handle.to_json()}
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> SoakHandle:
-        return cls(node=data["node"], python=data["python"], agent=data["agent"], remote_out=data["remote_out"],
-                   local_dir=data["local_dir"], handle=DetachedHandle.from_json(data["handle"]))
-
-    def save(self) -> Path:
-        path = Path(self.local_dir) / HANDLE
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(path, (json.dumps(self.to_json(), indent=2) + "\n").encode())
-        return path
-
-    @classmethod
-    def load(cls, local_dir: Path) -> SoakHandle:
-        return cls.from_json(json.loads((Path(local_dir) / HANDLE).read_text(encoding="utf-8")))
-
-    def remote(self, name: str) -> str:
-        return posixpath.join(self.remote_out, name)
+    handle_file = HANDLE
 
 
 def start_soak(executor: Executor, *, python: str, agent: str, workdir: str, local_dir: Path,
