@@ -15,7 +15,9 @@ Everything is written under ``DIR`` so a controller can come and go (stdlib only
   always counted), the soak's start and end.
 * ``health.jsonl``: node health samples: kernel log lines that appeared since the previous
   sample (raw: the controller classifies them), ``nvme smart-log`` JSON per drive, ``/proc/mdstat``,
-  free space on the KV target, available memory. A tool that cannot be read is recorded as such.
+  free space on the KV target, available memory, and the accelerator tools asked for with
+  ``--accel-tool`` (``amd-smi metric --ecc --json``, ``npu-smi info``: raw output under
+  ``accel``). A tool that cannot be read is recorded as such.
 * ``probe-start.json`` / ``probe-end.json``: the greedy probe set's outputs at the start and end.
 * ``done.json``: why and when it ended (``duration``, ``stopped``, ``signal``).
 
@@ -63,6 +65,9 @@ COUNTERS = ("vllm:prefix_cache_queries", "vllm:prefix_cache_hits", "vllm:externa
             "vllm:prompt_tokens", "vllm:generation_tokens",
             # KV chunk writes and reads that failed (the emulator's; a full or failing KV target)
             "kvgate_sim:store_errors", "kvgate_sim:read_errors")
+# The accelerators' own fault counters, per vendor tool (the controller parses the raw output:
+# harness.facts.parsers.health).
+ACCEL_TOOLS = {"amd-smi": ["amd-smi", "metric", "--ecc", "--json"], "npu-smi": ["npu-smi", "info"]}
 FAILURE_PAUSE_S = 0.5  # a closed-loop worker's pause after a failed request
 _KERNEL_KEEP = 5000  # lines of the previous kernel log output kept to tell new lines apart
 
@@ -87,6 +92,7 @@ class SoakConfig:
     sample_s: float = 60.0
     target_path: Optional[str] = None
     nvme: list[str] = field(default_factory=list)
+    accel_tools: list[str] = field(default_factory=list)  # keys of ACCEL_TOOLS
     probe_trace: Optional[str] = None
     probe_tokens: int = 16
     restart_argv: list[str] = field(default_factory=list)  # relaunch the engine with this when it dies
@@ -335,6 +341,12 @@ class HealthSampler(threading.Thread):
             text, why = _run_tool(["nvme", "smart-log", dev, "-o", "json"])
             smart[dev] = {"json": text} if text is not None else {"error": why}
         s["smart"] = smart
+        if cfg.accel_tools:
+            accel: dict[str, Any] = {}
+            for tool in cfg.accel_tools:
+                text, why = _run_tool(list(ACCEL_TOOLS[tool]), timeout=60.0)
+                accel[tool] = {"text": text} if text is not None else {"error": why}
+            s["accel"] = accel
         try:
             s["mdstat"] = Path("/proc/mdstat").read_text(encoding="utf-8", errors="replace")
         except OSError as exc:
@@ -641,6 +653,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--sample", type=float, default=60.0, help="seconds between node health samples")
     p.add_argument("--target-path", default=None)
     p.add_argument("--nvme", action="append", default=[])
+    p.add_argument("--accel-tool", action="append", default=[], choices=sorted(ACCEL_TOOLS),
+                   help="sample this accelerator tool's fault counters with the node health")
     p.add_argument("--probe-trace", default=None)
     p.add_argument("--probe-tokens", type=int, default=16)
     p.add_argument("--restart-json", default=None,
@@ -653,7 +667,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                      window_s=a.window, concurrency=a.concurrency, request_rate=a.request_rate, api=a.api,
                      timeout_s=a.timeout, api_key_env=a.api_key_env, engine_pid=a.engine_pid,
                      engine_start=a.engine_start, health_url=a.health_url, watchdog_s=a.watchdog,
-                     sample_s=a.sample, target_path=a.target_path, nvme=list(a.nvme), probe_trace=a.probe_trace,
+                     sample_s=a.sample, target_path=a.target_path, nvme=list(a.nvme),
+                     accel_tools=list(a.accel_tool), probe_trace=a.probe_trace,
                      probe_tokens=a.probe_tokens)
     if a.restart_json:
         with open(a.restart_json, encoding="utf-8") as fh:

@@ -88,3 +88,47 @@ def test_mdstat_failed_member_and_healthy_raid0() -> None:
     (healthy,) = parse_mdstat(read("proc_mdstat_healthy_raid0.txt"))
     assert healthy.level == "raid0" and not healthy.degraded and len(healthy.members) == 4
     assert parse_mdstat("Personalities : \nunused devices: <none>\n") == []
+
+
+def test_amdsmi_ecc_both_root_shapes_and_na_counters() -> None:
+    from harness.facts.parsers.health import parse_amdsmi_ecc
+
+    new = parse_amdsmi_ecc(read("amdsmi_metric_ecc_gpu_data_amdsmi26.json"))
+    assert [(g.gpu, g.correctable, g.faults["total_uncorrectable_count"]) for g in new] == [(0, 2, 0), (1, 0, 0)]
+    old = parse_amdsmi_ecc(read("amdsmi_metric_ecc_list_amdsmi24.json"))
+    assert [sorted(g.faults) for g in old] == [["total_deferred_count", "total_uncorrectable_count"]] * 2
+    # warnings printed before the JSON (as amd-smi does) are skipped
+    assert parse_amdsmi_ecc("SyntaxWarning: invalid escape sequence\n" + read("amdsmi_metric_ecc_list_amdsmi24.json"))
+
+
+def test_amdsmi_ecc_that_can_never_show_a_fault_is_an_error() -> None:
+    from harness.facts.parsers.health import parse_amdsmi_ecc
+
+    na = '{"gpu_data": [{"gpu": 0, "ecc": {"total_uncorrectable_count": "N/A", "total_deferred_count": "N/A"}}]}'
+    with pytest.raises(FactsParseError, match="N/A"):
+        parse_amdsmi_ecc(na)
+    with pytest.raises(FactsParseError, match="'ecc'"):
+        parse_amdsmi_ecc('{"gpu_data": [{"gpu": 0, "temperature": {}}]}')
+
+
+def test_amdsmi_ecc_increases_name_the_gpu_and_counter() -> None:
+    from harness.facts.parsers.health import ecc_increases, parse_amdsmi_ecc
+
+    a = parse_amdsmi_ecc(read("amdsmi_metric_ecc_gpu_data_amdsmi26.json"))
+    b = parse_amdsmi_ecc(read("amdsmi_metric_ecc_gpu_data_uncorrectable.json"))
+    assert ecc_increases(a, a) == []
+    assert ecc_increases(a, b) == ["amd-smi: GPU 1 total_uncorrectable_count 0 -> 3",
+                                   "amd-smi: GPU 1 total_deferred_count 0 -> 1"]
+    assert ecc_increases(a, b[:1]) == ["amd-smi: GPU 1 no longer reported"]
+
+
+def test_npusmi_health_not_ok_is_a_fault_line() -> None:
+    from harness.facts.parsers.health import npu_unhealthy
+
+    assert npu_unhealthy(read("npusmi_info_910b3_23.0.rc2.txt")) == []
+    # a real capture: two of its eight NPUs report Warning
+    assert npu_unhealthy(read("npusmi_info_atlas800_training_24.1.RC2.txt")) == [
+        "npu-smi: NPU 3 chip 0 (xxx) health Warning", "npu-smi: NPU 7 chip 0 (xxx) health Warning"]
+    assert npu_unhealthy(read("npusmi_info_910b3_alarm.txt")) == ["npu-smi: NPU 1 chip 0 (910B3) health Alarm"]
+    with pytest.raises(FactsParseError):
+        npu_unhealthy("+---+\n| nothing here |\n")

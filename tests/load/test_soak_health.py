@@ -79,3 +79,58 @@ def test_the_watchdog_counts_the_end_of_the_watched_process(tmp_path: Path) -> N
             proc.wait()
     events = [json.loads(x) for x in (tmp_path / "events.jsonl").read_text().splitlines()]
     assert [e["event"] for e in events] == ["restart"]
+
+
+def test_accelerator_tools_sampled_with_fake_amd_smi_and_npu_smi(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    state = tmp_path / "later"
+    tool(bin_dir, "dmesg", f"cat '{DATA / 'kernel_benign_dmesg.txt'}'\n")
+    # amd-smi is asked for exactly `metric --ecc --json`; anything else is an error
+    tool(bin_dir, "amd-smi", '[ "$*" = "metric --ecc --json" ] || { echo "bad args: $*" >&2; exit 2; }\n'
+         f"if [ -e '{state}' ]; then cat '{DATA / 'amdsmi_metric_ecc_gpu_data_uncorrectable.json'}'; "
+         f"else cat '{DATA / 'amdsmi_metric_ecc_gpu_data_amdsmi26.json'}'; fi\n")
+    tool(bin_dir, "npu-smi", '[ "$*" = "info" ] || exit 2\n'
+         f"if [ -e '{state}' ]; then cat '{DATA / 'npusmi_info_910b3_alarm.txt'}'; "
+         f"else cat '{DATA / 'npusmi_info_910b3_23.0.rc2.txt'}'; fi\n")
+    monkeypatch.setenv("KVGATE_NODE_TOOLS_PATH", str(bin_dir))
+    out = tmp_path / "soak"
+    out.mkdir()
+    cfg = SoakConfig(out=str(out), endpoint="http://127.0.0.1:9", model="m", trace="t", duration_s=1, window_s=1,
+                     accel_tools=["amd-smi", "npu-smi"])
+    sampler = HealthSampler(cfg, out, threading.Event())
+    sampler.sample_and_write()
+    sampler.sample_and_write()
+    measured, _ = soak_measured(out, duration_target_s=1, window_s=1, accel_tools=["amd-smi", "npu-smi"])
+    assert measured["soak"]["accelerator_errors"]["value"] == 0  # healthy: read twice, nothing grew
+    state.write_text("1")
+    sampler.sample_and_write()
+    samples = [json.loads(x) for x in (out / HEALTH).read_text().splitlines()]
+    assert set(samples[-1]["accel"]) == {"amd-smi", "npu-smi"}
+    measured, charts = soak_measured(out, duration_target_s=1, window_s=1, accel_tools=["amd-smi", "npu-smi"])
+    leaf = measured["soak"]["accelerator_errors"]
+    assert leaf["value"] == 3, leaf  # uncorrectable 0 -> 3, deferred 0 -> 1, NPU 1 Alarm
+    kinds = {f["kind"] for f in charts["faults"]}
+    assert kinds == {"accelerator (amd-smi)", "accelerator (npu-smi)"}
+
+
+def test_an_accelerator_tool_that_fails_makes_the_check_not_run_not_pass(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    tool(bin_dir, "dmesg", f"cat '{DATA / 'kernel_benign_dmesg.txt'}'\n")
+    tool(bin_dir, "amd-smi", "echo 'ERROR: amdgpu driver not loaded' >&2\nexit 1\n")
+    monkeypatch.setenv("KVGATE_NODE_TOOLS_PATH", str(bin_dir))
+    out = tmp_path / "soak"
+    out.mkdir()
+    cfg = SoakConfig(out=str(out), endpoint="x", model="m", trace="t", duration_s=1, window_s=1,
+                     accel_tools=["amd-smi"])
+    sampler = HealthSampler(cfg, out, threading.Event())
+    for _ in range(3):
+        sampler.sample_and_write()
+    measured, _ = soak_measured(out, duration_target_s=1, window_s=1, accel_tools=["amd-smi"])
+    leaf = measured["soak"]["accelerator_errors"]
+    assert leaf["value"] is None and "amd-smi answered 0 time(s)" in leaf["detail"], leaf
+    # without the tool asked for, the kernel log alone decides (as on a platform without one)
+    assert soak_measured(out, duration_target_s=1, window_s=1)[0]["soak"]["accelerator_errors"]["value"] == 0

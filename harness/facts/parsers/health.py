@@ -1,6 +1,8 @@
 """Node health during a soak: kernel log lines (``dmesg``, ``journalctl -k -o short-iso``),
-``nvme smart-log -o json`` (nvme-cli 1.x and 2.x shapes) and ``/proc/mdstat``. Pure functions of
-text; the node agent records the raw text and the G4 pipeline classifies it here.
+``nvme smart-log -o json`` (nvme-cli 1.x and 2.x shapes), ``/proc/mdstat`` and the accelerators'
+own fault counters (``amd-smi metric --ecc --json``: ECC error totals per GPU; ``npu-smi info``:
+each chip's Health column). Pure functions of text; the node agent records the raw text and the
+G4 pipeline classifies it here.
 
 Kernel lines are classified by kind: ``storage`` (NVMe timeouts, aborts, resets and controller
 failures, block-layer and buffer I/O errors, md member failures, filesystem errors on a block
@@ -16,7 +18,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from harness.facts.parsers.common import FactsParseError, load_json_after_noise
+from harness.facts.parsers.ascend import parse_npusmi_info
+from harness.facts.parsers.common import FactsParseError, is_na, load_json_after_noise
 
 _STORAGE = [
     r"\bnvme\d+: I/O .*\btimeout\b",
@@ -186,3 +189,76 @@ def parse_mdstat(text: str) -> list[MdArray]:
         if a:
             cur.action = a.group(1)
     return out
+
+
+# -- accelerator fault counters ----------------------------------------------------------------
+
+# ``amd-smi metric --ecc --json`` (amd-smi 24.x: a list of GPUs; 26.x: ``{"gpu_data": [...]}``),
+# per GPU ``"ecc": {"total_correctable_count", "total_uncorrectable_count", "total_deferred_count",
+# "cache_correctable_count", "cache_uncorrectable_count"}``; a counter the GPU does not support is
+# the string ``"N/A"``. Uncorrectable and deferred errors are faults (deferred: an uncorrectable
+# error whose handling the hardware postponed); correctable ones are recorded, not counted.
+ECC_FAULT_KEYS = ("total_uncorrectable_count", "total_deferred_count", "cache_uncorrectable_count")
+
+
+@dataclass(frozen=True)
+class GpuEcc:
+    gpu: int
+    correctable: Optional[int]
+    faults: dict[str, int]  # the ECC_FAULT_KEYS the GPU reports (N/A ones left out)
+
+
+def parse_amdsmi_ecc(text: str) -> list[GpuEcc]:
+    """Every GPU's ECC totals from ``amd-smi metric --ecc --json`` (both root shapes). A GPU that
+    reports no fault counter at all (every one N/A) is an error: it could never show a fault."""
+    doc = load_json_after_noise("amd-smi", text)
+    if isinstance(doc, dict):
+        if "gpu_data" not in doc:
+            raise FactsParseError("amd-smi", "expected a list of GPUs or an object with 'gpu_data'")
+        doc = doc["gpu_data"]
+    if not isinstance(doc, list):
+        raise FactsParseError("amd-smi", "expected a list of GPUs")
+    out: list[GpuEcc] = []
+    for i, gpu in enumerate(doc):
+        if not isinstance(gpu, dict):
+            raise FactsParseError("amd-smi", f"GPU entry {i} is not an object")
+        ecc = gpu.get("ecc")
+        if not isinstance(ecc, dict):
+            raise FactsParseError("amd-smi", f"GPU entry {i} has no 'ecc' object (was --ecc given?)")
+        idx = _int(gpu, "gpu")
+        faults = {k: v for k in ECC_FAULT_KEYS if not is_na(ecc.get(k)) and (v := _int(ecc, k)) is not None}
+        if not faults:
+            raise FactsParseError("amd-smi", f"GPU {idx if idx is not None else i}: every uncorrectable/deferred "
+                                  "ECC counter is N/A")
+        corr = None if is_na(ecc.get("total_correctable_count")) else _int(ecc, "total_correctable_count")
+        out.append(GpuEcc(gpu=idx if idx is not None else i, correctable=corr, faults=faults))
+    return out
+
+
+def ecc_increases(before: list[GpuEcc], after: list[GpuEcc]) -> list[str]:
+    """One line per GPU and counter that grew between two samples (a GPU that vanished is one too)."""
+    now = {g.gpu: g for g in after}
+    lines: list[str] = []
+    for g in before:
+        cur = now.get(g.gpu)
+        if cur is None:
+            lines.append(f"amd-smi: GPU {g.gpu} no longer reported")
+            continue
+        for key, old in g.faults.items():
+            new = cur.faults.get(key)
+            if new is not None and new > old:
+                lines.append(f"amd-smi: GPU {g.gpu} {key} {old} -> {new}")
+    return lines
+
+
+_NPU_OK = "ok"
+
+
+def npu_unhealthy(text: str) -> list[str]:
+    """One line per NPU chip whose ``npu-smi info`` Health is not ``OK`` (Warning, Alarm,
+    Critical...); an empty list when every chip is OK. No chip in the table is an error."""
+    devs = parse_npusmi_info(text)
+    if not devs:
+        raise FactsParseError("npu-smi", "no NPU in the 'npu-smi info' table")
+    return [f"npu-smi: NPU {d.card} chip {d.chip} ({d.model}) health {d.health}" for d in devs
+            if (d.health or "").strip().lower() != _NPU_OK]
