@@ -99,7 +99,9 @@ def status(campaign: str, *, reports: Optional[Path] = None, inventory: Optional
     elapsed = (float(done["ended_unix"]) if done else time.time()) - started
     measured, charts = soak_measured(local, duration_target_s=total, window_s=float(state["window_s"]),
                                      nvme=state.get("nvme") or [], md_arrays=state.get("md_arrays") or [],
-                                     engine_watched=bool(state.get("engine_watched")))
+                                     engine_watched=bool(state.get("engine_watched")),
+                                     warmup_s=float(state.get("warmup_s") or 0.0),
+                                     accel_tools=state.get("accel_tools") or [])
     failing: list[dict[str, Any]] = []
     gate_file = Path(gates or gates_dir() or "gates") / "G4.yaml"
     overrides: list[Any] = []

@@ -291,10 +291,20 @@ class SoakSpec(StrictModel):
 
     duration: Duration = Field(default=72 * 3600.0, description="Total soak time")
     window: Duration = Field(default=3600.0, description="Window for drift statistics")
+    warmup: Duration = Field(default=0.0, description="Time under load at the start that the drift checks and "
+                             "the trend leave out (caches and the KV tier filling up); its windows still count "
+                             "for duration, failures, restarts and errors")
     concurrency: PositiveInt = Field(default=16, description="Concurrency held during the soak")
     request_rate: Optional[float] = Field(default=None, gt=0, description="Open-loop rate instead")
     restart_engine: bool = Field(default=False, description="Restart the engine when it dies during the soak "
                                  "(every restart is counted: G4's no_restarts still fails)")
+
+    @model_validator(mode="after")
+    def _warmup_inside(self) -> SoakSpec:
+        if self.warmup >= self.duration:
+            raise ValueError(f"warmup ({self.warmup:g} s) must be shorter than duration ({self.duration:g} s): "
+                             "the drift checks need windows after it")
+        return self
 
 
 class CliffSpec(StrictModel):

@@ -32,12 +32,14 @@ from harness.config.inventory import Node, StorageTarget
 from harness.engines import EngineInstance, get_engine
 from harness.errors import InfraError, InputError, KvgateError
 from harness.load import RequestSpec
+from harness.load.soak import ACCEL_TOOLS
 from harness.pipelines.context import GateRun
 from harness.pipelines.loadpoint import point_workload
 from harness.pipelines.soakdata import soak_measured
 from harness.pipelines.soakrun import SoakHandle, pull, start_soak
 from harness.pipelines.sweep import _start_instances, _stop_instances
 from harness.pipelines.sweepdata import measurement
+from harness.platforms import get_platform
 from harness.probes.fio_run import run_fio_probe
 from harness.probes.measured import FIO_METRICS, fio_leaf
 from harness.progress import Progress
@@ -166,6 +168,11 @@ def _start(run: GateRun, target: Optional[StorageTarget], target_node: Optional[
             args += ["--restart-json", f"{base}/engine-restart.json"]
         elif soak.restart_engine:
             run.notes.append("soak.restart_engine needs the engine on the client node; it will not be restarted")
+        # The accelerators' own fault counters, where the client node's platform has the tool
+        # (the health sampler runs on the client node: on one-node setups that is the engine's).
+        accel = [t for t in get_platform(client.platform).accelerator_tools if t in ACCEL_TOOLS]
+        for tool in accel:
+            args += ["--accel-tool", tool]
         devices: list[str] = []
         arrays: list[str] = []
         if target is not None and target_node is not None and target_node.name == client.name:
@@ -179,9 +186,9 @@ def _start(run: GateRun, target: Optional[StorageTarget], target_node: Optional[
         _stop_instances(run, engine, instances, arm)
         raise
     state = {"handle": sh.to_json(), "base": base, "instance": inst.to_json(), "engine_watched": watched,
-             "nvme": devices,
+             "nvme": devices, "accel_tools": accel,
              "md_arrays": arrays, "started_unix": time.time(), "duration_s": float(soak.duration),
-             "window_s": window, "server": server.name, "client": client.name}
+             "window_s": window, "warmup_s": float(soak.warmup), "server": server.name, "client": client.name}
     run.gate_dir.mark_step_done("soak/start", state)
     return state
 
@@ -292,7 +299,8 @@ def _stop_relaunched(run: GateRun, state: dict[str, Any], ex: Any) -> None:
         if e.get("event") != "engine_relaunched" or e.get("start") is None:
             continue
         try:
-            res = ex.run([python, "-c", _KILL, str(int(e["pid"])), repr(float(e["start"]))], check=False, timeout=60)
+            res = ex.run([python, "-I", "-S", "-c", _KILL, str(int(e["pid"])), repr(float(e["start"]))],
+                         check=False, timeout=60)
             run.notes.append(f"relaunched engine pid {e['pid']}: {res.stdout.strip() or res.stderr.strip()}")
             log = str(e.get("log") or "")
             if log and "/" not in log:
@@ -351,7 +359,8 @@ def run_g4(run: GateRun, *, wait: bool = True,
     measured, charts = soak_measured(
         soak_dir(run), duration_target_s=float(state["duration_s"]), window_s=float(state["window_s"]),
         nvme=state.get("nvme") or [], md_arrays=state.get("md_arrays") or [], fio_before=before, fio_after=after,
-        engine_watched=bool(state.get("engine_watched")), engine_alive_at_end=fin.get("engine_alive_at_end"))
+        engine_watched=bool(state.get("engine_watched")), engine_alive_at_end=fin.get("engine_alive_at_end"),
+        warmup_s=float(state.get("warmup_s") or 0.0), accel_tools=state.get("accel_tools") or [])
     if not ended:
         measured["soak"]["duration"] = measurement(None, detail="the soak could not be followed to its end")
     if (soak_dir(run) / "done.json").exists() is False and ended:

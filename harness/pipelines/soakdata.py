@@ -7,8 +7,13 @@ Every figure is ``None`` (NOT_RUN, with the reason in ``detail``) when the data 
 missing: no window, no readable kernel log after the baseline sample, no SMART answer, no probe
 answers, no fio on either side. Nothing missing is ever counted as zero.
 
-Drift: the first and the last ``N`` full windows (``N`` = a third of the full windows, at least
-one), compared by their medians of per-window TTFT p50 (``last / first - 1``: positive = slower)
+Warm-up: the profile's ``soak.warmup`` (seconds of load from the first window's start) is left
+out of drift and trend: a window that started inside it is not compared (caches and the KV tier
+fill up then; a real soak has the same start-up). Its windows still count for the duration, the
+failed ratio, restarts and every error count.
+
+Drift: the first and the last ``N`` full windows after the warm-up (``N`` = a third of them, at
+least one), compared by their medians of per-window TTFT p50 (``last / first - 1``: positive = slower)
 and throughput (``1 - last / first``: positive = lower); the samples are the per-window figures,
 so the gate's bootstrap interval resamples windows. A window shorter than half the configured
 window (the soak's last, cut short) is left out of drift. The trend is a least-squares slope of
@@ -25,7 +30,15 @@ from pathlib import Path
 from typing import Any, Optional
 
 from harness.facts.parsers.common import FactsParseError
-from harness.facts.parsers.health import kernel_faults, parse_mdstat, parse_smart_log
+from harness.facts.parsers.health import (
+    GpuEcc,
+    ecc_increases,
+    kernel_faults,
+    npu_unhealthy,
+    parse_amdsmi_ecc,
+    parse_mdstat,
+    parse_smart_log,
+)
 from harness.gates.stats import percentile
 from harness.load.soak import DONE, EVENTS, HEALTH, WINDOWS_INDEX
 from harness.pipelines.soakrun import read_local_json, read_local_jsonl
@@ -38,17 +51,29 @@ def full_windows(windows: Sequence[dict[str, Any]], window_s: float) -> list[dic
     return [w for w in windows if float(w.get("length_s") or 0.0) >= 0.5 * window_s]
 
 
+def after_warmup(windows: Sequence[dict[str, Any]], warmup_s: float,
+                 start_unix: Optional[float] = None) -> list[dict[str, Any]]:
+    """The windows that started at or after ``start_unix + warmup_s`` (default start: the first
+    window's start). A small tolerance keeps a window that opens on the boundary itself."""
+    if warmup_s <= 0 or not windows:
+        return list(windows)
+    t0 = float(windows[0]["started_unix"]) if start_unix is None else start_unix
+    return [w for w in windows if float(w["started_unix"]) - t0 >= warmup_s - 0.05]
+
+
 def _drift_groups(values: list[Any]) -> tuple[list[Any], list[Any]]:
     n = max(1, len(values) // 3)
     return values[:n], values[-n:]
 
 
-def drift_leaf(windows: Sequence[dict[str, Any]], key: str, transform: str, what: str) -> dict[str, Any]:
-    """Drift of ``key`` between the first and the last third of ``windows`` (full windows, in
-    order). A window of either group without the figure (no request completed in it) makes the
-    drift NOT_RUN: leaving it out would compare other windows than the first and the last."""
+def drift_leaf(windows: Sequence[dict[str, Any]], key: str, transform: str, what: str,
+               warmup_note: str = "") -> dict[str, Any]:
+    """Drift of ``key`` between the first and the last third of ``windows`` (full windows after
+    the warm-up, in order). A window of either group without the figure (no request completed in
+    it) makes the drift NOT_RUN: leaving it out would compare other windows than the first and
+    the last."""
     if len(windows) < 2:
-        return _m(None, detail=f"{what}: {len(windows)} full window(s); at least 2 are needed")
+        return _m(None, detail=f"{what}: {len(windows)} full window(s){warmup_note}; at least 2 are needed")
     first_w, last_w = _drift_groups(list(windows))
     empty = [str(w.get("index")) for w in list(first_w) + list(last_w) if w.get(key) is None]
     if empty:
@@ -61,7 +86,8 @@ def drift_leaf(windows: Sequence[dict[str, Any]], key: str, transform: str, what
         return _m(None, detail=f"{what}: the first windows' median is zero")
     value = med_l / med_f - 1.0 if transform == "gain" else 1.0 - med_l / med_f
     text = f"{value * 100:+.1f}% (median of first {len(first)} windows {med_f:.4g}, last {len(last)} {med_l:.4g})"
-    return _m(value, text, detail=f"{what}: first {len(first)} vs last {len(last)} of {len(windows)} full windows",
+    return _m(value, text, detail=f"{what}: first {len(first)} vs last {len(last)} of {len(windows)} full "
+              f"windows{warmup_note}",
               evidence=[f"evidence/soak/{WINDOWS_INDEX}"],
               samples={"kind": "ratio", "a": last, "b": first, "stat": "median", "transform": transform})
 
@@ -114,6 +140,45 @@ def _kernel(health: Sequence[dict[str, Any]]) -> tuple[bool, dict[str, list[dict
         for f in kernel_faults(list(k.get("new") or [])):
             faults[f.kind].append({"t": s.get("t"), "line": f.line, "source": k.get("source")})
     return readable, faults
+
+
+def _accel(health: Sequence[dict[str, Any]], tools: Sequence[str]) -> tuple[dict[str, str], list[dict[str, Any]]]:
+    """(why each tool that was asked for cannot vouch for the soak, fault lines with their time)
+    from the accelerator tools' samples. A tool vouches when it answered at two samples or more
+    (the first is the baseline of amd-smi's counters). amd-smi: an uncorrectable or deferred ECC
+    total that grew between two answers. npu-smi: a chip whose Health is not OK, once per change
+    of the set of unhealthy chips (a chip unhealthy at the start counts: it is under load)."""
+    unreadable: dict[str, str] = {}
+    faults: list[dict[str, Any]] = []
+    for tool in tools:
+        answers = 0
+        problems: list[str] = []
+        prev_ecc: Optional[list[GpuEcc]] = None
+        prev_bad: Optional[list[str]] = None
+        for s in health:
+            v = (s.get("accel") or {}).get(tool)
+            if not isinstance(v, dict):
+                continue
+            if v.get("text") is None:
+                problems.append(str(v.get("error")))
+                continue
+            try:
+                if tool == "amd-smi":
+                    ecc = parse_amdsmi_ecc(str(v["text"]))
+                    lines = ecc_increases(prev_ecc, ecc) if prev_ecc is not None else []
+                    prev_ecc = ecc
+                else:
+                    bad = npu_unhealthy(str(v["text"]))
+                    lines = [ln for ln in bad if ln not in (prev_bad or [])]
+                    prev_bad = bad
+            except FactsParseError as exc:
+                problems.append(str(exc))
+                continue
+            answers += 1
+            faults += [{"t": s.get("t"), "line": ln, "source": tool} for ln in lines]
+        if answers < 2:
+            unreadable[tool] = f"{tool} answered {answers} time(s)" + (f" ({problems[0]})" if problems else "")
+    return unreadable, faults
 
 
 def _smart(health: Sequence[dict[str, Any]], devices: Sequence[str]) -> dict[str, Any]:
@@ -215,7 +280,9 @@ def _count_leaf(readable: bool, items: list[dict[str, Any]], what: str, extra: i
 def soak_measured(local: Path, *, duration_target_s: float, window_s: float, nvme: Sequence[str] = (),
                   md_arrays: Sequence[str] = (), fio_before: Optional[dict[str, Any]] = None,
                   fio_after: Optional[dict[str, Any]] = None, engine_watched: bool = True,
-                  engine_alive_at_end: Optional[bool] = None) -> tuple[dict[str, Any], dict[str, Any]]:
+                  engine_alive_at_end: Optional[bool] = None,
+                  warmup_s: float = 0.0,
+                  accel_tools: Sequence[str] = ()) -> tuple[dict[str, Any], dict[str, Any]]:
     """``(measured, charts)`` of a soak whose files are in ``local`` (see the module docstring)."""
     windows = read_local_jsonl(local / WINDOWS_INDEX)
     events = read_local_jsonl(local / EVENTS)
@@ -254,9 +321,14 @@ def soak_measured(local: Path, *, duration_target_s: float, window_s: float, nvm
                                      "checked" + ("" if engine_alive_at_end else " (gone)"))
     else:
         soak["engine_restarts"] = _m(None, detail="the engine process was not watched")
-    full = full_windows(windows, window_s)
-    soak["ttft_p50_drift"] = drift_leaf(full, "ttft_p50_ms", "gain", "TTFT p50")
-    soak["throughput_drift"] = drift_leaf(full, "throughput_tok_s", "reduction", "output throughput")
+    full = after_warmup(full_windows(windows, window_s), warmup_s,
+                        float(windows[0]["started_unix"]) if windows else None)
+    note = ""
+    if warmup_s > 0:
+        skipped = len(full_windows(windows, window_s)) - len(full)
+        note = f" after the {warmup_s:g} s warm-up ({skipped} window(s) left out)"
+    soak["ttft_p50_drift"] = drift_leaf(full, "ttft_p50_ms", "gain", "TTFT p50", note)
+    soak["throughput_drift"] = drift_leaf(full, "throughput_tok_s", "reduction", "output throughput", note)
     before = (fio_before or {}).get("value")
     after = (fio_after or {}).get("value")
     if isinstance(before, (int, float)) and isinstance(after, (int, float)) and before > 0:
@@ -276,11 +348,27 @@ def soak_measured(local: Path, *, duration_target_s: float, window_s: float, nvm
                                          extra=kv or 0, extra_what="KV chunk writes/reads failed in the engine "
                                          "(its counters)")
     soak["network_errors"] = _count_leaf(readable, kfaults["network"], "network (mlx5/RoCE link, NIC health)")
-    soak["accelerator_errors"] = _count_leaf(readable, kfaults["accelerator"], "accelerator (Xid, GPU reset, NPU)")
+    accel_unreadable, accel_faults = _accel(health, accel_tools)
+    kfaults["accelerator"] = sorted(kfaults["accelerator"] + accel_faults, key=lambda f: float(f.get("t") or 0.0))
+    if accel_unreadable and readable:
+        # the kernel log alone cannot vouch for accelerators whose own tool could not be read
+        items = kfaults["accelerator"]
+        why = "; ".join(accel_unreadable.values())
+        soak["accelerator_errors"] = (
+            _m(len(items), f"{len(items)} line(s) ({why})", detail=f"first: {items[0]['line']}",
+               evidence=[f"evidence/soak/{HEALTH}"]) if items
+            else _m(None, detail=f"accelerator fault counters not read: {why}"))
+    else:
+        soak["accelerator_errors"] = _count_leaf(readable, kfaults["accelerator"],
+                                                 "accelerator (Xid, GPU reset, NPU; "
+                                                 + (", ".join(accel_tools) + " counters" if accel_tools
+                                                    else "kernel log only") + ")")
     soak["media_errors_delta"] = _smart(health, nvme)
     soak["raid_degraded"], raid_bad = _raid(health, md_arrays)
     soak["probe_identical"] = _probes(local)
     charts = soak_charts(windows, events, kfaults, raid_bad, window_s, health)
+    charts["warmup_s"] = warmup_s
+    charts["drift_windows"] = [w.get("index") for w in full]
     charts["trend"] = {"ttft_p50_ms": trend(full, "ttft_p50_ms"), "throughput_tok_s": trend(full, "throughput_tok_s")}
     charts["fio"] = {"before": (fio_before or {}).get("value"), "after": (fio_after or {}).get("value")}
     return {"soak": soak}, charts
@@ -323,7 +411,9 @@ def soak_charts(windows: Sequence[dict[str, Any]], events: Sequence[dict[str, An
                            "what": str(e.get("detail") or ""), "evidence": f"evidence/soak/{EVENTS}"})
     for kind, items in kfaults.items():
         for f in items:
-            faults.append({"t_s": round(float(f.get("t") or t0) - t0, 3), "kind": f"kernel {kind}",
+            src = f.get("source")
+            faults.append({"t_s": round(float(f.get("t") or t0) - t0, 3),
+                           "kind": f"{kind} ({src})" if src in ("amd-smi", "npu-smi") else f"kernel {kind}",
                            "what": f["line"], "evidence": f"evidence/soak/{HEALTH}"})
     for b in raid_bad:
         faults.append({"t_s": round(float(b.get("t") or t0) - t0, 3), "kind": "raid",

@@ -210,3 +210,45 @@ def test_smart_and_raid_apply_only_when_the_inventory_names_drives_or_raid() -> 
                                       "raid_members": ["nvme0n1", "nvme1n1"]}), profile)
     assert "soak.media_errors_delta" not in array and "soak.raid_degraded" not in array
     assert "soak.storage_errors" not in plain and "soak.probe_identical" not in plain
+
+
+def test_a_declared_warm_up_is_left_out_of_drift_so_a_slow_start_cannot_hide_a_slowdown(tmp_path: Path) -> None:
+    # 5 slow warm-up windows (the tier filling up), then steady, then 25% slower from window 17 on.
+    # Counting the warm-up, the first third is mostly the slow start: the slowdown looks like a
+    # speed-up and does not FAIL. With the warm-up declared (20 s = 5 windows of 4 s) it FAILs.
+    def ttft(i: int) -> float:
+        return 200.0 if i < 5 else (100.0 if i >= 16 else 80.0) + (i % 2)
+
+    def tput(i: int) -> float:
+        return 100.0 if i < 5 else (170.0 if i >= 16 else 240.0) - (i % 2)
+
+    d = write_soak(tmp_path / "s", n=24, ttft=ttft, tput=tput)
+    assert verdicts(d)["ttft_drift"] != "FAIL"  # the wrong answer a warm-up in the windows gives
+    v = verdicts(d, warmup_s=20.0)
+    assert v["ttft_drift"] == "FAIL" and v["throughput_drift"] == "FAIL", v
+    measured, charts = soak_measured(d, duration_target_s=96.0, window_s=4.0, warmup_s=20.0)
+    assert "after the 20 s warm-up (5 window(s) left out)" in measured["soak"]["ttft_p50_drift"]["detail"]
+    assert charts["drift_windows"] == list(range(6, 25)) and charts["warmup_s"] == 20.0
+    assert measured["soak"]["duration"]["value"] == 96.0  # the warm-up is time under load
+
+
+def test_a_failure_in_the_warm_up_still_counts_and_a_warm_up_leaving_too_few_windows_is_not_a_pass(
+        tmp_path: Path) -> None:
+    d = write_soak(tmp_path / "s", n=15, failed=30)
+    rows = [json.loads(x) for x in (d / "windows.jsonl").read_text().splitlines()]
+    for r in rows:  # move the failures into the first window (inside the warm-up)
+        r["failed"], r["failures"] = (30, {"connect": 30}) if r["index"] == 1 else (0, {})
+    jsonl(d / "windows.jsonl", rows)
+    assert verdicts(d, warmup_s=12.0)["failed_requests"] == "FAIL"
+    v = verdicts(write_soak(tmp_path / "t"), warmup_s=56.0)  # one window left after it
+    assert v["ttft_drift"] == v["throughput_drift"] == "NOT_RUN"
+
+
+def test_the_profile_refuses_a_warm_up_as_long_as_the_soak() -> None:
+    from pydantic import ValidationError
+
+    from harness.config.profile import SoakSpec
+
+    assert SoakSpec.model_validate({"duration": "60s", "window": "2s", "warmup": "12s"}).warmup == 12.0
+    with pytest.raises(ValidationError, match="warmup"):
+        SoakSpec.model_validate({"duration": "60s", "window": "2s", "warmup": "60s"})
