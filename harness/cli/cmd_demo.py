@@ -41,5 +41,6 @@ def run(args: argparse.Namespace) -> int:
         print(f"{o.gate}: {o.verdict.value}")
     if res.campaign_dir is not None:
         print(f"campaign report: {res.campaign_dir / 'report.html'}")
-    print(f"demo finished in {res.seconds:.0f} s, exit {int(res.exit_code)}")
+    split = ", ".join(f"{g} {s:.0f} s" for g, s in res.gate_seconds.items())
+    print(f"demo finished in {res.seconds:.0f} s ({split}), exit {int(res.exit_code)}")
     return int(res.exit_code)

@@ -80,7 +80,7 @@ def http_call(
             raise EngineUnreachable(f"{method} {url}: {answer['error']}", node=node)
         return int(answer["status"]), base64.b64decode(answer["body"])
     res = executor.run(
-        [python, "-c", HTTP_PROBE, url, method, str(timeout)],
+        [python, "-I", "-S", "-c", HTTP_PROBE, url, method, str(timeout)],  # stdlib only: no site start-up
         stdin=body if method == "POST" else None,
         timeout=timeout + 30.0,
         check=False,
@@ -124,7 +124,8 @@ def sidecar_request(instance: EngineInstance, path: str, *, port_kind: str = "ht
 
 
 def port_free(executor: Executor, host: str, port: int, *, python: str = "python3") -> bool:
-    res = executor.run([python, "-c", PORT_CHECK, host or "0.0.0.0", str(port)], timeout=30.0, check=False)
+    res = executor.run([python, "-I", "-S", "-c", PORT_CHECK, host or "0.0.0.0", str(port)], timeout=30.0,
+                       check=False)
     return res.stdout.strip() == "free"
 
 

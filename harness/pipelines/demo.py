@@ -7,7 +7,7 @@ from __future__ import annotations
 import posixpath
 import socket
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional
 
@@ -27,6 +27,7 @@ class DemoResult:
     exit_code: ExitCode
     campaign_dir: Optional[Path]
     seconds: float
+    gate_seconds: dict[str, float] = field(default_factory=dict)  # wall time per gate run
 
 
 def prepare_local_targets(inventory_path: Path) -> None:
@@ -87,9 +88,12 @@ def run_demo(campaign: str, *, inventory: Optional[Path] = None, profile: Option
     gates = ("G1", "G2", "G3", "G4")
     if until not in gates:
         raise ValueError(f"until must be one of {', '.join(gates)}, not {until!r}")
+    gate_seconds: dict[str, float] = {}
     for gate in gates[:gates.index(until) + 1]:
+        tg = time.monotonic()
         outcome = run_gate(gate, inventory_path=inventory, profile_path=profile, campaign=campaign,
                            reports_root=reports_root, gates_path=root / "gates", progress=progress)
+        gate_seconds[gate] = time.monotonic() - tg
         if on_gate is not None:
             on_gate(outcome)
         outcomes.append(outcome)
@@ -97,4 +101,4 @@ def run_demo(campaign: str, *, inventory: Optional[Path] = None, profile: Option
         if code != ExitCode.OK:
             break
     campaign_dir = outcomes[-1].gate_dir.parent if outcomes else None
-    return DemoResult(outcomes, code, campaign_dir, time.monotonic() - t0)
+    return DemoResult(outcomes, code, campaign_dir, time.monotonic() - t0, gate_seconds)

@@ -155,7 +155,9 @@ def _start(run: GateRun, target: Optional[StorageTarget], target_node: Optional[
                 "--duration", repr(float(soak.duration)), "--window", repr(window),
                 "--concurrency", str(soak.concurrency), "--timeout", repr(float(profile.load.request_timeout)),
                 "--health-url", inst.endpoint_url + "/health",
-                "--watchdog", repr(min(5.0, max(0.5, window / 4))), "--sample", repr(min(60.0, max(1.0, window / 2)))]
+                # the node health sample spawns several tools: every few seconds at most, even for
+                # a compressed soak's short windows (its own load must not disturb the soak)
+                "--watchdog", repr(min(5.0, max(0.5, window / 4))), "--sample", repr(min(60.0, max(5.0, window / 2)))]
         if soak.request_rate:
             args += ["--request-rate", repr(float(soak.request_rate))]
         if profile.engine.api_key_env:
@@ -352,8 +354,9 @@ def run_g4(run: GateRun, *, wait: bool = True,
         raise SoakDetached(f"the soak of campaign {run.campaign.name!r} runs on {state['client']} "
                            f"(about {max(0.0, remaining):.0f} s left)", campaign=run.campaign.name,
                            remaining_s=remaining)
-    # A few looks per window: often enough for a status line per window, not an SSH storm in 72 h.
-    ended = follow(run, state, poll_s=min(10.0, max(0.5, float(state["window_s"]) / 4)), on_window=on_window)
+    # A few looks per window, but not more than one every 2 s: each look runs several commands on
+    # the node, and on a compressed soak's short windows they would compete with the load itself.
+    ended = follow(run, state, poll_s=min(10.0, max(2.0, float(state["window_s"]) / 4)), on_window=on_window)
     fin = _finish(run, state) if ended else {"engine_alive_at_end": None}
     after = _fio(run, node, target, "after") if node and target and ended else None
     measured, charts = soak_measured(

@@ -1,0 +1,46 @@
+"""A real slowdown in the second half of a soak (the agent's soak mode against a real HTTP server
+on 127.0.0.1 whose time to first token doubles halfway) makes G4's ``ttft_drift`` and
+``throughput_drift`` FAIL, also with a declared warm-up. The compressed soak runs a few seconds."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from pathlib import Path
+
+from harness.config.loader import load_gate
+from harness.config.profile import ThresholdOverride
+from harness.gates.evaluate import evaluate_gate
+from harness.load.soak import SoakConfig, run_soak_async
+from harness.pipelines.soakdata import soak_measured
+from tests.load.sse_server import Received, ScriptedServer, stream
+
+ROOT = Path(__file__).resolve().parents[2]
+DURATION, WINDOW, WARMUP = 9.0, 0.25, 1.0
+
+
+def test_a_slowdown_in_the_second_half_fails_the_drift_checks(tmp_path: Path) -> None:
+    trace = tmp_path / "trace.jsonl"
+    trace.write_text("".join(json.dumps({"request_id": f"r{i}", "prompt": f"p {i}", "output_len": 2}) + "\n"
+                             for i in range(8)))
+    t0 = [0.0]
+
+    def script(_r: Received) -> list[object]:
+        slow = time.monotonic() - t0[0] > (WARMUP + DURATION) / 2
+        return [("sleep", 0.06 if slow else 0.03), *stream(["a ", "b"])]
+
+    with ScriptedServer() as server:
+        server.script = script  # type: ignore[assignment]
+        cfg = SoakConfig(out=str(tmp_path / "soak"), endpoint=server.url, model="m", trace=str(trace),
+                         duration_s=DURATION, window_s=WINDOW, concurrency=2, timeout_s=10.0, sample_s=60.0)
+        t0[0] = time.monotonic()
+        asyncio.run(run_soak_async(cfg))
+    measured, _ = soak_measured(tmp_path / "soak", duration_target_s=DURATION, window_s=WINDOW, warmup_s=WARMUP)
+    spec = load_gate(ROOT / "gates" / "G4.yaml")
+    dur = ThresholdOverride(gate="G4", check="duration", threshold=f"{DURATION:g}s", reason="compressed soak test")
+    v = {c.id: c for c in evaluate_gate(spec, measured, overrides=[dur])}
+    assert measured["soak"]["ttft_p50_drift"]["value"] > 0.5, measured["soak"]["ttft_p50_drift"]
+    assert v["ttft_drift"].verdict.value == "FAIL", v["ttft_drift"]
+    assert v["throughput_drift"].verdict.value == "FAIL", v["throughput_drift"]
+    assert v["failed_requests"].verdict.value == "PASS"
