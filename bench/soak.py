@@ -6,7 +6,10 @@ a child process so its peak RSS is its own (the generator's memory is not counte
 made by the load client's own ``make_record`` (64 output tokens: 63 inter-token latencies each),
 one window file generated and copied to every window (the summariser reads every one).
 
-    .venv/bin/python bench/soak.py [--records 2000000] [--windows 72] [--workers 2]
+    .venv/bin/python bench/soak.py [--records 2000000] [--windows 72] [--workers 2] [--profile]
+
+``--profile`` runs the summary in one process under cProfile and prints where the time goes
+(the run is slower under the profiler: its time is not the figure to compare with the target).
 """
 
 from __future__ import annotations
@@ -64,7 +67,21 @@ def generate(d: Path, records: int, windows: int, window_s: float) -> None:
     (d / "plan.json").write_text(json.dumps(rows))
 
 
-def child(d: Path, workers: int, window_s: float) -> None:
+def profile_child(d: Path, window_s: float) -> None:
+    import cProfile
+    import io
+    import pstats
+
+    prof = cProfile.Profile()
+    prof.enable()
+    child(d, 1, window_s, quiet=True)
+    prof.disable()
+    out = io.StringIO()
+    pstats.Stats(prof, stream=out).sort_stats("tottime").print_stats(12)
+    print(out.getvalue())
+
+
+def child(d: Path, workers: int, window_s: float, quiet: bool = False) -> None:
     from harness.config.loader import load_gate
     from harness.gates.evaluate import evaluate_gate
     from harness.load.soakwindow import summarise_files
@@ -82,6 +99,8 @@ def child(d: Path, workers: int, window_s: float) -> None:
                                 fio_before={"value": 2e9}, fio_after={"value": 1.9e9})
     checks = evaluate_gate(load_gate(ROOT / "gates" / "G4.yaml"), measured)
     t2 = time.perf_counter()
+    if quiet:
+        return
     me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     self_kb, kids_kb = me.ru_maxrss, kids.ru_maxrss
     cpu_s = me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
@@ -98,11 +117,16 @@ def main() -> int:
     p.add_argument("--records", type=int, default=2_000_000)
     p.add_argument("--windows", type=int, default=72)
     p.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1))
+    p.add_argument("--profile", action="store_true", help="where the summary's time goes (cProfile, one process)")
     p.add_argument("--child", type=Path, help=argparse.SUPPRESS)
+    p.add_argument("--profile-child", type=Path, help=argparse.SUPPRESS)
     a = p.parse_args()
     window_s = 3600.0
     if a.child:
         child(a.child, a.workers, window_s)
+        return 0
+    if a.profile_child:
+        profile_child(a.profile_child, window_s)
         return 0
     with tempfile.TemporaryDirectory(prefix="kvgate-bench-soak-") as tmp:
         d = Path(tmp)
@@ -117,6 +141,10 @@ def main() -> int:
             print(out.stderr, file=sys.stderr)
             return 1
         r = json.loads(out.stdout)
+        if a.profile:
+            prof = subprocess.run([sys.executable, __file__, "--profile-child", str(d)],  # noqa: S603
+                                  capture_output=True, text=True, check=False)
+            print(prof.stdout or prof.stderr)
     ok_time, ok_rss = r["total_s"] <= 20.0, r["peak_rss_mib"] <= 1024.0
     print(f"summarised {r['records']:,} records into {r['windows']} windows with {a.workers} worker(s): "
           f"{r['summarise_s']:.1f} s; measured results and checks {r['checks_s']:.2f} s; total {r['total_s']:.1f} s "

@@ -64,3 +64,16 @@ def test_summaries_from_files_equal_the_in_memory_ones(tmp_path: Path) -> None:
     w = direct[2]
     assert (w["requests"], w["ok"], w["failed"], w["cancelled"], w["failures"]) == (4, 2, 1, 1, {"http": 1})
     assert w["output_tokens"] == 5 and w["throughput_tok_s"] == 5 / 100.0
+
+
+def test_the_fast_reader_takes_every_make_record_layout_open_loop_and_text_included() -> None:
+    # an open-loop record (scheduled_ns set), a timeout without HTTP status, a kept text: all read
+    # by the fast path (a silent fall-back to json would keep the figures but lose the speed)
+    res = RequestResult("e", "ok", 5, 9, ttft_ms=4.0, tpot_ms=1.5, itl_ms=[1.0, 2.0], input_tokens=3,
+                        output_tokens=3, text='he said "hi"\n')
+    spec = RequestSpec("e", "p", 3, 3, meta={"workload": "trace"})
+    for rec in (make_record(res, spec, phase="soak", queue_ms=0.0, scheduled_ns=123456789),
+                make_record(RequestResult("f", "timeout", 1, 2, error_kind="timeout", error="read timed out"),
+                            spec, phase="soak", queue_ms=2.5, scheduled_ns=7)):
+        raw = (json.dumps(rec, separators=(",", ":")) + "\n").encode()
+        assert fast_fields(raw) == {k: rec[k] for k in KEYS}
