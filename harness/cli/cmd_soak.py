@@ -121,6 +121,7 @@ def status(campaign: str, *, reports: Optional[Path] = None, inventory: Optional
         "campaign": campaign, "node": sh.node, "running": running, "ended": done,
         "elapsed_s": round(elapsed, 1), "duration_s": total, "remaining_s": round(max(0.0, total - elapsed), 1),
         "eta_unix": round(started + total, 1), "windows": len(windows),
+        "warmup_s": float(state.get("warmup_s") or 0.0),
         "last_windows": windows[-3:], "failing": failing, "faults": charts["faults"][-10:], "notes": notes,
     }
 
@@ -144,6 +145,8 @@ def run(args: argparse.Namespace) -> int:
     print(f"G4 soak of {st['campaign']} on {st['node']}: {state}")
     print(f"  elapsed {_fmt_s(st['elapsed_s'])} of {_fmt_s(st['duration_s'])}, remaining "
           f"{_fmt_s(st['remaining_s'])} (ETA {eta}), {st['windows']} windows closed")
+    if st["warmup_s"]:
+        print(f"  warm-up: the first {_fmt_s(st['warmup_s'])} of load, left out of the drift checks")
     for w in st["last_windows"]:
         p50, p99 = w.get("ttft_p50_ms"), w.get("ttft_p99_ms")
         print(f"  window {w.get('index')}: {w.get('ok')} ok, {w.get('failed')} failed, TTFT p50 "
