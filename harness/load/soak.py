@@ -88,6 +88,11 @@ class SoakConfig:
     engine_pid: Optional[int] = None
     engine_start: Optional[float] = None
     health_url: Optional[str] = None
+    # Further engine instances of the same soak (instance 1, 2, ...): requests go round-robin to
+    # ``endpoint`` and these; each one's process and /health are watched like instance 0's.
+    extra_endpoints: list[str] = field(default_factory=list)
+    extra_health_urls: list[str] = field(default_factory=list)
+    extra_engines: list[list[float]] = field(default_factory=list)  # [pid, start time] per instance
     watchdog_s: float = 5.0
     sample_s: float = 60.0
     target_path: Optional[str] = None
@@ -210,6 +215,21 @@ def scrape_counters(url: str, names: Sequence[str] = COUNTERS, timeout: float = 
     return out
 
 
+def scrape_all(urls: Sequence[str]) -> Optional[dict[str, float]]:
+    """The counters of every instance summed; None when there is no URL or one did not answer
+    (a partial sum would look like counters going backwards)."""
+    if not urls:
+        return None
+    total: dict[str, float] = {}
+    for url in urls:
+        got = scrape_counters(url)
+        if got is None:
+            return None
+        for k, v in got.items():
+            total[k] = total.get(k, 0.0) + v
+    return total
+
+
 class Watchdog(threading.Thread):
     """Every ``watchdog_s``: ``/health`` and the engine process identity; events on every change."""
 
@@ -219,42 +239,61 @@ class Watchdog(threading.Thread):
         self.out = out
         self.stop = stop
         self.restarts = 0
-        self.healthy: Optional[bool] = None
-        self.engine_alive = cfg.engine_pid is not None
-        # The process kvgate started is the detached wrapper; the engine is its child. Both are
-        # watched by pid and start time (a reused pid is another process).
-        self.watched: list[tuple[int, Optional[float]]] = []
         self.relaunched: list[subprocess.Popen[bytes]] = []
+        # Per engine instance: the process kvgate started is the detached wrapper and the engine
+        # is its child. Both are watched by pid and start time (a reused pid is another process).
+        self.groups: list[list[tuple[int, Optional[float]]]] = []
+        self.alive: list[bool] = []
+        engines: list[tuple[int, Optional[float]]] = []
         if cfg.engine_pid is not None:
-            self.watched.append((cfg.engine_pid, cfg.engine_start))
-            for child in child_pids(cfg.engine_pid)[:1]:
-                self.watched.append((child, process_start_time(child)))
+            engines.append((cfg.engine_pid, cfg.engine_start))
+            engines += [(int(p), float(t)) for p, t in cfg.extra_engines]
+        for pid, start in engines:
+            self.groups.append([(pid, start)] + [(c, process_start_time(c)) for c in child_pids(pid)[:1]])
+            self.alive.append(True)
+        self.health_urls = [u for u in [cfg.health_url, *cfg.extra_health_urls] if u]
+        self.healthy: list[Optional[bool]] = [None] * len(self.health_urls)
+
+    @property
+    def watched(self) -> list[tuple[int, Optional[float]]]:
+        """Every watched process, all instances (what ``soak_start`` records)."""
+        return [w for g in self.groups for w in g]
 
     def event(self, kind: str, **data: Any) -> None:
         _append_line(self.out / EVENTS, {"t": round(time.time(), 3), "event": kind, **data})
 
     def check_once(self) -> None:
         cfg = self.cfg
-        if self.watched and self.engine_alive:
-            for pid, start in self.watched:
+        many = len(self.groups) > 1
+        for i, group in enumerate(self.groups):
+            if not self.alive[i]:
+                continue
+            for pid, start in group:
                 st = process_start_time(pid)
                 if st is None or (start is not None and abs(st - start) >= 2.0):
                     # The engine (or its wrapper) is gone, or its pid was reused: a crash or a
                     # restart, counted either way.
-                    self.engine_alive = False
+                    self.alive[i] = False
                     self.restarts += 1
-                    self.event("restart", pid=pid, detail="engine process gone" if st is None
-                               else "pid reused by another process", restarts=self.restarts)
-                    if cfg.restart_argv:
+                    what = "engine process gone" if st is None else "pid reused by another process"
+                    self.event("restart", pid=pid, instance=i, restarts=self.restarts,
+                               detail=f"instance {i}: {what}" if many else what)
+                    if cfg.restart_argv and i == 0:  # the relaunch command is instance 0's
                         self.relaunch()
                     break
-        if cfg.health_url:
-            ok, detail = http_ok(cfg.health_url)
-            if ok != self.healthy:
-                self.event("health_ok" if ok else "health_bad", detail=detail)
-                if ok and self.healthy is False and cfg.engine_pid is not None and not self.engine_alive:
-                    self.event("engine_back", detail="answers /health again after its process ended")
-                self.healthy = ok
+        for i, url in enumerate(self.health_urls):
+            ok, detail = http_ok(url)
+            if ok != self.healthy[i]:
+                self.event("health_ok" if ok else "health_bad", instance=i,
+                           detail=f"instance {i}: {detail}" if many else detail)
+                if ok and self.healthy[i] is False and i < len(self.alive) and not self.alive[i]:
+                    self.event("engine_back", instance=i, detail="answers /health again after its process ended")
+                self.healthy[i] = ok
+
+    @property
+    def engine_alive(self) -> bool:
+        """Every watched instance still runs the process it started with (or was relaunched in)."""
+        return bool(self.alive) and all(self.alive)
 
     def relaunch(self) -> None:
         """Start the engine again (the profile allows it), in its own session, its output next to
@@ -270,8 +309,8 @@ class Watchdog(threading.Thread):
             return
         self.relaunched.append(proc)
         start = process_start_time(proc.pid)
-        self.watched = [(proc.pid, start)]
-        self.engine_alive = True
+        self.groups[0] = [(proc.pid, start)]
+        self.alive[0] = True
         self.event("engine_relaunched", pid=proc.pid, start=start, log=f"engine-restart-{n}.err")
 
     def run(self) -> None:
@@ -384,13 +423,13 @@ class HealthSampler(threading.Thread):
 class Windows:
     """The open window's record file and accumulator; ``roll`` closes it and opens the next."""
 
-    def __init__(self, out: Path, t0_unix: float, window_s: float, metrics_url: Optional[str]) -> None:
+    def __init__(self, out: Path, t0_unix: float, window_s: float, metrics_urls: Sequence[str]) -> None:
         self.out = out
         self.dir = out / WINDOWS_DIR
         self.dir.mkdir(parents=True, exist_ok=True)
         self.t0 = t0_unix
         self.window_s = window_s
-        self.metrics_url = metrics_url
+        self.metrics_urls = list(metrics_urls)
         self.index = 0
         self.writer: Optional[RecordWriter] = None
         self.acc: Optional[WindowAccumulator] = None
@@ -431,7 +470,7 @@ class Windows:
             writer.close()
         except OSError:
             self.write_errors += 1
-        counters = scrape_counters(self.metrics_url) if self.metrics_url else None
+        counters = scrape_all(self.metrics_urls)
         summary = acc.summary(ended, counters=counters, restarts_so_far=watchdog.restarts if watchdog else None,
                               record_write_errors=self.write_errors, last=last)
         self.write_errors = 0
@@ -500,24 +539,30 @@ async def run_soak_async(cfg: SoakConfig) -> dict[str, Any]:
         await _probe_set(cfg, out / "probe-start.json")
     except (OSError, ValueError) as exc:
         watchdog.event("probe_error", phase="start", detail=str(exc))
-    metrics_url = cfg.health_url.rsplit("/", 1)[0] + "/metrics" if cfg.health_url else None
-    windows = Windows(out, started, cfg.window_s, metrics_url)
+    metrics_urls = [u.rsplit("/", 1)[0] + "/metrics" for u in [cfg.health_url, *cfg.extra_health_urls] if u]
+    windows = Windows(out, started, cfg.window_s, metrics_urls)
     opts = ClientOptions(model=cfg.model, api=cfg.api, timeout_s=cfg.timeout_s,
                          api_key=load_api_key(cfg.api_key_env) if cfg.api_key_env else None)
-    client = StreamClient(cfg.endpoint, opts, max_connections=cfg.concurrency)
+    endpoints = [cfg.endpoint, *cfg.extra_endpoints]
+    clients = [StreamClient(e, opts, max_connections=cfg.concurrency) for e in endpoints]
     t0 = perf_counter_ns()
     deadline = t0 + int(cfg.duration_s * 1e9)
     inflight: set[asyncio.Task[Any]] = set()
     counter = [0]
+    route: dict[str, int] = {}  # request id -> engine instance (round-robin)
 
     def next_spec() -> RequestSpec:
         k = counter[0]
         counter[0] += 1
         base = specs[k % len(specs)]
-        return base.with_id(f"{base.request_id}-s{k}")
+        spec = base.with_id(f"{base.request_id}-s{k}")
+        route[spec.request_id] = k % len(clients)
+        return spec
 
     async def one(spec: RequestSpec, due: Optional[int]) -> bool:
         t_ready = perf_counter_ns()
+        inst = route.pop(spec.request_id, 0)
+        client = clients[inst]
         task = asyncio.ensure_future(client.request(spec))
         inflight.add(task)
         try:
@@ -530,8 +575,10 @@ async def run_soak_async(cfg: SoakConfig) -> dict[str, Any]:
         finally:
             inflight.discard(task)
         ref = due if due is not None else t_ready
-        windows.write(make_record(res, spec, phase="soak", queue_ms=max(0.0, (res.start_ns - ref) / 1e6),
-                                  scheduled_ns=due))
+        rec = make_record(res, spec, phase="soak", queue_ms=max(0.0, (res.start_ns - ref) / 1e6), scheduled_ns=due)
+        if len(clients) > 1:
+            rec["instance"] = inst
+        windows.write(rec)
         return res.status in ("ok", "cancelled")
 
     async def closed_worker() -> None:
@@ -613,7 +660,8 @@ async def run_soak_async(cfg: SoakConfig) -> dict[str, Any]:
         await roll_task
     finally:
         stop_watch.cancel()
-        await client.aclose()
+        for c in clients:
+            await c.aclose()
     final = windows.swap(last=True)
     last = await loop.run_in_executor(None, lambda: windows.finish(final, watchdog, last=True))
     try:
@@ -636,7 +684,8 @@ async def run_soak_async(cfg: SoakConfig) -> dict[str, Any]:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     p = argparse.ArgumentParser(prog="kvgate-agent.pyz soak", description="Run a detached soak (see the module doc).")
     p.add_argument("--out", required=True)
-    p.add_argument("--endpoint", required=True)
+    p.add_argument("--endpoint", required=True, action="append",
+                   help="the engine's URL; repeated for each further instance (requests go round-robin)")
     p.add_argument("--model", required=True)
     p.add_argument("--trace", required=True, help="JSONL requests, cycled")
     p.add_argument("--duration", type=float, required=True, help="seconds")
@@ -646,9 +695,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--api", default="completions", choices=["completions", "chat"])
     p.add_argument("--timeout", type=float, default=600.0)
     p.add_argument("--api-key-env", default=None)
-    p.add_argument("--engine-pid", type=int, default=None)
-    p.add_argument("--engine-start", type=float, default=None)
-    p.add_argument("--health-url", default=None)
+    p.add_argument("--engine-pid", type=int, action="append", default=[], help="repeated: one per instance")
+    p.add_argument("--engine-start", type=float, action="append", default=[], help="repeated: one per instance")
+    p.add_argument("--health-url", action="append", default=[], help="repeated: one per instance")
     p.add_argument("--watchdog", type=float, default=5.0, help="seconds between /health checks")
     p.add_argument("--sample", type=float, default=60.0, help="seconds between node health samples")
     p.add_argument("--target-path", default=None)
@@ -663,10 +712,19 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if a.duration <= 0 or a.window <= 0 or a.concurrency < 1:
         print("kvgate-agent soak: --duration and --window must be > 0, --concurrency >= 1", flush=True)
         return 2
-    cfg = SoakConfig(out=a.out, endpoint=a.endpoint, model=a.model, trace=a.trace, duration_s=a.duration,
+    if len(a.engine_pid) != len(a.engine_start) or len(a.engine_pid) > len(a.endpoint) \
+            or len(a.health_url) > len(a.endpoint):
+        print("kvgate-agent soak: one --engine-pid with one --engine-start, and at most one --health-url, "
+              "per --endpoint", flush=True)
+        return 2
+    cfg = SoakConfig(out=a.out, endpoint=a.endpoint[0], model=a.model, trace=a.trace, duration_s=a.duration,
                      window_s=a.window, concurrency=a.concurrency, request_rate=a.request_rate, api=a.api,
-                     timeout_s=a.timeout, api_key_env=a.api_key_env, engine_pid=a.engine_pid,
-                     engine_start=a.engine_start, health_url=a.health_url, watchdog_s=a.watchdog,
+                     timeout_s=a.timeout, api_key_env=a.api_key_env,
+                     engine_pid=a.engine_pid[0] if a.engine_pid else None,
+                     engine_start=a.engine_start[0] if a.engine_start else None,
+                     health_url=a.health_url[0] if a.health_url else None, watchdog_s=a.watchdog,
+                     extra_endpoints=list(a.endpoint[1:]), extra_health_urls=list(a.health_url[1:]),
+                     extra_engines=[[float(p), t] for p, t in zip(a.engine_pid[1:], a.engine_start[1:])],
                      sample_s=a.sample, target_path=a.target_path, nvme=list(a.nvme),
                      accel_tools=list(a.accel_tool), probe_trace=a.probe_trace,
                      probe_tokens=a.probe_tokens)

@@ -135,8 +135,8 @@ def _start(run: GateRun, target: Optional[StorageTarget], target_node: Optional[
     try:
         inst = instances[0]
         if len(instances) > 1:
-            run.notes.append(f"the soak drives instance 0 of {len(instances)}; the others were stopped")
-            _stop_instances(run, engine, instances[1:], arm)
+            run.notes.append(f"the soak drives all {len(instances)} engine instances, requests round-robin; the "
+                             "drift and error checks are over their pooled windows; the probe set goes to instance 0")
         ex = run.executor(client.name)
         workdir = str(run.inventory.setting(client, "workdir"))
         python = str(run.inventory.setting(client, "python"))
@@ -150,11 +150,10 @@ def _start(run: GateRun, target: Optional[StorageTarget], target_node: Optional[
         soak = profile.soak
         window = float(soak.window)
         watched = client.name == server.name
-        args = ["--endpoint", inst.endpoint_url, "--model", inst.plan.served_model_name, "--api", profile.load.api,
+        args = ["--model", inst.plan.served_model_name, "--api", profile.load.api,
                 "--trace", f"{base}/requests.jsonl", "--probe-trace", f"{base}/probes.jsonl",
                 "--duration", repr(float(soak.duration)), "--window", repr(window),
                 "--concurrency", str(soak.concurrency), "--timeout", repr(float(profile.load.request_timeout)),
-                "--health-url", inst.endpoint_url + "/health",
                 # the node health sample spawns several tools: every few seconds at most, even for
                 # a compressed soak's short windows (its own load must not disturb the soak)
                 "--watchdog", repr(min(5.0, max(0.5, window / 4))), "--sample", repr(min(60.0, max(5.0, window / 2)))]
@@ -162,9 +161,15 @@ def _start(run: GateRun, target: Optional[StorageTarget], target_node: Optional[
             args += ["--request-rate", repr(float(soak.request_rate))]
         if profile.engine.api_key_env:
             args += ["--api-key-env", profile.engine.api_key_env]
-        if watched:
-            args += ["--engine-pid", str(inst.handle.pid), "--engine-start", repr(float(inst.handle.start_time))]
-        if soak.restart_engine and watched:
+        for other in instances:  # instance 0 first: the probe set and a relaunch are its
+            args += ["--endpoint", other.endpoint_url, "--health-url", other.endpoint_url + "/health"]
+            if watched:
+                args += ["--engine-pid", str(other.handle.pid),
+                         "--engine-start", repr(float(other.handle.start_time))]
+        if soak.restart_engine and watched and len(instances) > 1:
+            run.notes.append("soak.restart_engine relaunches a single engine instance; with "
+                             f"{len(instances)} instances none is relaunched (every end is still counted)")
+        elif soak.restart_engine and watched:
             spec = {"argv": list(inst.plan.argv), "env": dict(inst.plan.env)}
             ex.write_file(f"{base}/engine-restart.json", (json.dumps(spec) + "\n").encode())
             args += ["--restart-json", f"{base}/engine-restart.json"]
@@ -187,7 +192,8 @@ def _start(run: GateRun, target: Optional[StorageTarget], target_node: Optional[
     except BaseException:
         _stop_instances(run, engine, instances, arm)
         raise
-    state = {"handle": sh.to_json(), "base": base, "instance": inst.to_json(), "engine_watched": watched,
+    state = {"handle": sh.to_json(), "base": base, "instance": inst.to_json(),
+             "instances": [i.to_json() for i in instances], "engine_watched": watched,
              "nvme": devices, "accel_tools": accel,
              "md_arrays": arrays, "started_unix": time.time(), "duration_s": float(soak.duration),
              "window_s": window, "warmup_s": float(soak.warmup), "server": server.name, "client": client.name}
@@ -244,10 +250,10 @@ def _finish(run: GateRun, state: dict[str, Any]) -> dict[str, Any]:
     arm = profile.arm(profile.candidate)
     engine = get_engine(profile.engine.kind)
     ex = run.executor(state["server"])
-    inst = EngineInstance.from_json(state["instance"], ex)
+    insts = [EngineInstance.from_json(x, ex) for x in state.get("instances") or [state["instance"]]]
     alive: Optional[bool]
     try:
-        alive = ex.poll(inst.handle).running
+        alive = all(ex.poll(i.handle).running for i in insts)  # every instance, not only the first
     except RemoteError as exc:
         run.warn("could not poll the engine at the end of the soak", exc)
         alive = None
@@ -257,7 +263,7 @@ def _finish(run: GateRun, state: dict[str, Any]) -> dict[str, Any]:
     except (RemoteError, OSError) as exc:
         run.warn("could not copy the soak agent's log", exc)
     _stop_relaunched(run, state, ex)  # first: the KV files are removed once no engine writes them
-    _stop_instances(run, engine, [inst], arm)
+    _stop_instances(run, engine, insts, arm)
     _remove_node_copy(run, state)
     out = {"engine_alive_at_end": alive}
     run.gate_dir.mark_step_done("soak/finished", out)

@@ -44,3 +44,27 @@ def test_a_slowdown_in_the_second_half_fails_the_drift_checks(tmp_path: Path) ->
     assert v["ttft_drift"].verdict.value == "FAIL", v["ttft_drift"]
     assert v["throughput_drift"].verdict.value == "FAIL", v["throughput_drift"]
     assert v["failed_requests"].verdict.value == "PASS"
+
+
+def test_every_engine_instance_gets_the_soak_round_robin(tmp_path: Path) -> None:
+    trace = tmp_path / "trace.jsonl"
+    trace.write_text("".join(json.dumps({"request_id": f"r{i}", "prompt": f"p {i}", "output_len": 2}) + "\n"
+                             for i in range(4)))
+    with ScriptedServer() as a, ScriptedServer() as b:
+        for s in (a, b):
+            s.script = lambda _r: [("sleep", 0.01), *stream(["a ", "b"])]  # type: ignore[assignment]
+        cfg = SoakConfig(out=str(tmp_path / "soak"), endpoint=a.url, extra_endpoints=[b.url], model="m",
+                         trace=str(trace), duration_s=1.5, window_s=0.5, concurrency=2, timeout_s=10.0,
+                         sample_s=60.0)
+        asyncio.run(run_soak_async(cfg))
+        served = (len(a.received), len(b.received))
+    recs = []
+    import gzip
+
+    for f in sorted((tmp_path / "soak" / "windows").glob("*.gz")):
+        recs += [json.loads(x) for x in gzip.open(f, "rt")]
+    by = {i: sum(1 for r in recs if r.get("instance") == i) for i in (0, 1)}
+    assert min(served) > 5 and abs(served[0] - served[1]) <= 4, served  # round-robin
+    assert by[0] + by[1] == len(recs) and abs(by[0] - by[1]) <= 4, by
+    windows = [json.loads(x) for x in (tmp_path / "soak" / "windows.jsonl").read_text().splitlines()]
+    assert sum(w["requests"] for w in windows) == len(recs)

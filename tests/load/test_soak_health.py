@@ -134,3 +134,34 @@ def test_an_accelerator_tool_that_fails_makes_the_check_not_run_not_pass(tmp_pat
     assert leaf["value"] is None and "amd-smi answered 0 time(s)" in leaf["detail"], leaf
     # without the tool asked for, the kernel log alone decides (as on a platform without one)
     assert soak_measured(out, duration_target_s=1, window_s=1)[0]["soak"]["accelerator_errors"]["value"] == 0
+
+
+def test_the_watchdog_watches_every_engine_instance(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    procs = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"]) for _ in range(2)]  # noqa: S603
+    try:
+        cfg = SoakConfig(out=str(tmp_path), endpoint="x", model="m", trace="t", duration_s=1, window_s=1,
+                         engine_pid=procs[0].pid, engine_start=process_start_time(procs[0].pid),
+                         extra_engines=[[float(procs[1].pid), process_start_time(procs[1].pid) or 0.0]])
+        wd = Watchdog(cfg, tmp_path, threading.Event())
+        wd.check_once()
+        assert wd.restarts == 0 and wd.engine_alive
+        procs[1].kill()  # the second instance dies: counted, the first is still watched
+        procs[1].wait()
+        wd.check_once()
+        assert wd.restarts == 1 and not wd.engine_alive
+        procs[0].kill()
+        procs[0].wait()
+        wd.check_once()
+        wd.check_once()
+        assert wd.restarts == 2
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    events = [json.loads(x) for x in (tmp_path / "events.jsonl").read_text().splitlines()]
+    assert [(e["event"], e["instance"]) for e in events] == [("restart", 1), ("restart", 0)]
+    assert events[0]["detail"] == "instance 1: engine process gone"

@@ -130,3 +130,33 @@ def test_an_engine_killed_mid_soak_is_restarted_when_the_profile_says_so_and_sti
     # the relaunched engine was stopped and its log kept
     assert not Path(f"/proc/{relaunched[0]['pid']}").exists()
     assert (reports / "restart" / "G4" / "evidence" / "engine" / "candidate" / relaunched[0]["log"]).exists()
+
+
+def test_every_engine_instance_is_soaked_and_a_second_instance_dying_is_counted(
+        tmp_path: Path, local_inventory: Path, write_yaml: Callable[[str, dict[str, Any]], Path]) -> None:
+    data = soak_profile(free_port(), "10s", "2s")
+    data["model"]["instances_per_node"] = 2
+    prof = write_yaml("profile.yaml", data)
+    reports = tmp_path / "reports"
+    common = ["--inventory", str(local_inventory), "--profile", str(prof), "--campaign", "two",
+              "--reports", str(reports), "--gates", str(gates_without_prerequisites(tmp_path)), "--no-progress"]
+    assert run(["gate", "G4", *common]) == 0
+    gate = reports / "two" / "G4"
+    soak_dir = gate / "evidence" / "soak"
+    wait_for(lambda: run(["soak", "status", "two", "--reports", str(reports)]) == 0
+             and window_count(soak_dir) >= 1, 40, "a first window")
+    engines = [json.loads((gate / "evidence" / "engine" / "candidate" / f"instance{i}.json").read_text())
+               for i in (0, 1)]
+    os.kill(engine_process(int(engines[1]["handle"]["pid"])), signal.SIGKILL)
+    assert run(["gate", "G4", "--resume", *common]) == 1
+    checks = {c["id"]: c for c in json.loads((gate / "result.json").read_text())["checks"]}
+    assert checks["no_restarts"]["verdict"] == "FAIL"
+    assert "instance 1: engine process gone" in json.dumps(checks["no_restarts"])
+    recs = []
+    import gzip
+
+    for f in sorted((soak_dir / "windows").glob("*.gz")):
+        recs += [json.loads(x) for x in gzip.open(f, "rt")]
+    assert {r.get("instance") for r in recs if r["status"] == "ok"} == {0, 1}  # both were soaked
+    for e in engines:  # both instances stopped at the end
+        assert not Path(f"/proc/{e['handle']['pid']}").exists()
