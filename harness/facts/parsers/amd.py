@@ -45,7 +45,9 @@ def _int_or_none(v: Any) -> int | None:
         return None
 
 
-def parse_amdsmi_static(text: str) -> list[Accelerator]:
+def amdsmi_gpus(text: str) -> list[dict[str, Any]]:
+    """The per-GPU objects of any ``amd-smi ... --json`` output: a top-level list (amd-smi 24.x)
+    or an object with ``gpu_data`` (26.x), after any warning lines printed before it."""
     doc = load_json_after_noise("amd-smi", text)
     if isinstance(doc, dict):
         if "gpu_data" not in doc:
@@ -53,12 +55,17 @@ def parse_amdsmi_static(text: str) -> list[Accelerator]:
         doc = doc["gpu_data"]
     if not isinstance(doc, list):
         raise FactsParseError("amd-smi", "expected a list of GPUs")
-    out: list[Accelerator] = []
-    card = -1
-    chip = 0
     for i, gpu in enumerate(doc):
         if not isinstance(gpu, dict):
             raise FactsParseError("amd-smi", f"GPU entry {i} is not an object")
+    return doc
+
+
+def parse_amdsmi_static(text: str) -> list[Accelerator]:
+    out: list[Accelerator] = []
+    card = -1
+    chip = 0
+    for i, gpu in enumerate(amdsmi_gpus(text)):
         asic = gpu.get("asic") or {}
         board = gpu.get("board") or {}
         vram = gpu.get("vram") or {}

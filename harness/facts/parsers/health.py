@@ -18,6 +18,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from harness.facts.parsers.amd import amdsmi_gpus
 from harness.facts.parsers.ascend import parse_npusmi_info
 from harness.facts.parsers.common import FactsParseError, is_na, load_json_after_noise
 
@@ -211,17 +212,8 @@ class GpuEcc:
 def parse_amdsmi_ecc(text: str) -> list[GpuEcc]:
     """Every GPU's ECC totals from ``amd-smi metric --ecc --json`` (both root shapes). A GPU that
     reports no fault counter at all (every one N/A) is an error: it could never show a fault."""
-    doc = load_json_after_noise("amd-smi", text)
-    if isinstance(doc, dict):
-        if "gpu_data" not in doc:
-            raise FactsParseError("amd-smi", "expected a list of GPUs or an object with 'gpu_data'")
-        doc = doc["gpu_data"]
-    if not isinstance(doc, list):
-        raise FactsParseError("amd-smi", "expected a list of GPUs")
     out: list[GpuEcc] = []
-    for i, gpu in enumerate(doc):
-        if not isinstance(gpu, dict):
-            raise FactsParseError("amd-smi", f"GPU entry {i} is not an object")
+    for i, gpu in enumerate(amdsmi_gpus(text)):
         ecc = gpu.get("ecc")
         if not isinstance(ecc, dict):
             raise FactsParseError("amd-smi", f"GPU entry {i} has no 'ecc' object (was --ecc given?)")
