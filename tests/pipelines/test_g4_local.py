@@ -134,7 +134,7 @@ def test_an_engine_killed_mid_soak_is_restarted_when_the_profile_says_so_and_sti
 
 def test_every_engine_instance_is_soaked_and_a_second_instance_dying_is_counted(
         tmp_path: Path, local_inventory: Path, write_yaml: Callable[[str, dict[str, Any]], Path]) -> None:
-    data = soak_profile(free_port(), "10s", "2s")
+    data = soak_profile(_two_free_ports(), "10s", "2s")  # instance i listens on port + i
     data["model"]["instances_per_node"] = 2
     prof = write_yaml("profile.yaml", data)
     reports = tmp_path / "reports"
@@ -160,3 +160,17 @@ def test_every_engine_instance_is_soaked_and_a_second_instance_dying_is_counted(
     assert {r.get("instance") for r in recs if r["status"] == "ok"} == {0, 1}  # both were soaked
     for e in engines:  # both instances stopped at the end
         assert not Path(f"/proc/{e['handle']['pid']}").exists()
+
+
+def _two_free_ports() -> int:
+    import socket
+
+    for _ in range(50):
+        port = free_port()
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port + 1))
+            except OSError:
+                continue
+        return port
+    raise RuntimeError("no two consecutive free ports")
