@@ -23,7 +23,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from harness.sim import directio  # noqa: E402
-from harness.sim.kvstore import KVStore, StoreSettings, chunk_hashes, with_crc  # noqa: E402
+from harness.sim.chunkcrc import with_crc  # noqa: E402
+from harness.sim.kvstore import KVStore, StoreSettings, chunk_hashes  # noqa: E402
 from harness.sim.lmcache_config import LMCacheConfig  # noqa: E402
 from harness.sim.metrics import SimMetrics  # noqa: E402
 

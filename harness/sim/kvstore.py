@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from harness.sim import directio
+from harness.sim.chunkcrc import ChunkCrc, expected_crc, with_crc
 from harness.sim.lmcache_config import LMCacheConfig
 from harness.sim.metrics import SimMetrics
 from harness.sim.mpserver import MPClient, MPServerError
@@ -88,45 +89,6 @@ class PrefillResult:
     corrupted: list[bytes] = field(default_factory=list)
 
 
-# Where a chunk file's header records the CRC-32 of its payload (after the magic and the hash).
-_CRC_AT = len(directio.MAGIC) + 32
-
-
-def _with_crc(data: bytes) -> bytes:
-    """``data`` (a chunk file) with the CRC-32 of its payload in the header, computed when it is
-    stored (off the request path), so a read checks the bytes it got with one pass."""
-    out = bytearray(data)
-    out[_CRC_AT:_CRC_AT + 4] = zlib.crc32(memoryview(out)[directio.HEADER:]).to_bytes(4, "little")
-    return bytes(out)
-
-
-def with_crc(data: bytes) -> bytes:
-    """Public name of ``_with_crc`` (the emulated LMCache server stores chunks the same way)."""
-    return _with_crc(data)
-
-
-def expected_crc(digest: bytes, chunk_bytes: int) -> int:
-    """CRC-32 of a correct chunk's payload, for a file whose header records none."""
-    return zlib.crc32(memoryview(directio.chunk_payload(digest, chunk_bytes))[directio.HEADER:])
-
-
-def crc_reader() -> _Crc:
-    return _Crc()
-
-
-class _Crc:
-    """What a chunk read returned (``directio.read_chunk``'s ``content``): the CRC-32 of its payload
-    and the one its header recorded (0: a file from before the header carried one)."""
-
-    def __init__(self) -> None:
-        self.crc = 0
-        self.recorded = 0
-
-    def update(self, data: memoryview) -> None:
-        self.recorded = int.from_bytes(bytes(data[_CRC_AT:_CRC_AT + 4]), "little")
-        self.crc = zlib.crc32(data[directio.HEADER:])
-
-
 def output_tokens(prompt_ids: list[int], corrupted: list[bytes], n: int) -> list[str]:
     """The emulator's greedy output: a pure function of the prompt and of the KV bytes the request
     actually used. Correct KV (recomputed, or read back as stored) gives the same words for the
@@ -183,8 +145,7 @@ class KVStore:
 
     # --- lookup and load -------------------------------------------------------------------------------
     def _expected_crc(self, digest: bytes) -> int:
-        """CRC-32 of a correct chunk's payload, for a file whose header records none."""
-        return zlib.crc32(memoryview(directio.chunk_payload(digest, self.s.chunk_bytes))[directio.HEADER:])
+        return expected_crc(digest, self.s.chunk_bytes)
 
     def _load_external(self, digests: list[bytes], corrupted: list[bytes]) -> tuple[list[str], float]:
         """Runs in a reader thread: find the prefix of chunks some tier holds, then read the disk
@@ -204,7 +165,7 @@ class KVStore:
             where.append(tier)
         # one CRC pass over the bytes read, as a real engine copies them once more to the device:
         # cheap, and it makes what was read decide the output
-        crcs = {i: _Crc() for i, t in enumerate(where) if t is not None}
+        crcs = {i: ChunkCrc() for i, t in enumerate(where) if t is not None}
         futures = {i: self._chunk_io.submit(t.read, digests[i], crcs[i]) for i, t in enumerate(where) if t is not None}
         served: list[str] = []
         try:
@@ -227,7 +188,7 @@ class KVStore:
                 fut.cancel()  # reads past a missing chunk are not needed
         return served, time.perf_counter() - start
 
-    def _chunk_result(self, fut: Future[tuple[int, str]], tier: DirTier, d: bytes, content: _Crc) -> Optional[str]:
+    def _chunk_result(self, fut: Future[tuple[int, str]], tier: DirTier, d: bytes, content: ChunkCrc) -> Optional[str]:
         """The tier that delivered chunk ``d`` (its parallel read, else the other tiers in turn);
         ``content`` holds the CRC of the bytes that tier returned."""
         m = self.metrics
@@ -343,7 +304,7 @@ class KVStore:
             data = b""
             for tier in self.dirs:
                 if not data:
-                    data = _with_crc(directio.chunk_payload(d, self.s.chunk_bytes))
+                    data = with_crc(directio.chunk_payload(d, self.s.chunk_bytes))
                 try:
                     written, evicted = tier.write(d, data)
                 except OSError as exc:

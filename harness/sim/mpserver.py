@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from harness.sim import directio
+from harness.sim.chunkcrc import ChunkCrc, expected_crc, with_crc
 from harness.sim.http import HTTPError, Request, Response, limit_connections, read_request
 from harness.sim.metrics import Counter
 from harness.sim.tiers import DirTier
@@ -149,7 +150,6 @@ class MPStore:
     def lookup(self, digests: list[bytes], chunk_bytes: int) -> dict[str, object]:
         """Find the contiguous prefix of ``digests`` held in L1 or L2, load the L2 part (real reads,
         in parallel) into L1; returns what served it."""
-        from harness.sim.kvstore import crc_reader, expected_crc  # noqa: PLC0415 - avoids an import cycle
 
         cs = self.s.chunk_size
         start = time.perf_counter()
@@ -164,7 +164,7 @@ class MPStore:
                 where.append("l2")
             else:
                 break
-        crcs = {i: crc_reader() for i, w in enumerate(where) if w == "l2"}
+        crcs = {i: ChunkCrc() for i, w in enumerate(where) if w == "l2"}
         futs = {i: self._io.submit(self.l2.read, digests[i], crcs[i]) for i in crcs} if self.l2 else {}
         served: list[str] = []
         corrupted: list[str] = []
@@ -206,7 +206,6 @@ class MPStore:
 
     def store(self, digests: list[bytes], chunk_bytes: int) -> dict[str, object]:
         """Write-through: every chunk to L1, and to L2 unless its file is there."""
-        from harness.sim.kvstore import with_crc  # noqa: PLC0415
 
         written = 0
         errors = 0
