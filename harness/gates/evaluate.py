@@ -16,9 +16,9 @@ Rules (the report and the exit code follow from them):
   exactly passes ``>=`` and fails ``>``, whatever float rounding did to 25%); ``is_true`` and
   ``is_false`` need a boolean.
 * ``statistic: point``: the estimate itself is compared; the observation says "point estimate".
-  ``statistic: interval``: the leaf must carry samples; a bootstrap percentile interval
-  (``harness.gates.stats``) is computed: PASS when the whole interval clears the threshold, FAIL
-  when none of it does, INCONCLUSIVE otherwise, with ``needed_samples`` (see
+  ``statistic: interval``: the leaf must carry samples; a bootstrap interval
+  (``harness.gates.stats``: percentile, hierarchical or bootstrap-t) is computed: PASS when the
+  whole interval clears the threshold, FAIL when none of it does, INCONCLUSIVE otherwise, with ``needed_samples`` (see
   ``stats.needed_samples``). Fewer than ``stats.MIN_INTERVAL_SAMPLES`` samples per group is
   INCONCLUSIVE: one sample resamples to a zero-width interval, which would be a false certainty.
 * Anything that raises while evaluating an observation (malformed samples, zero baseline, NaN,
@@ -183,8 +183,7 @@ def _observe(check: Check, path: str, leaf: Any, thr: _Threshold, rng: random.Ra
             reason=f"{spec.n} {unit}(s): an interval needs at least {stats.MIN_INTERVAL_SAMPLES} per group")
     low, high = stats.bootstrap_interval(spec, confidence=conf, resamples=check.statistic.resamples, rng=rng)
     verdict = _interval_verdict(low, high, check.comparator, thr.value)
-    method = "hierarchical-bootstrap-percentile" if spec.clustered else "bootstrap-percentile"
-    interval = Interval(low=low, high=high, confidence=conf, method=method,
+    interval = Interval(low=low, high=high, confidence=conf, method=stats.interval_method(spec),
                         resamples=check.statistic.resamples)
     size = f"{spec.n} repetitions, {min(len(spec.a), len(spec.b))} requests" if spec.clustered else f"n={spec.n}"
     mtext = (f"{text or _fmt(estimate, kind)} [{_fmt(low, kind)}, {_fmt(high, kind)}] "

@@ -21,7 +21,19 @@ number of repetitions of the smaller group: that is what limits the interval.
 
 The interval is the bootstrap *percentile* interval: draw ``resamples`` resamples with
 replacement (default 2000, the gate file's ``statistic.resamples``), compute the statistic on each,
-and take the (1-c)/2 and (1+c)/2 quantiles of those replicates. The random generator is
+and take the (1-c)/2 and (1+c)/2 quantiles of those replicates.
+
+A ratio of *means* of ungrouped samples (the throughput gain: one figure per repetition, so a few
+values per arm) gets the studentized (bootstrap-t) interval of the log ratio instead
+(:func:`interval_method` names the method). With ten values per arm the percentile interval of a
+ratio is too narrow: the bootstrap's spread of a mean is the plug-in one (biased low by
+(n-1)/n) and it uses normal rather than t quantiles, so a nominal 95% interval covered the truth in
+about 90% of trials (``make bench-coverage``). The bootstrap-t pivots on
+``t = (log(mean a / mean b) - estimate) / se``, with ``se`` the delta-method standard error
+``sqrt(var_a / (n_a mean_a^2) + var_b / (n_b mean_b^2))`` (sample variances), recomputed in every
+resample; the interval is ``estimate - t_hi se, estimate - t_lo se`` on the log scale, then mapped
+through the transform (the log scale makes the ratio's skew symmetric). A non-positive sample makes
+the log undefined: such specs keep the percentile interval. The random generator is
 ``random.Random`` seeded from the caller's seed and the metric path, so a result file is
 reproducible bit for bit. Percentiles use linear interpolation between order statistics (numpy's
 default, which ``vllm bench serve`` uses), so p50 of an even count is the mean of the middle two.
@@ -50,6 +62,7 @@ __all__ = [
     "bootstrap_interval",
     "needed_samples",
     "achieved_power",
+    "interval_method",
 ]
 
 # Below this many samples per group a bootstrap interval is not a statement of uncertainty (one
@@ -198,13 +211,67 @@ def _resampled_stat(rng: random.Random, xs: Sequence[float],
     return stat(rng.choices(xs, k=len(xs)))
 
 
+def _studentized(spec: SampleSpec) -> bool:
+    return (spec.kind == "ratio" and spec.stat == "mean" and not spec.clustered
+            and min(spec.a) > 0 and min(spec.b) > 0)
+
+
+def interval_method(spec: SampleSpec) -> str:
+    """The name of the interval :func:`bootstrap_interval` computes for this spec (for result.json)."""
+    if _studentized(spec):
+        return "bootstrap-t-log-ratio"
+    return "hierarchical-bootstrap-percentile" if spec.clustered else "bootstrap-percentile"
+
+
+def _log_ratio_se(a: Sequence[float], b: Sequence[float]) -> tuple[float, float]:
+    """log(mean a / mean b) and its delta-method standard error (sample variances)."""
+    ma, mb = _mean(a), _mean(b)
+    va = math.fsum((x - ma) ** 2 for x in a) / (len(a) - 1)
+    vb = math.fsum((x - mb) ** 2 for x in b) / (len(b) - 1)
+    return math.log(ma / mb), math.sqrt(va / (len(a) * ma * ma) + vb / (len(b) * mb * mb))
+
+
+_LOG_CAP = 700.0  # exp(700) ~ 1e304: a degenerate pivot gives a huge but finite (JSON-able) end
+
+
+def _from_log_ratio(lo: float, hi: float, transform: str) -> tuple[float, float]:
+    lo, hi = max(-_LOG_CAP, min(lo, _LOG_CAP)), max(-_LOG_CAP, min(hi, _LOG_CAP))
+    if transform == "reduction":  # 1 - r decreases with r: the ends swap
+        return 1.0 - math.exp(hi), 1.0 - math.exp(lo)
+    if transform == "gain":
+        return math.exp(lo) - 1.0, math.exp(hi) - 1.0
+    return math.exp(lo), math.exp(hi)
+
+
+def _bootstrap_t(spec: SampleSpec, alpha: float, resamples: int, rng: random.Random) -> tuple[float, float]:
+    if min(len(spec.a), len(spec.b)) < 2:
+        raise SampleSpecError("a studentized interval needs at least 2 samples per group")
+    est, se = _log_ratio_se(spec.a, spec.b)
+    if se == 0:
+        return _from_log_ratio(est, est, spec.transform)
+    # A resample of identical values has se 0: its pivot is huge (not infinite, so the quantiles
+    # stay numbers); when such resamples reach the tails the interval is honestly very wide.
+    floor = se * 1e-9
+    ts = []
+    for _ in range(resamples):
+        e, s = _log_ratio_se(rng.choices(spec.a, k=len(spec.a)), rng.choices(spec.b, k=len(spec.b)))
+        ts.append((e - est) / max(s, floor))
+    ts.sort()
+    t_lo, t_hi = _percentile_sorted(ts, 100.0 * alpha), _percentile_sorted(ts, 100.0 * (1.0 - alpha))
+    return _from_log_ratio(est - t_hi * se, est - t_lo * se, spec.transform)
+
+
 def bootstrap_interval(spec: SampleSpec, *, confidence: float, resamples: int,
                        rng: random.Random) -> tuple[float, float]:
-    """Bootstrap percentile interval of the spec's statistic at ``confidence`` (0.5..1)."""
+    """Bootstrap interval of the spec's statistic at ``confidence`` (0.5..1): the percentile
+    interval (two-stage for grouped samples), or the bootstrap-t of the log ratio for a ratio of
+    means (see the module docstring and :func:`interval_method`)."""
     if not 0.5 < confidence < 1.0:
         raise SampleSpecError(f"confidence must be in (0.5, 1), got {confidence}")
     if resamples < 1:
         raise SampleSpecError(f"resamples must be positive, got {resamples}")
+    if _studentized(spec):
+        return _bootstrap_t(spec, (1.0 - confidence) / 2.0, resamples, rng)
     reps: list[float] = []
     if spec.kind == "ratio":
         f = _STATS[spec.stat]
