@@ -69,7 +69,8 @@ _METRICS: list[MetricInfo] = [
     MetricInfo("compare.write_overhead.*", UnitKind.RATIO, "G3", "pipeline.G3",
                "candidate populate pass duration / the recompute arm's first pass (the write path's cost)"),
     MetricInfo("compare.output_identity.*", UnitKind.PERCENT, "G3", "pipeline.G3",
-               "share of sampled greedy outputs identical to the reference arm's over the first 16 tokens"),
+               "share of sampled greedy outputs identical to the reference arm's over the first compared_tokens "
+               "tokens (gate file, 16 by default)"),
     # G3: candidate vs baseline.
     MetricInfo("compare.ttft_p50_reduction.*", UnitKind.PERCENT, "G3", "pipeline.G3",
                "1 - candidate TTFT p50 / baseline TTFT p50, per concurrency", sampled=True),

@@ -12,6 +12,7 @@ from harness.units import UnitKind, UnitParseError, parse_quantity
 
 Comparator = Literal[">=", ">", "<=", "<", "==", "!=", "is_true", "is_false"]
 GateId = Literal["G1", "G2", "G3", "G4"]
+IDENTITY_METRIC = "compare.output_identity"
 
 
 class Statistic(StrictModel):
@@ -36,6 +37,11 @@ class Check(StrictModel):
     threshold: Optional[str] = Field(default=None, description="Threshold with its unit, e.g. '25%', '5 GB/s'")
     severity: Literal["blocker", "advisory"] = Field(default="blocker", description="blocker decides the gate")
     statistic: Statistic = Field(default_factory=Statistic)
+    compared_tokens: Optional[int] = Field(
+        default=None, ge=1, le=4096,
+        description="Output identity checks (metric compare.output_identity.*) only: compare the first N "
+        "tokens of each sampled output (default 16: the greedy prefix that batch-variant GPU kernels "
+        "still reproduce)")
 
     @field_validator("threshold")
     @classmethod
@@ -57,6 +63,8 @@ class Check(StrictModel):
                 raise ValueError(f"comparator {self.comparator} takes no threshold")
         elif self.threshold is None:
             raise ValueError(f"comparator {self.comparator!r} needs a threshold")
+        if self.compared_tokens is not None and not self.metric.startswith(IDENTITY_METRIC):
+            raise ValueError(f"compared_tokens applies only to a check on {IDENTITY_METRIC}.*, not {self.metric!r}")
         return self
 
     @property

@@ -14,7 +14,8 @@ recorded by G2 equals the one the G3 run computes for the same arm from its own 
 * ``nodes.platforms``: the accelerator platforms of the serving nodes (when the inventory is given).
 
 What never enters: descriptions, ports, hosts, environment variables (they may carry secrets),
-thresholds and overrides (they change the judgement, not the figures).
+thresholds and overrides, the output identity sample size ``load.identity_sample`` (they change
+the judgement, not the figures: an older baseline recorded without them stays comparable).
 
 ``fingerprint_digest`` is the sha256 of the canonical JSON (sorted keys, no spaces), so the
 nightly history can key a series by it.
@@ -35,6 +36,9 @@ __all__ = ["workload_fingerprint", "fingerprint_digest", "fingerprint_record", "
            "MISSING"]
 
 MISSING = "(not recorded)"
+
+
+_JUDGEMENT_ONLY = {"identity_sample"}
 
 
 def _canonical(value: Any) -> Any:
@@ -67,7 +71,7 @@ def workload_fingerprint(profile: Profile, *, arm: str, inventory: Optional[Inve
     if profile.engine.kind == "sim":
         engine["sim"] = profile.engine.sim.model_dump(mode="json")
     _flatten("engine", engine, out)
-    _flatten("load", profile.load.model_dump(mode="json"), out)
+    _flatten("load", profile.load.model_dump(mode="json", exclude=_JUDGEMENT_ONLY), out)
     _flatten("arm", {"name": a.name, "storage": a.storage, "offload": a.offload,
                      "lmcache": redact_data(a.lmcache.model_dump(mode="json")) if a.offload else None}, out)
     if inventory is not None:

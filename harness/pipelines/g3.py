@@ -14,7 +14,7 @@ from harness.config.yamlsource import YamlDocument
 from harness.errors import ConfigError, InfraError, InputError, KvgateError
 from harness.pipelines.context import GateRun
 from harness.pipelines.g2 import arm_cold_restore, arm_storage_probes
-from harness.pipelines.identity import output_identity_measured
+from harness.pipelines.identity import compared_tokens, output_identity_measured
 from harness.pipelines.sweep import load_sweep, run_arm_sweep
 from harness.pipelines.sweepdata import Sweep, compare_measured, failed_ratio, measurement, sweep_table
 from harness.pipelines.tierhits import sweep_tier_rows
@@ -133,7 +133,8 @@ def run_g3(run: GateRun, g2: GateDir) -> tuple[dict[str, Any], dict[str, Any]]:
     ref_sweep = recompute if recompute is not None else base
     ref_base = g2.path if ref_sweep is base else run.path
     measured["compare"]["output_identity"] = output_identity_measured(
-        cand, run.path, ref_sweep, ref_base, profile.load.concurrency, ref_name)
+        cand, run.path, ref_sweep, ref_base, profile.load.concurrency, ref_name,
+        sample=profile.load.identity_sample, tokens=compared_tokens(run.spec))
     if profile.load.cold_restore:
         measured["compare"]["write_overhead"] = write_overhead_measured(
             run.path, profile.candidate, ref_base, ref_name, profile.load.concurrency, profile.load.repetitions)

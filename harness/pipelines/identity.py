@@ -2,8 +2,10 @@
 
 A tier that serves corrupted KV makes TTFT fall and answers wrong. Every measured request is
 sent with temperature 0 and its text kept in the records; per point and repetition, a sample of
-the candidate's requests (the first ``SAMPLE`` request ids in order, at least 8) is compared with
-the reference arm's output for the same prompts over the first ``TOKENS`` tokens (words). The
+the candidate's requests (the first ``sample`` request ids in order: the profile's
+``load.identity_sample``, at least 8, default ``SAMPLE``) is compared with the reference arm's
+output for the same prompts over the first ``tokens`` tokens (words; the gate file's
+``compared_tokens`` of the ``output_identity`` check, default ``TOKENS``). The
 reference is the recompute arm when the profile has one, else the baseline arm. The leaf is the
 lowest share of identical outputs over the repetitions; the detail names the first divergence.
 The threshold lives in ``gates/G3.yaml`` (``output_identity``): GPU kernels are not always batch
@@ -16,17 +18,18 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Optional
 
+from harness.config.gatespec import IDENTITY_METRIC, GateSpec
 from harness.load import read_records
 from harness.pipelines.sweepdata import Repetition, Sweep, measurement, point_key
 
-__all__ = ["SAMPLE", "TOKENS", "outputs", "output_identity_measured"]
+__all__ = ["SAMPLE", "TOKENS", "compared_tokens", "outputs", "output_identity_measured"]
 
 SAMPLE = 8
 TOKENS = 16
 
 
-def outputs(rep: Repetition, base: Path) -> dict[str, list[str]]:
-    """request id -> the first ``TOKENS`` words of its text, for successful measured requests."""
+def outputs(rep: Repetition, base: Path, tokens: int = TOKENS) -> dict[str, list[str]]:
+    """request id -> the first ``tokens`` words of its text, for successful measured requests."""
     out: dict[str, list[str]] = {}
     for rel in rep.evidence:
         path = base / rel
@@ -37,8 +40,16 @@ def outputs(rep: Repetition, base: Path) -> dict[str, list[str]]:
                 continue
             text = rec.get("text")
             if isinstance(text, str):
-                out[str(rec.get("request_id"))] = text.split()[:TOKENS]
+                out[str(rec.get("request_id"))] = text.split()[:tokens]
     return out
+
+
+def compared_tokens(spec: GateSpec) -> int:
+    """The gate file's ``compared_tokens`` of its output identity check, else ``TOKENS``."""
+    for check in spec.checks:
+        if check.metric.startswith(IDENTITY_METRIC) and check.compared_tokens is not None:
+            return check.compared_tokens
+    return TOKENS
 
 
 def _first_divergence(a: Sequence[str], b: Sequence[str]) -> Optional[int]:
@@ -49,14 +60,16 @@ def _first_divergence(a: Sequence[str], b: Sequence[str]) -> Optional[int]:
 
 
 def output_identity_measured(candidate: Sweep, cand_base: Path, reference: Sweep, ref_base: Path,
-                             concurrencies: Sequence[int], ref_name: str) -> dict[str, Any]:
-    """The ``compare.output_identity`` subtree: per concurrency, the lowest identical share."""
+                             concurrencies: Sequence[int], ref_name: str, *, sample: int = SAMPLE,
+                             tokens: int = TOKENS) -> dict[str, Any]:
+    """The ``compare.output_identity`` subtree: per concurrency, the lowest identical share of a
+    sample of ``sample`` requests per repetition over their first ``tokens`` tokens."""
     out: dict[str, Any] = {}
     for conc in concurrencies:
         key = point_key(conc)
         ref: dict[str, list[str]] = {}
         for r in reference.get(conc, []):
-            for rid, words in outputs(r, ref_base).items():
+            for rid, words in outputs(r, ref_base, tokens).items():
                 ref.setdefault(rid, words)
         reps = candidate.get(conc, [])
         if not reps or not ref:
@@ -67,11 +80,11 @@ def output_identity_measured(candidate: Sweep, cand_base: Path, reference: Sweep
         notes: list[str] = []
         why: Optional[str] = None
         for r in reps:
-            got = outputs(r, cand_base)
-            ids = sorted(rid for rid in got if rid in ref)[:SAMPLE]
-            if len(ids) < min(SAMPLE, len(got)) or not ids:
+            got = outputs(r, cand_base, tokens)
+            ids = sorted(rid for rid in got if rid in ref)[:sample]
+            if len(ids) < min(sample, len(got)) or not ids:
                 why = (f"repetition {r.repetition}: only {len(ids)} request(s) with text in both arms; "
-                       f"the check needs {SAMPLE}")
+                       f"the check needs {sample}")
                 break
             same = [rid for rid in ids if got[rid] == ref[rid]]
             shares.append(len(same) / len(ids))
@@ -84,7 +97,7 @@ def output_identity_measured(candidate: Sweep, cand_base: Path, reference: Sweep
             continue
         worst = min(shares)
         out[key] = measurement(
-            worst, text=f"{worst * 100:.0f}% identical over the first {TOKENS} tokens (lowest repetition)",
-            detail=(f"reference: arm {ref_name!r}; sample of {SAMPLE} per repetition; "
+            worst, text=f"{worst * 100:.0f}% identical over the first {tokens} tokens (lowest repetition)",
+            detail=(f"reference: arm {ref_name!r}; sample of {sample} per repetition; "
                     + ("; ".join(notes) if notes else "every sampled output identical")))
     return out

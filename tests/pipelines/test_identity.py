@@ -56,3 +56,43 @@ def test_missing_text_or_points_are_not_run(tmp_path: Path) -> None:
     failed = {2: [_rep(tmp_path, "f", 1, _texts(8), status="error")]}
     out = output_identity_measured(failed, tmp_path, ref, tmp_path, [2], "r")
     assert out["c2"]["value"] is None and "needs 8" in out["c2"]["detail"]
+
+
+def test_sample_size_and_compared_tokens_are_parameters(tmp_path: Path) -> None:
+    ref = _texts(12)
+    cand = dict(ref)
+    words = cand["q10"].split()
+    words[3] = "other"  # the 11th request: outside a sample of 8, inside a sample of 12
+    cand["q10"] = " ".join(words)
+    reference = {2: [_rep(tmp_path, "r", 1, ref)]}
+    candidate = {2: [_rep(tmp_path, "c", 1, cand)]}
+    assert output_identity_measured(candidate, tmp_path, reference, tmp_path, [2], "r")["c2"]["value"] == 1.0
+    leaf = output_identity_measured(candidate, tmp_path, reference, tmp_path, [2], "r", sample=12)["c2"]
+    assert leaf["value"] == 11 / 12 and "sample of 12 per repetition" in leaf["detail"]
+    # a divergence at token 3 is outside the first 3 tokens, inside the first 4
+    assert output_identity_measured(candidate, tmp_path, reference, tmp_path, [2], "r", sample=12,
+                                    tokens=3)["c2"]["value"] == 1.0
+    leaf = output_identity_measured(candidate, tmp_path, reference, tmp_path, [2], "r", sample=12, tokens=4)["c2"]
+    assert leaf["value"] == 11 / 12 and "over the first 4 tokens" in leaf["text"]
+    # more requested than recorded with text in both arms: every one is compared, none is invented
+    short = {2: [_rep(tmp_path, "s", 1, _texts(9))]}
+    out = output_identity_measured(short, tmp_path, reference, tmp_path, [2], "r", sample=12)
+    assert out["c2"]["value"] == 1.0
+
+
+def test_compared_tokens_from_the_gate_file(tmp_path: Path) -> None:
+    from harness.config.gatespec import GateSpec
+    from harness.config.loader import load_gate
+    from harness.paths import gates_dir
+    from harness.pipelines.identity import compared_tokens
+
+    g3 = load_gate(gates_dir() / "G3.yaml")
+    assert compared_tokens(g3) == TOKENS == 16  # gates/G3.yaml states the default
+    data = g3.model_dump()
+    for c in data["checks"]:
+        if c["id"] == "output_identity":
+            c["compared_tokens"] = 32
+    assert compared_tokens(GateSpec.model_validate(data)) == 32
+    for c in data["checks"]:
+        c.pop("compared_tokens", None)
+    assert compared_tokens(GateSpec.model_validate(data)) == TOKENS

@@ -64,7 +64,7 @@ def test_accepted_mismatches_are_on_page_one_of_the_pdf(tmp_path: Path) -> None:
     gate = _gate(tmp_path, ACCEPTED, with_data=False)
     render_gate_reports(gate)
     pdf = write_pdf(gate)
-    text = subprocess.run(["pdftotext", "-layout", str(pdf), "-"], capture_output=True, text=True,  # noqa: S607
+    text = subprocess.run(["pdftotext", "-layout", str(pdf), "-"], capture_output=True, text=True,  # noqa: S603, S607
                           timeout=120, check=True).stdout
     first = re.sub(r"\s+", " ", text.split("\f")[0])
     assert "FAIL" in first and "Exit code 1" in first
