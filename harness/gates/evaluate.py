@@ -189,6 +189,7 @@ def _observe(check: Check, path: str, leaf: Any, thr: _Threshold, rng: random.Ra
     mtext = (f"{text or _fmt(estimate, kind)} [{_fmt(low, kind)}, {_fmt(high, kind)}] "
              f"({conf * 100:g}% CI, {size})")
     power = stats.achieved_power(low, high, estimate, thr.value, conf)
+    power_reps = stats.repetitions_for_power(spec.n, low, high, estimate, thr.value, conf, stats.POWER_TARGET)
     needed = None
     reason = detail
     if verdict is Verdict.INCONCLUSIVE:
@@ -199,7 +200,7 @@ def _observe(check: Check, path: str, leaf: Any, thr: _Threshold, rng: random.Ra
         reason = f"{why}; {detail}" if detail else why
     return Observation(**base, measured=estimate, measured_text=mtext, interval=interval, n_samples=spec.n,
                        needed_samples=needed, verdict=verdict, reason=reason, power=power,
-                       min_samples=stats.MIN_INTERVAL_SAMPLES)
+                       power_repetitions=power_reps, min_samples=stats.MIN_INTERVAL_SAMPLES)
 
 
 def _worst(verdicts: Iterable[Verdict]) -> Verdict:

@@ -49,6 +49,8 @@ class Observation(_Model):
                                        "for grouped samples) an interval is computed from")
     power: Optional[float] = Field(default=None, description="Interval checks: the achieved power, the chance an "
                                    "interval this wide around the estimate clears the threshold")
+    power_repetitions: Optional[int] = Field(default=None, description="Interval checks: repetitions (samples "
+                                             "per group) that would give 80% power at the measured spread")
     verdict: Verdict
     reason: str = ""
     evidence: list[str] = Field(default_factory=list, description="Paths relative to the gate directory")

@@ -63,11 +63,15 @@ __all__ = [
     "needed_samples",
     "achieved_power",
     "interval_method",
+    "repetitions_for_power",
+    "POWER_TARGET",
 ]
 
 # Below this many samples per group a bootstrap interval is not a statement of uncertainty (one
 # sample resamples to itself: an interval of zero width). Such a check is INCONCLUSIVE.
 MIN_INTERVAL_SAMPLES = 5
+# The power the report plans repetitions for (the usual 80%).
+POWER_TARGET = 0.8
 
 
 class SampleSpecError(KvgateError):
@@ -320,12 +324,36 @@ def needed_samples(n: int, low: float, high: float, estimate: float, threshold: 
 def achieved_power(low: float, high: float, estimate: float, threshold: float, confidence: float) -> float | None:
     """The chance that an interval of this width, around a true value equal to ``estimate``, would
     clear ``threshold`` (normal approximation: the standard error is the interval's half-width over
-    z). A figure for the report: how likely this many repetitions are to decide, not a verdict."""
+    z). A figure for the report: how likely this many repetitions are to decide, not a verdict.
+
+    Formula: ``se = (high - low) / (2 z)`` with ``z`` the normal quantile of ``(1 + confidence) / 2``,
+    ``power = Phi(|estimate - threshold| / se - z)``. For grouped samples the interval is the
+    hierarchical one, so ``se`` carries the measured between-repetition variance at this number of
+    repetitions; the ``Phi(-|d|/se - z)`` tail (clearing on the wrong side) is left out."""
     z = _z(0.5 + confidence / 2.0)
     se = (high - low) / (2.0 * z)
     if not math.isfinite(se) or se <= 0:
         return None
     return _phi(abs(estimate - threshold) / se - z)
+
+
+def repetitions_for_power(n: int, low: float, high: float, estimate: float, threshold: float,
+                          confidence: float, power: float = 0.8) -> int | None:
+    """Repetitions (samples per group) that would give ``power`` under :func:`achieved_power`'s model.
+
+    The standard error shrinks as 1/sqrt(n): ``se_m = se sqrt(n / m)``; solving
+    ``Phi(d / se_m - z) = power`` gives ``m = n (se (z + z_power) / d) ** 2`` with ``d = |estimate -
+    threshold|`` (rounded up, at least ``MIN_INTERVAL_SAMPLES``). None when the estimate sits on the
+    threshold (no number of repetitions is expected to decide) or the interval has no width."""
+    if not 0.5 < power < 1.0:
+        raise SampleSpecError(f"power must be in (0.5, 1), got {power}")
+    z = _z(0.5 + confidence / 2.0)
+    se = (high - low) / (2.0 * z)
+    d = abs(estimate - threshold)
+    if not math.isfinite(se) or se <= 0 or d <= 0:
+        return None
+    m = max(n, 1) * (se * (z + _z(power)) / d) ** 2
+    return max(math.ceil(m - 1e-9), MIN_INTERVAL_SAMPLES)
 
 
 def _phi(x: float) -> float:

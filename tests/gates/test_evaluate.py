@@ -216,3 +216,27 @@ def test_a_gate_spec_from_code_evaluates() -> None:
     res = evaluate_gate(spec, {"soak": {"engine_restarts": 0, "duration": 71.5 * 3600}})
     assert [c.verdict for c in res] == [Verdict.PASS, Verdict.FAIL]
     assert res[1].threshold_value == 72 * 3600
+
+
+def test_interval_observations_carry_power_and_the_repetitions_for_80_percent() -> None:
+    from harness.gates import stats
+
+    check = _check(statistic=INTERVAL)
+    measured = {"compare": {"ttft_p50_reduction": {
+        "c8": _ratio(_noisy(60, 100, 1), _noisy(100, 100, 2)),
+        "c32": _ratio(_noisy(75, 30, 5, 0.3), _noisy(100, 30, 6, 0.3)),
+    }}}
+    by = {o.path.rsplit(".", 1)[1]: o for o in evaluate_check(check, measured).observations}
+    for o in by.values():
+        assert o.interval is not None and o.measured is not None and o.n_samples is not None
+        assert o.min_samples == stats.MIN_INTERVAL_SAMPLES
+        assert o.power == stats.achieved_power(o.interval.low, o.interval.high, o.measured, 0.25, 0.95)
+        assert o.power_repetitions == stats.repetitions_for_power(
+            o.n_samples, o.interval.low, o.interval.high, o.measured, 0.25, 0.95, 0.8)
+    assert by["c8"].power is not None and by["c8"].power > 0.99
+    assert by["c8"].power_repetitions == stats.MIN_INTERVAL_SAMPLES  # far above the threshold
+    assert by["c32"].power is not None and by["c32"].power < 0.5
+    assert by["c32"].power_repetitions is not None and by["c32"].power_repetitions > 30
+    # a point check has neither
+    point = evaluate_check(_check(), measured).observations[0]
+    assert point.power is None and point.power_repetitions is None and point.min_samples is None

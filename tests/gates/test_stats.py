@@ -249,3 +249,45 @@ def test_log_ratio_ends_beyond_the_float_range_stay_finite() -> None:
     lo, hi = stats._from_log_ratio(-1e9, 1e9, "gain")
     assert lo == pytest.approx(math.exp(-700) - 1) and hi == pytest.approx(math.exp(700) - 1)
     assert stats._from_log_ratio(-800.0, 2.0, "ratio") == (pytest.approx(math.exp(-700)), pytest.approx(math.exp(2)))
+
+
+@pytest.mark.parametrize(("n", "low", "high", "estimate", "threshold", "conf", "power", "expected"), [
+    # se = 0.2 / (2 * 1.95996) = 0.05102; d = 0.05: 10 * (0.05102 * (1.95996 + 0.84162) / 0.05) ** 2 = 81.7
+    (10, 0.2, 0.4, 0.3, 0.25, 0.95, 0.8, 82),
+    (10, 0.2, 0.4, 0.3, 0.35, 0.95, 0.8, 82),  # the threshold above: the same distance
+    (5, 0.2, 0.4, 0.3, 0.0, 0.95, 0.8, 5),  # far from the threshold: never fewer than the minimum
+    # se = 0.2 / (2 * 1.64485) = 0.06080; d = 0.1: 20 * (0.0608 * (1.64485 + 1.28155) / 0.1) ** 2 = 63.3
+    (20, 0.1, 0.3, 0.2, 0.1, 0.90, 0.9, 64),
+    (10, 0.2, 0.4, 0.3, 0.3, 0.95, 0.8, None),  # on the threshold: nothing decides
+    (10, 0.3, 0.3, 0.3, 0.25, 0.95, 0.8, None),  # no width
+    (10, 0.2, float("inf"), 0.3, 0.25, 0.95, 0.8, None),
+])
+def test_repetitions_for_power(n: int, low: float, high: float, estimate: float, threshold: float, conf: float,
+                               power: float, expected: int | None) -> None:
+    assert stats.repetitions_for_power(n, low, high, estimate, threshold, conf, power) == expected
+
+
+def test_repetitions_for_power_give_that_power_and_the_power_is_phi() -> None:
+    low, high, est, thr = 0.2, 0.4, 0.3, 0.25
+    m = stats.repetitions_for_power(10, low, high, est, thr, 0.95)
+    assert m is not None
+    # the interval at m repetitions is sqrt(10 / m) as wide: its power is the target (just above)
+    k = math.sqrt(10 / m)
+    p = stats.achieved_power(est - (est - low) * k, est + (high - est) * k, est, thr, 0.95)
+    assert p is not None and 0.8 <= p < 0.81
+    # achieved power itself: Phi(d / se - z)
+    se = 0.2 / (2 * 1.959964)
+    assert stats.achieved_power(low, high, est, thr, 0.95) == pytest.approx(
+        0.5 * (1 + math.erf((0.05 / se - 1.959964) / math.sqrt(2))), abs=1e-6)
+    assert stats.achieved_power(0.3, 0.3, est, thr, 0.95) is None
+
+
+@pytest.mark.parametrize("power", [0.5, 1.0, 0.2])
+def test_repetitions_for_power_refuses_a_meaningless_target(power: float) -> None:
+    with pytest.raises(SampleSpecError, match="power must be"):
+        stats.repetitions_for_power(10, 0.2, 0.4, 0.3, 0.25, 0.95, power)
+
+
+@pytest.mark.parametrize(("p", "z"), [(0.975, 1.959964), (0.95, 1.644854), (0.8, 0.841621), (0.5001, 0.000251)])
+def test_normal_quantile(p: float, z: float) -> None:
+    assert stats._z(p) == pytest.approx(z, abs=1e-5)
