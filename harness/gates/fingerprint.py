@@ -28,6 +28,8 @@ import json
 from collections.abc import Mapping
 from typing import Any, Optional
 
+from pydantic import BaseModel
+
 from harness.config.inventory import Inventory
 from harness.config.profile import Profile
 from harness.redact import redact_argv, redact_data
@@ -46,6 +48,11 @@ def _canonical(value: Any) -> Any:
     return json.loads(json.dumps(value, sort_keys=True, default=str))
 
 
+def _dump(model: BaseModel, exclude: Optional[set[str]] = None) -> dict[str, Any]:
+    """A config model as JSON values (enums as their values, dates in ISO form), one way for all."""
+    return model.model_dump(mode="json", exclude=exclude)
+
+
 def _flatten(prefix: str, value: Any, out: dict[str, Any]) -> None:
     if isinstance(value, Mapping) and value:
         for k in sorted(value):
@@ -61,7 +68,7 @@ def workload_fingerprint(profile: Profile, *, arm: str, inventory: Optional[Inve
     m = profile.model
     out: dict[str, Any] = {}
     _flatten("model", {
-        "name": m.name, "geometry": m.kv_geometry.model_dump(mode="json"),
+        "name": m.name, "geometry": _dump(m.kv_geometry),
         "tensor_parallel_size": m.tensor_parallel_size, "instances_per_node": m.instances_per_node,
         "nodes_per_instance": m.nodes_per_instance, "max_model_len": m.max_model_len,
     }, out)
@@ -69,11 +76,11 @@ def workload_fingerprint(profile: Profile, *, arm: str, inventory: Optional[Inve
                               # secrets masked: result.json is evidence (a changed key is no new workload)
                               "extra_args": redact_argv(list(profile.engine.extra_args))}
     if profile.engine.kind == "sim":
-        engine["sim"] = profile.engine.sim.model_dump(mode="json")
+        engine["sim"] = _dump(profile.engine.sim)
     _flatten("engine", engine, out)
-    _flatten("load", profile.load.model_dump(mode="json", exclude=_JUDGEMENT_ONLY), out)
+    _flatten("load", _dump(profile.load, _JUDGEMENT_ONLY), out)
     _flatten("arm", {"name": a.name, "storage": a.storage, "offload": a.offload,
-                     "lmcache": redact_data(a.lmcache.model_dump(mode="json")) if a.offload else None}, out)
+                     "lmcache": redact_data(_dump(a.lmcache)) if a.offload else None}, out)
     if inventory is not None:
         servers = [n for n in inventory.nodes if "server" in n.roles] or list(inventory.nodes)
         out["nodes.platforms"] = sorted({str(n.platform) for n in servers})

@@ -111,3 +111,49 @@ def test_diff_compares_canonically_and_lists_both_sides() -> None:
     assert fingerprint_diff({"x": {"b": 1, "a": 2}}, {"x": {"a": 2, "b": 1}}) == []
     assert fingerprint_diff({"x": 1, "y": 2}, {"x": 1.5, "z": 3}) == [
         ("x", 1, 1.5), ("y", 2, MISSING), ("z", MISSING, 3)]
+
+
+def test_canonical_values_have_sorted_keys_and_non_json_values_as_text() -> None:
+    import datetime as dt
+
+    from harness.gates import fingerprint as f
+
+    assert list(f._canonical({"b": 1, "a": {"d": 2, "c": 3}})) == ["a", "b"]
+    assert list(f._canonical({"b": 1, "a": {"d": 2, "c": 3}})["a"]) == ["c", "d"]
+    assert f._canonical(Path("/x/y")) == "/x/y" and f._canonical((1, 2)) == [1, 2]
+    # the digest of a fingerprint holding a value JSON does not know is its text's digest
+    assert fingerprint_digest({"k": Path("/x")}) == fingerprint_digest({"k": "/x"})
+    assert fingerprint_digest({"k": dt.date(2026, 12, 1)}) == fingerprint_digest({"k": "2026-12-01"})
+
+
+def test_config_models_are_dumped_as_json_values() -> None:
+    import datetime as dt
+
+    from pydantic import BaseModel
+
+    from harness.gates import fingerprint as f
+
+    class M(BaseModel):
+        when: dt.datetime
+        n: int = 1
+
+    m = M(when=dt.datetime(2026, 12, 1, 1, 2, 3))
+    assert f._dump(m) == {"when": "2026-12-01T01:02:03", "n": 1}  # ISO, not str(datetime)
+    assert f._dump(m, {"n"}) == {"when": "2026-12-01T01:02:03"}
+
+
+def test_platforms_are_those_of_the_serving_nodes_else_of_every_node() -> None:
+    from harness.config.inventory import Inventory
+
+    prof, inv = _demo()
+    node = inv.nodes[0].model_dump()
+
+    def inventory(*specs: tuple[str, list[str], str]) -> Inventory:
+        data = inv.model_dump()
+        data["nodes"] = [{**node, "name": n, "roles": roles, "platform": plat} for n, roles, plat in specs]
+        return Inventory.model_validate(data)
+
+    mixed = inventory(("s", ["server"], "mi308x"), ("c", ["client"], "cpu"), ("t", ["server", "storage"], "cuda"))
+    assert workload_fingerprint(prof, arm=prof.baseline, inventory=mixed)["nodes.platforms"] == ["cuda", "mi308x"]
+    no_server = inventory(("c", ["client"], "cpu"), ("t", ["storage"], "mi308x"))
+    assert workload_fingerprint(prof, arm=prof.baseline, inventory=no_server)["nodes.platforms"] == ["cpu", "mi308x"]
