@@ -188,8 +188,11 @@ def _observe(check: Check, path: str, leaf: Any, thr: _Threshold, rng: random.Ra
     size = f"{spec.n} repetitions, {min(len(spec.a), len(spec.b))} requests" if spec.clustered else f"n={spec.n}"
     mtext = (f"{text or _fmt(estimate, kind)} [{_fmt(low, kind)}, {_fmt(high, kind)}] "
              f"({conf * 100:g}% CI, {size})")
-    power = stats.achieved_power(low, high, estimate, thr.value, conf)
-    power_reps = stats.repetitions_for_power(spec.n, low, high, estimate, thr.value, conf, stats.POWER_TARGET)
+    # on the interval's own scale (the log ratio for the bootstrap-t: symmetric there, not as a gain)
+    p_lo, p_hi, p_est, p_thr = stats.power_scale(spec, low, high, estimate, thr.value)
+    p_lo, p_hi = min(p_lo, p_hi), max(p_lo, p_hi)  # a reduction's log ratio runs the other way
+    power = stats.achieved_power(p_lo, p_hi, p_est, p_thr, conf)
+    power_reps = stats.repetitions_for_power(spec.n, p_lo, p_hi, p_est, p_thr, conf, stats.POWER_TARGET)
     needed = None
     reason = detail
     if verdict is Verdict.INCONCLUSIVE:

@@ -64,6 +64,7 @@ __all__ = [
     "achieved_power",
     "interval_method",
     "repetitions_for_power",
+    "power_scale",
     "POWER_TARGET",
 ]
 
@@ -335,6 +336,20 @@ def achieved_power(low: float, high: float, estimate: float, threshold: float, c
     if not math.isfinite(se) or se <= 0:
         return None
     return _phi(abs(estimate - threshold) / se - z)
+
+
+def power_scale(spec: SampleSpec, *values: float) -> tuple[float, ...]:
+    """``values`` (an interval's ends, an estimate, a threshold) on the scale where the spec's
+    interval is symmetric, for :func:`achieved_power` and :func:`repetitions_for_power`: the log
+    ratio for a bootstrap-t interval (its ends are symmetric there, not on the gain scale), else
+    unchanged. A value outside the transform's domain (a gain of -100% or less) maps to -inf."""
+    if not _studentized(spec):
+        return values
+    out = []
+    for v in values:
+        r = 1.0 - v if spec.transform == "reduction" else (1.0 + v if spec.transform == "gain" else v)
+        out.append(math.log(r) if r > 0 else -math.inf)
+    return tuple(out)
 
 
 def repetitions_for_power(n: int, low: float, high: float, estimate: float, threshold: float,

@@ -291,3 +291,39 @@ def test_repetitions_for_power_refuses_a_meaningless_target(power: float) -> Non
 @pytest.mark.parametrize(("p", "z"), [(0.975, 1.959964), (0.95, 1.644854), (0.8, 0.841621), (0.5001, 0.000251)])
 def test_normal_quantile(p: float, z: float) -> None:
     assert stats._z(p) == pytest.approx(z, abs=1e-5)
+
+
+@pytest.mark.parametrize(("transform", "values", "expected"), [
+    ("gain", (0.29, 1.0, -1.0), (math.log(1.29), math.log(2.0), -math.inf)),
+    ("reduction", (0.25, 0.5, 1.0), (math.log(0.75), math.log(0.5), -math.inf)),
+    ("ratio", (2.0, 0.5, 0.0), (math.log(2.0), math.log(0.5), -math.inf)),
+])
+def test_power_scale_of_a_bootstrap_t_interval_is_the_log_ratio(transform: str, values: tuple[float, ...],
+                                                                 expected: tuple[float, ...]) -> None:
+    spec = _thr_spec([100.0, 110.0], [80.0, 90.0], transform)
+    assert stats.power_scale(spec, *values) == pytest.approx(expected)
+
+
+def test_power_scale_leaves_percentile_intervals_alone() -> None:
+    p50 = parse_sample_spec({"kind": "ratio", "a": [1.0, 2.0], "b": [3.0, 4.0], "transform": "gain"})
+    assert stats.power_scale(p50, 0.29, -2.0) == (0.29, -2.0)
+
+
+def test_throughput_power_is_taken_on_the_log_scale() -> None:
+    """A skewed bootstrap-t interval [60%, 726%] around a 171% gain, threshold 29%: on the gain scale
+    the width would give 13% power; on the log scale, where it is symmetric, about 43%."""
+    from harness.config.gatespec import Check
+    from harness.gates.evaluate import evaluate_check
+
+    check = Check.model_validate({"id": "t", "description": "d", "metric": "compare.throughput_gain_best",
+                                  "comparator": ">=", "threshold": "29%",
+                                  "statistic": {"kind": "interval", "confidence": 0.95, "resamples": 2000}})
+    leaf = {"value": None, "samples": {"kind": "ratio", "a": [95.9, 134.8, 133.3, 269.8, 252.4],
+                                       "b": [66.9, 60.3, 68.8, 63.6, 66.8], "stat": "mean", "transform": "gain"}}
+    o = evaluate_check(check, {"compare": {"throughput_gain_best": leaf}}).observations[0]
+    assert o.interval is not None and o.measured is not None and o.interval.method == "bootstrap-t-log-ratio"
+    lo, hi, est, thr = (math.log(1 + x) for x in (o.interval.low, o.interval.high, o.measured, 0.29))
+    assert o.power == pytest.approx(stats.achieved_power(lo, hi, est, thr, 0.95))
+    assert o.power_repetitions == stats.repetitions_for_power(5, lo, hi, est, thr, 0.95)
+    gain_scale = stats.achieved_power(o.interval.low, o.interval.high, o.measured, 0.29, 0.95)
+    assert o.power is not None and gain_scale is not None and o.power > gain_scale + 0.1
