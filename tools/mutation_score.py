@@ -7,21 +7,37 @@ counts against the score. Mutants never checked are listed apart and left out.
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import sys
 from collections import Counter
 from pathlib import Path
+
+import tomllib
 
 KILLED = {1, 3, 24, -24, 152, 255, 36, 37}
 SURVIVED = {0}
 NOT_CHECKED = {None}
 
 
+def _scope() -> list[str]:
+    """The ``only_mutate`` patterns of pyproject.toml's [tool.mutmut] (empty: everything)."""
+    with open("pyproject.toml", "rb") as fh:
+        return list(tomllib.load(fh).get("tool", {}).get("mutmut", {}).get("only_mutate", []))
+
+
 def main() -> int:
-    metas = sorted(Path("mutants").rglob("*.py.meta"))
+    scope = _scope()
+    metas = sorted(m for m in Path("mutants").rglob("*.py.meta")
+                   if not scope or any(fnmatch.fnmatch(m.relative_to("mutants").as_posix()[:-5], p) for p in scope))
     if not metas:
         print("no mutmut results under mutants/ (run `make mutation`)")
         return 1
+    print(f"scope (pyproject.toml [tool.mutmut] only_mutate): {', '.join(scope) or 'everything'}")
+    outside = sorted(p.as_posix() for p in Path("harness/gates").glob("*.py") if p.name != "__init__.py"
+                     if scope and not any(fnmatch.fnmatch(p.as_posix(), s) for s in scope))
+    if outside:
+        print(f"outside the scope, not counted: {', '.join(outside)}")
     total: Counter[str] = Counter()
     for meta in metas:
         codes = json.loads(meta.read_text()).get("exit_code_by_key", {})

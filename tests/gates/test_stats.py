@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import random
+from typing import Any
 
 import pytest
 
@@ -327,3 +328,106 @@ def test_throughput_power_is_taken_on_the_log_scale() -> None:
     assert o.power_repetitions == stats.repetitions_for_power(5, lo, hi, est, thr, 0.95)
     gain_scale = stats.achieved_power(o.interval.low, o.interval.high, o.measured, 0.29, 0.95)
     assert o.power is not None and gain_scale is not None and o.power > gain_scale + 0.1
+
+
+@pytest.mark.parametrize(("call", "message"), [
+    (lambda: stats.percentile([], 50), "percentile of no samples"),
+    (lambda: parse_sample_spec({"kind": "ratio", "a_groups": [], "b_groups": [[1.0]]}),
+     "samples 'a_groups' must be a non-empty list of lists of numbers"),
+    (lambda: stats.point_estimate(parse_sample_spec({"kind": "ratio", "a": [1.0], "b": [0.0]})),
+     "the baseline statistic is zero: a ratio to it is undefined"),
+    (lambda: stats.bootstrap_interval(_thr_spec([1.0], [1.0, 2.0]), confidence=0.9, resamples=10,
+                                      rng=random.Random(0)),
+     "a studentized interval needs at least 2 samples per group"),
+    (lambda: stats.bootstrap_interval(_thr_spec([1.0, 2.0], [1.0, 2.0]), confidence=0.5, resamples=10,
+                                      rng=random.Random(0)), "confidence must be in (0.5, 1), got 0.5"),
+    (lambda: stats.bootstrap_interval(_thr_spec([1.0, 2.0], [1.0, 2.0]), confidence=1.0, resamples=10,
+                                      rng=random.Random(0)), "confidence must be in (0.5, 1), got 1.0"),
+    (lambda: stats.bootstrap_interval(_thr_spec([1.0, 2.0], [1.0, 2.0]), confidence=0.9, resamples=0,
+                                      rng=random.Random(0)), "resamples must be positive, got 0"),
+])
+def test_refusals_say_exactly_what_is_wrong(call: Any, message: str) -> None:
+    with pytest.raises(SampleSpecError) as exc:
+        call()
+    assert str(exc.value) == message
+
+
+def test_zero_baseline_resamples_are_counted() -> None:
+    spec = parse_sample_spec({"kind": "ratio", "a": [1.0] * 5, "b": [0.0, 0.0, 1.0, 1.0, 1.0]})
+    with pytest.raises(SampleSpecError) as exc:
+        stats.bootstrap_interval(spec, confidence=0.95, resamples=400, rng=random.Random(0))
+    zeros = int(str(exc.value).split(" in ")[1].split(" of ")[0])
+    assert 20 < zeros < 400 and str(exc.value).endswith("of 400 resamples: the ratio is undefined")
+
+
+def test_two_stage_resample_keeps_the_design() -> None:
+    groups = [[1.0, 2.0, 3.0], [10.0, 20.0, 30.0], [100.0, 200.0, 300.0], [7.0, 8.0, 9.0]]
+    out = stats._two_stage(random.Random(1), groups)
+    assert len(out) == 12  # four repetitions drawn, each with its three requests
+    for i in range(0, 12, 3):  # each block of three comes from one repetition
+        assert any(set(out[i:i + 3]) <= set(g) for g in groups)
+
+
+def test_percentile_resamples_have_the_sample_size() -> None:
+    spec = parse_sample_spec({"kind": "percentile", "x": [float(i) for i in range(100)], "q": 50})
+    low, high = stats.bootstrap_interval(spec, confidence=0.95, resamples=500, rng=random.Random(3))
+    assert 35 < low < 49.5 < high < 64  # one draw per resample would span most of 0..99
+
+
+def _oracle_percentile(a: list[float], b: list[float], conf: float, resamples: int, seed: int) -> tuple[float, float]:
+    rng, reps = random.Random(seed), []
+    for _ in range(resamples):
+        sb = stats.percentile(rng.choices(b, k=len(b)), 50)
+        sa = stats.percentile(rng.choices(a, k=len(a)), 50)
+        reps.append(1 - sa / sb)
+    alpha = (1 - conf) / 2
+    return stats.percentile(reps, 100 * alpha), stats.percentile(reps, 100 * (1 - alpha))
+
+
+def _oracle_bootstrap_t(a: list[float], b: list[float], conf: float, resamples: int, seed: int) -> tuple[float, float]:
+    def log_ratio_se(x: list[float], y: list[float]) -> tuple[float, float]:
+        mx, my = sum(x) / len(x), sum(y) / len(y)
+        vx = sum((v - mx) ** 2 for v in x) / (len(x) - 1)
+        vy = sum((v - my) ** 2 for v in y) / (len(y) - 1)
+        return math.log(mx / my), math.sqrt(vx / (len(x) * mx * mx) + vy / (len(y) * my * my))
+
+    rng = random.Random(seed)
+    est, se = log_ratio_se(a, b)
+    ts = []
+    for _ in range(resamples):
+        e, s = log_ratio_se(rng.choices(a, k=len(a)), rng.choices(b, k=len(b)))
+        ts.append((e - est) / s)
+    alpha = (1 - conf) / 2
+    t_lo, t_hi = stats.percentile(ts, 100 * alpha), stats.percentile(ts, 100 * (1 - alpha))
+    return math.exp(est - t_hi * se) - 1, math.exp(est - t_lo * se) - 1
+
+
+@pytest.mark.parametrize("conf", [0.9, 0.95])
+def test_intervals_equal_an_independent_computation(conf: float) -> None:
+    """The two interval methods, re-derived step by step from their definitions (same seed, same
+    draws): the gate's code must give exactly these ends."""
+    r = random.Random(8)
+    a = [70 * math.exp(r.gauss(0, 0.2)) for _ in range(15)]
+    b = [100 * math.exp(r.gauss(0, 0.2)) for _ in range(15)]
+    p50 = parse_sample_spec({"kind": "ratio", "a": a, "b": b, "stat": "p50", "transform": "reduction"})
+    got = stats.bootstrap_interval(p50, confidence=conf, resamples=300, rng=random.Random(5))
+    assert got == pytest.approx(_oracle_percentile(a, b, conf, 300, 5), rel=1e-12)
+    thr = _thr_spec(a[:7], b[:7])
+    got = stats.bootstrap_interval(thr, confidence=conf, resamples=300, rng=random.Random(6))
+    assert got == pytest.approx(_oracle_bootstrap_t(a[:7], b[:7], conf, 300, 6), rel=1e-12)
+
+
+def test_studentized_only_with_positive_samples_on_both_sides() -> None:
+    assert stats.interval_method(_thr_spec([1.0, 2.0], [0.0, 4.0])) == "bootstrap-percentile"
+    assert stats.interval_method(_thr_spec([1.0, 2.0], [1e-9, 4.0])) == "bootstrap-t-log-ratio"
+
+
+def test_needed_samples_is_always_more_than_now() -> None:
+    # the arm (0.01) is far shorter than the distance (0.1): the formula gives 1, yet more than n is needed
+    assert stats.needed_samples(100, 0.29, 0.5, 0.3, 0.2) == 101
+    assert stats.needed_samples(2, 0.29, 0.5, 0.3, 0.2) == stats.MIN_INTERVAL_SAMPLES
+
+
+def test_repetitions_for_power_scales_from_one_repetition() -> None:
+    # n = 1: 1 * 81.7 / 10 = 8.17 -> 9
+    assert stats.repetitions_for_power(1, 0.2, 0.4, 0.3, 0.25, 0.95) == 9

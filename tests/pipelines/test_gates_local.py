@@ -101,15 +101,21 @@ def test_g1_g2_g3_pass_with_real_disk_reads(tmp_path: Path, local_inventory: Pat
     obs = red["observations"][0]
     assert obs["interval"]["low"] >= 0.25 and obs["n_samples"] >= 5
     assert check(g3, "recompute_speedup")["observations"][0]["measured"] > 1.5
-    passed_or_undecided(g3, code)
+    # every blocker PASS, exit 0: the small profile's emulated benefit is far outside the noise
+    # (tests/pipelines/conftest.py: small_profile), so INCONCLUSIVE is not an accepted outcome here
+    assert {c["id"]: c["verdict"] for c in g3["checks"] if c["severity"] == "blocker"
+            and c["verdict"] != "NOT_APPLICABLE"} == {c["id"]: "PASS" for c in g3["checks"]
+                                                    if c["severity"] == "blocker"
+                                                    and c["verdict"] != "NOT_APPLICABLE"}
+    assert code == 0 == g3["exit_code"], g3["verdict_reason"]
     # the candidate's disk tier was really read: the engine's own counters say how many prompt tokens
     # it served in every repetition, and the gate reports the lowest of them
     deltas = sorted((reports / "c1" / "G3" / "evidence" / "sweep" / "candidate").glob("c2/rep*/metrics-delta.json"))
     assert len(deltas) == 5
     hits = [json.loads(p.read_text())[0]["key_figures"]["offload_hit_tokens"] for p in deltas]
-    # 6 requests, each reusing its whole 2048-token document (8 chunks) but its last token, which vLLM
+    # 8 requests, each reusing its whole 2048-token document (8 chunks) but its last token, which vLLM
     # computes itself to sample from (the emulator does the same)
-    assert min(hits) >= 6 * 2047
+    assert min(hits) >= 8 * 2047
     hit_check = check(g3, "candidate_offload_hits")
     assert hit_check["verdict"] == "PASS" and hit_check["observations"][0]["measured"] == min(hits)
     assert check(g3, "recompute_offload_hits")["observations"][0]["measured"] == 0
@@ -134,7 +140,7 @@ def test_g1_g2_g3_pass_with_real_disk_reads(tmp_path: Path, local_inventory: Pat
     # a later campaign compares against this one's G2 (--baseline), and says so
     code_b = gate("G3", local_inventory, prof, reports, "c2", "--baseline", "c1")
     g3b = result(reports, "c2", "G3")
-    passed_or_undecided(g3b, code_b)
+    assert code_b == 0 == g3b["exit_code"], g3b["verdict_reason"]
     assert g3b["baseline"]["digest"] == g2["fingerprint"]["digest"] and g3b["baseline"]["accepted_mismatches"] == []
     assert check(g3b, "ttft_p50_reduction")["verdict"] == "PASS"
     assert "baseline: G2 of campaign 'c1'" in g3b["notes"]
@@ -287,7 +293,7 @@ def test_without_cold_restore_warm_up_requests_are_sent_and_not_measured(
     assert not (point / "populate").exists()
     warm = [json.loads(x) for x in (point / "warmup" / "records.jsonl").read_text().splitlines()]
     measured = [json.loads(x) for x in (point / "measure" / "records.jsonl").read_text().splitlines()]
-    assert len(warm) == 2 and len(measured) == 6
+    assert len(warm) == 2 and len(measured) == data["load"]["prompts_per_point"]
     assert not {r["request_id"] for r in warm} & {r["request_id"] for r in measured}
     leaked = [p for p in (reports / "w").rglob("*") if p.is_file() and b"hf-e2e-secret-value" in p.read_bytes()]
     assert not leaked
