@@ -99,7 +99,7 @@ bench-history: install  ## history: change detection over 10,000 runs x 50 metri
 bench-coverage: install  ## coverage of the hierarchical vs pooled bootstrap intervals (ICC 0.3, 400 trials)
 	$(BIN)/python bench/coverage.py
 
-mutation: install  ## mutation testing of the verdict, fingerprint and gate-result modules with mutmut (tests/gates/), printing the score per module
+mutation: install  ## mutation testing of the verdict, fingerprint, gate-result and statistics modules with mutmut (tests/gates/), printing the score per module
 	$(BIN)/pip install --quiet -e '.[mutation]'
 	rm -rf mutants
 	$(BIN)/mutmut run --max-children 2 > /dev/null || true
