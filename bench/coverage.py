@@ -10,7 +10,7 @@ Simulates G3 comparisons with a known true effect and prints how often the nomin
 * Throughput gain at a point: each request's output rate is lognormal with the same ICC (the
   repetition's level shared by its requests), a repetition's throughput is the mean of its
   requests' rates; the true gain is the ratio of the arms' expected rates minus 1. The gate's
-  interval (one figure per repetition, the design's unit: the studentized bootstrap of the log
+  interval (one figure per repetition, the design's unit: the Welch t interval of the log
   ratio of means) side by side with the pooled bootstrap over the requests' rates as if they were
   independent.
 
@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"    pooled bootstrap (requests as independent):          {cov(1)}  mean width {100 * w_p:.1f} pts")
     print(f"    width ratio hierarchical / pooled: {w_h / w_p:.2f}x")
     print(f"  throughput gain (true {100 * (TRUE_THR_RATIO - 1):.0f}%)")
-    print(f"    bootstrap-t of the log ratio over repetitions (gate):  {cov(2)}  mean width {100 * w_t:.1f} pts")
+    print(f"    Welch t of the log ratio over repetitions (gate):      {cov(2)}  mean width {100 * w_t:.1f} pts")
     print(f"    pooled bootstrap (requests' rates as independent):    {cov(3)}  mean width {100 * w_tp:.1f} pts")
     print("  target: the gate's intervals (hierarchical TTFT, throughput over repetitions) cover the truth "
           "in 93-97% of trials")

@@ -17,7 +17,7 @@ Rules (the report and the exit code follow from them):
   ``is_false`` need a boolean.
 * ``statistic: point``: the estimate itself is compared; the observation says "point estimate".
   ``statistic: interval``: the leaf must carry samples; a bootstrap interval
-  (``harness.gates.stats``: percentile, hierarchical or bootstrap-t) is computed: PASS when the
+  (``harness.gates.stats``: percentile, hierarchical or Welch t) is computed: PASS when the
   whole interval clears the threshold, FAIL when none of it does, INCONCLUSIVE otherwise, with ``needed_samples`` (see
   ``stats.needed_samples``). Fewer than ``stats.MIN_INTERVAL_SAMPLES`` samples per group is
   INCONCLUSIVE: one sample resamples to a zero-width interval, which would be a false certainty.
@@ -188,7 +188,7 @@ def _observe(check: Check, path: str, leaf: Any, thr: _Threshold, rng: random.Ra
     size = f"{spec.n} repetitions, {min(len(spec.a), len(spec.b))} requests" if spec.clustered else f"n={spec.n}"
     mtext = (f"{text or _fmt(estimate, kind)} [{_fmt(low, kind)}, {_fmt(high, kind)}] "
              f"({conf * 100:g}% CI, {size})")
-    # on the interval's own scale (the log ratio for the bootstrap-t: symmetric there, not as a gain)
+    # on the interval's own scale (the log ratio for the Welch t: symmetric there, not as a gain)
     p_lo, p_hi, p_est, p_thr = stats.power_scale(spec, low, high, estimate, thr.value)
     p_lo, p_hi = min(p_lo, p_hi), max(p_lo, p_hi)  # a reduction's log ratio runs the other way
     power = stats.achieved_power(p_lo, p_hi, p_est, p_thr, conf)

@@ -24,9 +24,7 @@ def small_profile(port: int, **changes: Any) -> dict[str, Any]:
     storage benefit large compared with the noise between repetitions on a loaded two-core machine:
     the candidate's restore is real disk I/O and CPU, so its per-repetition throughput varies by tens
     of percent when other tests run, while the recompute arm's prefill is an emulated wait. At
-    20000 tokens/s the 5-repetition intervals reached down to the thresholds under load. (The
-    5-repetition bootstrap-t throughput interval can still be very wide when the baseline's
-    repetitions are nearly constant, so the tests still accept INCONCLUSIVE there.) A slower
+    20000 tokens/s the 5-repetition intervals reached down to the thresholds under load. A slower
     prefill costs wall time only (an emulated wait), not CPU; more requests per repetition cost CPU
     in every test that uses this profile, so there are 8: the output identity check's minimum sample
     (fewer, and it compared fewer than the issue's 8), which also lengthens each repetition's window."""

@@ -47,16 +47,6 @@ def start_g2(inv: Path, prof: Path, reports: Path, campaign: str, **popen: Any) 
     return subprocess.Popen(argv, text=True, **popen)  # noqa: S603
 
 
-def passed_or_undecided(res: dict[str, Any], code: int) -> None:
-    """Every G3 blocker passed except, possibly, an interval that straddles its threshold (a busy
-    machine makes TTFT noisy); the exit code is exactly what that gives."""
-    blockers = {c["id"]: c["verdict"] for c in res["checks"] if c["severity"] == "blocker"}
-    undecided = {k for k, v in blockers.items() if v == "INCONCLUSIVE"}
-    assert undecided <= {"ttft_p50_reduction", "throughput_gain"}, blockers
-    assert {v for k, v in blockers.items() if k not in undecided} == {"PASS"}, blockers
-    assert code == (3 if undecided else 0) == res["exit_code"], res["verdict_reason"]
-
-
 def wait_for_steps(state: Path, n: int, timeout: float = 120.0) -> None:
     """Until ``state`` (a gate's state.jsonl) records ``n`` completed sweep repetitions."""
     deadline = time.monotonic() + timeout
@@ -101,10 +91,7 @@ def test_g1_g2_g3_pass_with_real_disk_reads(tmp_path: Path, local_inventory: Pat
     obs = red["observations"][0]
     assert obs["interval"]["low"] >= 0.25 and obs["n_samples"] >= 5
     assert check(g3, "recompute_speedup")["observations"][0]["measured"] > 1.5
-    # INCONCLUSIVE is still tolerated for the two interval checks: the 5-repetition bootstrap-t
-    # throughput interval can be very wide when one arm's repetitions are nearly constant (see the
-    # s2-verdict report); the estimates themselves are far above the thresholds
-    passed_or_undecided(g3, code)
+    assert code == 0 and g3["verdict"] == "PASS", [(c["id"], c["verdict"]) for c in g3["checks"]]
     # the candidate's disk tier was really read: the engine's own counters say how many prompt tokens
     # it served in every repetition, and the gate reports the lowest of them
     deltas = sorted((reports / "c1" / "G3" / "evidence" / "sweep" / "candidate").glob("c2/rep*/metrics-delta.json"))
@@ -137,7 +124,7 @@ def test_g1_g2_g3_pass_with_real_disk_reads(tmp_path: Path, local_inventory: Pat
     # a later campaign compares against this one's G2 (--baseline), and says so
     code_b = gate("G3", local_inventory, prof, reports, "c2", "--baseline", "c1")
     g3b = result(reports, "c2", "G3")
-    passed_or_undecided(g3b, code_b)
+    assert code_b == 0 and g3b["verdict"] == "PASS", [(c["id"], c["verdict"]) for c in g3b["checks"]]
     assert g3b["baseline"]["digest"] == g2["fingerprint"]["digest"] and g3b["baseline"]["accepted_mismatches"] == []
     assert check(g3b, "ttft_p50_reduction")["verdict"] == "PASS"
     assert "baseline: G2 of campaign 'c1'" in g3b["notes"]
