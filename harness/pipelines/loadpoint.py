@@ -20,9 +20,10 @@ from harness.config.profile import Profile
 from harness.engines.base import EngineInstance
 from harness.load import LoadConfig, RequestSpec, Workload, build_workload, hashtrace, read_records, run_load_async
 from harness.load.summary import Summary
+from harness.load.workloads import LazyRequests
 from harness.pipelines.agentload import run_agent_point
 from harness.pipelines.context import GateRun
-from harness.pipelines.instances import combine, split_requests
+from harness.pipelines.instances import combine, split_lazily
 
 SUCCESS = "ok"
 
@@ -31,8 +32,10 @@ SUCCESS = "ok"
 class PointWorkload:
     """The requests of one sweep point: ``populate`` fills the KV tier, ``measure`` is measured."""
 
-    populate: list[RequestSpec]
-    measure: list[RequestSpec]
+    # LazyRequests when the workload builds its prompts lazily: each is built when it is sent
+    # (or shipped to a node agent), never all at once
+    populate: Sequence[RequestSpec]
+    measure: Sequence[RequestSpec]
     description: dict[str, Any]
 
 
@@ -61,8 +64,14 @@ def point_workload(profile: Profile) -> PointWorkload:
     wl: Workload = build_workload(load.workload, params, load.seed)
     # A workload with its own warm-up list (long-doc) populates with it; otherwise the measured
     # requests themselves are sent once first, so that every measured request is a cold restore.
-    populate = list(wl.warmup) if wl.warmup else [s.with_id(f"pop-{s.request_id}") for s in wl.measured]
-    measure = list(wl.measured)
+    measure: Sequence[RequestSpec] = wl.measured
+    populate: Sequence[RequestSpec]
+    if wl.warmup:
+        populate = wl.warmup
+    elif isinstance(measure, LazyRequests):
+        populate = LazyRequests(r.with_id(f"pop-{r.request_id}") for r in measure.recipes)
+    else:
+        populate = [s.with_id(f"pop-{s.request_id}") for s in measure]
     description = wl.describe()
     if load.workload == "hash-trace":
         description["expected_per_point"] = point_expected_reuse(profile)
@@ -169,7 +178,7 @@ def run_local_point(profile: Profile, instances: Sequence[EngineInstance], specs
                     concurrency: int, out_dir: Path, label: str, offset: int = 0) -> tuple[dict[str, Any], list[Path]]:
     """Run ``specs`` at ``concurrency`` spread over ``instances`` from this process (request i on
     instance (i + offset) mod n)."""
-    parts = split_requests(specs, len(instances), offset)
+    parts = split_lazily(specs, len(instances), offset)
     conc = [max(1, concurrency // len(instances))] * len(instances)
     dirs = [out_dir if len(instances) == 1 else out_dir / f"instance{i}" for i in range(len(instances))]
 
@@ -179,7 +188,7 @@ def run_local_point(profile: Profile, instances: Sequence[EngineInstance], specs
             if not part:
                 continue
             cfg = _config(profile, inst, c, label)
-            wl = Workload("point", {}, profile.load.seed, list(part), [])
+            wl = Workload("point", {}, profile.load.seed, part, [])
             tasks.append(run_load_async(cfg, d, workload=wl, handle_signals=False))
         return list(await asyncio.gather(*tasks))
 

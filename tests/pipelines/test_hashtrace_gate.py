@@ -39,6 +39,8 @@ def test_g2_replays_a_hash_trace_and_reports_expected_beside_measured_reuse(
                 (g2_dir / "evidence/sweep/baseline/c2/rep1/measure/records.jsonl").read_text().splitlines()]
     assert sorted(r["trace_line"] for r in measured) == list(range(1, 9))
     assert all(r["workload"] == "hash-trace" and r["status"] == "ok" for r in measured)
+    # built when sent, by the runner (every snippet request is long enough to be deferred)
+    assert all(isinstance(r["build_ms"], float) for r in measured)
     workload = json.loads((g2_dir / "evidence/sweep/baseline/workload.json").read_text())
     assert workload["kind"] == "hash-trace" and workload["expected"]["trace_requests"] == 8
     rows = g2["measurements"]["expected_reuse"]["baseline"]

@@ -11,6 +11,8 @@ from pydantic import ValidationError
 
 from harness.config.profile import LoadSpec, Profile
 from harness.load import hashtrace
+from harness.load.workloads import LazyRequests
+from harness.pipelines.instances import split_lazily, split_requests
 from harness.pipelines.loadpoint import expected_reuse_table, point_expected_reuse, point_workload
 from tests.pipelines.conftest import small_profile
 
@@ -72,3 +74,13 @@ def test_the_table_never_invents_a_measured_rate_and_uses_each_arms_basis() -> N
     assert cand["difference"] == pytest.approx(0.5 - exp["after_populate"]["expected_hit_rate"])
     data = small_profile(18999)
     assert expected_reuse_table(Profile.model_validate(data), tiers) == {}  # no trace: no promise
+
+
+def test_a_points_prompts_stay_lazy_until_sent_and_split_as_the_eager_lists() -> None:
+    wl = point_workload(profile())
+    assert isinstance(wl.measure, LazyRequests) and isinstance(wl.populate, LazyRequests)
+    for n in (1, 2, 3):
+        for offset in (0, 1, 2):
+            lazy = split_lazily(wl.measure, n, offset)
+            assert all(isinstance(p, LazyRequests) for p in lazy)
+            assert [list(p) for p in lazy] == split_requests(list(wl.measure), n, offset)
