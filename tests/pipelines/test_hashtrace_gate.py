@@ -53,3 +53,5 @@ def test_g2_replays_a_hash_trace_and_reports_expected_beside_measured_reuse(
         assert abs(row["measured_hit_rate"] - row["expected_hit_rate"]) <= 0.05, row
     html = (g2_dir / "report.html").read_text()
     assert 'id="expected-reuse"' in html and "after populate" in html
+    md = (g2_dir / "report.md").read_text()
+    assert "## Expected and measured reuse" in md and "| baseline | c2 rep1 | after populate | 0 |" in md
