@@ -180,7 +180,7 @@ class Arm(StrictModel):
         return self
 
 
-Workload = Literal["random", "shared-prefix", "multi-round", "long-doc", "trace"]
+Workload = Literal["random", "shared-prefix", "multi-round", "long-doc", "trace", "hash-trace"]
 
 
 class LoadSpec(StrictModel):
@@ -195,10 +195,20 @@ class LoadSpec(StrictModel):
     num_groups: PositiveInt = Field(default=4, description="Prefix groups (shared-prefix), users (multi-round)")
     num_rounds: PositiveInt = Field(default=2, description="Rounds per user (multi-round)")
     hit_ratio: Fraction = Field(default=1.0, description="Share of queries that hit a warmed document")
-    trace: Optional[str] = Field(default=None, description="JSONL trace file (workload trace)")
+    trace: Optional[str] = Field(default=None, description="JSONL trace file (workload trace or hash-trace)")
+    trace_block_size: PositiveInt = Field(default=512, description="hash-trace: tokens per hash id (512: Mooncake "
+                                          "FAST'25, 16: Qwen-Bailian)")
+    trace_time_unit: Literal["ms", "s"] = Field(default="ms", description="hash-trace: unit of the trace's "
+                                                "timestamps (ms: Mooncake, s: Qwen-Bailian)")
+    trace_max_context: int = Field(default=0, ge=0, description="hash-trace: keep requests of at most this many "
+                                   "input + output tokens (0: all)")
+    trace_sample: float = Field(default=1.0, gt=0, le=1, description="hash-trace: seeded share of the requests kept")
+    lru_blocks: int = Field(default=0, ge=0, description="hash-trace: capacity in blocks of the LRU the expected "
+                            "reuse is computed for (0: unbounded)")
     concurrency: list[PositiveInt] = Field(default_factory=lambda: [8, 16, 32], min_length=1,
                                            description="Concurrency levels to sweep")
-    prompts_per_point: PositiveInt = Field(default=64, description="Measured requests per point")
+    prompts_per_point: PositiveInt = Field(default=64, description="Measured requests per point "
+                                          "(hash-trace: the first so many requests the filters keep)")
     warmup: int = Field(default=4, ge=0, description="Warm-up requests per point, not measured (without "
                                                       "cold_restore; with it, the populate pass warms up)")
     repetitions: PositiveInt = Field(default=5, description="Repetitions per point: G2 repeatability; the "
@@ -241,6 +251,12 @@ class LoadSpec(StrictModel):
             raise ValueError("open-loop load needs request_rate")
         if self.workload == "trace" and not self.trace:
             raise ValueError("workload 'trace' needs 'trace' (a JSONL file)")
+        if self.workload == "hash-trace":
+            if not self.trace:
+                raise ValueError("workload 'hash-trace' needs 'trace' (a Mooncake or Qwen-Bailian JSONL file)")
+            if self.mode != "closed":
+                # the gate replays a trace in its order, closed loop at each swept concurrency
+                raise ValueError("workload 'hash-trace' in a gate sweep runs closed loop: remove mode 'open'")
         return self
 
 

@@ -21,7 +21,7 @@ from harness.agent.remote import RECORDS, AgentLoad, start_load, stop_load, wait
 from harness.config.profile import Profile
 from harness.engines.base import EngineInstance
 from harness.load import RequestSpec
-from harness.pipelines.instances import combine, split_requests
+from harness.pipelines.instances import combine, split_lazily
 from harness.remote.base import Executor, RemoteError
 
 
@@ -58,7 +58,7 @@ def run_agent_point(executor: Executor, python: str, workdir: str, profile: Prof
     run_id = uuid.uuid4().hex[:8]
     remote_base = f"{workdir.rstrip('/')}/load/{run_id}"
     executor.run(["mkdir", "-p", "--", remote_base])
-    parts = split_requests(specs, len(instances), offset)
+    parts = split_lazily(specs, len(instances), offset)
     conc = max(1, concurrency // len(instances))
     runs: list[AgentLoad] = []
     try:

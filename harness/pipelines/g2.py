@@ -8,7 +8,7 @@ from typing import Any
 from harness.errors import InfraError
 from harness.pipelines.coldrestore import cold_restore_measured, expectation
 from harness.pipelines.context import GateRun
-from harness.pipelines.loadpoint import point_workload
+from harness.pipelines.loadpoint import expected_reuse_table, point_workload
 from harness.pipelines.probesteps import fio_step, probe_step
 from harness.pipelines.sweep import run_arm_sweep
 from harness.pipelines.sweepdata import Sweep, baseline_measured, measurement, sweep_table
@@ -77,6 +77,8 @@ def run_g2(run: GateRun) -> tuple[dict[str, Any], dict[str, Any]]:
         measured_baseline["complete"]["caused_by_fault"] = True
     charts["sweep"] = {arm: sweep_table(sweep)}
     charts["tier_hits"] = {arm: sweep_tier_rows(sweep, offload=profile.arm(arm).offload)}
+    if profile.load.workload == "hash-trace":  # the trace's expected reuse beside the measured hit rate (i19)
+        charts["expected_reuse"] = expected_reuse_table(profile, charts["tier_hits"])
     measured: dict[str, Any] = {"baseline": measured_baseline}
     # --- estimate (i15): expected vs measured and the estimate_agreement leaves ---
     from harness.estimate.gatehook import add_expected, fio_value

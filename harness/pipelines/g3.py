@@ -15,6 +15,7 @@ from harness.errors import ConfigError, InfraError, InputError, KvgateError
 from harness.pipelines.context import GateRun
 from harness.pipelines.g2 import arm_cold_restore, arm_storage_probes
 from harness.pipelines.identity import compared_tokens, output_identity_measured
+from harness.pipelines.loadpoint import expected_reuse_table
 from harness.pipelines.sweep import load_sweep, run_arm_sweep
 from harness.pipelines.sweepdata import Sweep, compare_measured, failed_ratio, measurement, sweep_table
 from harness.pipelines.tierhits import sweep_tier_rows
@@ -140,6 +141,8 @@ def run_g3(run: GateRun, g2: GateDir) -> tuple[dict[str, Any], dict[str, Any]]:
             run.path, profile.candidate, ref_base, ref_name, profile.load.concurrency, profile.load.repetitions)
     charts["sweep"] = {arm: sweep_table(s) for arm, s in sweeps.items()}
     charts["tier_hits"] = {a: sweep_tier_rows(s, offload=profile.arm(a).offload) for a, s in sweeps.items()}
+    if profile.load.workload == "hash-trace":  # the trace's expected reuse beside the measured hit rate (i19)
+        charts["expected_reuse"] = expected_reuse_table(profile, charts["tier_hits"])
     # --- estimate (i15): expected vs measured and the estimate_agreement leaves ---
     from harness.estimate.gatehook import add_expected, baseline_read_bw, fio_value
 

@@ -53,6 +53,13 @@ def cross_instance(key_figures: Sequence[Any], *, instances: int, offset: int) -
     return out
 
 
+def split_lazily(specs: Sequence[RequestSpec], parts: int, offset: int = 0) -> list[Sequence[RequestSpec]]:
+    """As :func:`split_requests`, without building a lazy workload's prompts (a slice of
+    ``LazyRequests`` is LazyRequests): instance i gets requests (i - offset) mod parts, every
+    parts-th one on."""
+    return [specs[(i - offset) % parts::parts] for i in range(parts)]
+
+
 def combine(summaries: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """The whole-machine summary of several instances measured side by side."""
     if len(summaries) == 1:

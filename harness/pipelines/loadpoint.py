@@ -18,11 +18,12 @@ from typing import Any
 from harness.config.inventory import Node
 from harness.config.profile import Profile
 from harness.engines.base import EngineInstance
-from harness.load import LoadConfig, RequestSpec, Workload, build_workload, read_records, run_load_async
+from harness.load import LoadConfig, RequestSpec, Workload, build_workload, hashtrace, read_records, run_load_async
 from harness.load.summary import Summary
+from harness.load.workloads import LazyRequests
 from harness.pipelines.agentload import run_agent_point
 from harness.pipelines.context import GateRun
-from harness.pipelines.instances import combine, split_requests
+from harness.pipelines.instances import combine, split_lazily
 
 SUCCESS = "ok"
 
@@ -31,8 +32,10 @@ SUCCESS = "ok"
 class PointWorkload:
     """The requests of one sweep point: ``populate`` fills the KV tier, ``measure`` is measured."""
 
-    populate: list[RequestSpec]
-    measure: list[RequestSpec]
+    # LazyRequests when the workload builds its prompts lazily: each is built when it is sent
+    # (or shipped to a node agent), never all at once
+    populate: Sequence[RequestSpec]
+    measure: Sequence[RequestSpec]
     description: dict[str, Any]
 
 
@@ -53,13 +56,89 @@ def point_workload(profile: Profile) -> PointWorkload:
     elif load.workload == "multi-round":
         params = {"num_users": load.num_groups, "num_rounds": load.num_rounds,
                   "question_len": load.input_len, "output_len": load.output_len}
+    elif load.workload == "hash-trace":
+        # replayed in the trace's order, closed loop at each swept concurrency (LoadSpec refuses open)
+        params = hash_trace_params(profile)
     else:
         params = {"path": load.trace}
     wl: Workload = build_workload(load.workload, params, load.seed)
     # A workload with its own warm-up list (long-doc) populates with it; otherwise the measured
     # requests themselves are sent once first, so that every measured request is a cold restore.
-    populate = list(wl.warmup) if wl.warmup else [s.with_id(f"pop-{s.request_id}") for s in wl.measured]
-    return PointWorkload(populate, list(wl.measured), wl.describe())
+    measure: Sequence[RequestSpec] = wl.measured
+    populate: Sequence[RequestSpec]
+    if wl.warmup:
+        populate = wl.warmup
+    elif isinstance(measure, LazyRequests):
+        populate = LazyRequests(r.with_id(f"pop-{r.request_id}") for r in measure.recipes)
+    else:
+        populate = [s.with_id(f"pop-{s.request_id}") for s in measure]
+    description = wl.describe()
+    if load.workload == "hash-trace":
+        description["expected_per_point"] = point_expected_reuse(profile)
+    return PointWorkload(populate, measure, description)
+
+
+def hash_trace_params(profile: Profile) -> dict[str, Any]:
+    """The ``hash-trace`` workload parameters of the profile's load."""
+    load = profile.load
+    return {"path": load.trace, "block_size": load.trace_block_size, "time_unit": load.trace_time_unit,
+            "replay": "closed", "max_context": load.trace_max_context, "sample": load.trace_sample,
+            "max_requests": load.prompts_per_point, "lru_blocks": load.lru_blocks}
+
+
+def point_expected_reuse(profile: Profile) -> dict[str, Any]:
+    """What the trace promises for one measured pass of a sweep point, by the point's protocol.
+
+    ``after_populate`` (an arm with an offload tier): the cold-restore protocol sends the measured
+    requests once (populate), evicts the engine's own cache and measures; the tier, an LRU of
+    ``lru_blocks``, saw the populate pass first. ``cold`` (an arm without a tier, or no cold
+    restore): the measured pass from an empty cache (with warm-up: after the warm-up requests), so
+    only the reuse within the pass; without cold restore later repetitions also find the earlier
+    ones' blocks, so the figure is the first repetition's."""
+    load = profile.load
+    params = hash_trace_params(profile)
+    bs = int(params["block_size"])
+    reqs = hashtrace.select(
+        hashtrace.parse_trace(Path(str(params["path"])), block_size=bs, time_unit=str(params["time_unit"])),
+        max_context=int(params["max_context"]), sample=float(params["sample"]),
+        max_requests=int(params["max_requests"]), seed=load.seed)
+    pairs = [(r.input_length, r.hash_ids) for r in reqs]
+    cap = load.lru_blocks
+    out: dict[str, Any] = {"lru_capacity_blocks": cap, "block_size": bs}
+    if load.cold_restore:
+        out["after_populate"] = hashtrace.expected_reuse(pairs + pairs, bs, cap, count_from=len(pairs)).as_dict()
+        out["cold"] = hashtrace.expected_reuse(pairs, bs, cap).as_dict()
+    else:
+        warm = pairs[:load.warmup]
+        out["cold"] = hashtrace.expected_reuse(warm + pairs, bs, cap, count_from=len(warm)).as_dict()
+    return out
+
+
+def expected_reuse_table(profile: Profile, tier_table: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    """``measurements.expected_reuse`` of a G2/G3 result: per arm, per measured point, the
+    trace's expected hit rate beside the measured one. Empty unless the load is a hash-trace (the
+    only workload whose reuse is known in advance)."""
+    if profile.load.workload != "hash-trace":
+        return {}
+    exp = point_expected_reuse(profile)
+    return {arm: expected_reuse_rows(exp, rows, offload=profile.arm(arm).offload,
+                                     cold_restore=profile.load.cold_restore)
+            for arm, rows in tier_table.items()}
+
+
+def expected_reuse_rows(exp: dict[str, Any], tier_rows: Sequence[dict[str, Any]], *,
+                        offload: bool, cold_restore: bool) -> list[dict[str, Any]]:
+    """Per measured point of an arm: the expected hit rate (``point_expected_reuse``) beside the
+    measured one (all tiers, from the engine's counters; None when the engine gave none)."""
+    basis = "after_populate" if offload and cold_restore else "cold"
+    expected = (exp.get(basis) or {}).get("expected_hit_rate")
+    rows = []
+    for row in tier_rows:
+        measured = (row.get("rates") or {}).get("total")
+        rows.append({"point": row.get("point"), "basis": basis, "lru_capacity_blocks": exp.get("lru_capacity_blocks"),
+                     "expected_hit_rate": expected, "measured_hit_rate": measured,
+                     "difference": None if measured is None or expected is None else measured - expected})
+    return rows
 
 
 @dataclass
@@ -99,7 +178,7 @@ def run_local_point(profile: Profile, instances: Sequence[EngineInstance], specs
                     concurrency: int, out_dir: Path, label: str, offset: int = 0) -> tuple[dict[str, Any], list[Path]]:
     """Run ``specs`` at ``concurrency`` spread over ``instances`` from this process (request i on
     instance (i + offset) mod n)."""
-    parts = split_requests(specs, len(instances), offset)
+    parts = split_lazily(specs, len(instances), offset)
     conc = [max(1, concurrency // len(instances))] * len(instances)
     dirs = [out_dir if len(instances) == 1 else out_dir / f"instance{i}" for i in range(len(instances))]
 
@@ -109,7 +188,7 @@ def run_local_point(profile: Profile, instances: Sequence[EngineInstance], specs
             if not part:
                 continue
             cfg = _config(profile, inst, c, label)
-            wl = Workload("point", {}, profile.load.seed, list(part), [])
+            wl = Workload("point", {}, profile.load.seed, part, [])
             tasks.append(run_load_async(cfg, d, workload=wl, handle_signals=False))
         return list(await asyncio.gather(*tasks))
 
