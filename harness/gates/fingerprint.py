@@ -9,12 +9,15 @@ recorded by G2 equals the one the G3 run computes for the same arm from its own 
 * ``engine.*``: kind, version (when known), extra arguments; ``engine.sim.*`` (the emulator's
   compute model) for the emulator;
 * ``load.*``: the workload kind and every parameter of it, the concurrencies, prompts per point,
-  warm-up, repetitions, loop mode and rate, seed, cold-restore protocol, request timeout;
+  warm-up, repetitions, loop mode and rate, seed, cold-restore protocol, request timeout; for a
+  trace workload also ``load.trace_sha256``, the trace file's contents (two traces at one path
+  are different workloads);
 * ``arm.*``: the arm's name, storage target, offload switch and LMCache settings;
 * ``nodes.platforms``: the accelerator platforms of the serving nodes (when the inventory is given).
 
 What never enters: descriptions, ports, hosts, environment variables (they may carry secrets),
-thresholds and overrides, the output identity sample size ``load.identity_sample`` (they change
+thresholds and overrides, the output identity sample size ``load.identity_sample`` and the
+expected-reuse LRU size ``load.lru_blocks`` (they change
 the judgement, not the figures: an older baseline recorded without them stays comparable).
 
 ``fingerprint_digest`` is the sha256 of the canonical JSON (sorted keys, no spaces), so the
@@ -26,6 +29,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, Optional
 
 from pydantic import BaseModel
@@ -40,7 +44,10 @@ __all__ = ["workload_fingerprint", "fingerprint_digest", "fingerprint_record", "
 MISSING = "(not recorded)"
 
 
-_JUDGEMENT_ONLY = {"identity_sample"}
+# lru_blocks sizes the LRU the *expected* reuse is computed with: a figure beside the measurement
+_JUDGEMENT_ONLY = {"identity_sample", "lru_blocks"}
+# the hash-trace replay's own settings: part of the workload only when that is the workload
+_HASH_TRACE_ONLY = {"trace_block_size", "trace_time_unit", "trace_max_context", "trace_sample"}
 
 
 def _canonical(value: Any) -> Any:
@@ -61,6 +68,17 @@ def _flatten(prefix: str, value: Any, out: dict[str, Any]) -> None:
         out[prefix] = _canonical(value)
 
 
+def _file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    try:
+        with path.open("rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                digest.update(block)
+    except OSError as exc:  # recorded as such: it never equals a real digest, so nothing compares
+        return f"(unreadable: {exc.strerror or exc})"
+    return digest.hexdigest()
+
+
 def workload_fingerprint(profile: Profile, *, arm: str, inventory: Optional[Inventory] = None,
                          engine_version: Optional[str] = None) -> dict[str, Any]:
     """The fingerprint fields of ``arm`` under ``profile`` (see the module doc), flat and canonical."""
@@ -78,7 +96,10 @@ def workload_fingerprint(profile: Profile, *, arm: str, inventory: Optional[Inve
     if profile.engine.kind == "sim":
         engine["sim"] = _dump(profile.engine.sim)
     _flatten("engine", engine, out)
-    _flatten("load", _dump(profile.load, _JUDGEMENT_ONLY), out)
+    unused = set() if profile.load.workload == "hash-trace" else _HASH_TRACE_ONLY
+    _flatten("load", _dump(profile.load, _JUDGEMENT_ONLY | unused), out)
+    if profile.load.trace:
+        out["load.trace_sha256"] = _file_sha256(Path(profile.load.trace))
     _flatten("arm", {"name": a.name, "storage": a.storage, "offload": a.offload,
                      "lmcache": redact_data(_dump(a.lmcache)) if a.offload else None}, out)
     if inventory is not None:

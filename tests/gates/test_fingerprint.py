@@ -157,3 +157,23 @@ def test_platforms_are_those_of_the_serving_nodes_else_of_every_node() -> None:
     assert workload_fingerprint(prof, arm=prof.baseline, inventory=mixed)["nodes.platforms"] == ["cuda", "mi308x"]
     no_server = inventory(("c", ["client"], "cpu"), ("t", ["storage"], "mi308x"))
     assert workload_fingerprint(prof, arm=prof.baseline, inventory=no_server)["nodes.platforms"] == ["cpu", "mi308x"]
+
+
+def test_two_traces_at_one_path_are_different_workloads(tmp_path: Path) -> None:
+    """A trace workload is fingerprinted by the trace's contents: rewriting the file at the same path
+    makes the runs unlike (a baseline replayed another trace), and an unreadable trace never
+    compares equal to a readable one."""
+    prof, _ = _demo()
+    trace = tmp_path / "t.jsonl"
+    trace.write_text('{"timestamp": 0, "input_length": 512, "output_length": 8, "hash_ids": [1]}\n')
+    load = prof.load.model_copy(update={"workload": "hash-trace", "trace": str(trace)})
+    first = workload_fingerprint(prof.model_copy(update={"load": load}), arm=prof.baseline)
+    assert len(first["load.trace_sha256"]) == 64
+    assert first["load.trace_block_size"] == 512 and "load.lru_blocks" not in first  # replay vs judgement
+    trace.write_text('{"timestamp": 0, "input_length": 512, "output_length": 8, "hash_ids": [2]}\n')
+    second = workload_fingerprint(prof.model_copy(update={"load": load}), arm=prof.baseline)
+    assert [d[0] for d in fingerprint_diff(first, second)] == ["load.trace_sha256"]
+    trace.unlink()
+    gone = workload_fingerprint(prof.model_copy(update={"load": load}), arm=prof.baseline)
+    assert gone["load.trace_sha256"].startswith("(unreadable:")
+    assert "load.trace_sha256" not in workload_fingerprint(prof, arm=prof.baseline)  # no trace, no field
