@@ -437,3 +437,22 @@ def test_a_near_constant_baseline_does_not_blow_up_the_throughput_interval() -> 
     low, high = stats.bootstrap_interval(spec, confidence=0.95, resamples=2000, rng=random.Random(0))
     assert 2.5 < low < stats.point_estimate(spec) < high < 20
     assert (low, high) == pytest.approx(_oracle_welch(spec.a, spec.b, 0.95), rel=1e-12)
+
+
+def test_a_noisy_candidate_above_the_bar_by_luck_does_not_pass_the_throughput_gain() -> None:
+    """The false PASS the interval exists to stop: five candidate repetitions whose mean gain (34%)
+    clears the 29% bar while their spread cannot tell it from a gain of zero. The point estimate
+    alone would PASS; the Welch interval reaches below the bar, so the check is not PASS."""
+    from harness.config.gatespec import Check
+    from harness.gates.evaluate import evaluate_check
+
+    check = Check.model_validate({"id": "t", "description": "d", "metric": "compare.throughput_gain_best",
+                                  "comparator": ">=", "threshold": "29%",
+                                  "statistic": {"kind": "interval", "confidence": 0.95, "resamples": 2000}})
+    leaf = {"value": None, "samples": {"kind": "ratio", "a": [170.0, 95.0, 150.0, 90.0, 165.0],
+                                       "b": [100.0, 102.0, 98.0, 101.0, 99.0], "stat": "mean", "transform": "gain"}}
+    res = evaluate_check(check, {"compare": {"throughput_gain_best": leaf}})
+    o = res.observations[0]
+    assert o.measured is not None and o.measured > 0.29  # the point estimate clears the bar
+    assert o.interval is not None and o.interval.low < 0.29 < o.interval.high
+    assert res.verdict.value != "PASS"
