@@ -15,10 +15,13 @@ failed ratio, restarts and every error count.
 Drift: the first and the last ``N`` full windows after the warm-up (``N`` = a third of them, at
 least one), compared by their medians of per-window TTFT p50 (``last / first - 1``: positive = slower)
 and throughput (``1 - last / first``: positive = lower); the samples are the per-window figures,
-so the gate's bootstrap interval resamples windows. A window shorter than half the configured
+so the gate's bootstrap interval resamples windows: in blocks of consecutive windows
+(``harness.gates.stats.block_length`` from the groups' lag-1 autocorrelation), because a shared
+disk or a neighbour's load wanders over many windows and single windows resampled as if
+independent give too narrow an interval. A window shorter than half the configured
 window (the soak's last, cut short) is left out of drift. The trend is a least-squares slope of
-TTFT p50 over time (ms per hour) with a bootstrap interval over windows; it is reported, not
-checked.
+TTFT p50 over time (ms per hour) with a moving-block bootstrap interval over windows; it is
+reported, not checked.
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ from harness.facts.parsers.health import (
     parse_mdstat,
     parse_smart_log,
 )
-from harness.gates.stats import percentile
+from harness.gates.stats import block_length, block_resample_indices, percentile
 from harness.load.soak import DONE, EVENTS, HEALTH, WINDOWS_INDEX
 from harness.pipelines.soakrun import read_local_json, read_local_jsonl
 from harness.pipelines.sweepdata import _m
@@ -85,17 +88,19 @@ def drift_leaf(windows: Sequence[dict[str, Any]], key: str, transform: str, what
     if med_f == 0:
         return _m(None, detail=f"{what}: the first windows' median is zero")
     value = med_l / med_f - 1.0 if transform == "gain" else 1.0 - med_l / med_f
+    block = block_length([first, last], len(first))
     text = f"{value * 100:+.1f}% (median of first {len(first)} windows {med_f:.4g}, last {len(last)} {med_l:.4g})"
     return _m(value, text, detail=f"{what}: first {len(first)} vs last {len(last)} of {len(windows)} full "
-              f"windows{warmup_note}",
+              f"windows{warmup_note}; resampled in blocks of {block} consecutive window(s)",
               evidence=[f"evidence/soak/{WINDOWS_INDEX}"],
-              samples={"kind": "ratio", "a": last, "b": first, "stat": "median", "transform": transform})
+              samples={"kind": "ratio", "a": last, "b": first, "stat": "median", "transform": transform,
+                       "block": block})
 
 
 def trend(windows: Sequence[dict[str, Any]], key: str, *, resamples: int = 1000,
           seed: int = 0) -> Optional[dict[str, Any]]:
     """Least-squares slope of ``key`` per hour over the windows' mid-times, with a 95% bootstrap
-    interval over windows (pairs resampled)."""
+    interval over windows (pairs resampled in blocks of consecutive windows, as the drift is)."""
     pts = [((float(w["started_unix"]) + float(w["ended_unix"])) / 2.0, float(w[key]))
            for w in windows if w.get(key) is not None]
     if len(pts) < 3:
@@ -117,7 +122,8 @@ def trend(windows: Sequence[dict[str, Any]], key: str, *, resamples: int = 1000,
     if est is None:
         return None
     rng = random.Random(seed)
-    reps = sorted(s for s in (slope([rng.randrange(len(pts)) for _ in pts]) for _ in range(resamples))
+    block = block_length([ys], len(ys))
+    reps = sorted(s for s in (slope(block_resample_indices(rng, len(pts), block)) for _ in range(resamples))
                   if s is not None)
     low, high = (percentile(reps, 2.5), percentile(reps, 97.5)) if reps else (None, None)
     return {"per_hour": est, "low": low, "high": high, "windows": len(pts)}

@@ -456,3 +456,67 @@ def test_a_noisy_candidate_above_the_bar_by_luck_does_not_pass_the_throughput_ga
     assert o.measured is not None and o.measured > 0.29  # the point estimate clears the bar
     assert o.interval is not None and o.interval.low < 0.29 < o.interval.high
     assert res.verdict.value != "PASS"
+
+
+def _ar1(rng: random.Random, n: int, rho: float, sd: float) -> list[float]:
+    x, out = 0.0, []
+    for _ in range(n):
+        x = rho * x + rng.gauss(0.0, sd * math.sqrt(1.0 - rho * rho))
+        out.append(x)
+    return out
+
+
+@pytest.mark.parametrize("block", [0, -1, 1.5, True, "3", 17])
+def test_a_block_outside_one_to_the_group_size_is_refused(block: object) -> None:
+    spec = {"kind": "ratio", "a": [1.0] * 16, "b": [2.0] * 20, "stat": "median", "transform": "gain", "block": block}
+    with pytest.raises(SampleSpecError, match="block must be a whole number from 1 to the smaller group's size"):
+        parse_sample_spec(spec)
+
+
+def test_a_block_is_refused_for_grouped_samples() -> None:
+    with pytest.raises(SampleSpecError, match="block applies to a/b time series"):
+        parse_sample_spec({"kind": "ratio", "a_groups": [[1.0]], "b_groups": [[2.0]], "block": 2})
+
+
+def test_block_resamples_are_circular_runs_of_consecutive_indices() -> None:
+    rng = random.Random(3)
+    for _ in range(200):
+        ix = stats.block_resample_indices(rng, 10, 4)
+        assert len(ix) == 10
+        for start in (0, 4):  # the first two blocks are whole
+            assert [(ix[start] + j) % 10 for j in range(4)] == ix[start:start + 4]
+    # a block as long as the series is a rotation: the multiset, hence the median, never changes
+    spec = parse_sample_spec({"kind": "ratio", "a": [5.0, 1.0, 9.0, 2.0, 7.0], "b": [3.0, 4.0, 8.0, 1.0, 6.0],
+                              "stat": "median", "transform": "gain", "block": 5})
+    lo, hi = stats.bootstrap_interval(spec, confidence=0.95, resamples=300, rng=random.Random(0))
+    assert lo == hi == pytest.approx(5.0 / 4.0 - 1.0)
+    assert stats.interval_method(spec) == "moving-block-bootstrap-percentile (block 5)"
+
+
+def test_block_length_follows_the_autocorrelation_and_stays_inside_the_group() -> None:
+    rng = random.Random(11)
+    white = [_ar1(rng, 16, 0.0, 1.0) for _ in range(2)]
+    wander = [_ar1(rng, 400, 0.8, 1.0)]
+    assert stats.block_length(white, 16) <= 2
+    assert stats.block_length(wander, 16) >= 4
+    assert stats.block_length(wander, 16) <= 8
+    assert stats.block_length([[1.0, 2.0, 3.0, 4.0, 5.0]], 3) == 1  # too short to resample in blocks
+    # two flat runs at different levels (a step between the first and the last windows) are no
+    # correlation: each run is de-meaned on its own
+    assert stats.block_length([[10.0, 10.1, 9.9, 10.0, 10.1, 9.9], [20.0, 20.1, 19.9, 20.0, 20.1, 19.9]], 6) == 1
+
+
+def test_blocks_keep_a_wandering_series_wider_than_single_values() -> None:
+    """The false PASS that single-window resampling allows: a series that wanders (AR(1), rho 0.8)
+    resampled as independent values gives a narrower interval than its real spread."""
+    rng = random.Random(5)
+    widths = {1: 0.0, 5: 0.0}
+    for trial in range(30):
+        a = [15.0 * math.exp(v) for v in _ar1(rng, 24, 0.8, 0.15)]
+        b = [15.0 * math.exp(v) for v in _ar1(rng, 24, 0.8, 0.15)]
+        for block in widths:
+            spec = parse_sample_spec({"kind": "ratio", "a": a, "b": b, "stat": "median", "transform": "gain",
+                                      "block": block})
+            lo, hi = stats.bootstrap_interval(spec, confidence=0.95, resamples=400, rng=random.Random(trial))
+            widths[block] += hi - lo
+    assert widths[5] > 1.2 * widths[1]
