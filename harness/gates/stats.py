@@ -271,10 +271,10 @@ def block_length(series: Sequence[Sequence[float]], n: int) -> int:
         return 1
     # Not bias-corrected for short series on purpose: the corrected estimate gave longer blocks,
     # and a block near half the group resamples too few distinct series (the moving-block
-    # variance is biased low by about block / n): false PASS rose from 9% to 10.5% in the
-    # AR(1) trials of bench/coverage.py.
+    # variance is biased low by about block / n): false PASS rose from 9% to 10.5% in 200
+    # AR(1) trials (rho 0.8, 48 windows, the last third 15% slower against 10%).
     rho = min(num / den, 0.99)
-    length = round((2.0 * rho / (1.0 - rho * rho)) ** (2.0 / 3.0) * n ** (1.0 / 3.0))
+    length = int(round(math.pow(2.0 * rho / (1.0 - rho * rho), 2.0 / 3.0) * math.pow(n, 1.0 / 3.0)))
     return max(1, min(length, n // 2))
 
 

@@ -4,7 +4,10 @@ from their compressed record files with the same code).
 
 A window holds the records of the requests that *completed* while it was open. Its summary keeps
 counts, failures by kind, TTFT p50/p99 and ITL p50 (ms), output tokens and throughput over the
-window's own length; only the TTFT and ITL values of one window are ever held.
+window's own length; only the TTFT and ITL values of one window are ever held. When the soak
+drives several engine instances (records carry ``instance``), the summary also has
+``instances``: per instance its ok count, TTFT p50 and throughput, so one instance's slowdown is
+not averaged away by the others (G4's per-instance drift).
 """
 
 from __future__ import annotations
@@ -48,10 +51,24 @@ class WindowAccumulator:
         self.input_tokens = 0
         self._ttft: array = array("d")  # type: ignore[type-arg]
         self._itl: array = array("d")  # type: ignore[type-arg]
+        # instance -> [ok count, output tokens, TTFT values]
+        self._per: dict[int, list[Any]] = {}
+
+    def _instance(self, inst: int, ttft: Optional[float], out_tokens: int) -> None:
+        per = self._per.get(inst)
+        if per is None:
+            per = self._per[inst] = [0, 0, array("d")]
+        per[0] += 1
+        per[1] += out_tokens
+        if ttft is not None:
+            per[2].append(ttft)
 
     def add(self, rec: Mapping[str, Any]) -> None:
         self.requests += 1
         status = rec.get("status")
+        inst = rec.get("instance")
+        if inst is not None and inst not in self._per:
+            self._per[int(inst)] = [0, 0, array("d")]  # an instance whose requests all failed is still listed
         if status == "ok":
             self.ok += 1
             ttft = rec.get("ttft_ms")
@@ -60,8 +77,11 @@ class WindowAccumulator:
             tpot = rec.get("tpot_ms")
             if tpot is not None:
                 self._itl.append(float(tpot))
-            self.output_tokens += int(rec.get("output_tokens") or 0)
+            out_tokens = int(rec.get("output_tokens") or 0)
+            self.output_tokens += out_tokens
             self.input_tokens += int(rec.get("input_tokens") or 0)
+            if inst is not None:
+                self._instance(int(inst), None if ttft is None else float(ttft), out_tokens)
         elif status == "cancelled":
             # Cut by the soak's own end (or a stop), not a failure of the system under test.
             self.cancelled += 1
@@ -82,6 +102,11 @@ class WindowAccumulator:
             "output_tokens": self.output_tokens, "input_tokens": self.input_tokens,
             "throughput_tok_s": self.output_tokens / length,
         }
+        if self._per:
+            out["instances"] = {
+                str(i): {"ok": ok, "ttft_p50_ms": _pct(array("d", sorted(vals)), 50),
+                         "throughput_tok_s": toks / length}
+                for i, (ok, toks, vals) in sorted(self._per.items())}
         out.update(extra)
         return out
 
@@ -114,16 +139,26 @@ _FAST = re.compile(
     rb'"e2el_ms":(?:null|' + _NUM + rb'),"input_tokens":(\d+),"output_tokens":(\d+),')
 
 
+# The soak adds ``instance`` as the record's last key (after ``make_record``'s), so it ends the line.
+_INSTANCE = re.compile(rb',"instance":(\d+)}\s*$')
+
+
 def fast_fields(line: bytes) -> Optional[dict[str, Any]]:
-    """``status``, ``error_kind``, ``ttft_ms``, ``tpot_ms``, ``input_tokens``, ``output_tokens`` of
-    a record line, or None when the line is not in ``make_record``'s layout."""
+    """``status``, ``error_kind``, ``ttft_ms``, ``tpot_ms``, ``input_tokens``, ``output_tokens``
+    (and ``instance`` when the soak added one) of a record line, or None when the line is not in
+    ``make_record``'s layout."""
     m = _FAST.search(line)
     if m is None:
         return None
     status, kind, ttft, tpot, inp, out = m.groups()
-    return {"status": status.decode(), "error_kind": None if kind == b"null" else json.loads(kind),
-            "ttft_ms": None if ttft == b"null" else float(ttft), "tpot_ms": None if tpot == b"null" else float(tpot),
-            "input_tokens": int(inp), "output_tokens": int(out)}
+    rec: dict[str, Any] = {
+        "status": status.decode(), "error_kind": None if kind == b"null" else json.loads(kind),
+        "ttft_ms": None if ttft == b"null" else float(ttft), "tpot_ms": None if tpot == b"null" else float(tpot),
+        "input_tokens": int(inp), "output_tokens": int(out)}
+    inst = _INSTANCE.search(line)
+    if inst is not None:
+        rec["instance"] = int(inst.group(1))
+    return rec
 
 
 def iter_window_records(path: Path, *, itl: bool = True) -> Iterator[dict[str, Any]]:
@@ -161,7 +196,7 @@ def _add_chunk(acc: WindowAccumulator, chunk: bytes) -> None:
     """Add the complete lines of ``chunk``: one regex pass over the whole chunk when every line is
     in ``make_record``'s layout (each line holds at most one match), line by line otherwise."""
     matches = _FAST.findall(chunk)
-    if len(matches) == chunk.count(b"\n"):
+    if len(matches) == chunk.count(b"\n") and b'"instance":' not in chunk:
         ttfts, tpots = acc._ttft, acc._itl
         for status, kind, ttft, tpot, inp, out in matches:
             # WindowAccumulator.add, inlined on the raw fields (the hot loop of bench-soak)

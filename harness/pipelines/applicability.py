@@ -71,6 +71,10 @@ def not_applicable(gate: str, inventory: Inventory, profile: Profile) -> dict[st
     elif gate == "G4":
         arm = profile.arm(profile.candidate)
         target = next((t for n in nodes for t in n.storage if t.name == arm.storage), None)
+        if profile.model.instances_per_node < 2:
+            why = "the soak drives one engine instance: ttft_drift and throughput_drift are its drift"
+            out["soak.instance_drift.*.ttft_p50"] = why
+            out["soak.instance_drift.*.throughput"] = why
         if target is None:
             out["soak.read_bw_retention"] = f"the candidate arm {arm.name!r} has no storage target"
         if target is None or not (target.drives or target.drive_models or (target.device or "").startswith(

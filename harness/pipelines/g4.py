@@ -369,7 +369,8 @@ def run_g4(run: GateRun, *, wait: bool = True,
         soak_dir(run), duration_target_s=float(state["duration_s"]), window_s=float(state["window_s"]),
         nvme=state.get("nvme") or [], md_arrays=state.get("md_arrays") or [], fio_before=before, fio_after=after,
         engine_watched=bool(state.get("engine_watched")), engine_alive_at_end=fin.get("engine_alive_at_end"),
-        warmup_s=float(state.get("warmup_s") or 0.0), accel_tools=state.get("accel_tools") or [])
+        warmup_s=float(state.get("warmup_s") or 0.0), accel_tools=state.get("accel_tools") or [],
+        instances=run.profile.model.instances_per_node)
     if not ended:
         measured["soak"]["duration"] = measurement(None, detail="the soak could not be followed to its end")
     if (soak_dir(run) / "done.json").exists() is False and ended:

@@ -97,6 +97,28 @@ def drift_leaf(windows: Sequence[dict[str, Any]], key: str, transform: str, what
                        "block": block})
 
 
+def instance_drift(windows: Sequence[dict[str, Any]], instances: int, warmup_note: str = "") -> dict[str, Any]:
+    """Per engine instance the profile declares (``"instance 0"`` ...), the TTFT p50 and throughput
+    drift from that instance's own per-window figures (the window's ``instances``). Requests go
+    round-robin, so in the pooled windows one instance's slowdown among ``k`` moves the median
+    by far less: with 8 instances a 50% slower one can hide under a 10% threshold. An instance the
+    windows do not list (an agent without per-instance figures, an instance that never answered)
+    is NOT_RUN, never left out."""
+    out: dict[str, Any] = {}
+    for i in range(instances):
+        key = str(i)
+        if not windows or any(key not in (w.get("instances") or {}) for w in windows):
+            why = f"instance {i}: the soak's windows carry no figures of this instance"
+            out[f"instance {i}"] = {"ttft_p50": _m(None, detail=why), "throughput": _m(None, detail=why)}
+            continue
+        per = [{"index": w.get("index"), **w["instances"][key]} for w in windows]
+        out[f"instance {i}"] = {
+            "ttft_p50": drift_leaf(per, "ttft_p50_ms", "gain", f"instance {i} TTFT p50", warmup_note),
+            "throughput": drift_leaf(per, "throughput_tok_s", "reduction", f"instance {i} output throughput",
+                                     warmup_note)}
+    return out
+
+
 def trend(windows: Sequence[dict[str, Any]], key: str, *, resamples: int = 1000,
           seed: int = 0) -> Optional[dict[str, Any]]:
     """Least-squares slope of ``key`` per hour over the windows' mid-times, with a 95% bootstrap
@@ -288,8 +310,11 @@ def soak_measured(local: Path, *, duration_target_s: float, window_s: float, nvm
                   fio_after: Optional[dict[str, Any]] = None, engine_watched: bool = True,
                   engine_alive_at_end: Optional[bool] = None,
                   warmup_s: float = 0.0,
-                  accel_tools: Sequence[str] = ()) -> tuple[dict[str, Any], dict[str, Any]]:
-    """``(measured, charts)`` of a soak whose files are in ``local`` (see the module docstring)."""
+                  accel_tools: Sequence[str] = (),
+                  instances: int = 1) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``(measured, charts)`` of a soak whose files are in ``local`` (see the module docstring).
+    ``instances``: the engine instances the profile has the soak drive; with more than one, the
+    drift is also measured per instance (``soak.instance_drift``)."""
     windows = read_local_jsonl(local / WINDOWS_INDEX)
     events = read_local_jsonl(local / EVENTS)
     health = read_local_jsonl(local / HEALTH)
@@ -335,6 +360,8 @@ def soak_measured(local: Path, *, duration_target_s: float, window_s: float, nvm
         note = f" after the {warmup_s:g} s warm-up ({skipped} window(s) left out)"
     soak["ttft_p50_drift"] = drift_leaf(full, "ttft_p50_ms", "gain", "TTFT p50", note)
     soak["throughput_drift"] = drift_leaf(full, "throughput_tok_s", "reduction", "output throughput", note)
+    if instances > 1:
+        soak["instance_drift"] = instance_drift(full, instances, note)
     before = (fio_before or {}).get("value")
     after = (fio_after or {}).get("value")
     if isinstance(before, (int, float)) and isinstance(after, (int, float)) and before > 0:

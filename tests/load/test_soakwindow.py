@@ -77,3 +77,27 @@ def test_the_fast_reader_takes_every_make_record_layout_open_loop_and_text_inclu
                             spec, phase="soak", queue_ms=2.5, scheduled_ns=7)):
         raw = (json.dumps(rec, separators=(",", ":")) + "\n").encode()
         assert fast_fields(raw) == {k: rec[k] for k in KEYS}
+
+
+def _with_instance(raw: bytes, inst: int) -> bytes:
+    rec = json.loads(raw)
+    rec["instance"] = inst  # as the soak adds it: the last key
+    return (json.dumps(rec, separators=(",", ":")) + "\n").encode()
+
+
+def test_records_of_several_instances_give_per_instance_figures_on_every_path(tmp_path: Path) -> None:
+    lines = [_with_instance(raw, i % 2) for i, raw in enumerate(records())]
+    for raw in lines:
+        full = json.loads(raw)
+        assert fast_fields(raw) == {**{k: full[k] for k in KEYS}, "instance": full["instance"]}
+    p = tmp_path / "w000001.jsonl.gz"
+    with gzip.open(p, "wb") as fh:
+        fh.write(b"".join(lines))
+    direct = summarise_records(1, [json.loads(x) for x in lines], 0.0, 10.0)
+    assert summarise_files([(1, str(p), 0.0, 10.0)]) == [direct]
+    # a: ok on 0 (4 tokens, TTFT 12.5); b: error on 1; c: cancelled on 0; d: ok on 1 (1 token)
+    assert direct["instances"] == {
+        "0": {"ok": 1, "ttft_p50_ms": 12.5, "throughput_tok_s": 0.4},
+        "1": {"ok": 1, "ttft_p50_ms": json.loads(lines[3])["ttft_ms"], "throughput_tok_s": 0.1}}
+    # one instance only (no ``instance`` key): no per-instance figures
+    assert "instances" not in summarise_records(1, [json.loads(x) for x in records()], 0.0, 10.0)

@@ -74,9 +74,14 @@ def verdicts(d: Path, **kw: Any) -> dict[str, str]:
     return {c.id: c.verdict.value for c in evaluate_gate(SPEC, measured, overrides=[DURATION])}
 
 
+PER_INSTANCE = ("ttft_drift_per_instance", "throughput_drift_per_instance")
+
+
 def test_a_healthy_soak_passes_every_check(tmp_path: Path) -> None:
     v = verdicts(write_soak(tmp_path / "s"))
-    assert set(v.values()) == {"PASS"}, v
+    # one engine instance: nothing per instance is measured (the gate marks those NOT_APPLICABLE)
+    assert {v[c] for c in PER_INSTANCE} == {"NOT_RUN"}
+    assert {x for c, x in v.items() if c not in PER_INSTANCE} == {"PASS"}, v
 
 
 def test_a_kernel_log_that_could_not_be_read_is_not_run(tmp_path: Path) -> None:
@@ -210,6 +215,71 @@ def test_smart_and_raid_apply_only_when_the_inventory_names_drives_or_raid() -> 
                                       "raid_members": ["nvme0n1", "nvme1n1"]}), profile)
     assert "soak.media_errors_delta" not in array and "soak.raid_degraded" not in array
     assert "soak.storage_errors" not in plain and "soak.probe_identical" not in plain
+    # one instance: its drift is the pooled drift; two: every instance is checked on its own
+    assert "soak.instance_drift.*.ttft_p50" in plain
+    two = profile.model_copy(update={"model": profile.model.model_copy(update={"instances_per_node": 2})})
+    assert "soak.instance_drift.*.ttft_p50" not in not_applicable("G4", inv({}), two)
+
+
+def _multi_instance_soak(d: Path, *, instances: int, slow: int | None, per_instance: bool = True) -> Path:
+    """Windows made by the agent's own accumulator from request records dealt round-robin over
+    ``instances``; instance ``slow`` answers 50% slower in the last third."""
+    import random
+
+    from harness.load.soakwindow import WindowAccumulator
+
+    write_soak(d, n=30)
+    rng = random.Random(4)
+    rows = []
+    for w in range(30):
+        acc = WindowAccumulator(w + 1, T0 + 4.0 * w)
+        for r in range(40):
+            inst = r % instances
+            ttft = 20.0 * rng.uniform(0.95, 1.05) * (1.5 if inst == slow and w >= 20 else 1.0)
+            rec = {"status": "ok", "ttft_ms": ttft, "tpot_ms": 5.0, "input_tokens": 100, "output_tokens": 8}
+            acc.add({**rec, "instance": inst} if per_instance else rec)
+        rows.append({**acc.summary(T0 + 4.0 * (w + 1)), "file": f"windows/w{w + 1:06d}.jsonl.gz"})
+    jsonl(d / "windows.jsonl", rows)
+    return d
+
+
+def test_one_slow_instance_among_four_fails_its_own_drift_where_the_pooled_drift_passes(tmp_path: Path) -> None:
+    """The false PASS of pooled windows: requests go round-robin to 4 instances and one of them
+    becomes 50% slower; the pooled windows' median TTFT barely moves (a quarter of the values),
+    so ``ttft_drift`` alone PASSes. Each instance's own drift FAILs for the slow one."""
+    d = _multi_instance_soak(tmp_path / "s", instances=4, slow=3)
+    measured, _ = soak_measured(d, duration_target_s=60.0, window_s=4.0, nvme=["/dev/nvme0n1"], md_arrays=["md0"],
+                                fio_before=FIO_BEFORE, fio_after=FIO_AFTER, instances=4)
+    checks = {c.id: c for c in evaluate_gate(SPEC, measured, overrides=[DURATION])}
+    assert checks["ttft_drift"].verdict.value == "PASS"  # what pooling alone would have signed
+    per = checks["ttft_drift_per_instance"]
+    assert per.verdict.value == "FAIL"
+    bad = [o for o in per.observations if o.verdict.value == "FAIL"]
+    assert [o.path for o in bad] == ["soak.instance_drift.instance 3.ttft_p50"]
+    assert {o.verdict.value for o in per.observations if o not in bad} == {"PASS"}
+    assert len(per.observations) == 4
+    # the same soak without the slow instance passes per instance
+    d = _multi_instance_soak(tmp_path / "ok", instances=4, slow=None)
+    measured, _ = soak_measured(d, duration_target_s=60.0, window_s=4.0, nvme=["/dev/nvme0n1"], md_arrays=["md0"],
+                                fio_before=FIO_BEFORE, fio_after=FIO_AFTER, instances=4)
+    checks = {c.id: c for c in evaluate_gate(SPEC, measured, overrides=[DURATION])}
+    assert checks["ttft_drift_per_instance"].verdict.value == "PASS"
+    assert checks["throughput_drift_per_instance"].verdict.value == "PASS"
+
+
+def test_instances_the_windows_do_not_list_are_not_run(tmp_path: Path) -> None:
+    # windows without per-instance figures (records without ``instance``), and a profile of 3
+    # instances where the windows list 2: the missing ones are NOT_RUN, never left out
+    for name, kw, n in (("flat", {"instances": 2, "per_instance": False}, 2), ("two", {"instances": 2}, 3)):
+        d = _multi_instance_soak(tmp_path / name, slow=None, **kw)  # type: ignore[arg-type]
+        measured, _ = soak_measured(d, duration_target_s=60.0, window_s=4.0, fio_before=FIO_BEFORE,
+                                    fio_after=FIO_AFTER, instances=n)
+        checks = {c.id: c for c in evaluate_gate(SPEC, measured, overrides=[DURATION])}
+        per = checks["ttft_drift_per_instance"]
+        assert per.verdict.value == "NOT_RUN", (name, per)
+        assert len(per.observations) == n
+        missing = [o for o in per.observations if o.verdict.value == "NOT_RUN"]
+        assert missing and all("carry no figures of this instance" in (o.reason or "") for o in missing)
 
 
 def test_a_declared_warm_up_is_left_out_of_drift_so_a_slow_start_cannot_hide_a_slowdown(tmp_path: Path) -> None:
