@@ -1,5 +1,8 @@
 """Summarising a 72-hour soak: 2 million request records in 72 one-hour windows (compressed JSONL
-as the node agent writes them) -> per-window figures -> G4's measured results and checks.
+as the node agent writes them, with the node's summary line per window) -> the gate's path: every
+window re-summarised from its records and checked against the node's line
+(``harness.pipelines.soakverify``, as ``kvgate gate G4`` does at the soak's end) -> G4's measured
+results and checks.
 
 Target (issue 12): <= 20 s and <= 1 GiB peak RSS on the 2-core test machine. The summary runs in
 a child process so its peak RSS is its own (the generator's memory is not counted). Records are
@@ -58,13 +61,18 @@ def generate(d: Path, records: int, windows: int, window_s: float) -> None:
             spec = RequestSpec(res.request_id, "", 4096, OUTPUT_TOKENS, meta={"workload": "long-doc", "doc": i % 500})
             fh.write(json.dumps(make_record(res, spec, phase="soak", queue_ms=0.1, scheduled_ns=None),
                                 separators=(",", ":")) + "\n")
-    rows = []
-    for w in range(1, windows + 1):
-        if w > 1:
-            shutil.copyfile(first, wdir / f"w{w:06d}.jsonl.gz")
-        rows.append({"index": w, "started_unix": T0 + (w - 1) * window_s, "ended_unix": T0 + w * window_s,
-                     "file": f"windows/w{w:06d}.jsonl.gz"})
-    (d / "plan.json").write_text(json.dumps(rows))
+    from harness.load.soakwindow import summarise_file
+
+    # The node's summary line of each window, as the agent writes it when the window closes
+    # (made once: every window holds a copy of the same records).
+    one = summarise_file(1, first, T0, T0 + window_s)
+    with open(d / "windows.jsonl", "w") as fh:
+        for w in range(1, windows + 1):
+            if w > 1:
+                shutil.copyfile(first, wdir / f"w{w:06d}.jsonl.gz")
+            fh.write(json.dumps({**one, "index": w, "started_unix": T0 + (w - 1) * window_s,
+                                 "ended_unix": T0 + w * window_s, "counters": {}, "restarts_so_far": 0,
+                                 "record_write_errors": 0, "file": f"windows/w{w:06d}.jsonl.gz"}) + "\n")
 
 
 def profile_child(d: Path, window_s: float) -> None:
@@ -84,19 +92,18 @@ def profile_child(d: Path, window_s: float) -> None:
 def child(d: Path, workers: int, window_s: float, quiet: bool = False) -> None:
     from harness.config.loader import load_gate
     from harness.gates.evaluate import evaluate_gate
-    from harness.load.soakwindow import summarise_files
     from harness.pipelines.soakdata import soak_measured
+    from harness.pipelines.soakrun import read_local_jsonl
+    from harness.pipelines.soakverify import verify_windows
 
     t0 = time.perf_counter()
-    plan = json.loads((d / "plan.json").read_text())
-    jobs = [(r["index"], str(d / r["file"]), r["started_unix"], r["ended_unix"]) for r in plan]
-    summaries = summarise_files(jobs, workers=workers)
-    with open(d / "windows.jsonl", "w") as fh:
-        for s, r in zip(summaries, plan):
-            fh.write(json.dumps({**s, "file": r["file"]}) + "\n")
+    check = verify_windows(d, read_local_jsonl(d / "windows.jsonl"), workers=workers)
+    if check.verified != len(check.windows):
+        raise SystemExit(f"the re-summarised windows disagree with the node's: {check.to_json()}")
+    summaries = check.windows
     t1 = time.perf_counter()
-    measured, _ = soak_measured(d, duration_target_s=window_s * len(plan), window_s=window_s,
-                                fio_before={"value": 2e9}, fio_after={"value": 1.9e9})
+    measured, _ = soak_measured(d, windows=summaries, duration_target_s=window_s * len(summaries),
+                                window_s=window_s, fio_before={"value": 2e9}, fio_after={"value": 1.9e9})
     checks = evaluate_gate(load_gate(ROOT / "gates" / "G4.yaml"), measured)
     t2 = time.perf_counter()
     if quiet:
@@ -146,7 +153,8 @@ def main() -> int:
                                   capture_output=True, text=True, check=False)
             print(prof.stdout or prof.stderr)
     ok_time, ok_rss = r["total_s"] <= 20.0, r["peak_rss_mib"] <= 1024.0
-    print(f"summarised {r['records']:,} records into {r['windows']} windows with {a.workers} worker(s): "
+    print(f"re-summarised {r['records']:,} records into {r['windows']} windows and checked them against the "
+          f"node's summaries with {a.workers} worker(s): "
           f"{r['summarise_s']:.1f} s; measured results and checks {r['checks_s']:.2f} s; total {r['total_s']:.1f} s "
           f"(target <= 20 s: {'met' if ok_time else 'MISSED'})")
     print(f"CPU time {r['cpu_s']:.1f} s over all processes; load average {r['load_avg_1min']:.1f} on "

@@ -32,11 +32,12 @@ from harness.config.inventory import Node, StorageTarget
 from harness.engines import EngineInstance, get_engine
 from harness.errors import InfraError, InputError, KvgateError
 from harness.load import RequestSpec
-from harness.load.soak import ACCEL_TOOLS
+from harness.load.soak import ACCEL_TOOLS, WINDOWS_INDEX
 from harness.pipelines.context import GateRun
 from harness.pipelines.loadpoint import point_workload
 from harness.pipelines.soakdata import soak_measured
-from harness.pipelines.soakrun import SoakHandle, pull, start_soak
+from harness.pipelines.soakrun import SoakHandle, pull, read_local_jsonl, start_soak
+from harness.pipelines.soakverify import verify_windows
 from harness.pipelines.sweep import _start_instances, _stop_instances
 from harness.pipelines.sweepdata import measurement
 from harness.platforms import get_platform
@@ -338,6 +339,24 @@ def _remove_node_copy(run: GateRun, state: dict[str, Any]) -> None:
     run.remove_owned(run.executor(sh.node), str(base))
 
 
+def _verified_windows(run: GateRun) -> list[dict[str, Any]]:
+    """The node's window figures checked against the copied record files (``soakverify``); what
+    disagrees or is missing is a fault, and the records' figures are the ones decided on."""
+    local = soak_dir(run)
+    check = verify_windows(local, read_local_jsonl(local / WINDOWS_INDEX), workers=2)
+    run.gate_dir.write_evidence_json(f"{SOAK_DIR}/windows-verified.json", check.to_json())
+    for text in check.mismatched:
+        run.fault(f"the node's summary disagrees with its records: {text}; the records' figures are used")
+    if check.missing:
+        run.fault(f"{len(check.missing)} window record file(s) were not copied, their figures are the node's "
+                  f"summary, unverified: " + "; ".join(check.missing[:5]))
+    for text in check.unwritten:
+        run.notes.append(text)
+    run.notes.append(f"{check.verified} of {len(check.windows)} window summaries re-computed from their "
+                     f"{check.records} records and identical")
+    return check.windows
+
+
 def profile_arm(run: GateRun) -> str:
     return run.profile.arm(run.profile.candidate).name
 
@@ -365,8 +384,9 @@ def run_g4(run: GateRun, *, wait: bool = True,
     ended = follow(run, state, poll_s=min(10.0, max(2.0, float(state["window_s"]) / 4)), on_window=on_window)
     fin = _finish(run, state) if ended else {"engine_alive_at_end": None}
     after = _fio(run, node, target, "after") if node and target and ended else None
+    windows = _verified_windows(run) if ended else None
     measured, charts = soak_measured(
-        soak_dir(run), duration_target_s=float(state["duration_s"]), window_s=float(state["window_s"]),
+        soak_dir(run), windows=windows, duration_target_s=float(state["duration_s"]), window_s=float(state["window_s"]),
         nvme=state.get("nvme") or [], md_arrays=state.get("md_arrays") or [], fio_before=before, fio_after=after,
         engine_watched=bool(state.get("engine_watched")), engine_alive_at_end=fin.get("engine_alive_at_end"),
         warmup_s=float(state.get("warmup_s") or 0.0), accel_tools=state.get("accel_tools") or [],

@@ -311,11 +311,15 @@ def soak_measured(local: Path, *, duration_target_s: float, window_s: float, nvm
                   engine_alive_at_end: Optional[bool] = None,
                   warmup_s: float = 0.0,
                   accel_tools: Sequence[str] = (),
-                  instances: int = 1) -> tuple[dict[str, Any], dict[str, Any]]:
+                  instances: int = 1,
+                  windows: Optional[list[dict[str, Any]]] = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """``(measured, charts)`` of a soak whose files are in ``local`` (see the module docstring).
     ``instances``: the engine instances the profile has the soak drive; with more than one, the
-    drift is also measured per instance (``soak.instance_drift``)."""
-    windows = read_local_jsonl(local / WINDOWS_INDEX)
+    drift is also measured per instance (``soak.instance_drift``). ``windows``: the window figures
+    to decide on when the caller checked them against their records (``soakverify``); default: the
+    node's index as pulled."""
+    if windows is None:
+        windows = read_local_jsonl(local / WINDOWS_INDEX)
     events = read_local_jsonl(local / EVENTS)
     health = read_local_jsonl(local / HEALTH)
     done = read_local_json(local / DONE)
