@@ -93,9 +93,12 @@ class WindowAccumulator:
     def summary(self, ended_unix: float, **extra: Any) -> dict[str, Any]:
         ttft = array("d", sorted(self._ttft))
         itl = array("d", sorted(self._itl))
-        length = max(1e-9, ended_unix - self.started_unix)
+        # Figures from the times as written (ms): the summary line is then reproducible from its
+        # own start, end and record file (the controller re-computes it: pipelines/soakverify.py).
+        started, ended = round(self.started_unix, 3), round(ended_unix, 3)
+        length = max(1e-9, ended - started)
         out: dict[str, Any] = {
-            "index": self.index, "started_unix": round(self.started_unix, 3), "ended_unix": round(ended_unix, 3),
+            "index": self.index, "started_unix": started, "ended_unix": ended,
             "length_s": round(length, 3), "requests": self.requests, "ok": self.ok, "failed": self.failed,
             "cancelled": self.cancelled, "failures": dict(sorted(self.failures.items())),
             "ttft_p50_ms": _pct(ttft, 50), "ttft_p99_ms": _pct(ttft, 99), "tpot_p50_ms": _pct(itl, 50),

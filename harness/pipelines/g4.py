@@ -345,8 +345,10 @@ def _verified_windows(run: GateRun) -> list[dict[str, Any]]:
     local = soak_dir(run)
     check = verify_windows(local, read_local_jsonl(local / WINDOWS_INDEX), workers=2)
     run.gate_dir.write_evidence_json(f"{SOAK_DIR}/windows-verified.json", check.to_json())
-    for text in check.mismatched:
-        run.fault(f"the node's summary disagrees with its records: {text}; the records' figures are used")
+    if check.mismatched:
+        run.fault(f"{len(check.mismatched)} of {len(check.windows)} window summaries of the node disagree with "
+                  f"their records (evidence/{SOAK_DIR}/windows-verified.json); the records' figures are used. "
+                  f"First: {check.mismatched[0]}")
     if check.missing:
         run.fault(f"{len(check.missing)} window record file(s) were not copied, their figures are the node's "
                   f"summary, unverified: " + "; ".join(check.missing[:5]))
