@@ -37,7 +37,7 @@ from harness.pipelines.context import GateRun
 from harness.pipelines.loadpoint import point_workload
 from harness.pipelines.soakdata import soak_measured
 from harness.pipelines.soakrun import SoakHandle, pull, read_local_jsonl, start_soak
-from harness.pipelines.soakverify import verify_windows
+from harness.pipelines.soakverify import WindowCheck, verify_windows
 from harness.pipelines.sweep import _start_instances, _stop_instances
 from harness.pipelines.sweepdata import measurement
 from harness.platforms import get_platform
@@ -339,7 +339,7 @@ def _remove_node_copy(run: GateRun, state: dict[str, Any]) -> None:
     run.remove_owned(run.executor(sh.node), str(base))
 
 
-def _verified_windows(run: GateRun) -> list[dict[str, Any]]:
+def _verified_windows(run: GateRun) -> WindowCheck:
     """The node's window figures checked against the copied record files (``soakverify``); what
     disagrees or is missing is a fault, and the records' figures are the ones decided on."""
     local = soak_dir(run)
@@ -354,9 +354,7 @@ def _verified_windows(run: GateRun) -> list[dict[str, Any]]:
                   f"summary, unverified: " + "; ".join(check.missing[:5]))
     for text in check.unwritten:
         run.notes.append(text)
-    run.notes.append(f"{check.verified} of {len(check.windows)} window summaries re-computed from their "
-                     f"{check.records} records and identical")
-    return check.windows
+    return check
 
 
 def profile_arm(run: GateRun) -> str:
@@ -386,7 +384,8 @@ def run_g4(run: GateRun, *, wait: bool = True,
     ended = follow(run, state, poll_s=min(10.0, max(2.0, float(state["window_s"]) / 4)), on_window=on_window)
     fin = _finish(run, state) if ended else {"engine_alive_at_end": None}
     after = _fio(run, node, target, "after") if node and target and ended else None
-    windows = _verified_windows(run) if ended else None
+    check = _verified_windows(run) if ended else None
+    windows = check.windows if check is not None else None
     measured, charts = soak_measured(
         soak_dir(run), windows=windows, duration_target_s=float(state["duration_s"]), window_s=float(state["window_s"]),
         nvme=state.get("nvme") or [], md_arrays=state.get("md_arrays") or [], fio_before=before, fio_after=after,
@@ -398,4 +397,6 @@ def run_g4(run: GateRun, *, wait: bool = True,
     if (soak_dir(run) / "done.json").exists() is False and ended:
         run.fault("the soak agent ended without writing done.json (see evidence/soak/agent.err)")
     charts["engine_logs"] = f"evidence/engine/{arm.name}/instance0-logs"
+    if check is not None:
+        charts["verified"] = check.to_json()
     return measured, {"soak": charts}

@@ -56,6 +56,10 @@ def test_soak_stop_ends_it_early_and_duration_fails(tmp_path: Path, local_invent
     assert st["running"] is False and st["ended"]["reason"] == "stopped"
     html = (reports / "stop" / "G4" / "report.html").read_text()
     assert 'id="soak-windows"' in html and 'id="chart-soak-ttft"' in html
+    # every window the real agent summarised was computed again from its copied records, identical
+    vf = result["measurements"]["soak"]["verified"]
+    assert vf["windows"] >= 1 and vf["verified"] == vf["windows"] and vf["records"] > 0, vf
+    assert "match the node's exactly" in html
     # the soak's directory on the node went once its windows were home (by containment)
     node_dirs = list((tmp_path / "work").rglob("stop-*"))
     assert node_dirs == [], node_dirs
