@@ -7,6 +7,10 @@ Every figure is ``None`` (NOT_RUN, with the reason in ``detail``) when the data 
 missing: no window, no readable kernel log after the baseline sample, no SMART answer, no probe
 answers, no fio on either side. Nothing missing is ever counted as zero.
 
+Duration: the time under load, the sum of the windows' lengths with each window counted at most
+its configured length plus the agent's slack: a window that lasted far longer (a stalled agent, a
+suspended VM, a clock step) is named, not counted as load.
+
 Warm-up: the profile's ``soak.warmup`` (seconds of load from the first window's start) is left
 out of drift and trend: a window that started inside it is not compared (caches and the KV tier
 fill up then; a real soak has the same start-up). Its windows still count for the duration, the
@@ -48,6 +52,27 @@ from harness.pipelines.soakrun import read_local_json, read_local_jsonl
 from harness.pipelines.sweepdata import _m
 
 FULL_BYTES = 1 << 20  # less free space than this on the KV target: full
+
+
+def window_cap(window_s: float) -> float:
+    """The most one window counts for the duration: its configured length plus the agent's
+    scheduling slack (5%, at least a second)."""
+    return window_s + max(1.0, 0.05 * window_s)
+
+
+def time_under_load(windows: Sequence[dict[str, Any]], window_s: float) -> tuple[float, list[str]]:
+    """Seconds under load: the windows' lengths, each at most :func:`window_cap`, and the windows
+    that were longer. The wall time from the first start to the last end would count a stalled
+    agent (a frozen process, a suspended VM) or a clock step as hours of load; a gap between
+    windows counts for nothing."""
+    cap = window_cap(window_s)
+    total, stalled = 0.0, []
+    for w in windows:
+        length = float(w.get("length_s") or 0.0)
+        if length > cap:
+            stalled.append(f"window {w.get('index')} ({length:.0f} s)")
+        total += min(length, cap)
+    return total, stalled
 
 
 def full_windows(windows: Sequence[dict[str, Any]], window_s: float) -> list[dict[str, Any]]:
@@ -327,10 +352,16 @@ def soak_measured(local: Path, *, duration_target_s: float, window_s: float, nvm
     # Duration: time under load, from the first window's start to the last window's end (the
     # node's clock); done.json says why it ended.
     if windows:
-        elapsed = float(windows[-1]["ended_unix"]) - float(windows[0]["started_unix"])
+        elapsed, stalled = time_under_load(windows, window_s)
         why = f"ended: {done.get('reason')}" if done is not None else "the soak left no done.json"
+        wall = float(windows[-1]["ended_unix"]) - float(windows[0]["started_unix"])
+        extra = ""
+        if stalled:
+            extra = (f"; {len(stalled)} window(s) lasted longer than the {window_s:g} s window (the agent stalled, "
+                     f"or the node's clock jumped) and count at {window_cap(window_s):g} s: "
+                     + ", ".join(stalled[:5]) + f"; wall time {wall:.0f} s")
         soak["duration"] = _m(elapsed, f"{elapsed:.0f} s", detail=f"{why}; {len(windows)} windows; profile "
-                              f"duration {duration_target_s:.0f} s", evidence=[f"evidence/soak/{WINDOWS_INDEX}"])
+                              f"duration {duration_target_s:.0f} s{extra}", evidence=[f"evidence/soak/{WINDOWS_INDEX}"])
     else:
         soak["duration"] = _m(None, detail="no window was closed")
     ok = sum(int(w.get("ok") or 0) for w in windows)

@@ -354,3 +354,22 @@ def test_a_wandering_soak_that_drifted_past_the_threshold_does_not_pass_by_resam
     assert sum(blocks) / trials > 3, blocks
     assert passes["blocks"] <= 6, passes  # 5 at this seed set (2.5% nominal: 24 windows a side are few)
     assert passes["single windows"] >= 2 * passes["blocks"], passes  # 11 at this seed set
+
+
+def test_a_stalled_window_does_not_count_as_hours_under_load(tmp_path: Path) -> None:
+    """The false PASS of wall time: the agent was frozen (or the node's clock stepped) for 40 s
+    inside window 3 of a 15-window soak of 4 s windows that stopped at 36 s of load. From the first
+    start to the last end that is 76 s >= 60 s; under load it was 36 s + a capped window."""
+    d = write_soak(tmp_path / "s", n=9)
+    rows = [json.loads(x) for x in (d / "windows.jsonl").read_text().splitlines()]
+    rows[2]["length_s"] = 44.0
+    rows[2]["ended_unix"] = rows[2]["started_unix"] + 44.0
+    for r in rows[3:]:
+        r["started_unix"] += 40.0
+        r["ended_unix"] += 40.0
+    jsonl(d / "windows.jsonl", rows)
+    measured, _ = soak_measured(d, duration_target_s=60.0, window_s=4.0)
+    dur = measured["soak"]["duration"]
+    assert dur["value"] == 8 * 4.0 + 5.0
+    assert "window 3 (44 s)" in dur["detail"] and "wall time 76 s" in dur["detail"]
+    assert verdicts(d)["duration"] == "FAIL"
