@@ -87,6 +87,9 @@ _METRICS: list[MetricInfo] = [
     # G4: 72-hour stability.
     MetricInfo("soak.duration", UnitKind.DURATION, "G4", "pipeline.G4", "time under load"),
     MetricInfo("soak.failed_ratio", UnitKind.PERCENT, "G4", "load", "failed requests / all requests"),
+    MetricInfo("soak.load_level", UnitKind.PERCENT, "G4", "load",
+               "mean requests in flight / soak.concurrency (closed loop) or requests sent per second / "
+               "soak.request_rate (open loop), after the warm-up"),
     MetricInfo("soak.engine_restarts", UnitKind.COUNT, "G4", "engines", "engine crashes or restarts"),
     MetricInfo("soak.ttft_p50_drift", UnitKind.PERCENT, "G4", "load",
                "median TTFT p50 of the last third of the windows / of the first third - 1", sampled=True),

@@ -4,7 +4,9 @@ from their compressed record files with the same code).
 
 A window holds the records of the requests that *completed* while it was open. Its summary keeps
 counts, failures by kind, TTFT p50/p99 and ITL p50 (ms), output tokens and throughput over the
-window's own length; only the TTFT and ITL values of one window are ever held. When the soak
+window's own length, and the mean number of requests in flight (their end-to-end times over the
+window's length: Little's law), which shows whether the soak held its load level; only the TTFT
+and ITL values of one window are ever held. When the soak
 drives several engine instances (records carry ``instance``), the summary also has
 ``instances``: per instance its ok count, TTFT p50 and throughput, so one instance's slowdown is
 not averaged away by the others (G4's per-instance drift).
@@ -49,6 +51,7 @@ class WindowAccumulator:
         self.failures: dict[str, int] = {}
         self.output_tokens = 0
         self.input_tokens = 0
+        self.busy_ms = 0.0  # the requests' end-to-end times: busy / length = mean requests in flight
         self._ttft: array = array("d")  # type: ignore[type-arg]
         self._itl: array = array("d")  # type: ignore[type-arg]
         # instance -> [ok count, output tokens, TTFT values]
@@ -65,6 +68,9 @@ class WindowAccumulator:
 
     def add(self, rec: Mapping[str, Any]) -> None:
         self.requests += 1
+        e2el = rec.get("e2el_ms")
+        if e2el is not None:
+            self.busy_ms += float(e2el)
         status = rec.get("status")
         inst = rec.get("instance")
         if inst is not None and inst not in self._per:
@@ -104,6 +110,8 @@ class WindowAccumulator:
             "ttft_p50_ms": _pct(ttft, 50), "ttft_p99_ms": _pct(ttft, 99), "tpot_p50_ms": _pct(itl, 50),
             "output_tokens": self.output_tokens, "input_tokens": self.input_tokens,
             "throughput_tok_s": self.output_tokens / length,
+            # Little's law over the window: the requests' time in the system / the window's length
+            "mean_in_flight": self.busy_ms / 1000.0 / length,
         }
         if self._per:
             out["instances"] = {
@@ -139,7 +147,7 @@ _FAST = re.compile(
     rb'"status":"([a-z_]+)","error_kind":(null|' + _STR + rb'),"error":(?:null|' + _STR + rb'),'
     rb'"http_status":(?:null|\d+),"start_ns":-?\d+,"scheduled_ns":(?:null|-?\d+),"queue_ms":(?:null|' + _NUM
     + rb'),"ttft_ms":(null|' + _NUM + rb'),"itl_ms":(?:null|\[[^\]]*\]),"tpot_ms":(null|' + _NUM + rb'),'
-    rb'"e2el_ms":(?:null|' + _NUM + rb'),"input_tokens":(\d+),"output_tokens":(\d+),')
+    rb'"e2el_ms":(null|' + _NUM + rb'),"input_tokens":(\d+),"output_tokens":(\d+),')
 
 
 # The soak adds ``instance`` as the record's last key (after ``make_record``'s), so it ends the line.
@@ -153,11 +161,11 @@ def fast_fields(line: bytes) -> Optional[dict[str, Any]]:
     m = _FAST.search(line)
     if m is None:
         return None
-    status, kind, ttft, tpot, inp, out = m.groups()
+    status, kind, ttft, tpot, e2el, inp, out = m.groups()
     rec: dict[str, Any] = {
         "status": status.decode(), "error_kind": None if kind == b"null" else json.loads(kind),
         "ttft_ms": None if ttft == b"null" else float(ttft), "tpot_ms": None if tpot == b"null" else float(tpot),
-        "input_tokens": int(inp), "output_tokens": int(out)}
+        "e2el_ms": None if e2el == b"null" else float(e2el), "input_tokens": int(inp), "output_tokens": int(out)}
     inst = _INSTANCE.search(line)
     if inst is not None:
         rec["instance"] = int(inst.group(1))
@@ -201,9 +209,12 @@ def _add_chunk(acc: WindowAccumulator, chunk: bytes) -> None:
     matches = _FAST.findall(chunk)
     if len(matches) == chunk.count(b"\n") and b'"instance":' not in chunk:
         ttfts, tpots = acc._ttft, acc._itl
-        for status, kind, ttft, tpot, inp, out in matches:
+        busy = 0.0
+        for status, kind, ttft, tpot, e2el, inp, out in matches:
             # WindowAccumulator.add, inlined on the raw fields (the hot loop of bench-soak)
             acc.requests += 1
+            if e2el != b"null":
+                busy += float(e2el)
             if status == b"ok":
                 acc.ok += 1
                 if ttft != b"null":
@@ -218,6 +229,7 @@ def _add_chunk(acc: WindowAccumulator, chunk: bytes) -> None:
                 acc.failed += 1
                 k = "error" if kind == b"null" else str(json.loads(kind) or "error")
                 acc.failures[k] = acc.failures.get(k, 0) + 1
+        acc.busy_ms += busy
         return
     for line in chunk.splitlines(keepends=True):
         rec = fast_fields(line)

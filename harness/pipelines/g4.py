@@ -391,7 +391,8 @@ def run_g4(run: GateRun, *, wait: bool = True,
         nvme=state.get("nvme") or [], md_arrays=state.get("md_arrays") or [], fio_before=before, fio_after=after,
         engine_watched=bool(state.get("engine_watched")), engine_alive_at_end=fin.get("engine_alive_at_end"),
         warmup_s=float(state.get("warmup_s") or 0.0), accel_tools=state.get("accel_tools") or [],
-        instances=run.profile.model.instances_per_node)
+        instances=run.profile.model.instances_per_node, concurrency=run.profile.soak.concurrency,
+        request_rate=run.profile.soak.request_rate)
     if not ended:
         measured["soak"]["duration"] = measurement(None, detail="the soak could not be followed to its end")
     if (soak_dir(run) / "done.json").exists() is False and ended:

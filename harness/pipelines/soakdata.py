@@ -122,6 +122,40 @@ def drift_leaf(windows: Sequence[dict[str, Any]], key: str, transform: str, what
                        "block": block})
 
 
+def load_level(windows: Sequence[dict[str, Any]], *, concurrency: Optional[int],
+               request_rate: Optional[float], warmup_note: str = "") -> dict[str, Any]:
+    """How much of the profile's soak level the load held over ``windows`` (full windows after the
+    warm-up): closed loop, the mean requests in flight (the windows' end-to-end time over their
+    length) / ``concurrency``; open loop, the requests sent per second / ``request_rate``. A soak
+    that ran far below its level (a throttled client, workers stuck) proves nothing about 72 hours
+    at that level, however clean its other figures."""
+    if concurrency is None and request_rate is None:
+        return _m(None, detail="the soak's configured level is not known here")
+    if not windows:
+        return _m(None, detail=f"no full window{warmup_note}")
+    length = sum(float(w.get("length_s") or 0.0) for w in windows)
+    if length <= 0:
+        return _m(None, detail="the windows have no length")
+    if request_rate is not None:
+        sent = sum(int(w.get("requests") or 0) for w in windows)
+        low = min(int(w.get("requests") or 0) / max(float(w.get("length_s") or 0.0), 1e-9) for w in windows)
+        value = sent / length / request_rate
+        return _m(value, f"{value * 100:.1f}% ({sent / length:.3g} of {request_rate:g} requests/s)",
+                  detail=f"open loop over {len(windows)} full windows{warmup_note}; lowest window "
+                  f"{low:.3g} requests/s", evidence=[f"evidence/soak/{WINDOWS_INDEX}"])
+    assert concurrency is not None
+    missing = [str(w.get("index")) for w in windows if w.get("mean_in_flight") is None]
+    if missing:
+        return _m(None, detail=f"window(s) {', '.join(missing[:5])} carry no requests-in-flight figure (an agent "
+                  "older than this controller)")
+    busy = sum(float(w["mean_in_flight"]) * float(w.get("length_s") or 0.0) for w in windows)
+    low = min(float(w["mean_in_flight"]) for w in windows)
+    value = busy / length / concurrency
+    return _m(value, f"{value * 100:.1f}% ({busy / length:.3g} of {concurrency} requests in flight)",
+              detail=f"closed loop over {len(windows)} full windows{warmup_note}; lowest window {low:.3g} in flight",
+              evidence=[f"evidence/soak/{WINDOWS_INDEX}"])
+
+
 def instance_drift(windows: Sequence[dict[str, Any]], instances: int, warmup_note: str = "") -> dict[str, Any]:
     """Per engine instance the profile declares (``"instance 0"`` ...), the TTFT p50 and throughput
     drift from that instance's own per-window figures (the window's ``instances``). Requests go
@@ -337,12 +371,15 @@ def soak_measured(local: Path, *, duration_target_s: float, window_s: float, nvm
                   warmup_s: float = 0.0,
                   accel_tools: Sequence[str] = (),
                   instances: int = 1,
-                  windows: Optional[list[dict[str, Any]]] = None) -> tuple[dict[str, Any], dict[str, Any]]:
+                  windows: Optional[list[dict[str, Any]]] = None,
+                  concurrency: Optional[int] = None,
+                  request_rate: Optional[float] = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """``(measured, charts)`` of a soak whose files are in ``local`` (see the module docstring).
     ``instances``: the engine instances the profile has the soak drive; with more than one, the
     drift is also measured per instance (``soak.instance_drift``). ``windows``: the window figures
     to decide on when the caller checked them against their records (``soakverify``); default: the
-    node's index as pulled."""
+    node's index as pulled. ``concurrency`` / ``request_rate``: the profile's soak level (closed /
+    open loop), which ``soak.load_level`` is measured against (None: NOT_RUN)."""
     if windows is None:
         windows = read_local_jsonl(local / WINDOWS_INDEX)
     events = read_local_jsonl(local / EVENTS)
@@ -395,6 +432,7 @@ def soak_measured(local: Path, *, duration_target_s: float, window_s: float, nvm
         note = f" after the {warmup_s:g} s warm-up ({skipped} window(s) left out)"
     soak["ttft_p50_drift"] = drift_leaf(full, "ttft_p50_ms", "gain", "TTFT p50", note)
     soak["throughput_drift"] = drift_leaf(full, "throughput_tok_s", "reduction", "output throughput", note)
+    soak["load_level"] = load_level(full, concurrency=concurrency, request_rate=request_rate, warmup_note=note)
     if instances > 1:
         soak["instance_drift"] = instance_drift(full, instances, note)
     before = (fio_before or {}).get("value")

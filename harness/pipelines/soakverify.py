@@ -26,7 +26,7 @@ from harness.load.soakwindow import summarise_files
 # The figures a window summary computes from its records; the rest (counters, restarts, the
 # file's name) are the node's observations at the window's end and have no record to check.
 EXACT = ("requests", "ok", "failed", "cancelled", "failures", "output_tokens", "input_tokens", "instances")
-FLOATS = ("ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms", "throughput_tok_s")
+FLOATS = ("ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms", "throughput_tok_s", "mean_in_flight")
 
 
 @dataclass

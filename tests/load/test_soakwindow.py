@@ -12,7 +12,7 @@ from harness.load.records import make_record
 from harness.load.soakwindow import fast_fields, iter_window_records, summarise_files, summarise_records
 from harness.load.spec import RequestSpec
 
-KEYS = ("status", "error_kind", "ttft_ms", "tpot_ms", "input_tokens", "output_tokens")
+KEYS = ("status", "error_kind", "ttft_ms", "tpot_ms", "e2el_ms", "input_tokens", "output_tokens")
 
 
 def line(res: RequestResult) -> bytes:

@@ -36,7 +36,8 @@ def jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
 
 def write_soak(d: Path, *, n: int = 15, window: float = 4.0, ttft: Any = None, tput: Any = None,
                failed: int = 0, events: tuple[dict[str, Any], ...] = (), health: list[dict[str, Any]] | None = None,
-               probe_end_text: str | None = "same", probe_end_status: str = "ok", done: bool = True) -> Path:
+               probe_end_text: str | None = "same", probe_end_status: str = "ok", done: bool = True,
+               in_flight: Any = None) -> Path:
     d.mkdir(parents=True, exist_ok=True)
     wins = []
     for i in range(n):
@@ -46,6 +47,7 @@ def write_soak(d: Path, *, n: int = 15, window: float = 4.0, ttft: Any = None, t
                      "failures": {"connect": failed} if failed and i == n // 2 else {},
                      "ttft_p50_ms": ttft(i) if ttft else 80.0 + (i % 3), "ttft_p99_ms": 150.0,
                      "throughput_tok_s": tput(i) if tput else 240.0 - (i % 2),
+                     "mean_in_flight": in_flight(i) if in_flight else 3.9,
                      "file": f"windows/w{i + 1:06d}.jsonl.gz"})
     jsonl(d / "windows.jsonl", wins)
     jsonl(d / "events.jsonl", [{"t": T0, "event": "soak_start"}, *events])
@@ -68,7 +70,8 @@ FIO_AFTER = {"value": 1.9e9, "text": "1.9 GB/s"}
 
 def verdicts(d: Path, **kw: Any) -> dict[str, str]:
     opts: dict[str, Any] = {"duration_target_s": 60.0, "window_s": 4.0, "nvme": ["/dev/nvme0n1"],
-                            "md_arrays": ["md0"], "fio_before": FIO_BEFORE, "fio_after": FIO_AFTER}
+                            "md_arrays": ["md0"], "fio_before": FIO_BEFORE, "fio_after": FIO_AFTER,
+                            "concurrency": 4}
     opts.update(kw)
     measured, _ = soak_measured(d, **opts)
     return {c.id: c.verdict.value for c in evaluate_gate(SPEC, measured, overrides=[DURATION])}
@@ -373,3 +376,28 @@ def test_a_stalled_window_does_not_count_as_hours_under_load(tmp_path: Path) -> 
     assert dur["value"] == 8 * 4.0 + 5.0
     assert "window 3 (44 s)" in dur["detail"] and "wall time 76 s" in dur["detail"]
     assert verdicts(d)["duration"] == "FAIL"
+
+
+def test_a_soak_far_below_its_level_fails_load_held_and_an_unknown_level_is_not_run(tmp_path: Path) -> None:
+    """The false PASS of a soak that barely ran: 15 clean windows with no failure, no drift and no
+    error, but one request in flight of the profile's 4 (a throttled client, stuck workers). Every
+    other check PASSes; ``load_held`` does not."""
+    d = write_soak(tmp_path / "low", in_flight=lambda i: 1.0)
+    v = verdicts(d)
+    assert v["load_held"] == "FAIL"
+    assert {v[c] for c in ("failed_requests", "ttft_drift", "throughput_drift", "no_restarts")} == {"PASS"}
+    measured, _ = soak_measured(d, duration_target_s=60.0, window_s=4.0, concurrency=4)
+    assert measured["soak"]["load_level"]["text"] == "25.0% (1 of 4 requests in flight)"
+    # a dip in a few windows of an otherwise full soak is averaged, the lowest window named
+    d = write_soak(tmp_path / "dip", in_flight=lambda i: 2.0 if i == 7 else 3.95)
+    measured, _ = soak_measured(d, duration_target_s=60.0, window_s=4.0, concurrency=4)
+    assert verdicts(d)["load_held"] == "PASS"
+    assert "lowest window 2 in flight" in measured["soak"]["load_level"]["detail"]
+    # open loop: requests sent per second against the profile's rate (60 per 4 s window = 15/s)
+    measured, _ = soak_measured(d, duration_target_s=60.0, window_s=4.0, request_rate=20.0)
+    assert measured["soak"]["load_level"]["value"] == 0.75
+    # nothing to compare with, or windows without the figure: NOT_RUN
+    assert soak_measured(d, duration_target_s=60.0, window_s=4.0)[0]["soak"]["load_level"]["value"] is None
+    rows = [json.loads(x) for x in (d / "windows.jsonl").read_text().splitlines()]
+    jsonl(d / "windows.jsonl", [{k: x for k, x in r.items() if k != "mean_in_flight"} for r in rows])
+    assert verdicts(d)["load_held"] == "NOT_RUN"
