@@ -110,6 +110,7 @@ class CheckRow:
     passed: bool
     override_reason: Optional[str]
     observations: list[ObsRow] = field(default_factory=list)
+    recorded_reason: str = ""  # the check's own reason as recorded (``reason`` may be built from observations)
 
 
 def _check_measured(check: CheckResult) -> tuple[str, str]:
@@ -151,7 +152,8 @@ def check_row(check: CheckResult, find_evidence: Optional[Callable[[str], list[s
         id=check.id, description=check.description, metric=check.metric, severity=check.severity,
         statistic=statistic, expected=expected_text(check), measured=measured, interval=interval,
         verdict=check.verdict, verdict_text=VERDICT_TEXT[check.verdict], reason=_check_reason(check),
-        passed=check.verdict is Verdict.PASS, override_reason=check.override_reason)
+        passed=check.verdict is Verdict.PASS, override_reason=check.override_reason,
+        recorded_reason=check.reason or "")
     for o in check.observations:
         row.observations.append(ObsRow(
             label=obs_label(check, o), path=o.path, measured=obs_measured(o, check.unit_kind),
