@@ -5,6 +5,7 @@ All formatting decisions live here, so every output format says the same thing i
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -109,6 +110,7 @@ class CheckRow:
     passed: bool
     override_reason: Optional[str]
     observations: list[ObsRow] = field(default_factory=list)
+    recorded_reason: str = ""  # the check's own reason as recorded (``reason`` may be built from observations)
 
 
 def _check_measured(check: CheckResult) -> tuple[str, str]:
@@ -150,7 +152,8 @@ def check_row(check: CheckResult, find_evidence: Optional[Callable[[str], list[s
         id=check.id, description=check.description, metric=check.metric, severity=check.severity,
         statistic=statistic, expected=expected_text(check), measured=measured, interval=interval,
         verdict=check.verdict, verdict_text=VERDICT_TEXT[check.verdict], reason=_check_reason(check),
-        passed=check.verdict is Verdict.PASS, override_reason=check.override_reason)
+        passed=check.verdict is Verdict.PASS, override_reason=check.override_reason,
+        recorded_reason=check.reason or "")
     for o in check.observations:
         row.observations.append(ObsRow(
             label=obs_label(check, o), path=o.path, measured=obs_measured(o, check.unit_kind),
@@ -354,6 +357,48 @@ def provenance(result: GateResult) -> list[tuple[str, str]]:
 
 
 @dataclass
+class PowerRow:
+    """One interval observation's repetitions and power (the "Repetitions and achieved power"
+    table beside the checks)."""
+
+    check: str
+    path: str
+    repetitions: str
+    minimum: str
+    power: str
+    power_repetitions: str
+
+
+def _count(value: Optional[int]) -> str:
+    return "-" if value is None else str(value)
+
+
+def power_rows(result: GateResult) -> list[PowerRow]:
+    """Every interval check's observations that recorded a minimum or an achieved power
+    (``observations[].n_samples, min_samples, power, power_repetitions``); point checks have none."""
+    return [PowerRow(check=c.id, path=o.path, repetitions=_count(o.n_samples), minimum=_count(o.min_samples),
+                     power="-" if o.power is None else f"{o.power * 100:.0f}%",
+                     power_repetitions=_count(o.power_repetitions))
+            for c in result.checks if c.statistic == "interval"
+            for o in c.observations if o.power is not None or o.min_samples is not None]
+
+
+def _json_text(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
+
+
+def accepted_mismatches(result: GateResult) -> list[tuple[str, str, str]]:
+    """The workload differences accepted with ``--allow-baseline-mismatch``
+    (``result.json: baseline.accepted_mismatches``) as (field, baseline value, this run's value),
+    values as JSON text (a string shows its quotes, so ``"2048"`` and ``2048`` differ)."""
+    b = result.baseline
+    if not isinstance(b, Mapping):
+        return []
+    return [(str(a.get("field", "?")), _json_text(a.get("baseline")), _json_text(a.get("this_run")))
+            for a in b.get("accepted_mismatches") or [] if isinstance(a, Mapping)]
+
+
+@dataclass
 class GateView:
     result: GateResult
     verdict: Verdict
@@ -373,6 +418,8 @@ class GateView:
     extra_measurements: list[tuple[str, list[tuple[str, str]]]]
     dirname: str = ""  # the gate's directory name inside its campaign (campaign report links)
     manifest_sha256: str = ""  # sha256 of the gate's MANIFEST.sha256 (campaign report), "" if none
+    power: list[PowerRow] = field(default_factory=list)
+    accepted_mismatches: list[tuple[str, str, str]] = field(default_factory=list)
 
 
 def gate_view(result: GateResult, find_evidence: Optional[Callable[[str], list[str]]] = None) -> GateView:
@@ -391,7 +438,8 @@ def gate_view(result: GateResult, find_evidence: Optional[Callable[[str], list[s
         tested=tested_summary(result), provenance=provenance(result),
         overrides=[r for r in rows if r.override_reason], emulated=result.emulated,
         emulation_notice=EMULATION_NOTICE, inventory_rows=flatten(result.inventory),
-        profile_rows=flatten(result.profile), extra_measurements=extra)
+        profile_rows=flatten(result.profile), extra_measurements=extra,
+        power=power_rows(result), accepted_mismatches=accepted_mismatches(result))
 
 
 SWEEP_COLUMNS = ("ttft_p50_ms", "ttft_p99_ms", "mean_queue_ms", "output_throughput", "request_throughput",

@@ -260,6 +260,37 @@ async def _read_headers(reader: asyncio.StreamReader) -> dict[str, str]:
     return headers
 
 
+async def serve_connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, handler: Handler, *,
+                           error_body: Callable[[HTTPError], object], limits: Optional[Limits] = None) -> None:
+    """Serve one client connection: read a request, let ``handler`` answer it, repeat while the
+    client keeps the connection alive. A request refused by ``read_request`` (408, 400, 413, 431,
+    503) is answered with ``error_body(exc)`` as JSON and the connection closed; an idle or cleanly
+    ended connection is closed quietly; a client that goes away, or the server cancelling the
+    task when it shuts down, ends the loop without an answer. The connection is always closed.
+    The one connection loop of the emulator's OpenAI server and its LMCache server's HTTP port."""
+    try:
+        while True:
+            try:
+                req = await read_request(reader, writer, limits)
+            except HTTPError as exc:
+                await Response(writer, keep_alive=False).send_json(exc.status, error_body(exc))
+                break
+            if req is None:
+                break
+            resp = Response(writer, keep_alive=req.keep_alive)
+            await handler(req, resp)
+            if not req.keep_alive:
+                break
+    except (ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError):
+        pass  # the client went away, or the server is closing: nothing to answer
+    finally:
+        writer.close()
+        try:
+            await writer.wait_closed()
+        except (ConnectionError, asyncio.CancelledError):
+            pass
+
+
 ConnectionHandler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 
 

@@ -35,7 +35,7 @@ from typing import Any, Optional
 
 from harness.sim import directio
 from harness.sim.chunkcrc import ChunkCrc, expected_crc, with_crc
-from harness.sim.http import HTTPError, Request, Response, limit_connections, read_request
+from harness.sim.http import Request, Response, limit_connections, serve_connection
 from harness.sim.metrics import Counter
 from harness.sim.tiers import DirTier
 
@@ -261,23 +261,7 @@ class MPServer:
         raise ValueError(f"unknown op {op!r}")
 
     async def _on_http(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            while True:
-                try:
-                    req = await read_request(reader, writer)
-                except HTTPError as exc:
-                    await Response(writer, keep_alive=False).send_json(exc.status, {"error": exc.message})
-                    break
-                if req is None:
-                    break
-                resp = Response(writer, keep_alive=req.keep_alive)
-                await self._http(req, resp)
-                if not req.keep_alive:
-                    break
-        except (ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError):
-            pass
-        finally:
-            writer.close()
+        await serve_connection(reader, writer, self._http, error_body=lambda exc: {"error": exc.message})
 
     async def _http(self, req: Request, resp: Response) -> None:
         if req.path == "/metrics" and req.method in ("GET", "HEAD"):

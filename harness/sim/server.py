@@ -12,7 +12,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from harness.sim.http import HTTPError, Request, Response, limit_connections, read_request
+from harness.sim.http import Request, Response, limit_connections, serve_connection
 from harness.sim.kvstore import KVStore, PrefillResult, output_tokens, tokenize
 from harness.sim.metrics import SimMetrics
 
@@ -136,33 +136,13 @@ class SimServer:
     async def _on_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         if task is not None:
-            self._connections.add(task)
+            self._connections.add(task)  # close() cancels the connections still open
         try:
-            while True:
-                try:
-                    req = await read_request(reader, writer)
-                except HTTPError as exc:
-                    resp = Response(writer, keep_alive=False)
-                    await resp.send_json(exc.status, APIError(exc.status, exc.message).body())
-                    break
-                if req is None:
-                    break
-                resp = Response(writer, keep_alive=req.keep_alive)
-                await self._dispatch(req, resp)
-                if not req.keep_alive:
-                    break
-        except (ConnectionError, asyncio.IncompleteReadError):
-            pass  # the client went away; nothing to answer
-        except asyncio.CancelledError:
-            pass
+            await serve_connection(reader, writer, self._dispatch,
+                                   error_body=lambda exc: APIError(exc.status, exc.message).body())
         finally:
             if task is not None:
                 self._connections.discard(task)
-            writer.close()
-            try:
-                await writer.wait_closed()
-            except (ConnectionError, asyncio.CancelledError):
-                pass
 
     async def _dispatch(self, req: Request, resp: Response) -> None:
         request_id = req.headers.get("x-request-id") or uuid.uuid4().hex

@@ -49,7 +49,7 @@ def test_html_first_page_content(gate_dir: Path) -> None:
     assert "candidate.failed_ratio was not measured" in table
     # user text is escaped, never interpreted
     assert "<script>" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in table
-    # what was tested, when and by whom
+    # what was tested
     tested = dict(re.findall(r"<tr><th>([^<]+)</th><td>([^<]*)</td></tr>", first))
     assert tested["Cluster"] == "lab-mi308x"
     assert tested["Nodes"] == "node-a (host=10.0.0.11, platform=mi308x)"
@@ -59,8 +59,11 @@ def test_html_first_page_content(gate_dir: Path) -> None:
     assert tested["Arms"] == ("baseline (storage=local-nvme, offload=yes); "
                               "candidate (storage=nvmeof-raid0, offload=yes)")
     assert tested["Baseline arm"] == "baseline" and "Recompute arm" not in tested
+    # who ran it and when: the first thing after page one (the PDF keeps page one for the checks)
+    details = html.split(FIRST_PAGE_END, 1)[1]
+    assert details.index("When and by whom") < details.index("Charts")
     for text in ("alice@vendor", "2026-11-29T20:00:00+00:00", "0.1.0", "cede15b"):
-        assert text in first, text
+        assert text in details and text not in first, text
     # override with its reason, faults, emulation notice
     assert "Customer contract 2026-11 accepts 20% on this cluster (ticket OPS-1234)" in first
     assert "node-b: ssh: connection refused (exit 255)" in first

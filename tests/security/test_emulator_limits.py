@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.sim.simhelpers import SimProc, start_sim
+from tests.sim.simhelpers import SimProc, read_until_closed, start_sim
 
 LOW = {"KVGATE_SIM_MAX_CONNECTIONS": "20", "KVGATE_SIM_IDLE_TIMEOUT": "1.0", "KVGATE_SIM_HEADER_TIMEOUT": "0.5",
        "KVGATE_SIM_MAX_BODY": str(1 << 20), "KVGATE_SIM_BODY_BUDGET": str(3 << 19), "KVGATE_SIM_BODY_TIMEOUT": "2"}
@@ -37,15 +37,7 @@ def _connect(sim: SimProc) -> socket.socket:
     return s
 
 
-def _read_all(s: socket.socket, timeout: float = 5.0) -> bytes:
-    s.settimeout(timeout)
-    out = b""
-    try:
-        while chunk := s.recv(65536):
-            out += chunk
-    except TimeoutError:
-        pass
-    return out
+_read_all = read_until_closed
 
 
 def test_health_answers_while_idle_connections_exceed_the_cap(sim: SimProc) -> None:

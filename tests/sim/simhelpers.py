@@ -23,6 +23,19 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def read_until_closed(s: socket.socket, timeout: float = 5.0) -> bytes:
+    """Everything a server sends on ``s`` until it closes the connection (or ``timeout`` passes
+    without a byte)."""
+    s.settimeout(timeout)
+    out = b""
+    try:
+        while chunk := s.recv(65536):
+            out += chunk
+    except TimeoutError:
+        pass
+    return out
+
+
 def port_is_free(port: int) -> bool:
     """Could a server listen on ``port`` now (SO_REUSEADDR, as servers do: TIME_WAIT is fine)?"""
     with socket.socket() as s:
