@@ -2,6 +2,8 @@
 
 * ``load ...``: ``harness.load.cli.main``
 * ``soak ...``: ``harness.load.soak.main`` (sustained load in windows, watchdog, node health)
+* ``soak-watch ...``: ``harness.load.soakwatch.main`` (the engine node's watchdog during a soak
+  whose load runs on another node)
 * ``sim ...``: ``harness.sim.cli.main`` (when the emulator is bundled)
 * ``read-range PATH OFFSET MAX_BYTES``: write bytes ``[OFFSET, OFFSET + MAX_BYTES)`` of PATH to
   stdout (the controller pulls records incrementally with it)
@@ -14,7 +16,7 @@ import sys
 from collections.abc import Sequence
 from typing import Optional
 
-USAGE = "usage: kvgate-agent.pyz {load,soak,sim,read-range,version} ..."
+USAGE = "usage: kvgate-agent.pyz {load,soak,soak-watch,sim,read-range,version} ..."
 
 
 def _read_range(argv: Sequence[str]) -> int:
@@ -47,6 +49,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         from harness.load.soak import main as soak_main
 
         return soak_main(rest)
+    if cmd == "soak-watch":
+        from harness.load.soakwatch import main as watch_main
+
+        return watch_main(rest)
     if cmd == "sim":
         try:
             from harness.sim.cli import main as sim_main

@@ -54,7 +54,15 @@ def status(campaign: str, *, reports: Optional[Path] = None, inventory: Optional
     from harness.load.soak import DONE
     from harness.paths import gates_dir, reports_dir
     from harness.pipelines.soakdata import soak_measured
-    from harness.pipelines.soakrun import SoakHandle, pull, read_local_json, read_local_jsonl
+    from harness.pipelines.soakrun import (
+        WATCH_DIR,
+        SoakHandle,
+        WatchHandle,
+        pull,
+        pull_watch,
+        read_local_json,
+        read_local_jsonl,
+    )
     from harness.remote.base import RemoteError
     from harness.remote.connect import executor_for
     from harness.store.campaign import Campaign, CampaignLocked, GateDir
@@ -68,6 +76,10 @@ def status(campaign: str, *, reports: Optional[Path] = None, inventory: Optional
     local = Path(gd.evidence_path("soak"))
     sh = SoakHandle.from_json(state["handle"])
     sh.local_dir = str(local)
+    wh: Optional[WatchHandle] = None
+    if state.get("watch"):
+        wh = WatchHandle.from_json(state["watch"])
+        wh.local_dir = str(local / WATCH_DIR)
     notes: list[str] = []
     running: Optional[bool] = None
     if pull_now:
@@ -81,13 +93,24 @@ def status(campaign: str, *, reports: Optional[Path] = None, inventory: Optional
             notes.append("a kvgate gate G4 run is following this soak: showing what it pulled")
         if lock is not None:
             try:
-                ex = executor_for(_inventory(camp, inventory), sh.node)
+                inv = _inventory(camp, inventory)
                 try:
-                    running = pull(ex, sh).state.running
-                finally:
-                    ex.close()
-            except (RemoteError, OSError) as exc:
-                notes.append(f"could not reach {sh.node}: {exc} (showing what was pulled before)")
+                    ex = executor_for(inv, sh.node)
+                    try:
+                        running = pull(ex, sh).state.running
+                    finally:
+                        ex.close()
+                except (RemoteError, OSError) as exc:
+                    notes.append(f"could not reach {sh.node}: {exc} (showing what was pulled before)")
+                if wh is not None:  # the engine node's own watchdog (engine on another node)
+                    try:
+                        wex = executor_for(inv, wh.node)
+                        try:
+                            pull_watch(wex, wh)
+                        finally:
+                            wex.close()
+                    except (RemoteError, OSError) as exc:
+                        notes.append(f"could not reach the engine node {wh.node}: {exc} (restarts as pulled before)")
             finally:
                 os.close(lock)
     windows = read_local_jsonl(local / "windows.jsonl")
@@ -101,7 +124,9 @@ def status(campaign: str, *, reports: Optional[Path] = None, inventory: Optional
                                      nvme=state.get("nvme") or [], md_arrays=state.get("md_arrays") or [],
                                      engine_watched=bool(state.get("engine_watched")),
                                      warmup_s=float(state.get("warmup_s") or 0.0),
-                                     accel_tools=state.get("accel_tools") or [])
+                                     accel_tools=state.get("accel_tools") or [],
+                                     watch=local / WATCH_DIR if wh is not None else None,
+                                     engine_node=str(state.get("server") or ""))
     failing: list[dict[str, Any]] = []
     gate_file = Path(gates or gates_dir() or "gates") / "G4.yaml"
     overrides: list[Any] = []

@@ -100,8 +100,54 @@ class SoakConfig:
     accel_tools: list[str] = field(default_factory=list)  # keys of ACCEL_TOOLS
     probe_trace: Optional[str] = None
     probe_tokens: int = 16
-    restart_argv: list[str] = field(default_factory=list)  # relaunch the engine with this when it dies
-    restart_env: dict[str, str] = field(default_factory=dict)
+    # Per engine instance (instance i at index i): ``{"argv": [...], "env": {...}}`` to relaunch it
+    # with when it dies, or ``{}``: that instance is not relaunched (its end is counted either way).
+    restart: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class WatchSpec:
+    """What a :class:`Watchdog` watches: per engine instance its process identity (the pid kvgate
+    started and its start time; None: not watched, only its ``/health``), its ``/health`` URL and
+    how to relaunch it (``{}``: never). Made from a soak's configuration (the engine on the soak's
+    node) or by the engine node's own watcher (``harness.load.soakwatch``)."""
+
+    engines: list[tuple[int, Optional[float]]]
+    health_urls: list[str]
+    restart: list[dict[str, Any]] = field(default_factory=list)
+    interval_s: float = 5.0
+
+    @classmethod
+    def from_soak(cls, cfg: SoakConfig) -> WatchSpec:
+        engines: list[tuple[int, Optional[float]]] = []
+        if cfg.engine_pid is not None:
+            engines.append((cfg.engine_pid, cfg.engine_start))
+            engines += [(int(p), float(t)) for p, t in cfg.extra_engines]
+        return cls(engines=engines, health_urls=[u for u in [cfg.health_url, *cfg.extra_health_urls] if u],
+                   restart=list(cfg.restart), interval_s=cfg.watchdog_s)
+
+
+def restart_specs(data: Any) -> list[dict[str, Any]]:
+    """The relaunch commands of a ``--restart-json`` file: ``{"instances": [{"argv", "env"} | {}, ...]}``
+    (one per instance) or, for one instance, ``{"argv": [...], "env": {...}}``."""
+    items: list[Any] = list(data["instances"]) if isinstance(data, dict) and "instances" in data else [data]
+    out: list[dict[str, Any]] = []
+    for spec in items:
+        if not spec:
+            out.append({})
+            continue
+        out.append({"argv": [str(x) for x in spec["argv"]],
+                    "env": {str(k): str(v) for k, v in (spec.get("env") or {}).items()}})
+    return out
+
+
+def public_config(cfg: SoakConfig) -> dict[str, Any]:
+    """The configuration as written to ``soak.json`` (which the controller copies into the
+    evidence): a relaunch command's environment is the engine plan's and may hold a secret, so
+    only its variable names are kept."""
+    d = asdict(cfg)
+    d["restart"] = [{"argv": r.get("argv"), "env": sorted(r.get("env") or {})} if r else {} for r in cfg.restart]
+    return d
 
 
 def _append_line(path: Path, obj: dict[str, Any]) -> None:
@@ -231,11 +277,14 @@ def scrape_all(urls: Sequence[str]) -> Optional[dict[str, float]]:
 
 
 class Watchdog(threading.Thread):
-    """Every ``watchdog_s``: ``/health`` and the engine process identity; events on every change."""
+    """Every ``interval_s``: ``/health`` and the engine process identity of every instance; an
+    event on every change. Runs in the soak (engine on the soak's node) and in the engine node's
+    own watcher (``harness.load.soakwatch``), with the same events in the same format."""
 
-    def __init__(self, cfg: SoakConfig, out: Path, stop: threading.Event) -> None:
+    def __init__(self, cfg: SoakConfig | WatchSpec, out: Path, stop: threading.Event) -> None:
         super().__init__(name="soak-watchdog", daemon=True)
-        self.cfg = cfg
+        spec = cfg if isinstance(cfg, WatchSpec) else WatchSpec.from_soak(cfg)
+        self.spec = spec
         self.out = out
         self.stop = stop
         self.restarts = 0
@@ -244,15 +293,12 @@ class Watchdog(threading.Thread):
         # is its child. Both are watched by pid and start time (a reused pid is another process).
         self.groups: list[list[tuple[int, Optional[float]]]] = []
         self.alive: list[bool] = []
-        engines: list[tuple[int, Optional[float]]] = []
-        if cfg.engine_pid is not None:
-            engines.append((cfg.engine_pid, cfg.engine_start))
-            engines += [(int(p), float(t)) for p, t in cfg.extra_engines]
-        for pid, start in engines:
+        for pid, start in spec.engines:
             self.groups.append([(pid, start)] + [(c, process_start_time(c)) for c in child_pids(pid)[:1]])
             self.alive.append(True)
-        self.health_urls = [u for u in [cfg.health_url, *cfg.extra_health_urls] if u]
+        self.health_urls = list(spec.health_urls)
         self.healthy: list[Optional[bool]] = [None] * len(self.health_urls)
+        self.health_failures = 0
 
     @property
     def watched(self) -> list[tuple[int, Optional[float]]]:
@@ -263,8 +309,7 @@ class Watchdog(threading.Thread):
         _append_line(self.out / EVENTS, {"t": round(time.time(), 3), "event": kind, **data})
 
     def check_once(self) -> None:
-        cfg = self.cfg
-        many = len(self.groups) > 1
+        many = len(self.groups) > 1 or len(self.health_urls) > 1
         for i, group in enumerate(self.groups):
             if not self.alive[i]:
                 continue
@@ -278,12 +323,14 @@ class Watchdog(threading.Thread):
                     what = "engine process gone" if st is None else "pid reused by another process"
                     self.event("restart", pid=pid, instance=i, restarts=self.restarts,
                                detail=f"instance {i}: {what}" if many else what)
-                    if cfg.restart_argv and i == 0:  # the relaunch command is instance 0's
-                        self.relaunch()
+                    if i < len(self.spec.restart) and self.spec.restart[i]:
+                        self.relaunch(i)
                     break
         for i, url in enumerate(self.health_urls):
             ok, detail = http_ok(url)
             if ok != self.healthy[i]:
+                if not ok:
+                    self.health_failures += 1
                 self.event("health_ok" if ok else "health_bad", instance=i,
                            detail=f"instance {i}: {detail}" if many else detail)
                 if ok and self.healthy[i] is False and i < len(self.alive) and not self.alive[i]:
@@ -295,26 +342,28 @@ class Watchdog(threading.Thread):
         """Every watched instance still runs the process it started with (or was relaunched in)."""
         return bool(self.alive) and all(self.alive)
 
-    def relaunch(self) -> None:
-        """Start the engine again (the profile allows it), in its own session, its output next to
-        the soak's files; the new process is watched from now on and named in the events."""
+    def relaunch(self, i: int = 0) -> None:
+        """Start instance ``i`` again (the profile allows it), in its own session, its output next
+        to the soak's files; the new process is watched from now on and named in the events."""
         n = self.restarts
+        spec = self.spec.restart[i]
         try:
             with open(self.out / f"engine-restart-{n}.out", "ab") as so, \
                     open(self.out / f"engine-restart-{n}.err", "ab") as se:
-                proc = subprocess.Popen(self.cfg.restart_argv, env={**os.environ, **self.cfg.restart_env},  # noqa: S603
+                proc = subprocess.Popen(spec["argv"], env={**os.environ, **spec.get("env", {})},  # noqa: S603
                                         stdin=subprocess.DEVNULL, stdout=so, stderr=se, start_new_session=True)
         except OSError as exc:
-            self.event("restart_failed", detail=str(exc))
+            self.event("restart_failed", instance=i, detail=f"instance {i}: {exc}")
             return
         self.relaunched.append(proc)
         start = process_start_time(proc.pid)
-        self.groups[0] = [(proc.pid, start)]
-        self.alive[0] = True
-        self.event("engine_relaunched", pid=proc.pid, start=start, log=f"engine-restart-{n}.err")
+        self.groups[i] = [(proc.pid, start)]
+        self.alive[i] = True
+        self.event("engine_relaunched", instance=i, pid=proc.pid, start=start, log=f"engine-restart-{n}.err",
+                   detail=f"instance {i} relaunched as pid {proc.pid} (restart {n})")
 
     def run(self) -> None:
-        while not self.stop.wait(self.cfg.watchdog_s):
+        while not self.stop.wait(self.spec.interval_s):
             try:
                 self.check_once()
             except OSError as exc:  # a full disk must not kill the watchdog
@@ -524,7 +573,7 @@ async def run_soak_async(cfg: SoakConfig) -> dict[str, Any]:
     wl = build_workload("trace", {"path": cfg.trace}, 0)
     specs = list(wl.measured)
     started = time.time()
-    _write_json(out / CONFIG, {"config": asdict(cfg), "started_unix": started, "pid": os.getpid()})
+    _write_json(out / CONFIG, {"config": public_config(cfg), "started_unix": started, "pid": os.getpid()})
     tstop = threading.Event()
     watchdog = Watchdog(cfg, out, tstop)
     health = HealthSampler(cfg, out, tstop)
@@ -707,7 +756,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--probe-trace", default=None)
     p.add_argument("--probe-tokens", type=int, default=16)
     p.add_argument("--restart-json", default=None,
-                   help='file with {"argv": [...], "env": {...}}: relaunch the engine when it dies')
+                   help='file with {"instances": [{"argv": [...], "env": {...}} or {}, ...]} (one per instance; '
+                        'or one {"argv", "env"} for instance 0): relaunch an instance when it dies')
     a = p.parse_args(argv)
     if a.duration <= 0 or a.window <= 0 or a.concurrency < 1:
         print("kvgate-agent soak: --duration and --window must be > 0, --concurrency >= 1", flush=True)
@@ -730,8 +780,6 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                      probe_tokens=a.probe_tokens)
     if a.restart_json:
         with open(a.restart_json, encoding="utf-8") as fh:
-            spec = json.load(fh)
-        cfg.restart_argv = [str(x) for x in spec["argv"]]
-        cfg.restart_env = {str(k): str(v) for k, v in (spec.get("env") or {}).items()}
+            cfg.restart = restart_specs(json.load(fh))
     asyncio.run(run_soak_async(cfg))
     return 0

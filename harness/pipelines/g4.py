@@ -4,13 +4,16 @@ Steps, each recorded in the gate's resumable state (``--resume`` repeats nothing
 
 1. ``soak/fio-before``: fio read bandwidth on the candidate's target.
 2. ``soak/start``: the engine is started with the same launcher as G3 (candidate arm), then the
-   node agent's soak mode, detached on the client node (``harness.load.soak``). Its handle and
-   the engine's are saved before anything else happens. Without ``wait`` the gate returns here
-   (:class:`SoakDetached`): the soak lives on the node.
+   node agent's soak mode, detached on the client node (``harness.load.soak``). When the engine
+   runs on another node, that node first gets its own detached watchdog (``soak-watch``,
+   ``harness.load.soakwatch``): every instance's process identity and ``/health``, watched where
+   it runs. Their handles and the engine's are saved before anything else happens. Without
+   ``wait`` the gate returns here (:class:`SoakDetached`): the soak lives on the nodes.
 3. Follow: poll the soak, pull its windows, events and health samples by offset, print one
    status line per window. A dropped connection is retried until the soak's planned end plus a
    grace period; nothing pulled is ever lost (local files are exact prefixes of the node's).
-4. ``soak/finished``: the engine's logs are collected into evidence, the engine is stopped.
+4. ``soak/finished``: the engine node's watchdog is stopped (it takes a last look) and pulled to
+   its end, the engine's logs are collected into evidence, the engine is stopped.
 5. ``soak/fio-after``: the same fio job set on the same target: retention = after / before.
 
 The measured results come from ``soakdata.soak_measured``; every check is decided by the gate
@@ -28,6 +31,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from harness.agent.deploy import ensure_agent
+from harness.agent.remote import AgentLoad
 from harness.config.inventory import Node, StorageTarget
 from harness.engines import EngineInstance, get_engine
 from harness.errors import InfraError, InputError, KvgateError
@@ -36,7 +40,17 @@ from harness.load.soak import ACCEL_TOOLS, WINDOWS_INDEX
 from harness.pipelines.context import GateRun
 from harness.pipelines.loadpoint import point_workload
 from harness.pipelines.soakdata import soak_measured
-from harness.pipelines.soakrun import SoakHandle, pull, read_local_jsonl, start_soak
+from harness.pipelines.soakrun import (
+    WATCH_DIR,
+    SoakHandle,
+    WatchHandle,
+    pull,
+    pull_watch,
+    read_local_jsonl,
+    start_soak,
+    start_watch,
+    stop_watch,
+)
 from harness.pipelines.soakverify import WindowCheck, verify_windows
 from harness.pipelines.sweep import _start_instances, _stop_instances
 from harness.pipelines.sweepdata import measurement
@@ -62,6 +76,11 @@ class SoakDetached(KvgateError):
 
 def soak_dir(run: GateRun) -> Path:
     return Path(run.gate_dir.evidence_path(SOAK_DIR))
+
+
+def watch_dir(run: GateRun) -> Path:
+    """The local copy of the engine node's watchdog (an engine on another node than the load)."""
+    return soak_dir(run) / WATCH_DIR
 
 
 def _trace(specs: list[RequestSpec]) -> bytes:
@@ -111,18 +130,61 @@ def _stop_stale_soak(run: GateRun) -> None:
     """A run killed between starting the soak and recording it left a soak behind: stop it
     (its files stay as evidence, renamed) before starting the one this run records."""
     local = soak_dir(run)
-    if not (local / "handle.json").exists():
+    stale = [(SoakHandle, local, "soak"), (WatchHandle, local / WATCH_DIR, "engine watchdog")]
+    stale = [x for x in stale if (x[1] / x[0].handle_file).exists()]
+    if not stale:
         return
-    try:
-        old = SoakHandle.load(local)
-        state = run.executor(old.node).stop(old.handle, grace=10.0)
-        run.notes.append(f"stopped a soak left by an interrupted start: {state.reason or state.exit_code}")
-    except (RemoteError, InfraError, OSError, ValueError, KeyError) as exc:
-        run.warn("could not stop a soak left by an interrupted start", exc)
+    for cls, where, what in stale:
+        try:
+            old = cls.load(where)
+            state = run.executor(old.node).stop(old.handle, grace=10.0)
+            run.notes.append(f"stopped a {what} left by an interrupted start: {state.reason or state.exit_code}")
+        except (RemoteError, InfraError, OSError, ValueError, KeyError) as exc:
+            run.warn(f"could not stop a {what} left by an interrupted start", exc)
     n = 1
     while local.with_name(f"{local.name}.interrupted-{n}").exists():
         n += 1
     local.rename(local.with_name(f"{local.name}.interrupted-{n}"))
+
+
+def _restart_specs(instances: list[EngineInstance]) -> bytes:
+    """The relaunch command of every instance (profile ``soak.restart_engine``), for the agent
+    that watches them (``--restart-json``): on the node where they run. The file is 0600 and
+    removed with the soak's directory; the copy in ``soak.json`` keeps only variable names."""
+    spec = {"instances": [{"argv": list(i.plan.argv), "env": dict(i.plan.env)} for i in instances]}
+    return (json.dumps(spec) + "\n").encode()
+
+
+def _watch_interval(window: float) -> float:
+    return min(5.0, max(0.5, window / 4))
+
+
+def _start_engine_watch(run: GateRun, server: Node, instances: list[EngineInstance], *,
+                        until_unix: float, window: float) -> dict[str, Any]:
+    """The engine's node gets its own watchdog (the load runs elsewhere): every instance's
+    process identity and ``/health`` watched where it runs, and relaunched there when the
+    profile says so. A watchdog that could not be started is a recorded fault, and the restarts
+    check stays NOT_RUN (nothing vouches for the engine's process)."""
+    ex = run.executor(server.name)
+    try:
+        workdir = str(run.inventory.setting(server, "workdir"))
+        python = str(run.inventory.setting(server, "python"))
+        agent = ensure_agent(ex, workdir)
+        base = f"{workdir.rstrip('/')}/soak/{run.campaign.name}-watch-{uuid.uuid4().hex[:8]}"
+        run.create_owned(ex, base)  # marked for this campaign: removed by containment at the end
+        args = ["--watchdog", repr(_watch_interval(window)), "--until", repr(until_unix)]
+        for inst in instances:
+            args += ["--engine-pid", str(inst.handle.pid), "--engine-start", repr(float(inst.handle.start_time)),
+                     "--health-url", inst.endpoint_url + "/health"]
+        if run.profile.soak.restart_engine:
+            ex.write_file(f"{base}/engine-restart.json", _restart_specs(instances), mode=0o600)
+            args += ["--restart-json", f"{base}/engine-restart.json"]
+        wh = start_watch(ex, python=python, agent=agent, workdir=base, local_dir=watch_dir(run), watch_args=args)
+        run.gate_dir.record_command(server.name, wh.handle.command)
+    except (RemoteError, InfraError) as exc:
+        run.fault(f"{server.name}: the engine node's watchdog could not be started", exc)
+        return {"watch": None, "watch_error": str(exc)}
+    return {"watch": wh.to_json(), "watch_base": base}
 
 
 def _start(run: GateRun, target: Optional[StorageTarget], target_node: Optional[Node]) -> dict[str, Any]:
@@ -133,11 +195,22 @@ def _start(run: GateRun, target: Optional[StorageTarget], target_node: Optional[
     client = run.client_node(server)
     engine = get_engine(profile.engine.kind)
     instances = _start_instances(run, engine, server, arm)
+    watch: dict[str, Any] = {}
     try:
         inst = instances[0]
         if len(instances) > 1:
             run.notes.append(f"the soak drives all {len(instances)} engine instances, requests round-robin; the "
-                             "drift and error checks are over their pooled windows; the probe set goes to instance 0")
+                             "drift and error checks are over their pooled windows; the probe set goes to each")
+        if profile.model.nodes_per_instance > 1:
+            run.notes.append("only the processes on the engine's first node are watched; its Ray workers on "
+                             "other nodes are seen through /health only")
+        soak = profile.soak
+        window = float(soak.window)
+        watched = client.name == server.name
+        if not watched:
+            grace = max(600.0, 3 * window) + 2 * float(profile.load.request_timeout)
+            watch = _start_engine_watch(run, server, instances, until_unix=time.time() + float(soak.duration) + grace,
+                                        window=window)
         ex = run.executor(client.name)
         workdir = str(run.inventory.setting(client, "workdir"))
         python = str(run.inventory.setting(client, "python"))
@@ -148,34 +221,26 @@ def _start(run: GateRun, target: Optional[StorageTarget], target_node: Optional[
         ex.write_file(f"{base}/requests.jsonl", _trace(list(wl.measure)))
         probes = [s.with_id(f"probe-{i}") for i, s in enumerate(list(wl.measure)[:PROBE_SET])]
         ex.write_file(f"{base}/probes.jsonl", _trace(probes))
-        soak = profile.soak
-        window = float(soak.window)
-        watched = client.name == server.name
         args = ["--model", inst.plan.served_model_name, "--api", profile.load.api,
                 "--trace", f"{base}/requests.jsonl", "--probe-trace", f"{base}/probes.jsonl",
                 "--duration", repr(float(soak.duration)), "--window", repr(window),
                 "--concurrency", str(soak.concurrency), "--timeout", repr(float(profile.load.request_timeout)),
                 # the node health sample spawns several tools: every few seconds at most, even for
                 # a compressed soak's short windows (its own load must not disturb the soak)
-                "--watchdog", repr(min(5.0, max(0.5, window / 4))), "--sample", repr(min(60.0, max(5.0, window / 2)))]
+                "--watchdog", repr(_watch_interval(window)), "--sample", repr(min(60.0, max(5.0, window / 2)))]
         if soak.request_rate:
             args += ["--request-rate", repr(float(soak.request_rate))]
         if profile.engine.api_key_env:
             args += ["--api-key-env", profile.engine.api_key_env]
-        for other in instances:  # instance 0 first: the probe set and a relaunch are its
-            args += ["--endpoint", other.endpoint_url, "--health-url", other.endpoint_url + "/health"]
+        for other in instances:  # in instance order: record i of the soak names instance i
+            url = other.plan.url_for(client.name)  # the engine's loopback only on its own node
+            args += ["--endpoint", url, "--health-url", url + "/health"]
             if watched:
                 args += ["--engine-pid", str(other.handle.pid),
                          "--engine-start", repr(float(other.handle.start_time))]
-        if soak.restart_engine and watched and len(instances) > 1:
-            run.notes.append("soak.restart_engine relaunches a single engine instance; with "
-                             f"{len(instances)} instances none is relaunched (every end is still counted)")
-        elif soak.restart_engine and watched:
-            spec = {"argv": list(inst.plan.argv), "env": dict(inst.plan.env)}
-            ex.write_file(f"{base}/engine-restart.json", (json.dumps(spec) + "\n").encode())
+        if soak.restart_engine and watched:
+            ex.write_file(f"{base}/engine-restart.json", _restart_specs(instances), mode=0o600)
             args += ["--restart-json", f"{base}/engine-restart.json"]
-        elif soak.restart_engine:
-            run.notes.append("soak.restart_engine needs the engine on the client node; it will not be restarted")
         # The accelerators' own fault counters, where the client node's platform has the tool
         # (the health sampler runs on the client node: on one-node setups that is the engine's).
         accel = [t for t in get_platform(client.platform).accelerator_tools if t in ACCEL_TOOLS]
@@ -191,10 +256,16 @@ def _start(run: GateRun, target: Optional[StorageTarget], target_node: Optional[
         sh = start_soak(ex, python=python, agent=agent, workdir=base, local_dir=soak_dir(run), soak_args=args)
         run.gate_dir.record_command(client.name, sh.handle.command)
     except BaseException:
+        if watch.get("watch"):
+            try:
+                wh = WatchHandle.from_json(watch["watch"])
+                run.executor(wh.node).stop(wh.handle, grace=10.0)
+            except (RemoteError, InfraError) as exc:
+                run.warn("could not stop the engine node's watchdog", exc)
         _stop_instances(run, engine, instances, arm)
         raise
     state = {"handle": sh.to_json(), "base": base, "instance": inst.to_json(),
-             "instances": [i.to_json() for i in instances], "engine_watched": watched,
+             "instances": [i.to_json() for i in instances], "engine_watched": watched, **watch,
              "nvme": devices, "accel_tools": accel,
              "md_arrays": arrays, "started_unix": time.time(), "duration_s": float(soak.duration),
              "window_s": window, "warmup_s": float(soak.warmup), "server": server.name, "client": client.name}
@@ -220,7 +291,22 @@ def follow(run: GateRun, state: dict[str, Any], *, poll_s: float = 1.0,
     deadline = float(state["started_unix"]) + total + grace
     progress = Progress("G4 soak", enabled=run.progress, interval=0.0)
     last_error: Optional[BaseException] = None
+    wh = _watch_handle(run, state)
+    watch_warned = False
     while True:
+        if wh is not None:
+            # The engine node's watchdog: pulled as it goes (a status shows a restart at once);
+            # an unreachable engine node does not stop the soak from being followed, and what
+            # was not pulled now is pulled at the end (by offset: nothing lost or duplicated).
+            try:
+                for e in pull_watch(run.executor(wh.node), wh)[1]:
+                    if e.get("event") in ("restart", "engine_relaunched"):
+                        progress.status(f"engine node {wh.node}: {e.get('event')} {e.get('detail') or ''}", force=True)
+            except (RemoteError, InfraError) as exc:
+                run.drop_executor(wh.node)
+                if not watch_warned:
+                    run.warn(f"{wh.node}: the engine node's watchdog could not be pulled (tried again)", exc)
+                    watch_warned = True
         try:
             got = pull(run.executor(sh.node), sh)
             last_error = None
@@ -243,6 +329,34 @@ def follow(run: GateRun, state: dict[str, Any], *, poll_s: float = 1.0,
         time.sleep(poll_s)
 
 
+def _watch_handle(run: GateRun, state: dict[str, Any]) -> Optional[WatchHandle]:
+    if not state.get("watch"):
+        return None
+    wh = WatchHandle.from_json(state["watch"])
+    wh.local_dir = str(watch_dir(run))  # the campaign directory may have moved
+    return wh
+
+
+def _finish_watch(run: GateRun, state: dict[str, Any]) -> None:
+    """Stop the engine node's watchdog (first: before the engine is stopped, which it would
+    count) and pull its events to their end; a failure leaves them short of ``watch_end``, so the
+    restarts check is NOT_RUN (unless a restart was already seen)."""
+    wh = _watch_handle(run, state)
+    if wh is None:
+        return
+    try:
+        st = stop_watch(run.executor(wh.node), wh, timeout_s=max(30.0, 4 * _watch_interval(float(state["window_s"]))))
+        if st.exit_code not in (0, None):
+            run.warn(f"{wh.node}: the engine node's watchdog ended with exit code {st.exit_code}")
+    except (RemoteError, InfraError) as exc:
+        run.fault(f"{wh.node}: the engine node's watchdog could not be stopped and pulled", exc)
+        return
+    try:
+        (watch_dir(run) / "agent.err").write_text(run.executor(wh.node).tail_log(wh.handle, lines=200))
+    except (RemoteError, OSError) as exc:
+        run.warn("could not copy the engine watchdog's log", exc)
+
+
 def _finish(run: GateRun, state: dict[str, Any]) -> dict[str, Any]:
     done = run.gate_dir.step_done("soak/finished")
     if done is not None:
@@ -250,6 +364,7 @@ def _finish(run: GateRun, state: dict[str, Any]) -> dict[str, Any]:
     profile = run.profile
     arm = profile.arm(profile.candidate)
     engine = get_engine(profile.engine.kind)
+    _finish_watch(run, state)
     ex = run.executor(state["server"])
     insts = [EngineInstance.from_json(x, ex) for x in state.get("instances") or [state["instance"]]]
     alive: Optional[bool]
@@ -301,23 +416,28 @@ def _stop_relaunched(run: GateRun, state: dict[str, Any], ex: Any) -> None:
     """Stop the engines the soak agent relaunched (profile ``soak.restart_engine``) and keep their logs."""
     from harness.pipelines.soakrun import read_local_jsonl
 
-    local = soak_dir(run)
-    sh = SoakHandle.from_json(state["handle"])
     python = str(run.inventory.setting(run.inventory.node(state["server"]), "python"))
-    for e in read_local_jsonl(local / "events.jsonl"):
-        if e.get("event") != "engine_relaunched" or e.get("start") is None:
-            continue
-        try:
-            res = ex.run([python, "-I", "-S", "-c", _KILL, str(int(e["pid"])), repr(float(e["start"]))],
-                         check=False, timeout=60)
-            run.notes.append(f"relaunched engine pid {e['pid']}: {res.stdout.strip() or res.stderr.strip()}")
-            log = str(e.get("log") or "")
-            if log and "/" not in log:
-                dest = run.gate_dir.evidence_path(f"engine/{profile_arm(run)}/{log}")
-                dest.parent.mkdir(parents=True, exist_ok=True)
-                dest.write_bytes(run.executor(sh.node).read_file(sh.remote(log)))
-        except (RemoteError, OSError) as exc:
-            run.fault(f"could not stop the engine the soak relaunched (pid {e.get('pid')})", exc)
+    # relaunched by the soak (engine on the soak's node) or by the engine node's watchdog
+    sources: list[tuple[Path, AgentLoad, str]] = [(soak_dir(run), SoakHandle.from_json(state["handle"]), "")]
+    wh = _watch_handle(run, state)
+    if wh is not None:
+        sources.append((watch_dir(run), wh, "watch-"))
+    for local, agent, prefix in sources:
+        for e in read_local_jsonl(local / "events.jsonl"):
+            if e.get("event") != "engine_relaunched" or e.get("start") is None:
+                continue
+            try:
+                res = ex.run([python, "-I", "-S", "-c", _KILL, str(int(e["pid"])), repr(float(e["start"]))],
+                             check=False, timeout=60)
+                run.notes.append(f"relaunched engine instance {e.get('instance', 0)} pid {e['pid']}: "
+                                 f"{res.stdout.strip() or res.stderr.strip()}")
+                log = str(e.get("log") or "")
+                if log and "/" not in log:
+                    dest = run.gate_dir.evidence_path(f"engine/{profile_arm(run)}/{prefix}{log}")
+                    dest.parent.mkdir(parents=True, exist_ok=True)
+                    dest.write_bytes(run.executor(agent.node).read_file(agent.remote(log)))
+            except (RemoteError, OSError) as exc:
+                run.fault(f"could not stop the engine the soak relaunched (pid {e.get('pid')})", exc)
 
 
 def _remove_node_copy(run: GateRun, state: dict[str, Any]) -> None:
@@ -337,6 +457,12 @@ def _remove_node_copy(run: GateRun, state: dict[str, Any]) -> None:
         return
     sh = SoakHandle.from_json(state["handle"])
     run.remove_owned(run.executor(sh.node), str(base))
+    wh = _watch_handle(run, state)
+    if wh is not None and state.get("watch_base"):
+        if (watch_dir(run) / "done.json").exists():
+            run.remove_owned(run.executor(wh.node), str(state["watch_base"]))
+        else:
+            run.warn(f"kept the engine watchdog's files on {wh.node} ({state['watch_base']}): not pulled to its end")
 
 
 def _verified_windows(run: GateRun) -> WindowCheck:
@@ -392,7 +518,8 @@ def run_g4(run: GateRun, *, wait: bool = True,
         engine_watched=bool(state.get("engine_watched")), engine_alive_at_end=fin.get("engine_alive_at_end"),
         warmup_s=float(state.get("warmup_s") or 0.0), accel_tools=state.get("accel_tools") or [],
         instances=run.profile.model.instances_per_node, concurrency=run.profile.soak.concurrency,
-        request_rate=run.profile.soak.request_rate)
+        request_rate=run.profile.soak.request_rate,
+        watch=watch_dir(run) if state.get("watch") else None, engine_node=str(state.get("server") or ""))
     if not ended:
         measured["soak"]["duration"] = measurement(None, detail="the soak could not be followed to its end")
     if (soak_dir(run) / "done.json").exists() is False and ended:

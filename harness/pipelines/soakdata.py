@@ -364,6 +364,73 @@ def _count_leaf(readable: bool, items: list[dict[str, Any]], what: str, extra: i
               evidence=[f"evidence/soak/{HEALTH}"])
 
 
+def _restart_text(restarts: Sequence[dict[str, Any]], relaunched: Sequence[dict[str, Any]]) -> tuple[str, str]:
+    """(``n`` with the count per instance, every restart and relaunch named)."""
+    per: dict[int, int] = {}
+    for e in restarts:
+        per[int(e.get("instance") or 0)] = per.get(int(e.get("instance") or 0), 0) + 1
+    text = str(len(restarts))
+    if len(per) > 1 or any(i > 0 for i in per):
+        text += " (" + ", ".join(f"instance {i}: {n}" for i, n in sorted(per.items())) + ")"
+    detail = "; ".join([f"{e.get('detail')} (pid {e.get('pid')})" for e in restarts]
+                       + [str(e.get("detail") or f"instance {e.get('instance', 0)} relaunched as pid {e.get('pid')}")
+                          for e in relaunched])
+    return text, detail
+
+
+def engine_restarts(events: Sequence[dict[str, Any]], *, engine_watched: bool,
+                    watch_events: Sequence[dict[str, Any]] = (), watched_by_node: bool = False,
+                    engine_node: str = "", engine_alive_at_end: Optional[bool] = None,
+                    done: Optional[dict[str, Any]] = None) -> dict[str, Any]:
+    """Engine restarts during the soak, per instance. Engine on the soak's node: the soak's own
+    watchdog (``events``). Engine on another node: that node's watchdog (``watch_events``), which
+    vouches only when its events run from ``watch_start`` to a ``watch_end`` reached after the soak
+    (``stopped`` by the controller once the soak had ended, or a later end); anything less is
+    NOT_RUN unless a restart was seen (a failure is certain). A process found gone at the end
+    (``engine_alive_at_end`` False) counts as one restart when none was seen."""
+    node = f" on node {engine_node}" if engine_node else ""
+    if engine_watched:
+        src = list(events)
+        evidence = [f"evidence/soak/{EVENTS}"]
+    else:
+        src = list(watch_events)
+        evidence = [f"evidence/soak/watch/{EVENTS}"]
+    restarts = [e for e in src if e.get("event") == "restart"]
+    relaunched = [e for e in src if e.get("event") == "engine_relaunched"]
+    health_bad = sum(1 for e in src if e.get("event") == "health_bad")
+    text, detail = _restart_text(restarts, relaunched)
+    health = f"; /health failed {health_bad} time(s)" if health_bad else ""
+    if engine_watched:
+        return _m(len(restarts), text, detail=(detail or "the engine process kept its identity (pid and start time)")
+                  + health, evidence=evidence)
+    gone = engine_alive_at_end is False
+    why: Optional[str] = None
+    if not watched_by_node:
+        why = f"the engine{node} was not watched during the soak (its node's watchdog was not started)"
+    elif not any(e.get("event") == "watch_start" for e in src):
+        why = f"the watchdog of the engine{node} left no events here (never started, or never pulled)"
+    else:
+        end = next((e for e in src if e.get("event") == "watch_end"), None)
+        if end is None:
+            last = max(float(e.get("t") or 0.0) for e in src)
+            why = (f"the watchdog of the engine{node} was pulled only up to {last:.0f} (no watch_end): "
+                   "the rest of the soak is unseen")
+        elif end.get("reason") != "stopped" and (done is None or float(end.get("t") or 0.0)
+                                                    < float(done.get("ended_unix") or float("inf"))):
+            why = f"the watchdog of the engine{node} ended ({end.get('reason')}) before the soak did"
+    if why is not None:
+        if restarts:  # a restart seen is a failure whatever was not seen
+            return _m(len(restarts), text, detail=f"{detail}{health} ({why})", evidence=evidence)
+        if gone:
+            return _m(1, "1", detail=f"the engine{node} was gone at the end ({why})")
+        return _m(None, detail=why)
+    if not restarts and gone:
+        return _m(1, "1", detail=f"the engine{node} was gone at the end, though its watchdog saw no restart")
+    kept = ("watched on its node" + (f" {engine_node}" if engine_node else "")
+            + ": every instance kept its identity (pid and start time)")
+    return _m(len(restarts), text, detail=(detail or kept) + health, evidence=evidence)
+
+
 def soak_measured(local: Path, *, duration_target_s: float, window_s: float, nvme: Sequence[str] = (),
                   md_arrays: Sequence[str] = (), fio_before: Optional[dict[str, Any]] = None,
                   fio_after: Optional[dict[str, Any]] = None, engine_watched: bool = True,
@@ -373,13 +440,16 @@ def soak_measured(local: Path, *, duration_target_s: float, window_s: float, nvm
                   instances: int = 1,
                   windows: Optional[list[dict[str, Any]]] = None,
                   concurrency: Optional[int] = None,
-                  request_rate: Optional[float] = None) -> tuple[dict[str, Any], dict[str, Any]]:
+                  request_rate: Optional[float] = None, watch: Optional[Path] = None,
+                  engine_node: str = "") -> tuple[dict[str, Any], dict[str, Any]]:
     """``(measured, charts)`` of a soak whose files are in ``local`` (see the module docstring).
     ``instances``: the engine instances the profile has the soak drive; with more than one, the
     drift is also measured per instance (``soak.instance_drift``). ``windows``: the window figures
     to decide on when the caller checked them against their records (``soakverify``); default: the
     node's index as pulled. ``concurrency`` / ``request_rate``: the profile's soak level (closed /
-    open loop), which ``soak.load_level`` is measured against (None: NOT_RUN)."""
+    open loop), which ``soak.load_level`` is measured against (None: NOT_RUN). ``watch``: the local
+    copy of the engine node's watchdog when the engine ran on another node (``engine_watched``
+    False), see :func:`engine_restarts`."""
     if windows is None:
         windows = read_local_jsonl(local / WINDOWS_INDEX)
     events = read_local_jsonl(local / EVENTS)
@@ -412,18 +482,12 @@ def soak_measured(local: Path, *, duration_target_s: float, window_s: float, nvm
                               detail=("failures by kind: " + ", ".join(f"{k} {v}" for k, v in sorted(failures.items()))
                                       if failures else "no failure") if total else "no request completed",
                               evidence=[f"evidence/soak/{WINDOWS_INDEX}"])
-    restarts = [e for e in events if e.get("event") == "restart"]
-    if engine_watched:
-        soak["engine_restarts"] = _m(len(restarts), str(len(restarts)),
-                                     detail="; ".join(f"{e.get('detail')} (pid {e.get('pid')})" for e in restarts)
-                                     or "the engine process kept its identity (pid and start time)",
-                                     evidence=[f"evidence/soak/{EVENTS}"])
-    elif engine_alive_at_end is not None:
-        n = 0 if engine_alive_at_end else 1
-        soak["engine_restarts"] = _m(n, str(n), detail="engine on another node: only its process at the end was "
-                                     "checked" + ("" if engine_alive_at_end else " (gone)"))
-    else:
-        soak["engine_restarts"] = _m(None, detail="the engine process was not watched")
+    watch_events = read_local_jsonl(watch / EVENTS) if watch is not None else []
+    soak["engine_restarts"] = engine_restarts(events, engine_watched=engine_watched, watch_events=watch_events,
+                                              watched_by_node=watch is not None, engine_node=engine_node,
+                                              engine_alive_at_end=engine_alive_at_end, done=done)
+    where = f"engine node {engine_node}" if engine_node else "engine node"
+    events = events + [{**e, "detail": f"{where}: {e.get('detail') or e.get('event')}"} for e in watch_events]
     full = after_warmup(full_windows(windows, window_s), warmup_s,
                         float(windows[0]["started_unix"]) if windows else None)
     note = ""

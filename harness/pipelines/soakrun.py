@@ -23,6 +23,8 @@ from harness.store.durable import write_atomic
 
 HANDLE = "handle.json"
 _SMALL_FILES = (CONFIG, "probe-start.json", "probe-end.json", DONE)
+WATCH_DIR = "watch"
+WATCH_HANDLE = "watch-handle.json"
 
 
 class SoakHandle(AgentLoad):
@@ -41,6 +43,59 @@ def start_soak(executor: Executor, *, python: str, agent: str, workdir: str, loc
     sh = SoakHandle(executor.node, python, agent, remote_out, str(local_dir), handle)
     sh.save()
     return sh
+
+
+class WatchHandle(AgentLoad):
+    """The engine node's watchdog (``soak-watch``): an :class:`AgentLoad` saved as ``watch-handle.json``."""
+
+    handle_file = WATCH_HANDLE
+
+
+def start_watch(executor: Executor, *, python: str, agent: str, workdir: str, local_dir: Path,
+                watch_args: list[str]) -> WatchHandle:
+    """``python3 -I -S AGENT soak-watch WATCH_ARGS --out <workdir>/watch-out``, detached on the
+    engine's node; its handle saved first."""
+    remote_out = posixpath.join(workdir, "watch-out")
+    executor.run(["mkdir", "-p", "--", remote_out], timeout=60)
+    argv = [python, "-I", "-S", agent, "soak-watch", *watch_args, "--out", remote_out]
+    handle = executor.start_detached(argv, workdir=workdir, name="soak-watch")
+    wh = WatchHandle(executor.node, python, agent, remote_out, str(local_dir), handle)
+    wh.save()
+    return wh
+
+
+def pull_watch(executor: Executor, wh: WatchHandle) -> tuple[ProcessState, list[dict[str, Any]]]:
+    """Poll the watcher (first: a finished one's pull is then complete), pull its new events and,
+    once written, its ``watch.json`` and ``done.json``."""
+    state = executor.poll(wh.handle)
+    local = Path(wh.local_dir)
+    events = pull_lines(executor, wh.python, wh.agent, wh.remote(EVENTS), local / EVENTS)
+    for name in ("watch.json", DONE):
+        if not (local / name).exists():
+            try:
+                data = executor.read_file(wh.remote(name))
+            except RemoteError:
+                continue
+            write_atomic(local / name, data)
+    return state, events
+
+
+def stop_watch(executor: Executor, wh: WatchHandle, *, timeout_s: float = 30.0) -> ProcessState:
+    """Ask the watcher to end (``STOP``: it takes one last look and writes ``watch_end``), wait for
+    it, SIGTERM it after ``timeout_s``, and pull what it wrote."""
+    import time
+
+    state = executor.poll(wh.handle)
+    if state.running:
+        executor.write_file(wh.remote(STOP), b"the soak has ended\n")
+        deadline = time.monotonic() + timeout_s
+        while state.running and time.monotonic() < deadline:
+            time.sleep(0.5)
+            state = executor.poll(wh.handle)
+        if state.running:
+            state = executor.stop(wh.handle, grace=10.0)
+    pull_watch(executor, wh)
+    return state
 
 
 @dataclass
