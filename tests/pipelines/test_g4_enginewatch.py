@@ -10,16 +10,31 @@ restart in between). The watcher itself is run for real on processes of this mac
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from harness.cli.main import run
+from harness.engines.base import EnginePlan
 from harness.load.soak import EVENTS, process_start_time
 from harness.load.soakwatch import WatchConfig, run_watch
 from harness.pipelines.soakdata import engine_restarts, soak_measured
+from tests.pipelines.test_g4_faults import (
+    engine_process,
+    gates_without_prerequisites,
+    soak_profile,
+    wait_for,
+    window_count,
+)
+from tests.pipelines.test_g4_local import _two_free_ports
 from tests.pipelines.test_g4_soakdata import T0, verdicts, write_soak
 
 
@@ -50,7 +65,8 @@ def test_the_engine_nodes_watchdog_decides_restarts(tmp_path: Path) -> None:
         soak, duration_target_s=60.0, window_s=4.0, engine_watched=False, watch=bad, engine_node="node0",
         engine_alive_at_end=True)
     leaf = measured["soak"]["engine_restarts"]
-    assert leaf["value"] == 1 and "instance 1: 1" in leaf["text"] and "instance 1: engine process gone" in leaf["detail"]
+    assert leaf["value"] == 1 and "instance 1: 1" in leaf["text"]
+    assert "instance 1: engine process gone" in leaf["detail"]
     assert leaf["evidence"] == ["evidence/soak/watch/events.jsonl"]
     assert any(f["kind"] == "restart" and f["what"].startswith("engine node node0: instance 1")
                for f in charts["faults"])
@@ -116,3 +132,87 @@ def test_the_watcher_sees_an_instance_killed_and_restarted_and_not_the_untouched
     done = json.loads((tmp_path / "w" / "done.json").read_text())
     assert done["restarts"] == 1 and done["reason"] == "stopped"
     assert "env" not in json.dumps(json.loads((tmp_path / "w" / "watch.json").read_text())["config"]["restart"])
+
+
+def _stop_when(path: Path, proc: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + 120
+    while not path.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGKILL)
+
+
+@pytest.mark.ssh
+@pytest.mark.fio
+@pytest.mark.slow
+def test_g4_with_the_engine_on_another_node_sees_an_instance_killed_and_restarted_by_hand(
+        tmp_path: Path, ssh_cluster: Any, write_yaml: Callable[[str, dict[str, Any]], Path],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two loopback "nodes": node0 runs the engine (two instances) and holds the KV target, node1
+    runs the soak's load. Mid-soak instance 1 is killed on node0 and started again by hand, on
+    its port, so the soak's load goes on and the engine is alive at the end: only node0's
+    watchdog can tell. G4 FAILs naming ``no_restarts`` with instance 1, and instance 0 (untouched)
+    is not counted."""
+    cluster = ssh_cluster(2)
+    # Both "nodes" are this machine, so node1 reaches node0's engine on loopback; on a real
+    # cluster url_for refuses that (a remote client's loopback is not the engine's node).
+    monkeypatch.setattr(EnginePlan, "url_for", lambda self, client_node: self.endpoint_url)
+    tier = tmp_path / "tier"
+    tier.mkdir()
+    inv_data = cluster.inventory.model_dump(mode="json", exclude_none=True)
+    n0, n1 = inv_data["nodes"]
+    n0.update(roles=["server", "storage"], storage=[{"name": "tier", "path": str(tier)}],
+              workdir=str(tmp_path / "work0"))
+    n1.update(roles=["client"], workdir=str(tmp_path / "work1"))
+    inv = write_yaml("inventory.yaml", inv_data)
+    data = soak_profile(_two_free_ports(), "8s", "2s")  # instance i listens on port + i
+    data["model"]["instances_per_node"] = 2
+    prof = write_yaml("profile.yaml", data)
+    reports = tmp_path / "reports"
+    common = ["--inventory", str(inv), "--profile", str(prof), "--campaign", "split", "--reports", str(reports),
+              "--gates", str(gates_without_prerequisites(tmp_path))]
+    gate = reports / "split" / "G4"
+    soak_dir = gate / "evidence" / "soak"
+    by_hand: subprocess.Popen[bytes] | None = None
+    try:
+        assert run(["gate", "G4", *common]) == 0
+        state = next(r["data"] for r in map(json.loads, (gate / "state.jsonl").read_text().splitlines())
+                     if r["step"] == "soak/start")
+        assert state["engine_watched"] is False and state["watch"]["node"] == "node0"
+        assert state["handle"]["node"] == "node1"
+        wait_for(lambda: run(["soak", "status", "split", "--reports", str(reports)]) == 0
+                 and window_count(soak_dir) >= 1, 40, "a first window")
+        engine = gate / "evidence" / "engine" / "candidate"
+        plan = json.loads((engine / "instance1-plan.json").read_text())
+        wrapper = int(json.loads((engine / "instance1.json").read_text())["handle"]["pid"])
+        os.kill(engine_process(wrapper), signal.SIGKILL)
+        wait_for(lambda: not Path(f"/proc/{wrapper}").exists(), 10, "the wrapper of the killed engine to end")
+        with open(tmp_path / "by-hand.log", "wb") as log:
+            by_hand = subprocess.Popen(plan["argv"], env={**os.environ, **plan["env"]},  # noqa: S603 - the plan's argv
+                                       stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
+        # once the soak has ended, the engine started by hand goes (else the gate's stop of
+        # instance 1 waits 10 s for its port)
+        ender = threading.Thread(target=_stop_when, args=(soak_dir / "done.json", by_hand), daemon=True)
+        ender.start()
+        assert run(["gate", "G4", "--resume", *common]) == 1
+    finally:
+        if by_hand is not None:
+            if by_hand.poll() is None:
+                os.killpg(by_hand.pid, signal.SIGKILL)
+            by_hand.wait(10)
+    result = json.loads((gate / "result.json").read_text())
+    checks = {c["id"]: c for c in result["checks"]}
+    obs = checks["no_restarts"]["observations"][0]
+    assert checks["no_restarts"]["verdict"] == "FAIL" and obs["measured"] == 1, obs
+    assert "instance 1: 1" in obs["measured_text"] and "instance 0" not in obs["measured_text"]
+    rows = [json.loads(x) for x in (soak_dir / "watch" / "events.jsonl").read_text().splitlines()]
+    assert rows[0]["event"] == "watch_start" and rows[-1]["event"] == "watch_end" and rows[-1]["reason"] == "stopped"
+    assert [r["instance"] for r in rows if r["event"] == "restart"] == [1]
+    # the soak's own events (node1) saw no process: the engine is not on its node
+    assert not any(e["event"] == "restart" for e in
+                   (json.loads(x) for x in (soak_dir / "events.jsonl").read_text().splitlines()))
+    # the load went on against the engine started by hand, on both instances
+    windows = [json.loads(x) for x in (soak_dir / "windows.jsonl").read_text().splitlines()]
+    assert windows[-1]["ok"] > 0
+    # the watchdog's directory on node0 was removed once pulled to its end (by containment)
+    assert list((tmp_path / "work0").rglob("split-watch-*")) == []
