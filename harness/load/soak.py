@@ -18,7 +18,8 @@ Everything is written under ``DIR`` so a controller can come and go (stdlib only
   free space on the KV target, available memory, and the accelerator tools asked for with
   ``--accel-tool`` (``amd-smi metric --ecc --json``, ``npu-smi info``: raw output under
   ``accel``). A tool that cannot be read is recorded as such.
-* ``probe-start.json`` / ``probe-end.json``: the greedy probe set's outputs at the start and end.
+* ``probe-start.json`` / ``probe-end.json``: the greedy probe set's outputs at the start and end,
+  from every engine instance (each answer names its ``instance``).
 * ``done.json``: why and when it ended (``duration``, ``stopped``, ``signal``).
 
 A file ``STOP`` in ``DIR`` (``kvgate soak stop``) or SIGTERM ends the soak early; in-flight
@@ -537,7 +538,9 @@ class Windows:
 
 
 async def _probe_set(cfg: SoakConfig, path: Path) -> None:
-    """The greedy probe set: each prompt once, temperature 0, the texts recorded."""
+    """The greedy probe set, sent to every engine instance in turn: each prompt once per instance,
+    temperature 0, the texts recorded with the instance that gave them (``instances`` says how
+    many were asked, so an instance missing from the file is seen as missing)."""
     if not cfg.probe_trace:
         return
     wl = build_workload("trace", {"path": cfg.probe_trace}, 0)
@@ -545,14 +548,17 @@ async def _probe_set(cfg: SoakConfig, path: Path) -> None:
                          extra_body={"temperature": 0.0, "seed": 0},
                          api_key=load_api_key(cfg.api_key_env) if cfg.api_key_env else None)
     out: list[dict[str, Any]] = []
-    async with StreamClient(cfg.endpoint, opts, max_connections=1) as client:
-        for spec in wl.measured:
-            spec = RequestSpec(spec.request_id, spec.prompt, spec.input_tokens, cfg.probe_tokens, spec.messages,
-                               spec.meta)
-            res = await client.request(spec)
-            out.append({"request_id": spec.request_id, "status": res.status, "error": res.error,
-                        "text": res.text, "output_tokens": res.output_tokens})
-    _write_json(path, {"t": round(time.time(), 3), "max_tokens": cfg.probe_tokens, "answers": out})
+    endpoints = [cfg.endpoint, *cfg.extra_endpoints]
+    for inst, endpoint in enumerate(endpoints):
+        async with StreamClient(endpoint, opts, max_connections=1) as client:
+            for spec in wl.measured:
+                spec = RequestSpec(spec.request_id, spec.prompt, spec.input_tokens, cfg.probe_tokens, spec.messages,
+                                   spec.meta)
+                res = await client.request(spec)
+                out.append({"instance": inst, "request_id": spec.request_id, "status": res.status,
+                            "error": res.error, "text": res.text, "output_tokens": res.output_tokens})
+    _write_json(path, {"t": round(time.time(), 3), "max_tokens": cfg.probe_tokens, "instances": len(endpoints),
+                       "answers": out})
 
 
 async def run_soak_async(cfg: SoakConfig) -> dict[str, Any]:

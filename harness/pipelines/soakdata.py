@@ -319,21 +319,39 @@ def _raid(health: Sequence[dict[str, Any]], arrays: Sequence[str]) -> tuple[dict
               f"in {seen} samples of /proc/mdstat", evidence=[f"evidence/soak/{HEALTH}"]), bad
 
 
-def _probes(local: Path) -> dict[str, Any]:
+def _probe_answers(data: dict[str, Any]) -> dict[tuple[int, str], dict[str, Any]]:
+    """(instance, request id) -> answer; a file from before the probes went to every instance
+    names none: its answers are instance 0's."""
+    return {(int(x.get("instance") or 0), str(x["request_id"])): x for x in data.get("answers") or []}
+
+
+def _probes(local: Path, instances: int = 1) -> dict[str, Any]:
+    """The greedy probe set, compared per engine instance: every instance the profile declares
+    must have answered every probe at the start and at the end (else NOT_RUN, naming it)."""
     start = read_local_json(local / "probe-start.json")
     end = read_local_json(local / "probe-end.json")
     if start is None or end is None:
         return _m(None, detail="the greedy probe set was not answered at both the start and the end")
-    a = {x["request_id"]: x for x in start.get("answers") or []}
-    b = {x["request_id"]: x for x in end.get("answers") or []}
+    a, b = _probe_answers(start), _probe_answers(end)
+    missing = [f"instance {i} at the {when}" for i in range(max(1, instances))
+               for when, got in (("start", a), ("end", b)) if not any(k[0] == i for k in got)]
+    if missing:
+        return _m(None, detail="no probe answer from " + ", ".join(missing)
+                  + f" (the profile declares {instances} instance(s))")
     if not a or set(a) != set(b):
         return _m(None, detail="the probe sets at the start and the end differ or are empty")
+
+    def name(k: tuple[int, str]) -> str:
+        return f"instance {k[0]} {k[1]}" if instances > 1 else k[1]
+
     failed = [k for k in a if a[k].get("status") != "ok" or b[k].get("status") != "ok" or a[k].get("text") is None]
     if failed:
-        return _m(None, detail=f"probe request(s) failed: {', '.join(sorted(failed)[:5])}")
+        return _m(None, detail=f"probe request(s) failed: {', '.join(name(k) for k in sorted(failed)[:5])}")
     differ = sorted(k for k in a if a[k].get("text") != b[k].get("text"))
-    return _m(not differ, f"{len(a) - len(differ)} of {len(a)} identical",
-              detail="differ: " + ", ".join(differ[:5]) if differ else f"{len(a)} greedy answers identical",
+    per = f" over {instances} instances" if instances > 1 else ""
+    return _m(not differ, f"{len(a) - len(differ)} of {len(a)} identical{per}",
+              detail="differ: " + ", ".join(name(k) for k in differ[:5]) if differ
+              else f"{len(a)} greedy answers identical{per}",
               evidence=["evidence/soak/probe-start.json", "evidence/soak/probe-end.json"])
 
 
@@ -449,7 +467,7 @@ def soak_measured(local: Path, *, duration_target_s: float, window_s: float, nvm
     node's index as pulled. ``concurrency`` / ``request_rate``: the profile's soak level (closed /
     open loop), which ``soak.load_level`` is measured against (None: NOT_RUN). ``watch``: the local
     copy of the engine node's watchdog when the engine ran on another node (``engine_watched``
-    False), see :func:`engine_restarts`."""
+    False), see :func:`engine_restarts`. Every instance must answer the probe set too."""
     if windows is None:
         windows = read_local_jsonl(local / WINDOWS_INDEX)
     events = read_local_jsonl(local / EVENTS)
@@ -535,7 +553,7 @@ def soak_measured(local: Path, *, duration_target_s: float, window_s: float, nvm
                                                     else "kernel log only") + ")")
     soak["media_errors_delta"] = _smart(health, nvme)
     soak["raid_degraded"], raid_bad = _raid(health, md_arrays)
-    soak["probe_identical"] = _probes(local)
+    soak["probe_identical"] = _probes(local, instances)
     charts = soak_charts(windows, events, kfaults, raid_bad, window_s, health)
     charts["warmup_s"] = warmup_s
     charts["drift_windows"] = [w.get("index") for w in full]

@@ -165,3 +165,53 @@ def test_the_watchdog_watches_every_engine_instance(tmp_path: Path) -> None:
     events = [json.loads(x) for x in (tmp_path / "events.jsonl").read_text().splitlines()]
     assert [(e["event"], e["instance"]) for e in events] == [("restart", 1), ("restart", 0)]
     assert events[0]["detail"] == "instance 1: engine process gone"
+
+
+def test_each_instance_is_relaunched_with_its_own_command_and_every_restart_is_counted(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    def sleeper(tag: str) -> list[str]:
+        return [sys.executable, "-c", "import time; time.sleep(60)", tag]
+
+    procs = [subprocess.Popen(sleeper(f"first-{i}")) for i in range(2)]  # noqa: S603
+    cfg = SoakConfig(out=str(tmp_path), endpoint="x", model="m", trace="t", duration_s=1, window_s=1,
+                     engine_pid=procs[0].pid, engine_start=process_start_time(procs[0].pid),
+                     extra_engines=[[float(procs[1].pid), process_start_time(procs[1].pid) or 0.0]],
+                     restart=[{"argv": sleeper("again-0"), "env": {"KVGATE_TEST_SECRET_TOKEN": "s3cr3t"}},
+                              {"argv": sleeper("again-1"), "env": {}}])
+    wd = Watchdog(cfg, tmp_path, threading.Event())
+    try:
+        wd.check_once()
+        procs[1].kill()  # instance 1 dies: relaunched with instance 1's command, instance 0 untouched
+        procs[1].wait()
+        wd.check_once()
+        assert wd.restarts == 1 and wd.engine_alive and len(wd.relaunched) == 1
+        assert Path(f"/proc/{wd.relaunched[0].pid}/cmdline").read_bytes().split(b"\0")[-2] == b"again-1"
+        wd.relaunched[0].kill()  # the relaunched one dies too: counted again, relaunched again
+        wd.relaunched[0].wait()
+        wd.check_once()
+        procs[0].kill()
+        procs[0].wait()
+        wd.check_once()
+        assert wd.restarts == 3 and wd.engine_alive and len(wd.relaunched) == 3
+        assert Path(f"/proc/{wd.relaunched[2].pid}/cmdline").read_bytes().split(b"\0")[-2] == b"again-0"
+    finally:
+        for p in [*procs, *wd.relaunched]:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    events = [json.loads(x) for x in (tmp_path / "events.jsonl").read_text().splitlines()]
+    assert [(e["event"], e["instance"]) for e in events] == [
+        ("restart", 1), ("engine_relaunched", 1), ("restart", 1), ("engine_relaunched", 1),
+        ("restart", 0), ("engine_relaunched", 0)]
+    assert [e["restarts"] for e in events if e["event"] == "restart"] == [1, 2, 3]
+    assert events[1]["detail"] == f"instance 1 relaunched as pid {wd.relaunched[0].pid} (restart 1)"
+    # the relaunch environment (the engine plan's, maybe a secret) is never written to the soak's files
+    from harness.load.soak import public_config
+
+    assert "s3cr3t" not in json.dumps(public_config(cfg))
+    measured, _ = soak_measured(tmp_path, duration_target_s=1, window_s=1)
+    leaf = measured["soak"]["engine_restarts"]
+    assert leaf["value"] == 3 and leaf["text"] == "3 (instance 0: 1, instance 1: 2)"
+    assert f"instance 0 relaunched as pid {wd.relaunched[2].pid}" in leaf["detail"]

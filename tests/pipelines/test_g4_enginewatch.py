@@ -211,6 +211,11 @@ def test_g4_with_the_engine_on_another_node_sees_an_instance_killed_and_restarte
     # the soak's own events (node1) saw no process: the engine is not on its node
     assert not any(e["event"] == "restart" for e in
                    (json.loads(x) for x in (soak_dir / "events.jsonl").read_text().splitlines()))
+    # the probe set went to both instances, and both answered the same at the end
+    assert checks["probe_identity"]["verdict"] == "PASS"
+    assert "over 2 instances" in checks["probe_identity"]["observations"][0]["measured_text"]
+    end = json.loads((soak_dir / "probe-end.json").read_text())
+    assert end["instances"] == 2 and {a["instance"] for a in end["answers"]} == {0, 1}
     # the load went on against the engine started by hand, on both instances
     windows = [json.loads(x) for x in (soak_dir / "windows.jsonl").read_text().splitlines()]
     assert windows[-1]["ok"] > 0
