@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import signal
+import subprocess
 import threading
 import time
 from collections.abc import Sequence
@@ -39,6 +40,9 @@ from harness.load.soak import DONE, STOP, Watchdog, WatchSpec, _write_json, rest
 WATCH_CONFIG = "watch.json"
 START = "watch_start"
 END = "watch_end"
+# Engines the watcher relaunched outlive it on purpose (the controller stops them with the
+# soak); their process objects are kept here rather than dropped while they run.
+RELAUNCHED: list[subprocess.Popen[bytes]] = []
 
 
 @dataclass
@@ -91,6 +95,7 @@ def run_watch(cfg: WatchConfig, stop: Optional[threading.Event] = None) -> dict[
             "health_failures": wd.health_failures}
     wd.event(END, **done)
     _write_json(out / DONE, done)
+    RELAUNCHED.extend(wd.relaunched)
     return done
 
 

@@ -25,7 +25,7 @@ import pytest
 from harness.cli.main import run
 from harness.engines.base import EnginePlan
 from harness.load.soak import EVENTS, process_start_time
-from harness.load.soakwatch import WatchConfig, run_watch
+from harness.load.soakwatch import RELAUNCHED, WatchConfig, run_watch
 from harness.pipelines.soakdata import engine_restarts, soak_measured
 from tests.pipelines.test_g4_faults import (
     engine_process,
@@ -221,3 +221,49 @@ def test_g4_with_the_engine_on_another_node_sees_an_instance_killed_and_restarte
     assert windows[-1]["ok"] > 0
     # the watchdog's directory on node0 was removed once pulled to its end (by containment)
     assert list((tmp_path / "work0").rglob("split-watch-*")) == []
+
+
+def test_the_watcher_relaunches_each_instance_with_its_own_command(tmp_path: Path) -> None:
+    from harness.load.soak import restart_specs
+
+    def sleeper(tag: str) -> list[str]:
+        return [sys.executable, "-c", "import time; time.sleep(60)", tag]
+
+    procs = [subprocess.Popen(sleeper(f"first-{i}")) for i in range(2)]  # noqa: S603
+    spec_file = tmp_path / "engine-restart.json"
+    spec_file.write_text(json.dumps({"instances": [{"argv": sleeper("again-0"), "env": {}},
+                                                   {"argv": sleeper("again-1"), "env": {"X_TOKEN": "s3cr3t"}}]}))
+    cfg = WatchConfig(out=str(tmp_path / "w"), engines=[(p.pid, process_start_time(p.pid)) for p in procs],
+                      health_urls=[], until_unix=time.time() + 60, interval_s=0.2,
+                      restart=restart_specs(json.loads(spec_file.read_text())))
+    stop = threading.Event()
+    t = threading.Thread(target=run_watch, args=(cfg, stop))
+    t.start()
+    try:
+        time.sleep(0.4)
+        procs[1].kill()
+        procs[1].wait()
+        time.sleep(0.8)
+        (tmp_path / "w" / "STOP").write_text("")
+        t.join(10)
+    finally:
+        stop.set()
+        t.join(10)
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    rows = [json.loads(x) for x in (tmp_path / "w" / EVENTS).read_text().splitlines()]
+    (relaunched,) = [r for r in rows if r["event"] == "engine_relaunched"]
+    try:
+        assert relaunched["instance"] == 1
+        assert Path(f"/proc/{relaunched['pid']}/cmdline").read_bytes().split(b"\0")[-2] == b"again-1"
+        assert (tmp_path / "w" / relaunched["log"]).exists()
+    finally:
+        for proc in RELAUNCHED:
+            proc.kill()
+            proc.wait()
+    assert "s3cr3t" not in (tmp_path / "w" / "watch.json").read_text()
+    leaf = engine_restarts([], engine_watched=False, watch_events=rows, watched_by_node=True,
+                           engine_alive_at_end=True, done={"ended_unix": 0})
+    assert leaf["value"] == 1 and leaf["text"] == "1 (instance 1: 1)"

@@ -136,10 +136,11 @@ def test_an_engine_killed_mid_soak_is_restarted_when_the_profile_says_so_and_sti
     assert (reports / "restart" / "G4" / "evidence" / "engine" / "candidate" / relaunched[0]["log"]).exists()
 
 
-def test_every_engine_instance_is_soaked_and_a_second_instance_dying_is_counted(
+def test_every_engine_instance_is_soaked_and_a_second_instance_dying_is_relaunched_and_counted(
         tmp_path: Path, local_inventory: Path, write_yaml: Callable[[str, dict[str, Any]], Path]) -> None:
     data = soak_profile(_two_free_ports(), "10s", "2s")  # instance i listens on port + i
     data["model"]["instances_per_node"] = 2
+    data["soak"]["restart_engine"] = True  # per instance: instance 1 is relaunched with its own command
     prof = write_yaml("profile.yaml", data)
     reports = tmp_path / "reports"
     common = ["--inventory", str(local_inventory), "--profile", str(prof), "--campaign", "two",
@@ -155,15 +156,29 @@ def test_every_engine_instance_is_soaked_and_a_second_instance_dying_is_counted(
     assert run(["gate", "G4", "--resume", *common]) == 1
     checks = {c["id"]: c for c in json.loads((gate / "result.json").read_text())["checks"]}
     assert checks["no_restarts"]["verdict"] == "FAIL"
+    obs = checks["no_restarts"]["observations"][0]
+    assert obs["measured"] == 1 and obs["measured_text"].startswith("1 (instance 1: 1)")
     assert "instance 1: engine process gone" in json.dumps(checks["no_restarts"])
+    events = [json.loads(x) for x in (soak_dir / "events.jsonl").read_text().splitlines()]
+    (relaunched,) = [e for e in events if e["event"] == "engine_relaunched"]
+    assert relaunched["instance"] == 1 and f"instance 1 relaunched as pid {relaunched['pid']}" in obs["reason"]
     recs = []
     import gzip
 
     for f in sorted((soak_dir / "windows").glob("*.gz")):
         recs += [json.loads(x) for x in gzip.open(f, "rt")]
     assert {r.get("instance") for r in recs if r["status"] == "ok"} == {0, 1}  # both were soaked
-    for e in engines:  # both instances stopped at the end
+    # the relaunched instance 1 served the soak again and answered the end probes as before
+    windows = [json.loads(x) for x in (soak_dir / "windows.jsonl").read_text().splitlines()]
+    later = {w["file"] for w in windows if w["started_unix"] > relaunched["t"] + 2}
+    assert later and any(r.get("instance") == 1 and r["status"] == "ok"
+                         for f in sorted(later) for r in map(json.loads, gzip.open(soak_dir / f, "rt")))
+    assert checks["probe_identity"]["verdict"] == "PASS"
+    assert "over 2 instances" in checks["probe_identity"]["observations"][0]["measured_text"]
+    for e in engines:  # both instances stopped at the end, and the relaunched one, its log kept
         assert not Path(f"/proc/{e['handle']['pid']}").exists()
+    assert not Path(f"/proc/{relaunched['pid']}").exists()
+    assert (gate / "evidence" / "engine" / "candidate" / relaunched["log"]).exists()
 
 
 def _two_free_ports() -> int:
