@@ -90,7 +90,7 @@ def stop_watch(executor: Executor, wh: WatchHandle, *, timeout_s: float = 30.0) 
         executor.write_file(wh.remote(STOP), b"the soak has ended\n")
         deadline = time.monotonic() + timeout_s
         while state.running and time.monotonic() < deadline:
-            time.sleep(0.5)
+            time.sleep(0.2)
             state = executor.poll(wh.handle)
         if state.running:
             state = executor.stop(wh.handle, grace=10.0)

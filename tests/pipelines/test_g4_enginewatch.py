@@ -267,3 +267,46 @@ def test_the_watcher_relaunches_each_instance_with_its_own_command(tmp_path: Pat
     leaf = engine_restarts([], engine_watched=False, watch_events=rows, watched_by_node=True,
                            engine_alive_at_end=True, done={"ended_unix": 0})
     assert leaf["value"] == 1 and leaf["text"] == "1 (instance 1: 1)"
+
+
+@pytest.mark.ssh
+def test_the_watcher_over_ssh_is_pulled_by_offset_across_a_controller_restart_and_stopped(
+        shared_ssh_cluster: Any, tmp_path: Path) -> None:
+    """The controller's side on a real sshd: start the zipapp's ``soak-watch`` detached, pull its
+    events part way, "restart the controller" (a new executor and the handle loaded from its
+    file), stop it with STOP and pull to the end: every event once, ``watch_end`` reached, and an
+    untouched engine gives no restart (PASS). The same watcher never pulled to its end cannot."""
+    from harness.agent.deploy import ensure_agent
+    from harness.pipelines.soakrun import WatchHandle, pull_watch, start_watch, stop_watch
+    from harness.remote.ssh import SSHExecutor
+
+    node = shared_ssh_cluster.nodes[0].name
+    workdir = str(tmp_path / "node")
+    engine = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])  # noqa: S603
+    ex = SSHExecutor.from_inventory(shared_ssh_cluster.inventory, node)
+    try:
+        agent = ensure_agent(ex, workdir)
+        wh = start_watch(ex, python="python3", agent=agent, workdir=workdir, local_dir=tmp_path / "ctl",
+                         watch_args=["--watchdog", "0.2", "--until", repr(time.time() + 60),
+                                     "--engine-pid", str(engine.pid),
+                                     "--engine-start", repr(process_start_time(engine.pid))])
+        wait_for(lambda: bool(pull_watch(ex, wh)[1]) or (tmp_path / "ctl" / EVENTS).exists(), 20, "watch_start")
+        part = [json.loads(x) for x in (tmp_path / "ctl" / EVENTS).read_text().splitlines()]
+        assert part[0]["event"] == "watch_start"
+        not_yet = engine_restarts([], engine_watched=False, watch_events=part, watched_by_node=True)
+        assert not_yet["value"] is None  # running, not pulled to its end: cannot vouch yet
+        ex.close()
+        ex = SSHExecutor.from_inventory(shared_ssh_cluster.inventory, node)  # a new controller
+        again = WatchHandle.load(tmp_path / "ctl")
+        state = stop_watch(ex, again, timeout_s=20)
+        assert not state.running and state.exit_code == 0
+    finally:
+        ex.close()
+        engine.kill()
+        engine.wait()
+    rows = [json.loads(x) for x in (tmp_path / "ctl" / EVENTS).read_text().splitlines()]
+    assert [r["event"] for r in rows] == ["watch_start", "watch_end"]  # each once, nothing else
+    assert rows[-1]["reason"] == "stopped" and (tmp_path / "ctl" / "done.json").exists()
+    leaf = engine_restarts([], engine_watched=False, watch_events=rows, watched_by_node=True, engine_node=node,
+                           engine_alive_at_end=True)
+    assert leaf["value"] == 0 and "kept its identity" in leaf["detail"]
