@@ -134,6 +134,16 @@ def test_the_watcher_sees_an_instance_killed_and_restarted_and_not_the_untouched
     assert "env" not in json.dumps(json.loads((tmp_path / "w" / "watch.json").read_text())["config"]["restart"])
 
 
+def _answers(url: str) -> bool:
+    from urllib import request
+
+    try:
+        with request.urlopen(url, timeout=1) as resp:  # noqa: S310 - a test engine on loopback
+            return bool(resp.status == 200)
+    except OSError:
+        return False
+
+
 def _stop_when(path: Path, proc: subprocess.Popen[bytes]) -> None:
     deadline = time.monotonic() + 120
     while not path.exists() and time.monotonic() < deadline:
@@ -165,7 +175,7 @@ def test_g4_with_the_engine_on_another_node_sees_an_instance_killed_and_restarte
               workdir=str(tmp_path / "work0"))
     n1.update(roles=["client"], workdir=str(tmp_path / "work1"))
     inv = write_yaml("inventory.yaml", inv_data)
-    data = soak_profile(_two_free_ports(), "8s", "2s")  # instance i listens on port + i
+    data = soak_profile(_two_free_ports(), "12s", "2s")  # instance i listens on port + i
     data["model"]["instances_per_node"] = 2
     prof = write_yaml("profile.yaml", data)
     reports = tmp_path / "reports"
@@ -190,6 +200,8 @@ def test_g4_with_the_engine_on_another_node_sees_an_instance_killed_and_restarte
         with open(tmp_path / "by-hand.log", "wb") as log:
             by_hand = subprocess.Popen(plan["argv"], env={**os.environ, **plan["env"]},  # noqa: S603 - the plan's argv
                                        stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
+        # back before the soak ends, so it answers the end probes like instance 0
+        wait_for(lambda: _answers(f"http://127.0.0.1:{plan['port']}/health"), 20, "the engine started by hand")
         # once the soak has ended, the engine started by hand goes (else the gate's stop of
         # instance 1 waits 10 s for its port)
         ender = threading.Thread(target=_stop_when, args=(soak_dir / "done.json", by_hand), daemon=True)
@@ -208,6 +220,16 @@ def test_g4_with_the_engine_on_another_node_sees_an_instance_killed_and_restarte
     rows = [json.loads(x) for x in (soak_dir / "watch" / "events.jsonl").read_text().splitlines()]
     assert rows[0]["event"] == "watch_start" and rows[-1]["event"] == "watch_end" and rows[-1]["reason"] == "stopped"
     assert [r["instance"] for r in rows if r["event"] == "restart"] == [1]
+    # the same soak's evidence, had node0's watchdog never started or never been pulled past the
+    # kill: the engine was alive at the end (started by hand), and that alone is never a PASS
+    cut = tmp_path / "cut"
+    cut.mkdir()
+    (cut / "events.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows
+                                              if r["event"] not in ("restart", "watch_end")))
+    for watch in (None, cut):
+        m, _ = soak_measured(soak_dir, duration_target_s=12.0, window_s=2.0, engine_watched=False, watch=watch,
+                             engine_alive_at_end=True, engine_node="node0")
+        assert m["soak"]["engine_restarts"]["value"] is None, m["soak"]["engine_restarts"]
     # the soak's own events (node1) saw no process: the engine is not on its node
     assert not any(e["event"] == "restart" for e in
                    (json.loads(x) for x in (soak_dir / "events.jsonl").read_text().splitlines()))
