@@ -403,8 +403,9 @@ def engine_restarts(events: Sequence[dict[str, Any]], *, engine_watched: bool,
     """Engine restarts during the soak, per instance. Engine on the soak's node: the soak's own
     watchdog (``events``). Engine on another node: that node's watchdog (``watch_events``), which
     vouches only when its events run from ``watch_start`` to a ``watch_end`` reached after the soak
-    (``stopped`` by the controller once the soak had ended, or a later end); anything less is
-    NOT_RUN unless a restart was seen (a failure is certain). A process found gone at the end
+    (``stopped`` by the controller once the soak had ended, or a later end), as the soak's own
+    vouches only from ``soak_start`` to ``soak_end`` or ``done.json``; anything less is NOT_RUN
+    unless a restart was seen (a failure is certain). A process found gone at the end
     (``engine_alive_at_end`` False) counts as one restart when none was seen."""
     node = f" on node {engine_node}" if engine_node else ""
     if engine_watched:
@@ -419,8 +420,17 @@ def engine_restarts(events: Sequence[dict[str, Any]], *, engine_watched: bool,
     text, detail = _restart_text(restarts, relaunched)
     health = f"; /health failed {health_bad} time(s)" if health_bad else ""
     if engine_watched:
+        # The soak's own watchdog vouches from its soak_start to the soak's end (soak_end, or
+        # done.json, written after it); events never pulled, or cut short, are not a quiet engine.
+        uncovered: Optional[str] = None
+        if not any(e.get("event") == "soak_start" for e in src):
+            uncovered = "the soak's watchdog events were not pulled (no soak_start)"
+        elif done is None and not any(e.get("event") == "soak_end" for e in src):
+            uncovered = "the soak's watchdog events stop before the soak's end (no soak_end, no done.json)"
+        if uncovered is not None and not restarts:
+            return _m(None, detail=uncovered)
         return _m(len(restarts), text, detail=(detail or "the engine process kept its identity (pid and start time)")
-                  + health, evidence=evidence)
+                  + health + (f" ({uncovered})" if uncovered else ""), evidence=evidence)
     gone = engine_alive_at_end is False
     why: Optional[str] = None
     if not watched_by_node:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import posixpath
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
@@ -83,8 +84,6 @@ def pull_watch(executor: Executor, wh: WatchHandle) -> tuple[ProcessState, list[
 def stop_watch(executor: Executor, wh: WatchHandle, *, timeout_s: float = 30.0) -> ProcessState:
     """Ask the watcher to end (``STOP``: it takes one last look and writes ``watch_end``), wait for
     it, SIGTERM it after ``timeout_s``, and pull what it wrote."""
-    import time
-
     state = executor.poll(wh.handle)
     if state.running:
         executor.write_file(wh.remote(STOP), b"the soak has ended\n")

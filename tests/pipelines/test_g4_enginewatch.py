@@ -332,3 +332,17 @@ def test_the_watcher_over_ssh_is_pulled_by_offset_across_a_controller_restart_an
     leaf = engine_restarts([], engine_watched=False, watch_events=rows, watched_by_node=True, engine_node=node,
                            engine_alive_at_end=True)
     assert leaf["value"] == 0 and "kept its identity" in leaf["detail"]
+
+
+def test_the_soaks_own_watchdog_vouches_only_for_what_was_pulled(tmp_path: Path) -> None:
+    """Engine on the soak's node: events never pulled (no soak_start) or cut short of the soak's
+    end (no soak_end and no done.json) are NOT_RUN, never a quiet engine; a restart seen FAILs."""
+    start = {"t": T0, "event": "soak_start"}
+    done = {"reason": "duration", "ended_unix": T0 + 60}
+    assert engine_restarts([start], engine_watched=True, done=done)["value"] == 0
+    assert engine_restarts([start, {"t": T0 + 60, "event": "soak_end"}], engine_watched=True)["value"] == 0
+    assert engine_restarts([], engine_watched=True, done=done)["value"] is None
+    assert engine_restarts([start], engine_watched=True)["value"] is None
+    assert engine_restarts([start, RESTART_1], engine_watched=True)["value"] == 1
+    d = write_soak(tmp_path / "s", done=False)
+    assert verdicts(d)["no_restarts"] == "NOT_RUN"
