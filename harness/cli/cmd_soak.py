@@ -127,6 +127,7 @@ def status(campaign: str, *, reports: Optional[Path] = None, inventory: Optional
                                      accel_tools=state.get("accel_tools") or [],
                                      watch=local / WATCH_DIR if wh is not None else None,
                                      engine_node=str(state.get("server") or ""),
+                                     health_from_watch=bool(state.get("health_on_engine_node")),
                                      instances=len(state.get("instances") or [state.get("instance")]))
     failing: list[dict[str, Any]] = []
     gate_file = Path(gates or gates_dir() or "gates") / "G4.yaml"

@@ -15,6 +15,10 @@ detached wrapper and its child) and its ``/health`` on the node's loopback; with
   ``engine_back``, ``engine_relaunched``), between a ``watch_start`` and a ``watch_end`` event.
   The controller pulls the file by byte offset; only a file that reached ``watch_end`` vouches
   for the whole soak (a watcher killed or never pulled to its end leaves ``no_restarts`` NOT_RUN).
+* ``health.jsonl``: with ``--sample``, this node's health samples exactly as the soak's (kernel
+  log lines, ``nvme smart-log``, ``/proc/mdstat``, free space on ``--target-path``, memory,
+  ``--accel-tool`` output): the KV target and the accelerators are on this node, not on the
+  load's, so their checks read these samples.
 * ``done.json``: why and when it ended.
 
 It ends on ``STOP`` in ``DIR`` (the controller writes it once the soak has ended), on SIGTERM or
@@ -35,7 +39,17 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from harness.load.soak import DONE, STOP, Watchdog, WatchSpec, _write_json, restart_specs
+from harness.load.soak import (
+    ACCEL_TOOLS,
+    DONE,
+    STOP,
+    HealthSampler,
+    SoakConfig,
+    Watchdog,
+    WatchSpec,
+    _write_json,
+    restart_specs,
+)
 
 WATCH_CONFIG = "watch.json"
 START = "watch_start"
@@ -53,6 +67,11 @@ class WatchConfig:
     until_unix: float
     interval_s: float = 5.0
     restart: list[dict[str, Any]] = field(default_factory=list)
+    # node health, as the soak samples it (None: not sampled here)
+    sample_s: Optional[float] = None
+    target_path: Optional[str] = None
+    nvme: list[str] = field(default_factory=list)
+    accel_tools: list[str] = field(default_factory=list)
 
 
 def run_watch(cfg: WatchConfig, stop: Optional[threading.Event] = None) -> dict[str, Any]:
@@ -70,6 +89,13 @@ def run_watch(cfg: WatchConfig, stop: Optional[threading.Event] = None) -> dict[
                             interval_s=cfg.interval_s), out, stop)
     wd.event(START, watched=[{"pid": p, "start": t} for p, t in wd.watched], instances=len(cfg.engines),
              until_unix=cfg.until_unix)
+    health: Optional[HealthSampler] = None
+    if cfg.sample_s is not None:
+        health = HealthSampler(SoakConfig(out=cfg.out, endpoint="", model="", trace="", duration_s=1.0, window_s=1.0,
+                                          sample_s=cfg.sample_s, target_path=cfg.target_path, nvme=list(cfg.nvme),
+                                          accel_tools=list(cfg.accel_tools)), out, stop)
+        health.sample_and_write()  # the baseline sample
+        health.start()
     stop_file = out / STOP
     while True:
         # The reason to end is read before the look, so the last look is taken after it: a
@@ -90,6 +116,10 @@ def run_watch(cfg: WatchConfig, stop: Optional[threading.Event] = None) -> dict[
         if reason:
             break
         stop.wait(min(cfg.interval_s, max(0.05, cfg.until_unix - time.time())))
+    if health is not None:
+        stop.set()
+        health.join(timeout=30)
+        health.sample_and_write()  # the closing sample
     ended = time.time()
     done = {"reason": reason[0], "started_unix": started, "ended_unix": ended, "restarts": wd.restarts,
             "health_failures": wd.health_failures}
@@ -109,6 +139,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--watchdog", type=float, default=5.0, help="seconds between looks")
     p.add_argument("--until", type=float, required=True, help="end at this time (seconds since the epoch)")
     p.add_argument("--restart-json", default=None, help="relaunch commands per instance (as the soak's)")
+    p.add_argument("--sample", type=float, default=None, help="seconds between node health samples (none: not sampled)")
+    p.add_argument("--target-path", default=None)
+    p.add_argument("--nvme", action="append", default=[])
+    p.add_argument("--accel-tool", action="append", default=[], choices=sorted(ACCEL_TOOLS))
     a = p.parse_args(argv)
     if not a.engine_pid or len(a.engine_pid) != len(a.engine_start) or len(a.health_url) > len(a.engine_pid) \
             or a.watchdog <= 0:
@@ -116,7 +150,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
               "--health-url per instance, --watchdog > 0", flush=True)
         return 2
     cfg = WatchConfig(out=a.out, engines=list(zip(a.engine_pid, a.engine_start)), health_urls=list(a.health_url),
-                      until_unix=a.until, interval_s=a.watchdog)
+                      until_unix=a.until, interval_s=a.watchdog, sample_s=a.sample, target_path=a.target_path,
+                      nvme=list(a.nvme), accel_tools=list(a.accel_tool))
     if a.restart_json:
         with open(a.restart_json, encoding="utf-8") as fh:
             cfg.restart = restart_specs(json.load(fh))

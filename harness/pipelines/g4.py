@@ -159,12 +159,38 @@ def _watch_interval(window: float) -> float:
     return min(5.0, max(0.5, window / 4))
 
 
+def _sample_interval(window: float) -> float:
+    # the node health sample spawns several tools: every few seconds at most, even for a
+    # compressed soak's short windows (its own load must not disturb the soak)
+    return min(60.0, max(5.0, window / 2))
+
+
+def _node_health(node: Node, target: Optional[StorageTarget], target_node: Optional[Node],
+                 window: float) -> tuple[list[str], dict[str, Any]]:
+    """The health sampler's arguments for ``node`` and what it samples there: the KV target (free
+    space, its NVMe drives' SMART, its md arrays) when the target is on that node, and the
+    accelerator tools of the node's platform."""
+    args = ["--sample", repr(_sample_interval(window))]
+    accel = [t for t in get_platform(node.platform).accelerator_tools if t in ACCEL_TOOLS]
+    for tool in accel:
+        args += ["--accel-tool", tool]
+    devices: list[str] = []
+    arrays: list[str] = []
+    if target is not None and target_node is not None and target_node.name == node.name:
+        args += ["--target-path", target.path]
+        devices, arrays = _drives(target)
+        for d in devices:
+            args += ["--nvme", d]
+    return args, {"nvme": devices, "md_arrays": arrays, "accel_tools": accel}
+
+
 def _start_engine_watch(run: GateRun, server: Node, instances: list[EngineInstance], *,
-                        until_unix: float, window: float) -> dict[str, Any]:
+                        until_unix: float, window: float, health_args: list[str]) -> dict[str, Any]:
     """The engine's node gets its own watchdog (the load runs elsewhere): every instance's
     process identity and ``/health`` watched where it runs, and relaunched there when the
-    profile says so. A watchdog that could not be started is a recorded fault, and the restarts
-    check stays NOT_RUN (nothing vouches for the engine's process)."""
+    profile says so; and the node's health sampled there (the KV target and the accelerators
+    are on it). A watchdog that could not be started is a recorded fault, and the restarts and
+    node-health checks stay NOT_RUN (nothing vouches for the engine's node)."""
     ex = run.executor(server.name)
     try:
         workdir = str(run.inventory.setting(server, "workdir"))
@@ -172,7 +198,7 @@ def _start_engine_watch(run: GateRun, server: Node, instances: list[EngineInstan
         agent = ensure_agent(ex, workdir)
         base = f"{workdir.rstrip('/')}/soak/{run.campaign.name}-watch-{uuid.uuid4().hex[:8]}"
         run.create_owned(ex, base)  # marked for this campaign: removed by containment at the end
-        args = ["--watchdog", repr(_watch_interval(window)), "--until", repr(until_unix)]
+        args = ["--watchdog", repr(_watch_interval(window)), "--until", repr(until_unix), *health_args]
         for inst in instances:
             args += ["--engine-pid", str(inst.handle.pid), "--engine-start", repr(float(inst.handle.start_time)),
                      "--health-url", inst.endpoint_url + "/health"]
@@ -207,10 +233,13 @@ def _start(run: GateRun, target: Optional[StorageTarget], target_node: Optional[
         soak = profile.soak
         window = float(soak.window)
         watched = client.name == server.name
+        # Node health is sampled where the engine runs (its KV target, its accelerators, its
+        # kernel log): by the soak when that is the load's node, else by the engine node's watchdog.
+        health_args, sampled = _node_health(server, target, target_node, window)
         if not watched:
             grace = max(600.0, 3 * window) + 2 * float(profile.load.request_timeout)
             watch = _start_engine_watch(run, server, instances, until_unix=time.time() + float(soak.duration) + grace,
-                                        window=window)
+                                        window=window, health_args=health_args)
         ex = run.executor(client.name)
         workdir = str(run.inventory.setting(client, "workdir"))
         python = str(run.inventory.setting(client, "python"))
@@ -225,9 +254,9 @@ def _start(run: GateRun, target: Optional[StorageTarget], target_node: Optional[
                 "--trace", f"{base}/requests.jsonl", "--probe-trace", f"{base}/probes.jsonl",
                 "--duration", repr(float(soak.duration)), "--window", repr(window),
                 "--concurrency", str(soak.concurrency), "--timeout", repr(float(profile.load.request_timeout)),
-                # the node health sample spawns several tools: every few seconds at most, even for
-                # a compressed soak's short windows (its own load must not disturb the soak)
-                "--watchdog", repr(_watch_interval(window)), "--sample", repr(min(60.0, max(5.0, window / 2)))]
+                "--watchdog", repr(_watch_interval(window))]
+        # the load's node is sampled too (its kernel log: network faults on the client side)
+        args += health_args if watched else _node_health(client, target, target_node, window)[0]
         if soak.request_rate:
             args += ["--request-rate", repr(float(soak.request_rate))]
         if profile.engine.api_key_env:
@@ -241,18 +270,6 @@ def _start(run: GateRun, target: Optional[StorageTarget], target_node: Optional[
         if soak.restart_engine and watched:
             ex.write_file(f"{base}/engine-restart.json", _restart_specs(instances), mode=0o600)
             args += ["--restart-json", f"{base}/engine-restart.json"]
-        # The accelerators' own fault counters, where the client node's platform has the tool
-        # (the health sampler runs on the client node: on one-node setups that is the engine's).
-        accel = [t for t in get_platform(client.platform).accelerator_tools if t in ACCEL_TOOLS]
-        for tool in accel:
-            args += ["--accel-tool", tool]
-        devices: list[str] = []
-        arrays: list[str] = []
-        if target is not None and target_node is not None and target_node.name == client.name:
-            args += ["--target-path", target.path]
-            devices, arrays = _drives(target)
-            for d in devices:
-                args += ["--nvme", d]
         sh = start_soak(ex, python=python, agent=agent, workdir=base, local_dir=soak_dir(run), soak_args=args)
         run.gate_dir.record_command(client.name, sh.handle.command)
     except BaseException:
@@ -266,9 +283,9 @@ def _start(run: GateRun, target: Optional[StorageTarget], target_node: Optional[
         raise
     state = {"handle": sh.to_json(), "base": base, "instance": inst.to_json(),
              "instances": [i.to_json() for i in instances], "engine_watched": watched, **watch,
-             "nvme": devices, "accel_tools": accel,
-             "md_arrays": arrays, "started_unix": time.time(), "duration_s": float(soak.duration),
-             "window_s": window, "warmup_s": float(soak.warmup), "server": server.name, "client": client.name}
+             **sampled, "health_on_engine_node": not watched, "started_unix": time.time(),
+             "duration_s": float(soak.duration), "window_s": window, "warmup_s": float(soak.warmup),
+             "server": server.name, "client": client.name}
     run.gate_dir.mark_step_done("soak/start", state)
     return state
 
@@ -519,7 +536,8 @@ def run_g4(run: GateRun, *, wait: bool = True,
         warmup_s=float(state.get("warmup_s") or 0.0), accel_tools=state.get("accel_tools") or [],
         instances=run.profile.model.instances_per_node, concurrency=run.profile.soak.concurrency,
         request_rate=run.profile.soak.request_rate,
-        watch=watch_dir(run) if state.get("watch") else None, engine_node=str(state.get("server") or ""))
+        watch=watch_dir(run) if state.get("watch") else None, engine_node=str(state.get("server") or ""),
+        health_from_watch=bool(state.get("health_on_engine_node")))
     if not ended:
         measured["soak"]["duration"] = measurement(None, detail="the soak could not be followed to its end")
     if (soak_dir(run) / "done.json").exists() is False and ended:

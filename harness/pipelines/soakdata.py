@@ -469,7 +469,7 @@ def soak_measured(local: Path, *, duration_target_s: float, window_s: float, nvm
                   windows: Optional[list[dict[str, Any]]] = None,
                   concurrency: Optional[int] = None,
                   request_rate: Optional[float] = None, watch: Optional[Path] = None,
-                  engine_node: str = "") -> tuple[dict[str, Any], dict[str, Any]]:
+                  engine_node: str = "", health_from_watch: bool = False) -> tuple[dict[str, Any], dict[str, Any]]:
     """``(measured, charts)`` of a soak whose files are in ``local`` (see the module docstring).
     ``instances``: the engine instances the profile has the soak drive; with more than one, the
     drift is also measured per instance (``soak.instance_drift``). ``windows``: the window figures
@@ -477,7 +477,10 @@ def soak_measured(local: Path, *, duration_target_s: float, window_s: float, nvm
     node's index as pulled. ``concurrency`` / ``request_rate``: the profile's soak level (closed /
     open loop), which ``soak.load_level`` is measured against (None: NOT_RUN). ``watch``: the local
     copy of the engine node's watchdog when the engine ran on another node (``engine_watched``
-    False), see :func:`engine_restarts`. Every instance must answer the probe set too."""
+    False), see :func:`engine_restarts`. Every instance must answer the probe set too.
+    ``health_from_watch``: the engine's node (KV target, accelerators) was sampled by its
+    watchdog: those samples decide storage, accelerator, SMART, RAID and free space (none there:
+    NOT_RUN, never the load node's), and network faults are counted on both nodes."""
     if windows is None:
         windows = read_local_jsonl(local / WINDOWS_INDEX)
     events = read_local_jsonl(local / EVENTS)
@@ -540,12 +543,22 @@ def soak_measured(local: Path, *, duration_target_s: float, window_s: float, nvm
                    for side, leaf, v in (("before", fio_before, before), ("after", fio_after, after))
                    if not isinstance(v, (int, float)) or not v]
         soak["read_bw_retention"] = _m(None, detail="; ".join(missing) or "no fio figure")
+    load_health = health
+    if health_from_watch:  # the load's node says nothing of the engine node's storage or accelerators
+        health = read_local_jsonl(watch / HEALTH) if watch is not None else []
     readable, kfaults = _kernel(health)
+    if health_from_watch:
+        load_readable, load_faults = _kernel(load_health)
+        readable_net = readable and load_readable
+        net_faults = sorted(kfaults["network"] + load_faults["network"], key=lambda f: float(f.get("t") or 0.0))
+    else:
+        readable_net, net_faults = readable, kfaults["network"]
     kv = kv_errors(windows)
     soak["storage_errors"] = _count_leaf(readable, kfaults["storage"], "storage (NVMe, blk, md, filesystem)",
                                          extra=kv or 0, extra_what="KV chunk writes/reads failed in the engine "
                                          "(its counters)")
-    soak["network_errors"] = _count_leaf(readable, kfaults["network"], "network (mlx5/RoCE link, NIC health)")
+    kfaults["network"] = net_faults
+    soak["network_errors"] = _count_leaf(readable_net, net_faults, "network (mlx5/RoCE link, NIC health)")
     accel_unreadable, accel_faults = _accel(health, accel_tools)
     kfaults["accelerator"] = sorted(kfaults["accelerator"] + accel_faults, key=lambda f: float(f.get("t") or 0.0))
     if accel_unreadable and readable:
@@ -564,6 +577,10 @@ def soak_measured(local: Path, *, duration_target_s: float, window_s: float, nvm
     soak["media_errors_delta"] = _smart(health, nvme)
     soak["raid_degraded"], raid_bad = _raid(health, md_arrays)
     soak["probe_identical"] = _probes(local, instances)
+    if health_from_watch:  # those samples are the engine node's watchdog's
+        for key in ("storage_errors", "accelerator_errors", "media_errors_delta", "raid_degraded"):
+            soak[key]["evidence"] = [e.replace(f"soak/{HEALTH}", f"soak/watch/{HEALTH}")
+                                     for e in soak[key].get("evidence") or []]
     charts = soak_charts(windows, events, kfaults, raid_bad, window_s, health)
     charts["warmup_s"] = warmup_s
     charts["drift_windows"] = [w.get("index") for w in full]

@@ -71,6 +71,7 @@ def pull_watch(executor: Executor, wh: WatchHandle) -> tuple[ProcessState, list[
     state = executor.poll(wh.handle)
     local = Path(wh.local_dir)
     events = pull_lines(executor, wh.python, wh.agent, wh.remote(EVENTS), local / EVENTS)
+    pull_lines(executor, wh.python, wh.agent, wh.remote(HEALTH), local / HEALTH)
     for name in ("watch.json", DONE):
         if not (local / name).exists():
             try:

@@ -35,7 +35,7 @@ from tests.pipelines.test_g4_faults import (
     window_count,
 )
 from tests.pipelines.test_g4_local import _two_free_ports
-from tests.pipelines.test_g4_soakdata import T0, verdicts, write_soak
+from tests.pipelines.test_g4_soakdata import MD_OK, SMART_OK, T0, verdicts, write_soak
 
 
 def watch_events(*events: dict[str, Any], end: str | None = "stopped", end_t: float = T0 + 70) -> list[dict[str, Any]]:
@@ -230,6 +230,9 @@ def test_g4_with_the_engine_on_another_node_sees_an_instance_killed_and_restarte
         m, _ = soak_measured(soak_dir, duration_target_s=12.0, window_s=2.0, engine_watched=False, watch=watch,
                              engine_alive_at_end=True, engine_node="node0")
         assert m["soak"]["engine_restarts"]["value"] is None, m["soak"]["engine_restarts"]
+    # node0's health (its KV target, its kernel log) was sampled there and decided storage_errors
+    assert (soak_dir / "watch" / "health.jsonl").read_text().count("\n") >= 2
+    assert checks["storage_errors"]["observations"][0]["evidence"] == ["evidence/soak/watch/health.jsonl"]
     # the soak's own events (node1) saw no process: the engine is not on its node
     assert not any(e["event"] == "restart" for e in
                    (json.loads(x) for x in (soak_dir / "events.jsonl").read_text().splitlines()))
@@ -346,3 +349,43 @@ def test_the_soaks_own_watchdog_vouches_only_for_what_was_pulled(tmp_path: Path)
     assert engine_restarts([start, RESTART_1], engine_watched=True)["value"] == 1
     d = write_soak(tmp_path / "s", done=False)
     assert verdicts(d)["no_restarts"] == "NOT_RUN"
+
+
+def test_the_engine_nodes_health_decides_storage_and_accelerators_never_the_load_nodes(tmp_path: Path) -> None:
+    """Engine (and KV target) on node0, load on node1: node1's clean kernel log must not PASS
+    storage_errors for node0's storage. node0's samples (its watchdog's) decide; none there is
+    NOT_RUN; network faults count on both nodes."""
+    soak = write_soak(tmp_path / "s")  # node1's samples: clean, readable
+    opts: dict[str, Any] = {"engine_watched": False, "engine_alive_at_end": True, "health_from_watch": True}
+    never = write_watch(tmp_path / "never", watch_events())  # watchdog ran, sampled nothing
+    v = verdicts(soak, watch=never, **opts)
+    assert v["storage_errors"] == v["accelerator_errors"] == v["network_errors"] == "NOT_RUN", v
+    assert v["smart_media_errors"] == v["raid_healthy"] == "NOT_RUN" and v["no_restarts"] == "PASS"
+    assert verdicts(soak, watch=None, **opts)["storage_errors"] == "NOT_RUN"
+    node0 = write_watch(tmp_path / "node0", watch_events())
+    line = "[ 592.948075] nvme nvme0: I/O 407 QID 1 timeout, aborting"
+    samples = [{"t": T0 + k * 10, "kernel": {"source": "dmesg", "baseline": k == 0, "new": [line] if k == 2 else []},
+                "smart": {"/dev/nvme0n1": {"json": SMART_OK}}, "mdstat": MD_OK} for k in range(4)]
+    (node0 / "health.jsonl").write_text("".join(json.dumps(x) + "\n" for x in samples))
+    measured, _ = soak_measured(soak, duration_target_s=60.0, window_s=4.0, nvme=["/dev/nvme0n1"], md_arrays=["md0"],
+                                watch=node0, **opts)
+    leaf = measured["soak"]["storage_errors"]
+    assert leaf["value"] == 1 and "QID 1 timeout" in leaf["detail"]
+    assert leaf["evidence"] == ["evidence/soak/watch/health.jsonl"]
+    assert measured["soak"]["media_errors_delta"]["value"] == 0 and measured["soak"]["network_errors"]["value"] == 0
+    # the same node0 samples clean: every node-health check passes
+    samples[2]["kernel"]["new"] = []
+    (node0 / "health.jsonl").write_text("".join(json.dumps(x) + "\n" for x in samples))
+    v = verdicts(soak, watch=node0, **opts)
+    assert {v[k] for k in ("storage_errors", "network_errors", "accelerator_errors", "smart_media_errors",
+                           "raid_healthy")} == {"PASS"}, v
+
+
+def test_the_watcher_samples_its_nodes_health(tmp_path: Path) -> None:
+    cfg = WatchConfig(out=str(tmp_path / "w"), engines=[(os.getpid(), process_start_time(os.getpid()))],
+                      health_urls=[], until_unix=time.time() + 0.3, interval_s=0.1, sample_s=60.0,
+                      target_path=str(tmp_path))
+    run_watch(cfg)
+    samples = [json.loads(x) for x in (tmp_path / "w" / "health.jsonl").read_text().splitlines()]
+    assert len(samples) == 2  # the baseline and the closing sample
+    assert samples[0]["target_free_bytes"] > 0 and "kernel" in samples[0]
