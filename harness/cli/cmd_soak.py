@@ -120,6 +120,15 @@ def status(campaign: str, *, reports: Optional[Path] = None, inventory: Optional
     started = float(state["started_unix"])
     total = float(state["duration_s"])
     elapsed = (float(done["ended_unix"]) if done else time.time()) - started
+    overrides: list[Any] = []
+    level: dict[str, Any] = {}
+    prof_path = Path(str((camp.meta.get("profile") or {}).get("path") or ""))
+    if str(prof_path) and prof_path.is_file():
+        from harness.config.loader import load_profile
+
+        prof = load_profile(prof_path)
+        overrides = [o for o in prof.overrides if o.gate == "G4"]
+        level = {"concurrency": prof.soak.concurrency, "request_rate": prof.soak.request_rate}
     measured, charts = soak_measured(local, duration_target_s=total, window_s=float(state["window_s"]),
                                      nvme=state.get("nvme") or [], md_arrays=state.get("md_arrays") or [],
                                      engine_watched=bool(state.get("engine_watched")),
@@ -128,15 +137,9 @@ def status(campaign: str, *, reports: Optional[Path] = None, inventory: Optional
                                      watch=local / WATCH_DIR if wh is not None else None,
                                      engine_node=str(state.get("server") or ""),
                                      health_from_watch=bool(state.get("health_on_engine_node")),
-                                     instances=len(state.get("instances") or [state.get("instance")]))
+                                     instances=len(state.get("instances") or [state.get("instance")]), **level)
     failing: list[dict[str, Any]] = []
     gate_file = Path(gates or gates_dir() or "gates") / "G4.yaml"
-    overrides: list[Any] = []
-    prof_path = Path(str((camp.meta.get("profile") or {}).get("path") or ""))
-    if str(prof_path) and prof_path.is_file():
-        from harness.config.loader import load_profile
-
-        overrides = [o for o in load_profile(prof_path).overrides if o.gate == "G4"]
     if gate_file.exists():
         for c in evaluate_gate(load_gate(gate_file), measured, overrides=overrides):
             if c.id == "duration" and done is None:
