@@ -16,6 +16,8 @@ Prints each point with its error and the worst error against the 20% target; exi
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
 import json
 import os
 import shutil
@@ -25,13 +27,16 @@ import sys
 import tempfile
 import time
 import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from harness.estimate import Compute, Engine, ModelGeometry, Tier, Workload, predict_point  # noqa: E402
-from harness.sim.kvstore import CPU_COPY_BYTES_PER_S  # noqa: E402
+from harness.sim.kvstore import CPU_COPY_BYTES_PER_S, KVStore, StoreSettings  # noqa: E402
+from harness.sim.lmcache_config import LMCacheConfig  # noqa: E402
+from harness.sim.metrics import SimMetrics  # noqa: E402
 
 KVGATE = [sys.executable, "-m", "harness.cli.main"]
 # 2 x 8 layers x 4 KV heads x 128 x 2 B = 16,384 B per token: a 4 MiB chunk of 256 tokens
@@ -68,51 +73,63 @@ def fio_read_bw(directory: Path, jobs: int, size_mb: int = 512) -> float:
     return float(data["jobs"][0]["read"]["bw_bytes"])
 
 
-def chunk_read_bw(directory: Path, requests: int, chunks: int = 16) -> float:
-    """Read bandwidth (B/s) of the emulator's own read path: chunk files written and read back with
-    its I/O code (``harness.sim.directio``: fsync'd writes, one direct read per chunk, the CRC-32 of
-    what was read) on a pool of ``CHUNK_IO_WORKERS`` threads, as the emulator reads: every chunk of
-    a request is submitted at once (LMCache's parallel retrieval), so even one request alone keeps
-    that many reads in flight. ``requests`` requests' chunks are read together."""
-    import zlib
-    from concurrent.futures import ThreadPoolExecutor
+class RestoreProbe:
+    """The emulator's own restore path, run in this process beside a point: a ``KVStore``
+    (``harness.sim.kvstore``) with the point's tier, holding ``SIM_READERS`` requests' worth of
+    chunks (the point's chunk count each) stored by its write path. A round restores ``requests``
+    of them at once from an event loop, as the emulator's requests do: the hand-off to its reader
+    threads, its lookups, its chunk I/O pool (page-aligned buffers kept per thread, as in a running
+    emulator: the first round warms them), direct reads, the CRC of what was read, the hand-back to
+    the loop; for the CPU tier, its one wait per request. So the probe sees what the emulator's
+    restore costs on this machine now, never the point it is compared with."""
 
-    from harness.sim import directio
-    from harness.sim.kvstore import CHUNK_IO_WORKERS
+    def __init__(self, directory: Path | None, chunks: int) -> None:
+        cfg = LMCacheConfig(chunk_size=CHUNK, local_cpu=directory is None, max_local_cpu_size=4.0,
+                            local_disk=None if directory is None else str(directory), max_local_disk_size=4.0,
+                            use_odirect=True)
+        self.store = KVStore(StoreSettings(model="bench/probe", prefill_tokens_per_s=PREFILL_TPS, hbm_tokens=0,
+                                           kv_bytes_per_token=GEOM.bytes_per_token, kv_scale=1.0,
+                                           prefix_caching=False, connector=True, lmcache=cfg),
+                             SimMetrics("bench/probe"))
+        self.requests = [[hashlib.sha256(f"{r}:{i}".encode()).digest() for i in range(chunks)]
+                         for r in range(SIM_READERS)]
+        self.store._store([d for req in self.requests for d in req])
+        self.nbytes = chunks * self.store.s.chunk_bytes  # one request's KV
+        self.loop = asyncio.new_event_loop()
+        self.round(SIM_READERS)
 
-    class Crc:
-        def update(self, data: memoryview) -> None:
-            zlib.crc32(data[directio.HEADER:])
+    def round(self, requests: int) -> float:
+        """Seconds to restore ``requests`` requests' chunks at once."""
+        store = self.store
 
-    size = CHUNK * GEOM.bytes_per_token
-    paths = []
-    for i in range(chunks * requests):
-        path = directory / f"probe-{i}"
-        directio.write_chunk(str(path), directio.chunk_payload(i.to_bytes(32, "little"), size))
-        paths.append(str(path))
-    start = time.perf_counter()
-    with ThreadPoolExecutor(CHUNK_IO_WORKERS) as pool:
-        list(pool.map(lambda p: directio.read_chunk(p, None, Crc()), paths))
-    elapsed = time.perf_counter() - start
-    for p in paths:
-        os.unlink(p)
-    return len(paths) * size / elapsed
+        async def go() -> float:
+            loop = asyncio.get_running_loop()
+            start = time.perf_counter()
+            done = await asyncio.gather(*(loop.run_in_executor(store._readers, store._load_external, req, [])
+                                          for req in self.requests[:requests]))
+            elapsed = time.perf_counter() - start
+            if any(len(served) != len(self.requests[0]) for served, _ in done):
+                raise RuntimeError("the restore probe did not find every chunk it stored")
+            return elapsed
 
+        return self.loop.run_until_complete(go())
 
-def cpu_chunk_seconds(samples: int = 50, chunks: int = 16) -> float:
-    """What one CPU-tier chunk really costs: the emulator waits chunk bytes / 20 GB/s per CPU-tier
-    chunk of a request, in one sleep per request, which overshoots by the timer slack (tens of
-    microseconds); measured as that sleep for ``chunks`` chunks, per chunk."""
-    nominal = CHUNK * GEOM.bytes_per_token / CPU_COPY_BYTES_PER_S
-    start = time.perf_counter()
-    for _ in range(samples):
-        time.sleep(nominal * chunks)
-    return (time.perf_counter() - start) / (samples * chunks)
+    def bandwidths(self, reps: int = 3) -> tuple[float, float]:
+        """(one request alone, ``SIM_READERS`` requests at once) in B/s: the median of ``reps``
+        rounds each (a round is well under a second, and a busy shared machine swings it)."""
+        one = sorted(self.round(1) for _ in range(reps))[reps // 2]
+        agg = sorted(self.round(SIM_READERS) for _ in range(reps))[reps // 2]
+        return self.nbytes / one, SIM_READERS * self.nbytes / agg
+
+    def close(self) -> None:
+        self.store.close()
+        self.loop.close()
 
 
-def frontend_seconds(ctx: int, reps: int = 5) -> float:
-    """The emulator's per-request work on its event loop for a prompt of ``ctx`` words: parse the
-    JSON body, tokenize, hash the chunks (the same functions it runs; median of ``reps``)."""
+def frontend_seconds(ctx: int, reps: int = 7) -> tuple[float, float]:
+    """The emulator's per-request work on its event loop for a prompt of ``ctx`` words, with the
+    functions it runs (median of ``reps``): (parse the JSON body and tokenize, before the request
+    takes a batch slot; hash the prompt's chunks for the prefix lookup, after it took one)."""
     import random
 
     from harness.load.workloads import words
@@ -120,12 +137,15 @@ def frontend_seconds(ctx: int, reps: int = 5) -> float:
 
     prompt = words(random.Random(ctx), ctx + QUERY_LEN)
     body = json.dumps({"model": "bench/model", "prompt": prompt, "max_tokens": OUTPUT_LEN, "stream": True})
-    times = []
+    front, slot = [], []
     for _ in range(reps):
         start = time.perf_counter()
-        chunk_hashes("bench/model", tokenize(json.loads(body)["prompt"]), CHUNK)
-        times.append(time.perf_counter() - start)
-    return sorted(times)[reps // 2]
+        ids = tokenize(json.loads(body)["prompt"])
+        mid = time.perf_counter()
+        chunk_hashes("bench/model", ids, CHUNK)
+        front.append(mid - start)
+        slot.append(time.perf_counter() - mid)
+    return sorted(front)[reps // 2], sorted(slot)[reps // 2]
 
 
 def wait_ready(port: int, proc: subprocess.Popen[bytes]) -> None:
@@ -179,20 +199,58 @@ def load(port: int, out: Path, ctx: int, conc: int, *, populate: bool) -> dict[s
     return dict(json.loads((out / "summary.json").read_text()))
 
 
-def fixed_probe(port: int, out: Path) -> tuple[float, float]:
-    """A 1-token prompt at concurrency 1 (no KV to restore, 0.05 ms of emulated prefill): its TTFT
-    p50 is the per-request overhead of HTTP, the event loop and the client; its TPOT the real
-    per-token decode time. Neither comes from the points the prediction is compared with."""
-    s = load_random(port, out)
+def fixed_probe(port: int, out: Path, conc: int) -> tuple[float, float]:
+    """1-token prompts (no KV to restore, 0.05 ms of emulated prefill) at ``conc`` clients: their
+    TTFT p50 is the per-request overhead of HTTP, the event loop and the client while ``conc``
+    requests are in flight, their TPOT the real per-token decode time with as many streams
+    decoding (one event loop writes them all: more streams, later wake-ups). Probe at the point's
+    concurrency up to the batch (beyond it the extra requests wait in the queue, which the model
+    predicts). Neither comes from the points the prediction is compared with."""
+    s = load_random(port, out, min(conc, MAX_BATCH))
     return float(s["median_ttft_ms"]) / 1000 - 1 / PREFILL_TPS, float(s["median_tpot_ms"]) / 1000
 
 
-def load_random(port: int, out: Path) -> dict[str, float]:
+def load_random(port: int, out: Path, conc: int) -> dict[str, float]:
+    shutil.rmtree(out, ignore_errors=True)
     args = KVGATE + ["load", "run", "--endpoint", f"http://127.0.0.1:{port}", "--model", "bench/model",
-                     "--workload", "random", "--input-len", "1", "--num-requests", "20",
-                     "--output-len", str(OUTPUT_LEN), "--concurrency", "1", "--out", str(out), "-q"]
+                     "--workload", "random", "--input-len", "1", "--num-requests", str(8 * conc),
+                     "--output-len", str(OUTPUT_LEN), "--concurrency", str(conc), "--out", str(out), "-q"]
     subprocess.run(args, cwd=ROOT, check=True, timeout=300, stdout=subprocess.DEVNULL)  # noqa: S603
     return dict(json.loads((out / "summary.json").read_text()))
+
+
+@dataclass
+class Calibration:
+    """Everything a point's prediction uses, probed beside it (before, or after)."""
+
+    one_bw: float  # B/s, one request restoring alone
+    agg_bw: float  # B/s, SIM_READERS requests restoring at once
+    fixed_s: float
+    tpot_s: float
+    front_s: float
+    slot_s: float
+
+
+def calibrate(port: int, out: Path, probe: RestoreProbe, ctx: int, conc: int) -> Calibration:
+    one, agg = probe.bandwidths()
+    fixed, tpot = fixed_probe(port, out, conc)
+    front, slot = frontend_seconds(ctx)
+    return Calibration(one, agg, fixed, tpot, front, slot)
+
+
+def mean_of(a: Calibration, b: Calibration) -> Calibration:
+    """The probes before and after a point, averaged: bandwidths as the harmonic mean (the mean of
+    the restore times they imply), the times as the arithmetic mean."""
+    def hm(x: float, y: float) -> float:
+        return 2 / (1 / x + 1 / y)
+
+    return Calibration(hm(a.one_bw, b.one_bw), hm(a.agg_bw, b.agg_bw), (a.fixed_s + b.fixed_s) / 2,
+                       (a.tpot_s + b.tpot_s) / 2, (a.front_s + b.front_s) / 2, (a.slot_s + b.slot_s) / 2)
+
+
+def spread(a: float, b: float) -> float:
+    """How far the probes before and after a point differ, relative to their mean."""
+    return abs(a - b) / ((a + b) / 2)
 
 
 def main() -> int:
@@ -202,6 +260,7 @@ def main() -> int:
     shm = Path(tempfile.mkdtemp(prefix="kvgate-bench-estimate-", dir=shm_base))
     # (name, directory of the LMCache disk tier or None for the CPU tier, in the headline figure)
     tiers: list[tuple[str, Path | None, bool]] = [("file", shm, True), ("cpu", None, True), ("disk", work, False)]
+    print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())} ({os.cpu_count()} CPUs)")
     try:
         fio_dir = work / "fio"
         fio_dir.mkdir()
@@ -210,86 +269,92 @@ def main() -> int:
         shutil.rmtree(fio_dir)
         print("tiers: 'file' = LMCache's disk-tier code on a tmpfs directory (real file reads at memory speed); "
               f"'cpu' = the CPU tier ({CPU_COPY_BYTES_PER_S / 1e9:.0f} GB/s per stream nominal, "
-              "one sleep per request for its CPU-tier chunks); "
+              "one wait per request for its CPU-tier chunks); "
               f"'disk' = the disk tier on {disk_base} (this VM's shared disk, direct I/O)")
         print(f"disk: fio {CHUNK * GEOM.bytes_per_token >> 20} MiB direct reads, one stream {fio_one / 1e9:.2f} GB/s, "
               f"{SIM_READERS} streams {fio_all / 1e9:.2f} GB/s")
         print(f"emulator: prefill {PREFILL_TPS:,.0f} tok/s, decode {DECODE_TPS:,.0f} tok/s per request, batch "
               f"{MAX_BATCH}, {SIM_READERS} reader threads; {GEOM.bytes_per_token:,} B/token; {QUERIES} measured "
               f"requests per point, output {OUTPUT_LEN} tokens")
-        print("each prediction uses the tier probed just before its point at the emulator's access pattern (its "
-              "chunk files, one read each; for cpu, the real length of its sleeps) and the emulator's front-end "
-              "work for that prompt (parse, tokenize, hash: 'front ms', timed in-process); 'fio pred.' uses fio "
-              "instead of the tier probe\n")
-        print(f"{'tier':5} {'context':>7} {'conc':>4} {'tier GB/s 1/4':>13} {'front ms':>8} {'predicted ms':>12} "
-              f"{'measured ms':>11} {'error':>7} {'fio pred.':>9} {'error':>7}  bottleneck")
+        print("each prediction uses probes taken just before AND just after its point, averaged: the emulator's "
+              "own restore path in this process ('tier GB/s': one request alone / 4 at once; 'spread': how far "
+              "the before and after probes differ), 1-token requests at the point's concurrency up to the batch "
+              "('fixed' per-request overhead, 'tpot'), and the emulator's front-end work for that prompt "
+              "('front+slot': parse and tokenize / chunk hashing, timed in-process); 'fio pred.' uses fio "
+              "instead of the restore probe\n")
+        print(f"{'tier':5} {'context':>7} {'conc':>4} {'tier GB/s 1/4':>13} {'spread 1/4':>11} {'fixed':>5} "
+              f"{'tpot':>4} {'front+slot':>10} {'predicted':>9} {'measured':>8} {'error':>7} {'fio pred.':>9} "
+              f"{'error':>7}  bottleneck     load")
         errors: dict[str, list[float]] = {}
+        spreads: dict[str, list[float]] = {}
         fio_errors: list[float] = []
         for tier_name, directory, _ in tiers:
-            kv_dir = probe = None
+            kv_dir = probe_dir = None
             if directory is not None:
-                kv_dir, probe = directory / f"kv-{tier_name}", directory / f"probe-{tier_name}"
+                kv_dir, probe_dir = directory / f"kv-{tier_name}", directory / f"probe-{tier_name}"
                 kv_dir.mkdir()
-                probe.mkdir()
             proc, port = start_sim(work, tier_name, kv_dir)
             try:
-                fixed, tpot = fixed_probe(port, work / f"fixed-{tier_name}")
-                base_engine = Engine(Compute(tokens_per_s=PREFILL_TPS, shared=False), MAX_BATCH, 1 / tpot,
-                                     fixed_s=fixed)
-                print(f"[{tier_name}] per-request overhead {fixed * 1000:.1f} ms, decode {tpot * 1000:.2f} ms/token "
-                      "(1-token probe at concurrency 1)")
                 for ctx in CONTEXTS:
-                    for conc in CONCURRENCY:
-                        load(port, work / f"pop-{tier_name}-{ctx}-{conc}", ctx, conc, populate=True)
-                        time.sleep(1.0 + ctx * DOCS * GEOM.bytes_per_token / 1e9)  # write-behind drains
-                        fio_tier: Tier | None = None
-                        if probe is not None:
-                            # the median of 3 short probes: one probe is a second or less, and a
-                            # busy shared machine swings it by 2x
-                            one = sorted(chunk_read_bw(probe, 1) for _ in range(3))[1]
-                            agg = sorted(chunk_read_bw(probe, SIM_READERS) for _ in range(3))[1]
-                            tier = Tier(tier_name, read_bw=agg, stream_bw=one, read_streams=SIM_READERS)
+                    if probe_dir is not None:
+                        probe_dir.mkdir()
+                    probe = RestoreProbe(probe_dir, ctx // CHUNK)
+                    try:
+                        for conc in CONCURRENCY:
+                            tag = f"{tier_name}-{ctx}-{conc}"
+                            load(port, work / f"pop-{tag}", ctx, conc, populate=True)
+                            time.sleep(1.0 + ctx * DOCS * GEOM.bytes_per_token / 1e9)  # write-behind drains
+                            before = calibrate(port, work / f"fixed-{tag}-a", probe, ctx, conc)
+                            s = load(port, work / f"run-{tag}", ctx, conc, populate=False)
+                            after = calibrate(port, work / f"fixed-{tag}-b", probe, ctx, conc)
+                            cal = mean_of(before, after)
+                            sp1, sp4 = spread(before.one_bw, after.one_bw), spread(before.agg_bw, after.agg_bw)
+                            spreads.setdefault(tier_name, []).append(max(sp1, sp4))
+                            engine = Engine(Compute(tokens_per_s=PREFILL_TPS, shared=False), MAX_BATCH,
+                                            1 / cal.tpot_s, fixed_s=cal.fixed_s, frontend_s=cal.front_s,
+                                            slot_s=cal.slot_s)
+                            tier = Tier(tier_name, read_bw=cal.agg_bw, stream_bw=cal.one_bw,
+                                        read_streams=SIM_READERS)
+                            shape = Workload(ctx + QUERY_LEN, OUTPUT_LEN, CHUNK)
+                            pred = predict_point(GEOM, engine, shape, tier, conc)
+                            measured = float(s["median_ttft_ms"])
+                            err = pred.ttft_s * 1000 / measured - 1
+                            errors.setdefault(tier_name, []).append(err)
+                            fio_txt = f"{'-':>9} {'-':>7}"
                             if tier_name == "disk":
                                 fio_tier = Tier("disk", read_bw=fio_all, stream_bw=fio_one, read_streams=SIM_READERS)
-                            bw = f"{one / 1e9:.2f}/{agg / 1e9:.2f}"
-                        else:
-                            one = CHUNK * GEOM.bytes_per_token / cpu_chunk_seconds()
-                            tier = Tier("cpu", read_bw=one * SIM_READERS, stream_bw=one, read_streams=SIM_READERS)
-                            bw = f"{one / 1e9:.1f}/{one * SIM_READERS / 1e9:.0f}"
-                        front = frontend_seconds(ctx)
-                        engine = Engine(base_engine.compute, MAX_BATCH, base_engine.decode_tokens_per_s,
-                                        fixed_s=base_engine.fixed_s, frontend_s=front)
-                        s = load(port, work / f"run-{tier_name}-{ctx}-{conc}", ctx, conc, populate=False)
-                        shape = Workload(ctx + QUERY_LEN, OUTPUT_LEN, CHUNK)
-                        pred = predict_point(GEOM, engine, shape, tier, conc)
-                        measured = float(s["median_ttft_ms"])
-                        err = pred.ttft_s * 1000 / measured - 1
-                        errors.setdefault(tier_name, []).append(err)
-                        fio_txt = f"{'-':>9} {'-':>7}"
-                        if fio_tier is not None:
-                            fp = predict_point(GEOM, engine, shape, fio_tier, conc).ttft_s * 1000
-                            fio_errors.append(fp / measured - 1)
-                            fio_txt = f"{fp:9.1f} {fp / measured - 1:+7.1%}"
-                        print(f"{tier_name:5} {ctx:7d} {conc:4d} {bw:>13} {front * 1000:8.1f} "
-                              f"{pred.ttft_s * 1000:12.1f} {measured:11.1f} {err:+7.1%} {fio_txt}  {pred.bottleneck}",
-                              flush=True)
+                                fp = predict_point(GEOM, engine, shape, fio_tier, conc).ttft_s * 1000
+                                fio_errors.append(fp / measured - 1)
+                                fio_txt = f"{fp:9.1f} {fp / measured - 1:+7.1%}"
+                            bw = f"{cal.one_bw / 1e9:.2f}/{cal.agg_bw / 1e9:.2f}"
+                            print(f"{tier_name:5} {ctx:7d} {conc:4d} {bw:>13} {f'{sp1:.0%}/{sp4:.0%}':>11} "
+                                  f"{cal.fixed_s * 1000:5.1f} {cal.tpot_s * 1000:4.2f} "
+                                  f"{f'{cal.front_s * 1000:.1f}+{cal.slot_s * 1000:.1f}':>10} "
+                                  f"{pred.ttft_s * 1000:9.1f} {measured:8.1f} {err:+7.1%} {fio_txt}  "
+                                  f"{pred.bottleneck:14} {os.getloadavg()[0]:.2f}", flush=True)
+                    finally:
+                        probe.close()
+                        if probe_dir is not None:
+                            shutil.rmtree(probe_dir, ignore_errors=True)
             finally:
                 proc.terminate()
                 proc.wait(timeout=30)
-                if kv_dir is not None and probe is not None:
+                if kv_dir is not None:
                     shutil.rmtree(kv_dir, ignore_errors=True)
-                    shutil.rmtree(probe, ignore_errors=True)
         print()
         for label, names in (("file + cpu tiers", [t for t, _, head in tiers if head]),
                              ("disk tier (shared VM disk)", [t for t, _, head in tiers if not head])):
             errs = [e for n in names for e in errors.get(n, [])]
             if errs:
                 within = sum(1 for e in errs if abs(e) <= TARGET)
+                sps = [x for n in names for x in spreads.get(n, [])]
                 print(f"{label}: {within} of {len(errs)} points within {TARGET:.0%}; worst error "
-                      f"{max(map(abs, errs)):.1%}; mean |error| {sum(map(abs, errs)) / len(errs):.1%}")
+                      f"{max(map(abs, errs)):.1%}; mean |error| {sum(map(abs, errs)) / len(errs):.1%}; "
+                      f"probe spread before/after up to {max(sps):.0%}")
         if fio_errors:
             print(f"disk points predicted from the fio figures instead: mean |error| "
                   f"{sum(map(abs, fio_errors)) / len(fio_errors):.1%}")
+        print(f"load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     finally:
         shutil.rmtree(work, ignore_errors=True)
         shutil.rmtree(shm, ignore_errors=True)

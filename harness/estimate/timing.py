@@ -107,14 +107,17 @@ class Workload:
 @dataclass(frozen=True)
 class Engine:
     """The serving side: compute, batch slots, decode rate, fixed per-request overhead (s), and the
-    per-request work of a single-threaded front end (s: request parsing, tokenization, prefix
-    hashing), which requests take turns at."""
+    per-request work of a single-threaded front end, which requests take turns at: ``frontend_s``
+    before the request gets a batch slot (request parsing, tokenization) and ``slot_s`` once it
+    holds one (the prefix lookup: hashing the prompt's chunks, as the emulator does after taking
+    its slot and vLLM's scheduler does when it schedules the request)."""
 
     compute: Compute
     max_batch: int
     decode_tokens_per_s: float
     fixed_s: float = 0.0
     frontend_s: float = 0.0
+    slot_s: float = 0.0
 
     def decode_seconds(self, output_tokens: int) -> float:
         # the first token ends the prefill; the others follow at the decode rate
@@ -149,12 +152,13 @@ def predict_point(geom: ModelGeometry, engine: Engine, work: Workload, tier: Opt
     compute_miss = engine.compute.seconds(geom, work.input_tokens)
     restore_s = hit * restore_hit
     compute_s = hit * compute_hit + (1 - hit) * compute_miss
-    alone = engine.fixed_s + engine.frontend_s + restore_s + compute_s
+    alone = engine.fixed_s + engine.frontend_s + engine.slot_s + restore_s + compute_s
     decode = engine.decode_seconds(work.output_tokens)
     cycle0 = alone + decode
-    # a request holds its batch slot from its prefill (restore + compute) to its last token; the
-    # fixed overhead (HTTP, client) and the front end's work happen outside the slot
-    in_slot = restore_s + compute_s + decode
+    # a request holds its batch slot from its prefix lookup (slot_s) and prefill (restore +
+    # compute) to its last token; the fixed overhead (HTTP, client) and the front end's parsing
+    # and tokenizing happen before it gets one
+    in_slot = engine.slot_s + restore_s + compute_s + decode
     demands: dict[str, float] = {"clients": cycle0 / concurrency, "batch slots": in_slot / engine.max_batch}
     if tier is not None and restored_bytes:
         demands["tier bandwidth"] = hit * restored_bytes / tier.read_bw
@@ -162,8 +166,8 @@ def predict_point(geom: ModelGeometry, engine: Engine, work: Workload, tier: Opt
             demands["tier readers"] = restore_s / tier.read_streams
     if engine.compute.shared:
         demands["compute"] = compute_s
-    if engine.frontend_s:
-        demands["front end"] = engine.frontend_s
+    if engine.frontend_s or engine.slot_s:
+        demands["front end"] = engine.frontend_s + engine.slot_s
     bottleneck = max(demands, key=lambda k: demands[k])
     x = 1.0 / demands[bottleneck]
     request_s = concurrency / x

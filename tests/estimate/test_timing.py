@@ -138,3 +138,27 @@ def test_single_threaded_front_end_is_a_shared_resource() -> None:
     p = predict_point(G, e, w, None, 8)  # eight requests take turns at 0.1 s of front-end work
     assert p.bottleneck == "front end"
     assert p.ttft_s == pytest.approx(0.8)
+
+
+def test_lookup_work_is_held_inside_the_batch_slot() -> None:
+    """The prefix lookup (hashing the prompt's chunks) runs after the request took its slot, so
+    beyond the batch it lengthens every request ahead in the queue; parsing and tokenizing run
+    before. 4 clients, 2 slots, 1 s prefill + 1 s decode: 0.5 s of lookup in the slot makes the
+    slot time 2.5 s and the TTFT 4 / 2 x 2.5 - 1 = 4 s; the same 0.5 s before the slot leaves the
+    slots' 2 s and gives 3 s (the test above). Alone, both are 1.5 s. The single-threaded front end
+    counts both."""
+    w = Workload(input_tokens=1000, output_tokens=11)
+    compute = Compute(tokens_per_s=1000.0, shared=False)
+    inside = Engine(compute, max_batch=2, decode_tokens_per_s=10.0, slot_s=0.5)
+    before = Engine(compute, max_batch=2, decode_tokens_per_s=10.0, frontend_s=0.5)
+    assert predict_point(G, inside, w, None, 1).ttft_s == pytest.approx(1.5)
+    assert predict_point(G, before, w, None, 1).ttft_s == pytest.approx(1.5)
+    p = predict_point(G, inside, w, None, 4)
+    assert p.bottleneck == "batch slots"
+    assert p.ttft_s == pytest.approx(4.0)
+    assert predict_point(G, before, w, None, 4).ttft_s == pytest.approx(3.0)
+    busy = Engine(Compute(tokens_per_s=1e9, shared=False), max_batch=64, decode_tokens_per_s=10.0,
+                  frontend_s=0.06, slot_s=0.04)
+    q = predict_point(G, busy, Workload(input_tokens=1000, output_tokens=1), None, 8)
+    assert q.bottleneck == "front end"
+    assert q.ttft_s == pytest.approx(8 * (0.06 + 0.04))
