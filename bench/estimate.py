@@ -2,16 +2,25 @@
 
 The emulator's compute is known (prefill and decode rates per request, a bounded batch, 4 reader
 threads) and its storage is real, so the estimator's prediction can be checked point by point:
-3 context lengths x 2 tiers (LMCache disk tier on this machine's disk, the CPU tier) x 2
-concurrencies (below and above the batch). The disk tier is described to the estimator by a
-probe of the emulator's own read path before each point (its chunk files, direct I/O, 8 reads in
-flight as its I/O pool keeps them: one request alone, and 4 requests at once), and for comparison
-by fio figures (chunk-sized direct reads, 1 and 4 jobs). Each
-point: a populate run (warm-up list, every document once), a pause for the write-behind, then a
-measured run with the engine's prefix cache off (every context comes back from the tier).
+3 context lengths x the tiers (LMCache's disk-tier code on tmpfs, the CPU tier; and, reported
+apart, the disk tier on this machine's disk) x 2 concurrencies (below and above the batch). Each
+point: a populate run (every document once), a pause for the write-behind, then a measured run
+with the engine's prefix cache off (every context comes back from the tier).
 
-Prints each point with its error and the worst error against the 20% target; exit 0 either way
-(a benchmark reports, it does not gate). Run: ``make bench-estimate``.
+Every input of a point's prediction is probed just before AND just after the point, and the two
+averaged, so a machine whose speed drifts (a shared disk, other engineers' tests on the CPUs) moves
+the prediction with the measurement; the spread between the two probes is printed beside the error
+so a reader can tell model error from noise. The probes, never the point itself:
+* the tier: the emulator's own restore path (``KVStore``'s reader threads, chunk I/O pool, direct
+  reads and CRC, or the CPU tier's wait) on chunks of the point's size, one request alone and 4 at
+  once (``RestoreProbe``); fio figures are printed for the disk tier for comparison;
+* the per-request overhead and TPOT: 1-token requests at the point's concurrency up to the batch;
+* the front end: the emulator's own parse/tokenize (before the slot) and chunk hashing and
+  first-token work (inside it), timed in-process.
+
+Prints each point with its error, the probes' spread and the load average, and the count within
+the 20% target; exit 0 either way (a benchmark reports, it does not gate). Run:
+``make bench-estimate``.
 """
 
 from __future__ import annotations
