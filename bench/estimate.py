@@ -126,11 +126,18 @@ class RestoreProbe:
 
         return self.loop.run_until_complete(go())
 
-    def bandwidths(self, reps: int = 3) -> tuple[float, float]:
-        """(one request alone, ``SIM_READERS`` requests at once) in B/s: the median of ``reps``
-        rounds each (a round is well under a second, and a busy shared machine swings it)."""
-        one = sorted(self.round(1) for _ in range(reps))[reps // 2]
-        agg = sorted(self.round(SIM_READERS) for _ in range(reps))[reps // 2]
+    def bandwidths(self, min_rounds: int = 5, min_s: float = 0.4) -> tuple[float, float]:
+        """(one request alone, ``SIM_READERS`` requests at once) in B/s: the median of at least
+        ``min_rounds`` rounds each, and of as many as ``min_s`` seconds take (a 2,048-token round
+        is tens of ms, and a busy shared machine swings one by 2x)."""
+        def median_round(requests: int) -> float:
+            times: list[float] = []
+            while len(times) < min_rounds or sum(times) < min_s:
+                times.append(self.round(requests))
+            return sorted(times)[len(times) // 2]
+
+        one = median_round(1)
+        agg = median_round(SIM_READERS)
         return self.nbytes / one, SIM_READERS * self.nbytes / agg
 
     def close(self) -> None:
