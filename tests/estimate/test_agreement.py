@@ -110,3 +110,24 @@ def test_prediction_never_depends_on_the_measurement_it_is_compared_with() -> No
                                   {"candidate": {"2": {"ttft_p50_ms": measured_ms}}})
         preds.append(block["rows"][0]["predicted_ttft_p50_ms"])
     assert preds[0] == preds[1] == preds[2]
+
+
+def test_slower_than_the_tier_names_the_bandwidth_below_fio() -> None:
+    # 5x slower than predicted, and nowhere near the recompute arm's prediction (50 s): the tier
+    # delivered less than its fio figure
+    est = _est(1.0)
+    est["arms"]["recompute"] = {"offload": False, "points": {"4": {"ttft_s": 50.0, "output_tokens_per_s": 1.0}}}
+    table = expected_vs_measured(est, {"candidate": {"4": {"ttft_p50_ms": 5000.0}}}, arms=["candidate"],
+                                 recompute_arm="recompute")
+    row = table["rows"][0]
+    assert "less than its fio bandwidth" in row["cause"]
+    [check] = _check({"estimate": agreement_measured(table)})
+    assert check.verdict is Verdict.FAIL
+
+
+def test_recompute_arm_far_off_names_the_compute_figures() -> None:
+    est = {"arms": {"recompute": {"offload": False, "points": {"4": {"ttft_s": 10.0, "output_tokens_per_s": 1.0}}}}}
+    slow = expected_vs_measured(est, {"recompute": {"4": {"ttft_p50_ms": 50_000.0}}})
+    assert "efficiency or peak figure is too high" in slow["rows"][0]["cause"]
+    fast = expected_vs_measured(est, {"recompute": {"4": {"ttft_p50_ms": 2_000.0}}})
+    assert "efficiency or peak figure is too low" in fast["rows"][0]["cause"]
