@@ -364,8 +364,9 @@ def main() -> int:
                 if kv_dir is not None:
                     shutil.rmtree(kv_dir, ignore_errors=True)
         print()
-        for label, names in (("file + cpu tiers", [t for t, _, head in tiers if head]),
-                             ("disk tier (shared VM disk)", [t for t, _, head in tiers if not head])):
+        groups = [(f"{n} tier", [n]) for n, _, _ in tiers]
+        groups += [("file + cpu tiers", [t for t, _, head in tiers if head]), ("all tiers", [t for t, _, _ in tiers])]
+        for label, names in groups:
             errs = [e for n in names for e in errors.get(n, [])]
             if errs:
                 within = sum(1 for e in errs if abs(e) <= TARGET)
