@@ -145,7 +145,7 @@ class RestoreProbe:
         self.loop.close()
 
 
-def frontend_seconds(ctx: int, reps: int = 7) -> tuple[float, float]:
+def frontend_seconds(ctx: int, reps: int = 21) -> tuple[float, float]:
     """The emulator's per-request work on its event loop for a prompt of ``ctx`` words, with the
     functions it runs (median of ``reps``): (parse the JSON body and tokenize, before the request
     takes a batch slot; after it took one and before its first token: hash the prompt's chunks for
