@@ -36,13 +36,21 @@ import sys
 import tempfile
 import time
 import urllib.request
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from harness.estimate import Compute, Engine, ModelGeometry, Tier, Workload, predict_point  # noqa: E402
+from harness.estimate import (  # noqa: E402
+    Compute,
+    Engine,
+    ModelGeometry,
+    PointPrediction,
+    Tier,
+    Workload,
+    predict_point,
+)
 from harness.sim.kvstore import CPU_COPY_BYTES_PER_S, KVStore, StoreSettings  # noqa: E402
 from harness.sim.lmcache_config import LMCacheConfig  # noqa: E402
 from harness.sim.metrics import SimMetrics  # noqa: E402
@@ -270,6 +278,14 @@ def mean_of(a: Calibration, b: Calibration) -> Calibration:
                        (a.tpot_s + b.tpot_s) / 2, (a.front_s + b.front_s) / 2, (a.slot_s + b.slot_s) / 2)
 
 
+def predict(cal: Calibration, tier_name: str, shape: Workload, conc: int) -> PointPrediction:
+    """The estimator's prediction of one point from its probes (``harness.estimate.predict_point``)."""
+    engine = Engine(Compute(tokens_per_s=PREFILL_TPS, shared=False), MAX_BATCH, 1 / cal.tpot_s,
+                    fixed_s=cal.fixed_s, frontend_s=cal.front_s, slot_s=cal.slot_s)
+    tier = Tier(tier_name, read_bw=cal.agg_bw, stream_bw=cal.one_bw, read_streams=SIM_READERS)
+    return predict_point(GEOM, engine, shape, tier, conc)
+
+
 def spread(a: float, b: float) -> float:
     """How far the probes before and after a point differ, relative to their mean."""
     return abs(a - b) / ((a + b) / 2)
@@ -303,10 +319,11 @@ def main() -> int:
               "the before and after probes differ), 1-token requests at the point's concurrency up to the batch "
               "('fixed' per-request overhead, 'tpot'), and the emulator's front-end work for that prompt "
               "('front+slot': parse and tokenize / chunk hashing, timed in-process); 'fio pred.' uses fio "
-              "instead of the restore probe\n")
+              "instead of the restore probe; 'from b../a..': the prediction from the probes before only and "
+              "after only (what the machine's drift alone does to it)\n")
         print(f"{'tier':5} {'context':>7} {'conc':>4} {'tier GB/s 1/4':>13} {'spread 1/4':>11} {'fixed':>5} "
-              f"{'tpot':>4} {'front+slot':>10} {'predicted':>9} {'measured':>8} {'error':>7} {'fio pred.':>9} "
-              f"{'error':>7}  bottleneck     load")
+              f"{'tpot':>4} {'front+slot':>10} {'predicted':>9} {'from b../a..':>11} {'measured':>8} {'error':>7} "
+              f"{'fio pred.':>9} {'error':>7}  bottleneck     load")
         errors: dict[str, list[float]] = {}
         spreads: dict[str, list[float]] = {}
         fio_errors: list[float] = []
@@ -332,27 +349,26 @@ def main() -> int:
                             cal = mean_of(before, after)
                             sp1, sp4 = spread(before.one_bw, after.one_bw), spread(before.agg_bw, after.agg_bw)
                             spreads.setdefault(tier_name, []).append(max(sp1, sp4))
-                            engine = Engine(Compute(tokens_per_s=PREFILL_TPS, shared=False), MAX_BATCH,
-                                            1 / cal.tpot_s, fixed_s=cal.fixed_s, frontend_s=cal.front_s,
-                                            slot_s=cal.slot_s)
-                            tier = Tier(tier_name, read_bw=cal.agg_bw, stream_bw=cal.one_bw,
-                                        read_streams=SIM_READERS)
                             shape = Workload(ctx + QUERY_LEN, OUTPUT_LEN, CHUNK)
-                            pred = predict_point(GEOM, engine, shape, tier, conc)
+                            pred = predict(cal, tier_name, shape, conc)
+                            # the same model on the probes before only and after only: how far the
+                            # machine's drift alone moves the prediction
+                            pb, pa = (predict(c, tier_name, shape, conc).ttft_s * 1000 for c in (before, after))
                             measured = float(s["median_ttft_ms"])
                             err = pred.ttft_s * 1000 / measured - 1
                             errors.setdefault(tier_name, []).append(err)
                             fio_txt = f"{'-':>9} {'-':>7}"
                             if tier_name == "disk":
-                                fio_tier = Tier("disk", read_bw=fio_all, stream_bw=fio_one, read_streams=SIM_READERS)
-                                fp = predict_point(GEOM, engine, shape, fio_tier, conc).ttft_s * 1000
+                                fio_cal = replace(cal, one_bw=fio_one, agg_bw=fio_all)
+                                fp = predict(fio_cal, tier_name, shape, conc).ttft_s * 1000
                                 fio_errors.append(fp / measured - 1)
                                 fio_txt = f"{fp:9.1f} {fp / measured - 1:+7.1%}"
                             bw = f"{cal.one_bw / 1e9:.2f}/{cal.agg_bw / 1e9:.2f}"
                             print(f"{tier_name:5} {ctx:7d} {conc:4d} {bw:>13} {f'{sp1:.0%}/{sp4:.0%}':>11} "
                                   f"{cal.fixed_s * 1000:5.1f} {cal.tpot_s * 1000:4.2f} "
                                   f"{f'{cal.front_s * 1000:.1f}+{cal.slot_s * 1000:.1f}':>10} "
-                                  f"{pred.ttft_s * 1000:9.1f} {measured:8.1f} {err:+7.1%} {fio_txt}  "
+                                  f"{pred.ttft_s * 1000:9.1f} {f'{min(pb, pa):.0f}..{max(pb, pa):.0f}':>11} "
+                                  f"{measured:8.1f} {err:+7.1%} {fio_txt}  "
                                   f"{pred.bottleneck:14} {os.getloadavg()[0]:.2f}", flush=True)
                     finally:
                         probe.close()
