@@ -29,7 +29,9 @@ import asyncio
 import hashlib
 import json
 import os
+import resource
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -73,6 +75,13 @@ DOCS = 8
 # ramp (and the drain at the end) from deciding the p50 the model predicts for the steady state
 QUERIES = 96
 SIM_READERS = 4
+# Steps of a request's path in its batch slot that wait for the emulator's one event loop, counted
+# in harness/sim (server._generate, kvstore.prefill, server._emit): before the first token, the
+# slot grant (a semaphore wake-up), the restore's hand-back from its reader thread, the end of the
+# emulated prefill (a timer); after it, the last token's timer (earlier late tokens are made up by
+# the schedule, t0 + k / rate).
+LOOP_WAITS_FIRST = 3
+LOOP_WAITS_LAST = 1
 TARGET = 0.20
 
 
@@ -91,6 +100,41 @@ def fio_read_bw(directory: Path, jobs: int, size_mb: int = 512) -> float:
         check=True, capture_output=True, text=True, timeout=120).stdout
     data = json.loads(out[out.index("{"):])
     return float(data["jobs"][0]["read"]["bw_bytes"])
+
+
+def _cpu_seconds() -> float:
+    """CPU time (user + system) of this process, every thread."""
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return ru.ru_utime + ru.ru_stime
+
+
+def _proc_cpu_seconds(pid: int) -> float:
+    """CPU time (user + system) of process ``pid`` so far, from /proc (Linux)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def cores_available(seconds: float = 0.3) -> float:
+    """How many of this machine's cores a CPU-bound job gets now: one thread per core computing
+    CRCs (zlib releases the GIL) for ``seconds``, CPU time over wall time. Other engineers' tests
+    share this machine; what they leave is what the emulator's reads, event loop and client share."""
+    import threading
+    import zlib
+
+    buf = bytes(1 << 20)
+    stop = time.perf_counter() + seconds
+
+    def spin() -> None:
+        while time.perf_counter() < stop:
+            zlib.crc32(buf)
+
+    threads = [threading.Thread(target=spin) for _ in range(os.cpu_count() or 1)]
+    cpu0, t0 = _cpu_seconds(), time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return max(0.1, (_cpu_seconds() - cpu0) / (time.perf_counter() - t0))
 
 
 class RestoreProbe:
@@ -134,31 +178,35 @@ class RestoreProbe:
 
         return self.loop.run_until_complete(go())
 
-    def bandwidths(self, min_rounds: int = 5, min_s: float = 0.4) -> tuple[float, float]:
+    def bandwidths(self, min_rounds: int = 5, min_s: float = 0.4) -> tuple[float, float, float]:
         """(one request alone, ``SIM_READERS`` requests at once) in B/s: the median of at least
         ``min_rounds`` rounds each, and of as many as ``min_s`` seconds take (a 2,048-token round
-        is tens of ms, and a busy shared machine swings one by 2x)."""
-        def median_round(requests: int) -> float:
+        is tens of ms, and a busy shared machine swings one by 2x); and the CPU seconds one
+        request's restore costs (this process's CPU time over the rounds of 4 at once, per
+        request: copies, CRCs, system calls of the read path)."""
+        def median_round(requests: int) -> tuple[float, float, int]:
             times: list[float] = []
+            cpu0 = _cpu_seconds()
             while len(times) < min_rounds or sum(times) < min_s:
                 times.append(self.round(requests))
-            return sorted(times)[len(times) // 2]
+            return sorted(times)[len(times) // 2], _cpu_seconds() - cpu0, len(times) * requests
 
-        one = median_round(1)
-        agg = median_round(SIM_READERS)
-        return self.nbytes / one, SIM_READERS * self.nbytes / agg
+        one, _, _ = median_round(1)
+        agg, cpu, restores = median_round(SIM_READERS)
+        return self.nbytes / one, SIM_READERS * self.nbytes / agg, cpu / restores
 
     def close(self) -> None:
         self.store.close()
         self.loop.close()
 
 
-def frontend_seconds(ctx: int, reps: int = 21) -> tuple[float, float]:
+def frontend_seconds(ctx: int, reps: int = 21) -> tuple[float, float, float]:
     """The emulator's per-request work on its event loop for a prompt of ``ctx`` words, with the
     functions it runs (median of ``reps``): (parse the JSON body and tokenize, before the request
     takes a batch slot; after it took one and before its first token: hash the prompt's chunks for
     the prefix lookup, and derive its greedy output from the prompt, the emulator's stand-in for
-    sampling the first token)."""
+    sampling the first token); and the load client's work for that prompt (build its words, as
+    its lazy long prompts are built when sent, and encode the JSON body)."""
     import random
 
     from harness.load.workloads import words
@@ -166,8 +214,12 @@ def frontend_seconds(ctx: int, reps: int = 21) -> tuple[float, float]:
 
     prompt = words(random.Random(ctx), ctx + QUERY_LEN)
     body = json.dumps({"model": "bench/model", "prompt": prompt, "max_tokens": OUTPUT_LEN, "stream": True})
-    front, slot = [], []
-    for _ in range(reps):
+    front, slot, client = [], [], []
+    for i in range(reps):
+        start = time.perf_counter()
+        json.dumps({"model": "bench/model", "prompt": words(random.Random(i), ctx + QUERY_LEN),
+                    "max_tokens": OUTPUT_LEN, "stream": True})
+        client.append(time.perf_counter() - start)
         start = time.perf_counter()
         ids = tokenize(json.loads(body)["prompt"])
         mid = time.perf_counter()
@@ -175,7 +227,7 @@ def frontend_seconds(ctx: int, reps: int = 21) -> tuple[float, float]:
         output_tokens(ids, [], OUTPUT_LEN)
         front.append(mid - start)
         slot.append(time.perf_counter() - mid)
-    return sorted(front)[reps // 2], sorted(slot)[reps // 2]
+    return sorted(front)[reps // 2], sorted(slot)[reps // 2], sorted(client)[reps // 2]
 
 
 def wait_ready(port: int, proc: subprocess.Popen[bytes]) -> None:
@@ -229,21 +281,24 @@ def load(port: int, out: Path, ctx: int, conc: int, *, populate: bool) -> dict[s
     return dict(json.loads((out / "summary.json").read_text()))
 
 
-def fixed_probe(port: int, out: Path, conc: int) -> tuple[float, float]:
+def fixed_probe(proc: subprocess.Popen[bytes], port: int, out: Path, conc: int) -> tuple[float, float, float]:
     """1-token prompts (no KV to restore, 0.05 ms of emulated prefill) at ``conc`` clients: their
     TTFT p50 is the per-request overhead of HTTP, the event loop and the client while ``conc``
     requests are in flight, their TPOT the real per-token decode time with as many streams
     decoding (one event loop writes them all: more streams, later wake-ups). Probe at the point's
     concurrency up to the batch (beyond it the extra requests wait in the queue, which the model
-    predicts). Neither comes from the points the prediction is compared with."""
+    predicts). Also the emulator's CPU seconds per such request (HTTP, its loop, the decode's
+    writes), from /proc. Neither comes from the points the prediction is compared with."""
+    cpu0 = _proc_cpu_seconds(proc.pid)
     s = load_random(port, out, min(conc, MAX_BATCH))
-    return float(s["median_ttft_ms"]) / 1000 - 1 / PREFILL_TPS, float(s["median_tpot_ms"]) / 1000
+    cpu = (_proc_cpu_seconds(proc.pid) - cpu0) / int(s["completed"])
+    return float(s["median_ttft_ms"]) / 1000 - 1 / PREFILL_TPS, float(s["median_tpot_ms"]) / 1000, cpu
 
 
 def load_random(port: int, out: Path, conc: int) -> dict[str, float]:
     shutil.rmtree(out, ignore_errors=True)
     args = KVGATE + ["load", "run", "--endpoint", f"http://127.0.0.1:{port}", "--model", "bench/model",
-                     "--workload", "random", "--input-len", "1", "--num-requests", str(8 * conc),
+                     "--workload", "random", "--input-len", "1", "--num-requests", str(16 * conc),
                      "--output-len", str(OUTPUT_LEN), "--concurrency", str(conc), "--out", str(out), "-q"]
     subprocess.run(args, cwd=ROOT, check=True, timeout=300, stdout=subprocess.DEVNULL)  # noqa: S603
     return dict(json.loads((out / "summary.json").read_text()))
@@ -259,29 +314,48 @@ class Calibration:
     tpot_s: float
     front_s: float
     slot_s: float
+    restore_cpu_s: float  # CPU seconds of one request's restore
+    emulator_cpu_s: float  # CPU seconds of the emulator per 1-token request
+    client_s: float  # the load client's build and encode of one prompt
+    cores: float  # cores a CPU-bound job gets now
+
+    @property
+    def host_cpu_s(self) -> float:
+        """CPU seconds one request of the point costs this machine's shared cores: its restore's
+        read path, the emulator's per-request work and its front-end work for this prompt, and the
+        client's build of it (the client's per-stream work is left out: not measured)."""
+        return self.restore_cpu_s + self.emulator_cpu_s + self.front_s + self.slot_s + self.client_s
 
 
-def calibrate(port: int, out: Path, probe: RestoreProbe, ctx: int, conc: int) -> Calibration:
-    one, agg = probe.bandwidths()
-    fixed, tpot = fixed_probe(port, out, conc)
-    front, slot = frontend_seconds(ctx)
-    return Calibration(one, agg, fixed, tpot, front, slot)
+def calibrate(proc: subprocess.Popen[bytes], port: int, out: Path, probe: RestoreProbe, ctx: int,
+              conc: int) -> Calibration:
+    one, agg, restore_cpu = probe.bandwidths()
+    fixed, tpot, emu_cpu = fixed_probe(proc, port, out, conc)
+    front, slot, client = frontend_seconds(ctx)
+    return Calibration(one, agg, fixed, tpot, front, slot, restore_cpu, emu_cpu, client, cores_available())
 
 
 def mean_of(a: Calibration, b: Calibration) -> Calibration:
     """The probes before and after a point, averaged: bandwidths as the harmonic mean (the mean of
-    the restore times they imply), the times as the arithmetic mean."""
+    the restore times they imply), the rest as the arithmetic mean."""
     def hm(x: float, y: float) -> float:
         return 2 / (1 / x + 1 / y)
 
-    return Calibration(hm(a.one_bw, b.one_bw), hm(a.agg_bw, b.agg_bw), (a.fixed_s + b.fixed_s) / 2,
-                       (a.tpot_s + b.tpot_s) / 2, (a.front_s + b.front_s) / 2, (a.slot_s + b.slot_s) / 2)
+    def am(x: float, y: float) -> float:
+        return (x + y) / 2
+
+    return Calibration(hm(a.one_bw, b.one_bw), hm(a.agg_bw, b.agg_bw), am(a.fixed_s, b.fixed_s),
+                       am(a.tpot_s, b.tpot_s), am(a.front_s, b.front_s), am(a.slot_s, b.slot_s),
+                       am(a.restore_cpu_s, b.restore_cpu_s), am(a.emulator_cpu_s, b.emulator_cpu_s),
+                       am(a.client_s, b.client_s), am(a.cores, b.cores))
 
 
 def predict(cal: Calibration, tier_name: str, shape: Workload, conc: int) -> PointPrediction:
     """The estimator's prediction of one point from its probes (``harness.estimate.predict_point``)."""
     engine = Engine(Compute(tokens_per_s=PREFILL_TPS, shared=False), MAX_BATCH, 1 / cal.tpot_s,
-                    fixed_s=cal.fixed_s, frontend_s=cal.front_s, slot_s=cal.slot_s)
+                    fixed_s=cal.fixed_s, frontend_s=cal.front_s, slot_s=cal.slot_s,
+                    host_cpu_s=cal.host_cpu_s, host_cores=cal.cores, loop_other_s=cal.emulator_cpu_s,
+                    loop_waits_first=LOOP_WAITS_FIRST, loop_waits_last=LOOP_WAITS_LAST)
     tier = Tier(tier_name, read_bw=cal.agg_bw, stream_bw=cal.one_bw, read_streams=SIM_READERS)
     return predict_point(GEOM, engine, shape, tier, conc)
 
@@ -292,6 +366,8 @@ def spread(a: float, b: float) -> float:
 
 
 def main() -> int:
+    # a stopped bench still stops its emulator and removes its directories (the finally below)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     disk_base = Path(os.environ.get("KVGATE_BENCH_DIR", "/var/tmp"))
     shm_base = Path(os.environ.get("KVGATE_BENCH_SHM", "/dev/shm"))
     work = Path(tempfile.mkdtemp(prefix="kvgate-bench-estimate-", dir=disk_base))
@@ -318,11 +394,14 @@ def main() -> int:
               "own restore path in this process ('tier GB/s': one request alone / 4 at once; 'spread': how far "
               "the before and after probes differ), 1-token requests at the point's concurrency up to the batch "
               "('fixed' per-request overhead, 'tpot'), and the emulator's front-end work for that prompt "
-              "('front+slot': parse and tokenize / chunk hashing, timed in-process); 'fio pred.' uses fio "
+              "('front+slot': parse and tokenize / chunk hashing, timed in-process), the CPU seconds one request "
+              "costs the machine's shared cores and how many cores a CPU-bound job gets now ('host ms/cores': "
+              "the restore's read path, the emulator's and the client's work); 'fio pred.' uses fio "
               "instead of the restore probe; 'from b../a..': the prediction from the probes before only and "
               "after only (what the machine's drift alone does to it)\n")
         print(f"{'tier':5} {'context':>7} {'conc':>4} {'tier GB/s 1/4':>13} {'spread 1/4':>11} {'fixed':>5} "
-              f"{'tpot':>4} {'front+slot':>10} {'predicted':>9} {'from b../a..':>11} {'measured':>8} {'error':>7} "
+              f"{'tpot':>4} {'front+slot':>10} {'host ms/cores':>13} {'predicted':>9} {'from b../a..':>11} "
+              f"{'measured':>8} {'error':>7} "
               f"{'fio pred.':>9} {'error':>7}  bottleneck     load")
         errors: dict[str, list[float]] = {}
         spreads: dict[str, list[float]] = {}
@@ -343,9 +422,9 @@ def main() -> int:
                             tag = f"{tier_name}-{ctx}-{conc}"
                             load(port, work / f"pop-{tag}", ctx, conc, populate=True)
                             time.sleep(1.0 + ctx * DOCS * GEOM.bytes_per_token / 1e9)  # write-behind drains
-                            before = calibrate(port, work / f"fixed-{tag}-a", probe, ctx, conc)
+                            before = calibrate(proc, port, work / f"fixed-{tag}-a", probe, ctx, conc)
                             s = load(port, work / f"run-{tag}", ctx, conc, populate=False)
-                            after = calibrate(port, work / f"fixed-{tag}-b", probe, ctx, conc)
+                            after = calibrate(proc, port, work / f"fixed-{tag}-b", probe, ctx, conc)
                             cal = mean_of(before, after)
                             sp1, sp4 = spread(before.one_bw, after.one_bw), spread(before.agg_bw, after.agg_bw)
                             spreads.setdefault(tier_name, []).append(max(sp1, sp4))
@@ -367,6 +446,7 @@ def main() -> int:
                             print(f"{tier_name:5} {ctx:7d} {conc:4d} {bw:>13} {f'{sp1:.0%}/{sp4:.0%}':>11} "
                                   f"{cal.fixed_s * 1000:5.1f} {cal.tpot_s * 1000:4.2f} "
                                   f"{f'{cal.front_s * 1000:.1f}+{cal.slot_s * 1000:.1f}':>10} "
+                                  f"{f'{cal.host_cpu_s * 1000:.1f}/{cal.cores:.1f}':>13} "
                                   f"{pred.ttft_s * 1000:9.1f} {f'{min(pb, pa):.0f}..{max(pb, pa):.0f}':>11} "
                                   f"{measured:8.1f} {err:+7.1%} {fio_txt}  "
                                   f"{pred.bottleneck:14} {os.getloadavg()[0]:.2f}", flush=True)

@@ -15,7 +15,8 @@ Rules (derived in ``docs/estimator.md``):
   to its last token; the fixed overhead and the front end's work are spent outside it),
   the tier (restored bytes / bandwidth), the readers (restore time / read streams) and, when the
   accelerator is shared, the prefill compute, and a single-threaded front end (parsing,
-  tokenizing, hashing the prompt). By the response time law the request time is
+  tokenizing, hashing the prompt), and the host's cores when given (``Engine.host_cpu_s``). By the
+  response time law the request time is
   c / X(c), so TTFT(c) = c / X(c) - decode time. This is exact at both ends (c = 1 and deep
   saturation) and optimistic near the knee; p50 equals the mean for equal requests.
 * break-even bandwidth: the read bandwidth at which restoring a prefix takes as long as
@@ -110,7 +111,14 @@ class Engine:
     per-request work of a single-threaded front end, which requests take turns at: ``frontend_s``
     before the request gets a batch slot (request parsing, tokenization) and ``slot_s`` once it
     holds one (the prefix lookup: hashing the prompt's chunks, as the emulator does after taking
-    its slot and vLLM's scheduler does when it schedules the request)."""
+    its slot and vLLM's scheduler does when it schedules the request).
+
+    ``host_cpu_s``: CPU seconds one request costs the host's cores, shared by every request: the
+    tier's read path where it runs on the CPU (copies, checksums), the engine's own per-request
+    work and a load client on the same host; ``host_cores``: the cores they share. 0 (the default)
+    leaves the host out: a real engine's tier reads are DMA, its host work small next to them. The
+    emulator on a small machine is another matter: its tmpfs "disk" is memory copies and CRCs on
+    the very cores that run its event loop and the load client."""
 
     compute: Compute
     max_batch: int
@@ -118,6 +126,38 @@ class Engine:
     fixed_s: float = 0.0
     frontend_s: float = 0.0
     slot_s: float = 0.0
+    host_cpu_s: float = 0.0
+    host_cores: float = 1.0
+    # The front end's thread is one queue: ``loop_other_s`` is the rest of a request's work on it
+    # (HTTP, writing its tokens), spread over the request's life; ``loop_waits_first`` and
+    # ``loop_waits_last`` count the steps of a request's path in its slot that wait for that thread
+    # (before its first token: e.g. the slot grant, the restore's hand-back, the end of the prefill;
+    # after it: the last token). 0 (the default): no queueing at the thread is modelled.
+    loop_other_s: float = 0.0
+    loop_waits_first: int = 0
+    loop_waits_last: int = 0
+
+    def __post_init__(self) -> None:
+        if self.host_cores <= 0:
+            raise ValueError(f"host_cores must be > 0, got {self.host_cores}")
+        if min(self.loop_other_s, self.loop_waits_first, self.loop_waits_last) < 0:
+            raise ValueError("loop_other_s and the loop waits must be >= 0")
+
+    @property
+    def loop_s(self) -> float:
+        """All of a request's work on the front end's single thread."""
+        return self.frontend_s + self.slot_s + self.loop_other_s
+
+    def loop_wait(self, requests_per_s: float) -> float:
+        """Mean wait of one step for the front end's thread at a throughput (M/G/1: utilisation
+        rho = X x loop_s, wait = rho / (1 - rho) x the mean residual of the work in progress; the
+        parse and the lookup are the long pieces, the rest is many short ones). 0 when no waits
+        are modelled."""
+        if not (self.loop_waits_first or self.loop_waits_last) or self.loop_s <= 0:
+            return 0.0
+        rho = min(0.95, requests_per_s * self.loop_s)
+        residual = (self.frontend_s ** 2 + self.slot_s ** 2) / (2 * self.loop_s)
+        return rho / (1 - rho) * residual
 
     def decode_seconds(self, output_tokens: int) -> float:
         # the first token ends the prefill; the others follow at the decode rate
@@ -152,24 +192,48 @@ def predict_point(geom: ModelGeometry, engine: Engine, work: Workload, tier: Opt
     compute_miss = engine.compute.seconds(geom, work.input_tokens)
     restore_s = hit * restore_hit
     compute_s = hit * compute_hit + (1 - hit) * compute_miss
-    alone = engine.fixed_s + engine.frontend_s + engine.slot_s + restore_s + compute_s
-    decode = engine.decode_seconds(work.output_tokens)
-    cycle0 = alone + decode
+    alone0 = engine.fixed_s + engine.frontend_s + engine.slot_s + restore_s + compute_s
+    decode0 = engine.decode_seconds(work.output_tokens)
     # a request holds its batch slot from its prefix lookup (slot_s) and prefill (restore +
     # compute) to its last token; the fixed overhead (HTTP, client) and the front end's parsing
     # and tokenizing happen before it gets one
-    in_slot = engine.slot_s + restore_s + compute_s + decode
-    demands: dict[str, float] = {"clients": cycle0 / concurrency, "batch slots": in_slot / engine.max_batch}
-    if tier is not None and restored_bytes:
-        demands["tier bandwidth"] = hit * restored_bytes / tier.read_bw
-        if tier.read_streams:
-            demands["tier readers"] = restore_s / tier.read_streams
-    if engine.compute.shared:
-        demands["compute"] = compute_s
-    if engine.frontend_s or engine.slot_s:
-        demands["front end"] = engine.frontend_s + engine.slot_s
-    bottleneck = max(demands, key=lambda k: demands[k])
-    x = 1.0 / demands[bottleneck]
+    in_slot0 = engine.slot_s + restore_s + compute_s + decode0
+
+    def bound(x: float) -> tuple[float, str, float, float]:
+        """(throughput bound, bottleneck, TTFT alone, decode) when the front end's thread serves
+        ``x`` requests/s (its waits lengthen each request's path; none when not modelled)."""
+        w = engine.loop_wait(x)
+        alone = alone0 + w * (1 + engine.loop_waits_first) if w else alone0  # the arrival waits too
+        decode = decode0 + w * engine.loop_waits_last
+        in_slot = in_slot0 + w * (engine.loop_waits_first + engine.loop_waits_last)
+        demands: dict[str, float] = {"clients": (alone + decode) / concurrency,
+                                     "batch slots": in_slot / engine.max_batch}
+        if tier is not None and restored_bytes:
+            demands["tier bandwidth"] = hit * restored_bytes / tier.read_bw
+            if tier.read_streams:
+                demands["tier readers"] = restore_s / tier.read_streams
+        if engine.compute.shared:
+            demands["compute"] = compute_s
+        if engine.loop_s:
+            demands["front end"] = engine.loop_s
+        if engine.host_cpu_s:
+            demands["host CPU"] = engine.host_cpu_s / engine.host_cores
+        name = max(demands, key=lambda k: demands[k])
+        return 1.0 / demands[name], name, alone, decode
+
+    x, bottleneck, alone, decode = bound(0.0)
+    if engine.loop_wait(x):
+        # the throughput is the fixed point x = bound(x): the bound falls as x grows (more waits),
+        # so x - bound(x) rises; bisect it
+        lo, hi = 0.0, x
+        for _ in range(60):
+            mid = (lo + hi) / 2
+            if mid < bound(mid)[0]:
+                lo = mid
+            else:
+                hi = mid
+        x = lo
+        _, bottleneck, alone, decode = bound(x)
     request_s = concurrency / x
     ttft = max(alone, request_s - decode)
     return PointPrediction(concurrency, ttft, alone, restore_s, compute_s, request_s, x, x * work.output_tokens,

@@ -162,3 +162,62 @@ def test_lookup_work_is_held_inside_the_batch_slot() -> None:
     q = predict_point(G, busy, Workload(input_tokens=1000, output_tokens=1), None, 8)
     assert q.bottleneck == "front end"
     assert q.ttft_s == pytest.approx(8 * (0.06 + 0.04))
+
+
+def test_host_cores_shared_by_reads_engine_and_client() -> None:
+    """A tier whose reads run on the host's CPU (memory copies and CRCs) shares the cores with the
+    engine's and the client's per-request work: 8 clients, 0.3 s of tier time per request, and
+    0.8 CPU-s per request in all on 2 cores: the host's 0.4 s per request binds, 0.2 CPU-s (0.1 s)
+    does not. Left at 0 (a real engine's DMA reads), nothing changes."""
+    w = Workload(input_tokens=1024, output_tokens=1)
+    tier = Tier("d", read_bw=1024 * 1024 / 0.3)  # 0.3 s of tier time per request
+    base = _engine(batch=64)
+    plain = predict_point(G, base, w, tier, 8)
+    assert plain.bottleneck == "tier bandwidth" and plain.ttft_s == pytest.approx(8 * 0.3)
+    busy = Engine(base.compute, base.max_batch, base.decode_tokens_per_s, host_cpu_s=0.8, host_cores=2.0)
+    p = predict_point(G, busy, w, tier, 8)
+    assert p.bottleneck == "host CPU"
+    assert p.ttft_s == pytest.approx(8 * 0.8 / 2.0)
+    light = Engine(base.compute, base.max_batch, base.decode_tokens_per_s, host_cpu_s=0.2, host_cores=2.0)
+    assert predict_point(G, light, w, tier, 8).ttft_s == pytest.approx(plain.ttft_s)  # 0.1 s < 0.3 s
+    # even alone, a request is no faster than its own CPU work spread over the cores
+    assert predict_point(G, busy, w, tier, 1).ttft_s == pytest.approx(0.4)
+    assert predict_point(G, light, w, tier, 1).ttft_s == pytest.approx(predict_point(G, base, w, tier, 1).ttft_s)
+    with pytest.raises(ValueError):
+        Engine(base.compute, 1, 1.0, host_cores=0)
+
+
+def test_waits_for_a_busy_front_end_thread() -> None:
+    """The emulator runs every request's parse, lookup, HTTP and token writes on one event loop, and
+    each step of a request's path waits for it: at utilisation rho a step waits rho / (1 - rho) x
+    the mean residual of the work in progress. 1 client, 1 s of compute, 10 ms parse + 10 ms
+    lookup on the loop, 2 waits before the first token (plus the arrival's): the fixed point of
+    x = 1 / (1.02 + 3 w(x)), w = rho / (1 - rho) x 5 ms, rho = 0.02 x, solved here by iteration."""
+    w1 = Workload(input_tokens=1000, output_tokens=1)
+    compute = Compute(tokens_per_s=1000.0, shared=False)
+    e = Engine(compute, max_batch=64, decode_tokens_per_s=10.0, frontend_s=0.01, slot_s=0.01,
+               loop_waits_first=2)
+    x = 1.0
+    for _ in range(200):
+        rho = 0.02 * x
+        x = 1 / (1.02 + 3 * rho / (1 - rho) * 0.005)
+    p = predict_point(G, e, w1, None, 1)
+    assert p.requests_per_s == pytest.approx(x, rel=1e-6)
+    assert p.ttft_s == pytest.approx(1 / x, rel=1e-6)
+    # no waits modelled: the plain bounds
+    plain = Engine(compute, max_batch=64, decode_tokens_per_s=10.0, frontend_s=0.01, slot_s=0.01)
+    assert predict_point(G, plain, w1, None, 1).ttft_s == pytest.approx(1.02)
+    # beyond the batch the waits in the slot lengthen the queue: 8 clients, 2 slots, 50% busier loop
+    w = Workload(input_tokens=100, output_tokens=11)  # 0.1 s compute, 1 s decode
+    busy = Engine(compute, max_batch=2, decode_tokens_per_s=10.0, frontend_s=0.05, slot_s=0.05,
+                  loop_other_s=0.1, loop_waits_first=3, loop_waits_last=1)
+    q = predict_point(G, busy, w, None, 8)
+    rho = q.requests_per_s * 0.2
+    wait = rho / (1 - rho) * (0.05 ** 2 * 2) / (2 * 0.2)
+    assert q.bottleneck == "batch slots"
+    assert q.requests_per_s == pytest.approx(2 / (0.05 + 0.1 + 1.0 + 4 * wait), rel=1e-6)
+    assert q.ttft_s == pytest.approx(8 / q.requests_per_s - (1.0 + wait), rel=1e-6)
+    assert q.ttft_s > predict_point(G, Engine(compute, max_batch=2, decode_tokens_per_s=10.0, frontend_s=0.05,
+                                                slot_s=0.05, loop_other_s=0.1), w, None, 8).ttft_s
+    with pytest.raises(ValueError):
+        Engine(compute, 1, 1.0, loop_waits_first=-1)
