@@ -81,6 +81,11 @@ SIM_READERS = 4
 # emulated prefill (a timer); after it, the last token's timer (earlier late tokens are made up by
 # the schedule, t0 + k / rate).
 LOOP_WAITS_FIRST = 3
+# The host's cores as the model's shared CPU: the machine's count. The cores a CPU-bound job gets
+# at the moment (``cores_available``) are printed, not used: under the scheduler a process's share
+# follows its number of runnable threads (the emulator's 8 I/O threads get more than a 2-thread
+# probe), and that figure swung 0.5-1.9 within a minute while the points did not follow it.
+HOST_CORES = float(os.cpu_count() or 1)
 LOOP_WAITS_LAST = 1
 TARGET = 0.20
 
@@ -354,7 +359,7 @@ def predict(cal: Calibration, tier_name: str, shape: Workload, conc: int) -> Poi
     """The estimator's prediction of one point from its probes (``harness.estimate.predict_point``)."""
     engine = Engine(Compute(tokens_per_s=PREFILL_TPS, shared=False), MAX_BATCH, 1 / cal.tpot_s,
                     fixed_s=cal.fixed_s, frontend_s=cal.front_s, slot_s=cal.slot_s,
-                    host_cpu_s=cal.host_cpu_s, host_cores=cal.cores, loop_other_s=cal.emulator_cpu_s,
+                    host_cpu_s=cal.host_cpu_s, host_cores=HOST_CORES, loop_other_s=cal.emulator_cpu_s,
                     loop_waits_first=LOOP_WAITS_FIRST, loop_waits_last=LOOP_WAITS_LAST)
     tier = Tier(tier_name, read_bw=cal.agg_bw, stream_bw=cal.one_bw, read_streams=SIM_READERS)
     return predict_point(GEOM, engine, shape, tier, conc)
@@ -395,7 +400,8 @@ def main() -> int:
               "the before and after probes differ), 1-token requests at the point's concurrency up to the batch "
               "('fixed' per-request overhead, 'tpot'), and the emulator's front-end work for that prompt "
               "('front+slot': parse and tokenize / chunk hashing, timed in-process), the CPU seconds one request "
-              "costs the machine's shared cores and how many cores a CPU-bound job gets now ('host ms/cores': "
+              "costs the machine's shared cores and how many cores a CPU-bound job got at that moment "
+              f"('host ms/cores'; the prediction uses the machine's {HOST_CORES:.0f}: "
               "the restore's read path, the emulator's and the client's work); 'fio pred.' uses fio "
               "instead of the restore probe; 'from b../a..': the prediction from the probes before only and "
               "after only (what the machine's drift alone does to it)\n")
