@@ -279,7 +279,7 @@ def load(port: int, out: Path, ctx: int, conc: int, *, populate: bool) -> dict[s
                      "--workload", "long-doc", "--num-docs", str(DOCS), "--doc-len", str(ctx),
                      "--query-len", str(QUERY_LEN), "--num-queries", str(DOCS if populate else QUERIES),
                      "--hit-ratio", "1", "--output-len", str(OUTPUT_LEN), "--concurrency", str(conc),
-                     "--seed", str(ctx), "--out", str(out), "-q"]
+                     "--seed", str(ctx * 100 + conc), "--out", str(out), "-q"]
     if not populate:
         args.append("--no-warmup")
     subprocess.run(args, cwd=ROOT, check=True, timeout=600, stdout=subprocess.DEVNULL)  # noqa: S603
@@ -419,43 +419,45 @@ def main() -> int:
                 kv_dir.mkdir()
             proc, port = start_sim(work, tier_name, kv_dir)
             try:
-                for ctx in CONTEXTS:
+                for ctx, conc in ((ctx, conc) for ctx in CONTEXTS for conc in CONCURRENCY):
+                    tag = f"{tier_name}-{ctx}-{conc}"
+                    # documents of its own per point (the seed): written by this point's populate run
+                    load(port, work / f"pop-{tag}", ctx, conc, populate=True)
+                    time.sleep(1.0 + ctx * DOCS * GEOM.bytes_per_token / 1e9)  # write-behind drains
+                    # the probe's chunks are written now, as the point's were just written: on a VM
+                    # a direct read of data written seconds ago can still come from the host's cache
                     if probe_dir is not None:
                         probe_dir.mkdir()
                     probe = RestoreProbe(probe_dir, ctx // CHUNK)
                     try:
-                        for conc in CONCURRENCY:
-                            tag = f"{tier_name}-{ctx}-{conc}"
-                            load(port, work / f"pop-{tag}", ctx, conc, populate=True)
-                            time.sleep(1.0 + ctx * DOCS * GEOM.bytes_per_token / 1e9)  # write-behind drains
-                            before = calibrate(proc, port, work / f"fixed-{tag}-a", probe, ctx, conc)
-                            s = load(port, work / f"run-{tag}", ctx, conc, populate=False)
-                            after = calibrate(proc, port, work / f"fixed-{tag}-b", probe, ctx, conc)
-                            cal = mean_of(before, after)
-                            sp1, sp4 = spread(before.one_bw, after.one_bw), spread(before.agg_bw, after.agg_bw)
-                            spreads.setdefault(tier_name, []).append(max(sp1, sp4))
-                            shape = Workload(ctx + QUERY_LEN, OUTPUT_LEN, CHUNK)
-                            pred = predict(cal, tier_name, shape, conc)
-                            # the same model on the probes before only and after only: how far the
-                            # machine's drift alone moves the prediction
-                            pb, pa = (predict(c, tier_name, shape, conc).ttft_s * 1000 for c in (before, after))
-                            measured = float(s["median_ttft_ms"])
-                            err = pred.ttft_s * 1000 / measured - 1
-                            errors.setdefault(tier_name, []).append(err)
-                            fio_txt = f"{'-':>9} {'-':>7}"
-                            if tier_name == "disk":
-                                fio_cal = replace(cal, one_bw=fio_one, agg_bw=fio_all)
-                                fp = predict(fio_cal, tier_name, shape, conc).ttft_s * 1000
-                                fio_errors.append(fp / measured - 1)
-                                fio_txt = f"{fp:9.1f} {fp / measured - 1:+7.1%}"
-                            bw = f"{cal.one_bw / 1e9:.2f}/{cal.agg_bw / 1e9:.2f}"
-                            print(f"{tier_name:5} {ctx:7d} {conc:4d} {bw:>13} {f'{sp1:.0%}/{sp4:.0%}':>11} "
-                                  f"{cal.fixed_s * 1000:5.1f} {cal.tpot_s * 1000:4.2f} "
-                                  f"{f'{cal.front_s * 1000:.1f}+{cal.slot_s * 1000:.1f}':>10} "
-                                  f"{f'{cal.host_cpu_s * 1000:.1f}/{cal.cores:.1f}':>13} "
-                                  f"{pred.ttft_s * 1000:9.1f} {f'{min(pb, pa):.0f}..{max(pb, pa):.0f}':>11} "
-                                  f"{measured:8.1f} {err:+7.1%} {fio_txt}  "
-                                  f"{pred.bottleneck:14} {os.getloadavg()[0]:.2f}", flush=True)
+                        before = calibrate(proc, port, work / f"fixed-{tag}-a", probe, ctx, conc)
+                        s = load(port, work / f"run-{tag}", ctx, conc, populate=False)
+                        after = calibrate(proc, port, work / f"fixed-{tag}-b", probe, ctx, conc)
+                        cal = mean_of(before, after)
+                        sp1, sp4 = spread(before.one_bw, after.one_bw), spread(before.agg_bw, after.agg_bw)
+                        spreads.setdefault(tier_name, []).append(max(sp1, sp4))
+                        shape = Workload(ctx + QUERY_LEN, OUTPUT_LEN, CHUNK)
+                        pred = predict(cal, tier_name, shape, conc)
+                        # the same model on the probes before only and after only: how far the
+                        # machine's drift alone moves the prediction
+                        pb, pa = (predict(c, tier_name, shape, conc).ttft_s * 1000 for c in (before, after))
+                        measured = float(s["median_ttft_ms"])
+                        err = pred.ttft_s * 1000 / measured - 1
+                        errors.setdefault(tier_name, []).append(err)
+                        fio_txt = f"{'-':>9} {'-':>7}"
+                        if tier_name == "disk":
+                            fio_cal = replace(cal, one_bw=fio_one, agg_bw=fio_all)
+                            fp = predict(fio_cal, tier_name, shape, conc).ttft_s * 1000
+                            fio_errors.append(fp / measured - 1)
+                            fio_txt = f"{fp:9.1f} {fp / measured - 1:+7.1%}"
+                        bw = f"{cal.one_bw / 1e9:.2f}/{cal.agg_bw / 1e9:.2f}"
+                        print(f"{tier_name:5} {ctx:7d} {conc:4d} {bw:>13} {f'{sp1:.0%}/{sp4:.0%}':>11} "
+                              f"{cal.fixed_s * 1000:5.1f} {cal.tpot_s * 1000:4.2f} "
+                              f"{f'{cal.front_s * 1000:.1f}+{cal.slot_s * 1000:.1f}':>10} "
+                              f"{f'{cal.host_cpu_s * 1000:.1f}/{cal.cores:.1f}':>13} "
+                              f"{pred.ttft_s * 1000:9.1f} {f'{min(pb, pa):.0f}..{max(pb, pa):.0f}':>11} "
+                              f"{measured:8.1f} {err:+7.1%} {fio_txt}  "
+                              f"{pred.bottleneck:14} {os.getloadavg()[0]:.2f}", flush=True)
                     finally:
                         probe.close()
                         if probe_dir is not None:
