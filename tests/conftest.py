@@ -18,11 +18,7 @@ The cluster offers ``.inventory`` (``Inventory``), ``.inventory_path`` (the same
 
 from __future__ import annotations
 
-import os
-import re
-import signal
 import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -33,6 +29,7 @@ _ROOT = str(Path(__file__).resolve().parent.parent)
 if _ROOT not in sys.path:
     sys.path.insert(0, _ROOT)
 
+from tests.support.procs import stop_contained  # noqa: E402
 from tests.support.sshd import KeyStore, SshCluster  # noqa: E402
 
 
@@ -42,8 +39,8 @@ def ssh_keys(tmp_path_factory: pytest.TempPathFactory) -> KeyStore:
 
 
 @pytest.fixture
-def ssh_cluster(ssh_keys: KeyStore,
-                tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., SshCluster]]:
+def ssh_cluster(ssh_keys: KeyStore, tmp_path_factory: pytest.TempPathFactory,
+                request: pytest.FixtureRequest) -> Iterator[Callable[..., SshCluster]]:
     started: list[SshCluster] = []
 
     def factory(n: int = 1, **opts: Any) -> SshCluster:
@@ -54,6 +51,8 @@ def ssh_cluster(ssh_keys: KeyStore,
     yield factory
     for cluster in started:
         cluster.close()
+        if cluster.leftovers:  # started through the cluster and left running: stopped by close()
+            _LEAKED.append(f"{request.node.nodeid} (under {cluster.workdir})")
 
 
 @pytest.fixture(scope="session")
@@ -61,37 +60,17 @@ def shared_ssh_cluster(ssh_keys: KeyStore, tmp_path_factory: pytest.TempPathFact
     cluster = SshCluster.start(1, tmp_path_factory.mktemp("sshd-shared"), ssh_keys, name_prefix="shared")
     yield cluster
     cluster.close()
+    if cluster.leftovers:
+        _LEAKED.append(f"shared_ssh_cluster (under {cluster.workdir})")
 
 
 # --- every process a test starts is stopped by it --------------------------------------------------
 # Detached engines and soak agents outlive a killed controller by design, so a test that times out or
 # fails half-way can leave them behind. After each test that used ``tmp_path``, any process whose
 # command line, working directory or environment names that directory is stopped here and listed in
-# the terminal summary, so a leak is visible and never slows the rest of the suite.
+# the terminal summary, so a leak is visible and never slows the rest of the suite. The SSH fixtures do
+# the same for their own work directory (where processes started over SSH run) when they close.
 _LEAKED: list[str] = []
-
-
-def _mentions(pid: int, needle: re.Pattern[bytes]) -> bool:
-    for name in ("cmdline", "environ"):
-        try:
-            with open(f"/proc/{pid}/{name}", "rb") as fh:
-                if needle.search(fh.read()):
-                    return True
-        except OSError:
-            pass
-    try:
-        return needle.match(os.readlink(f"/proc/{pid}/cwd").encode()) is not None
-    except OSError:
-        return False
-
-
-def _leftovers(root: Path) -> list[int]:
-    # the directory itself or a path inside it, never a sibling whose name merely starts the same
-    # (test_x1 must not claim the processes of test_x10)
-    needle = re.compile(re.escape(str(root).encode()) + rb"(?![^/\x00\s:=\"'])")
-    me = os.getpid()
-    pids = [int(d) for d in os.listdir("/proc") if d.isdigit() and int(d) != me]
-    return [pid for pid in pids if _mentions(pid, needle)]
 
 
 @pytest.fixture(autouse=True)
@@ -101,21 +80,8 @@ def _stop_leftover_processes(request: pytest.FixtureRequest) -> Iterator[None]:
     yield
     if root is None:
         return
-    pids = _leftovers(root)
-    if not pids:
+    if not stop_contained(root):
         return
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        for pid in pids:
-            try:
-                os.kill(pid, sig)
-            except OSError:
-                pass
-        deadline = time.monotonic() + 5
-        while time.monotonic() < deadline and any(os.path.exists(f"/proc/{p}") for p in pids):
-            time.sleep(0.1)
-        pids = [p for p in pids if os.path.exists(f"/proc/{p}")]
-        if not pids:
-            break
     _LEAKED.append(request.node.nodeid)
 
 
