@@ -21,7 +21,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -31,6 +31,9 @@ if _ROOT not in sys.path:
 
 from tests.support.procs import stop_contained  # noqa: E402
 from tests.support.sshd import KeyStore, SshCluster  # noqa: E402
+
+if TYPE_CHECKING:
+    from tests.support.campaign import PassedBaseline
 
 
 @pytest.fixture(scope="session")
@@ -62,6 +65,19 @@ def shared_ssh_cluster(ssh_keys: KeyStore, tmp_path_factory: pytest.TempPathFact
     cluster.close()
     if cluster.leftovers:
         _LEAKED.append(f"shared_ssh_cluster (under {cluster.workdir})")
+
+
+# --- one passed G1+G2 campaign for the end-to-end G3 tests ---------------------------------------
+@pytest.fixture(scope="session")
+def passed_baseline(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PassedBaseline]:
+    """A real G1+G2 campaign (``tests.support.campaign.PassedBaseline``), run once per session:
+    tests that only need a valid baseline take their own copy with ``copy_into(reports)``."""
+    from tests.support.campaign import PassedBaseline  # the CLI import is only paid by its users
+
+    root = tmp_path_factory.mktemp("passed-baseline")
+    yield PassedBaseline.run(root)
+    if stop_contained(root):
+        _LEAKED.append(f"passed_baseline (under {root})")
 
 
 # --- every process a test starts is stopped by it --------------------------------------------------
