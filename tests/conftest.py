@@ -110,12 +110,16 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
 
 # --- parallel runs (pytest-xdist) -----------------------------------------------------------------
 # `make test` runs the suite in two sessions: the tests marked ``timing`` one at a time on a quiet
-# machine (end-to-end gates on the emulator, the real vLLM tier, the load client's TTFT clock, fio
-# bandwidth, SSH keep-alive and timeouts: their verdicts depend on the machine not being shared),
-# then the rest in parallel workers. The mark comes from the test's directory or file, so a new test
-# there is serial by default.
-_TIMING_DIRS = {"pipelines", "integrity", "real_engine", "sim", "engines", "load"}
+# machine (end-to-end gates on the emulator, the load client's TTFT clock, fio bandwidth, SSH
+# keep-alive and timeouts: their verdicts depend on the machine not being shared), then the rest in
+# parallel workers. The mark comes from the test's directory or file, so a new test there is serial
+# by default. The real vLLM tier (tests/real_engine, marked ``real_engine``) is minutes of CPU-bound
+# server start-up whose checks are the engine's counters and files, not times: `make test` runs it in
+# its own process beside the parallel session; a test of it that compares times carries its own
+# ``timing`` mark and runs in the serial session.
+_TIMING_DIRS = {"pipelines", "integrity", "sim", "engines", "load"}
 _TIMING_FILES = {"test_secrets.py", "test_faults.py", "test_load_client_bounds.py"}
+_REAL_ENGINE_DIR = "real_engine"
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -124,3 +128,5 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         rel = item.path.resolve().relative_to(tests_root).parts
         if rel[0] in _TIMING_DIRS or item.path.name in _TIMING_FILES:
             item.add_marker(pytest.mark.timing)
+        if rel[0] == _REAL_ENGINE_DIR:
+            item.add_marker(pytest.mark.real_engine)
