@@ -179,10 +179,11 @@ def test_unreachable_node_exits_4_and_is_named(tmp_path: Path, write_yaml: Calla
 
 
 def test_g2_killed_and_resumed_loses_nothing_repeats_nothing(tmp_path: Path, local_inventory: Path,
-                                                           write_yaml: Callable[[str, dict[str, Any]], Path]) -> None:
+                                                           write_yaml: Callable[[str, dict[str, Any]], Path],
+                                                           passed_baseline: PassedBaseline) -> None:
     prof = write_yaml("profile.yaml", small_profile(free_port()))
     reports = tmp_path / "reports"
-    assert gate("G1", local_inventory, prof, reports, "r") == 0
+    passed_baseline.copy_into(reports, "r", gates=("G1",))  # a passed G1: G2's prerequisite
     state = reports / "r" / "G2" / "state.jsonl"
     proc = start_g2(local_inventory, prof, reports, "r", stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                     start_new_session=True)
@@ -215,7 +216,8 @@ def test_g2_killed_and_resumed_loses_nothing_repeats_nothing(tmp_path: Path, loc
 
 
 def test_g2_on_a_storage_baseline_runs_fio_checkpoint_and_model_load(
-        tmp_path: Path, local_inventory: Path, write_yaml: Callable[[str, dict[str, Any]], Path]) -> None:
+        tmp_path: Path, local_inventory: Path, write_yaml: Callable[[str, dict[str, Any]], Path],
+        passed_baseline: PassedBaseline) -> None:
     data = small_profile(free_port())
     data["arms"][0] = {"name": "baseline", "storage": "tier", "lmcache": {"max_local_disk_size": 1}}
     data["recompute"] = None
@@ -224,7 +226,7 @@ def test_g2_on_a_storage_baseline_runs_fio_checkpoint_and_model_load(
     data["probes"]["modelload"] = {"readers": 2, "synthetic_size": "16 MiB"}
     prof = write_yaml("profile.yaml", data)
     reports = tmp_path / "reports"
-    assert gate("G1", local_inventory, prof, reports, "s") == 0
+    passed_baseline.copy_into(reports, "s", gates=("G1",))  # a passed G1: G2's prerequisite
     code = gate("G2", local_inventory, prof, reports, "s")
     g2 = result(reports, "s", "G2")
     # Two repetitions of six ~12 ms disk-tier requests on a shared VM disk do not always repeat
@@ -243,10 +245,11 @@ def test_g2_on_a_storage_baseline_runs_fio_checkpoint_and_model_load(
 
 
 def test_engine_crash_mid_sweep_is_a_recorded_fault(tmp_path: Path, local_inventory: Path,
-                                                    write_yaml: Callable[[str, dict[str, Any]], Path]) -> None:
+                                                    write_yaml: Callable[[str, dict[str, Any]], Path],
+                                                    passed_baseline: PassedBaseline) -> None:
     prof = write_yaml("profile.yaml", small_profile(free_port()))
     reports = tmp_path / "reports"
-    assert gate("G1", local_inventory, prof, reports, "x") == 0
+    passed_baseline.copy_into(reports, "x", gates=("G1",))  # a passed G1: G2's prerequisite
     state = reports / "x" / "G2" / "state.jsonl"
     handle_file = reports / "x" / "G2" / "evidence" / "engine" / "baseline" / "instance0.json"
     proc = start_g2(local_inventory, prof, reports, "x", stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -269,13 +272,14 @@ def test_engine_crash_mid_sweep_is_a_recorded_fault(tmp_path: Path, local_invent
 
 
 def test_without_cold_restore_warm_up_requests_are_sent_and_not_measured(
-        tmp_path: Path, local_inventory: Path, write_yaml: Callable[[str, dict[str, Any]], Path]) -> None:
+        tmp_path: Path, local_inventory: Path, write_yaml: Callable[[str, dict[str, Any]], Path],
+        passed_baseline: PassedBaseline) -> None:
     data = small_profile(free_port())
     data["load"].update({"cold_restore": False, "warmup": 2, "repetitions": 2})
     data["engine"]["env"] = {"HF_TOKEN": "hf-e2e-secret-value"}  # reaches the engine, never the evidence
     prof = write_yaml("profile.yaml", data)
     reports = tmp_path / "reports"
-    assert gate("G1", local_inventory, prof, reports, "w") == 0
+    passed_baseline.copy_into(reports, "w", gates=("G1",))  # a passed G1: G2's prerequisite
     gate("G2", local_inventory, prof, reports, "w")
     point = reports / "w" / "G2" / "evidence" / "sweep" / "baseline" / "c2" / "rep1"
     protocol = json.loads((point / "protocol.json").read_text())

@@ -65,19 +65,20 @@ class PassedBaseline:
     def result(self, gate: str) -> dict[str, Any]:
         return dict(json.loads((self.reports / self.name / gate / "result.json").read_text()))
 
-    def copy_into(self, reports: Path, campaign: str | None = None, *, whole: bool = False) -> Path:
+    def copy_into(self, reports: Path, campaign: str | None = None, *, whole: bool = False,
+                  gates: tuple[str, ...] = ("G1", "G2")) -> Path:
         """Copy the campaign into ``reports/<campaign>`` (default: the same name) and return it.
 
-        ``whole=False``: the G1 and G2 gate directories only, for a test that goes on in that
-        campaign with its own inventory and profile (a campaign.json records the files a campaign
-        was started with and refuses others, so the test's G3 run starts it). ``whole=True``: the
-        campaign as it is, campaign.json included, for ``--baseline <campaign>``."""
+        ``whole=False``: the ``gates`` directories only (G1 alone for a G2 test), for a test that
+        goes on in that campaign with its own inventory and profile (a campaign.json records the
+        files a campaign was started with and refuses others, so the test's next gate starts it).
+        ``whole=True``: the campaign as it is, campaign.json included, for ``--baseline <campaign>``."""
         dest = reports / (campaign or self.name)
         src = self.reports / self.name
         if whole:
             shutil.copytree(src, dest, symlinks=True, ignore=shutil.ignore_patterns(".lock"))
             return dest
         dest.mkdir(parents=True, exist_ok=True)
-        for gate in ("G1", "G2"):
+        for gate in gates:
             shutil.copytree(src / gate, dest / gate, symlinks=True)
         return dest
