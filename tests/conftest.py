@@ -18,14 +18,10 @@ The cluster offers ``.inventory`` (``Inventory``), ``.inventory_path`` (the same
 
 from __future__ import annotations
 
-import os
-import re
-import signal
 import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -33,7 +29,11 @@ _ROOT = str(Path(__file__).resolve().parent.parent)
 if _ROOT not in sys.path:
     sys.path.insert(0, _ROOT)
 
+from tests.support.procs import stop_contained  # noqa: E402
 from tests.support.sshd import KeyStore, SshCluster  # noqa: E402
+
+if TYPE_CHECKING:
+    from tests.support.campaign import PassedBaseline
 
 
 @pytest.fixture(scope="session")
@@ -42,8 +42,8 @@ def ssh_keys(tmp_path_factory: pytest.TempPathFactory) -> KeyStore:
 
 
 @pytest.fixture
-def ssh_cluster(ssh_keys: KeyStore,
-                tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., SshCluster]]:
+def ssh_cluster(ssh_keys: KeyStore, tmp_path_factory: pytest.TempPathFactory,
+                request: pytest.FixtureRequest) -> Iterator[Callable[..., SshCluster]]:
     started: list[SshCluster] = []
 
     def factory(n: int = 1, **opts: Any) -> SshCluster:
@@ -54,6 +54,8 @@ def ssh_cluster(ssh_keys: KeyStore,
     yield factory
     for cluster in started:
         cluster.close()
+        if cluster.leftovers:  # started through the cluster and left running: stopped by close()
+            _LEAKED.append(f"{request.node.nodeid} (under {cluster.workdir})")
 
 
 @pytest.fixture(scope="session")
@@ -61,37 +63,30 @@ def shared_ssh_cluster(ssh_keys: KeyStore, tmp_path_factory: pytest.TempPathFact
     cluster = SshCluster.start(1, tmp_path_factory.mktemp("sshd-shared"), ssh_keys, name_prefix="shared")
     yield cluster
     cluster.close()
+    if cluster.leftovers:
+        _LEAKED.append(f"shared_ssh_cluster (under {cluster.workdir})")
+
+
+# --- one passed G1+G2 campaign for the end-to-end G3 tests ---------------------------------------
+@pytest.fixture(scope="session")
+def passed_baseline(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PassedBaseline]:
+    """A real G1+G2 campaign (``tests.support.campaign.PassedBaseline``), run once per session:
+    tests that only need a valid baseline take their own copy with ``copy_into(reports)``."""
+    from tests.support.campaign import PassedBaseline  # the CLI import is only paid by its users
+
+    root = tmp_path_factory.mktemp("passed-baseline")
+    yield PassedBaseline.run(root)
+    if stop_contained(root):
+        _LEAKED.append(f"passed_baseline (under {root})")
 
 
 # --- every process a test starts is stopped by it --------------------------------------------------
 # Detached engines and soak agents outlive a killed controller by design, so a test that times out or
 # fails half-way can leave them behind. After each test that used ``tmp_path``, any process whose
 # command line, working directory or environment names that directory is stopped here and listed in
-# the terminal summary, so a leak is visible and never slows the rest of the suite.
+# the terminal summary, so a leak is visible and never slows the rest of the suite. The SSH fixtures do
+# the same for their own work directory (where processes started over SSH run) when they close.
 _LEAKED: list[str] = []
-
-
-def _mentions(pid: int, needle: re.Pattern[bytes]) -> bool:
-    for name in ("cmdline", "environ"):
-        try:
-            with open(f"/proc/{pid}/{name}", "rb") as fh:
-                if needle.search(fh.read()):
-                    return True
-        except OSError:
-            pass
-    try:
-        return needle.match(os.readlink(f"/proc/{pid}/cwd").encode()) is not None
-    except OSError:
-        return False
-
-
-def _leftovers(root: Path) -> list[int]:
-    # the directory itself or a path inside it, never a sibling whose name merely starts the same
-    # (test_x1 must not claim the processes of test_x10)
-    needle = re.compile(re.escape(str(root).encode()) + rb"(?![^/\x00\s:=\"'])")
-    me = os.getpid()
-    pids = [int(d) for d in os.listdir("/proc") if d.isdigit() and int(d) != me]
-    return [pid for pid in pids if _mentions(pid, needle)]
 
 
 @pytest.fixture(autouse=True)
@@ -101,21 +96,8 @@ def _stop_leftover_processes(request: pytest.FixtureRequest) -> Iterator[None]:
     yield
     if root is None:
         return
-    pids = _leftovers(root)
-    if not pids:
+    if not stop_contained(root):
         return
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        for pid in pids:
-            try:
-                os.kill(pid, sig)
-            except OSError:
-                pass
-        deadline = time.monotonic() + 5
-        while time.monotonic() < deadline and any(os.path.exists(f"/proc/{p}") for p in pids):
-            time.sleep(0.1)
-        pids = [p for p in pids if os.path.exists(f"/proc/{p}")]
-        if not pids:
-            break
     _LEAKED.append(request.node.nodeid)
 
 
@@ -128,12 +110,16 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
 
 # --- parallel runs (pytest-xdist) -----------------------------------------------------------------
 # `make test` runs the suite in two sessions: the tests marked ``timing`` one at a time on a quiet
-# machine (end-to-end gates on the emulator, the real vLLM tier, the load client's TTFT clock, fio
-# bandwidth, SSH keep-alive and timeouts: their verdicts depend on the machine not being shared),
-# then the rest in parallel workers. The mark comes from the test's directory or file, so a new test
-# there is serial by default.
-_TIMING_DIRS = {"pipelines", "integrity", "real_engine", "sim", "engines", "load"}
+# machine (end-to-end gates on the emulator, the load client's TTFT clock, fio bandwidth, SSH
+# keep-alive and timeouts: their verdicts depend on the machine not being shared), then the rest in
+# parallel workers. The mark comes from the test's directory or file, so a new test there is serial
+# by default. The real vLLM tier (tests/real_engine, marked ``real_engine``) is minutes of CPU-bound
+# server start-up whose checks are the engine's counters and files, not times: `make test` runs it in
+# its own process beside the parallel session; a test of it that compares times carries its own
+# ``timing`` mark and runs in the serial session.
+_TIMING_DIRS = {"pipelines", "integrity", "sim", "engines", "load"}
 _TIMING_FILES = {"test_secrets.py", "test_faults.py", "test_load_client_bounds.py"}
+_REAL_ENGINE_DIR = "real_engine"
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -142,3 +128,5 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         rel = item.path.resolve().relative_to(tests_root).parts
         if rel[0] in _TIMING_DIRS or item.path.name in _TIMING_FILES:
             item.add_marker(pytest.mark.timing)
+        if rel[0] == _REAL_ENGINE_DIR:
+            item.add_marker(pytest.mark.real_engine)

@@ -2,7 +2,8 @@
 
 Each scenario is one that passed (exit 0) on the wrong evidence before; each must now exit
 non-zero with a message that names the cause. The emulator is the engine (its storage I/O is
-real); one G1+G2 baseline campaign is shared by the G3 scenarios to keep the suite fast.
+real); one G1+G2 baseline campaign per session is copied for each G3 scenario to keep the suite
+fast (tests/support/campaign.py).
 """
 
 from __future__ import annotations
@@ -10,7 +11,6 @@ from __future__ import annotations
 import copy
 import json
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,7 @@ import yaml
 
 from harness.cli.main import run
 from tests.pipelines.conftest import free_port, small_profile
+from tests.support.campaign import PassedBaseline
 
 pytestmark = [pytest.mark.fio, pytest.mark.slow]
 
@@ -48,20 +49,22 @@ def check(res: dict[str, Any], check_id: str) -> dict[str, Any]:
 
 
 class Base:
-    """One passed G1+G2 campaign ('base') the G3 scenarios compare against."""
+    """A passed G1+G2 campaign ('base') the G3 scenarios compare against: the session's one real
+    baseline run (``passed_baseline``), copied into this test's own directory with its own tier."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, shared: PassedBaseline) -> None:
         self.root = root
         tier = root / "tier"
-        tier.mkdir()
+        tier.mkdir(parents=True)
         self.inv = write(root / "inventory.yaml", {
             "cluster": "integrity", "defaults": {"workdir": str(root / "work")},
             "nodes": [{"name": "local", "host": "localhost", "connection": "local", "roles": ["server", "client"],
                        "storage": [{"name": "tier", "path": str(tier)}]}]})
         self.port = free_port()
-        self.profile_data = small_profile(self.port)
+        self.profile_data = shared.profile(self.port)
         self.prof = write(root / "profile.yaml", self.profile_data)
         self.reports = root / "reports"
+        shared.copy_into(self.reports, "base", whole=True)
 
     def profile(self, name: str, **changes: Any) -> Path:
         data = copy.deepcopy(self.profile_data)
@@ -70,13 +73,9 @@ class Base:
         return write(self.root / f"{name}.yaml", data)
 
 
-@pytest.fixture(scope="module")
-def base(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Base]:
-    b = Base(tmp_path_factory.mktemp("integrity"))
-    for gate in ("G1", "G2"):
-        code = run(gate_argv(gate, b.inv, b.prof, b.reports, "base", "--no-progress"))
-        assert code == 0, result(b.reports, "base", gate)["verdict_reason"]
-    yield b
+@pytest.fixture
+def base(tmp_path: Path, passed_baseline: PassedBaseline) -> Base:
+    return Base(tmp_path / "integrity", passed_baseline)
 
 
 def test_cross_campaign_workload_mismatch_is_refused(base: Base, capsys: pytest.CaptureFixture[str]) -> None:

@@ -23,6 +23,7 @@ import pytest
 
 from harness.cli.main import run
 from tests.pipelines.conftest import free_port, small_profile
+from tests.support.campaign import PassedBaseline
 
 pytestmark = [pytest.mark.fio, pytest.mark.slow]
 
@@ -61,13 +62,18 @@ def wait_for_steps(state: Path, n: int, timeout: float = 120.0) -> None:
 
 def test_g1_g2_g3_pass_with_real_disk_reads(tmp_path: Path, local_inventory: Path,
                                               write_yaml: Callable[[str, dict[str, Any]], Path],
-                                              capsys: pytest.CaptureFixture[str]) -> None:
-    prof = write_yaml("profile.yaml", small_profile(free_port()))
+                                              capsys: pytest.CaptureFixture[str],
+                                              passed_baseline: PassedBaseline) -> None:
+    # G1 and G2 ran for real once per session (passed_baseline, the same small profile and a local
+    # inventory of the same shape); this test checks them in its own copy, then runs G3 on it
+    prof = write_yaml("profile.yaml", passed_baseline.profile())
     reports = tmp_path / "reports"
     assert gate("G3", local_inventory, prof, reports, "c1") == 2  # G3 before G2: refused, nothing run
     assert "G3 needs a passed G2" in capsys.readouterr().err
-    assert gate("G1", local_inventory, prof, reports, "c1") == 0
+    assert not (reports / "c1" / "G3").exists()
+    passed_baseline.copy_into(reports, "c1")
     g1 = result(reports, "c1", "G1")
+    assert g1["verdict"] == "PASS"
     assert check(g1, "accelerators")["verdict"] == "NOT_APPLICABLE"  # a CPU node expects none
     assert g1["emulated"] is False  # G1 runs no engine: its figures are real
     fio = check(g1, "fio_read")["observations"][0]
@@ -78,8 +84,8 @@ def test_g1_g2_g3_pass_with_real_disk_reads(tmp_path: Path, local_inventory: Pat
     fio_bw = sum(j["read"]["bw_bytes"] for j in doc["jobs"] if j["jobname"].startswith("seq-read"))
     assert fio["measured"] == pytest.approx(fio_bw, rel=1e-6)
 
-    assert gate("G2", local_inventory, prof, reports, "c1") == 0
     g2 = result(reports, "c1", "G2")
+    assert g2["verdict"] == "PASS"
     assert check(g2, "complete")["verdict"] == "PASS"
     assert check(g2, "baseline_read_bw")["verdict"] == "NOT_APPLICABLE"  # recompute has no storage
 
@@ -132,15 +138,15 @@ def test_g1_g2_g3_pass_with_real_disk_reads(tmp_path: Path, local_inventory: Pat
 
 
 def test_candidate_that_cannot_meet_the_threshold_fails(tmp_path: Path, local_inventory: Path,
-                                                        write_yaml: Callable[[str, dict[str, Any]], Path]) -> None:
+                                                        write_yaml: Callable[[str, dict[str, Any]], Path],
+                                                        passed_baseline: PassedBaseline) -> None:
     # a TTFT reduction no storage gives: the candidate's measured reduction falls short of it
-    prof_data = small_profile(free_port())
+    prof_data = passed_baseline.profile()
     prof_data["overrides"].append({"gate": "G3", "check": "ttft_p50_reduction", "threshold": "99.9%",
                                    "reason": "a bar no real storage can clear, to see the FAIL path"})
     prof = write_yaml("profile.yaml", prof_data)
     reports = tmp_path / "reports"
-    assert gate("G1", local_inventory, prof, reports, "f") == 0
-    assert gate("G2", local_inventory, prof, reports, "f") == 0
+    passed_baseline.copy_into(reports, "f")  # a passed G1 and G2 (thresholds are not in the workload)
     assert gate("G3", local_inventory, prof, reports, "f") == 1
     g3 = result(reports, "f", "G3")
     assert g3["verdict"] == "FAIL"
@@ -173,10 +179,11 @@ def test_unreachable_node_exits_4_and_is_named(tmp_path: Path, write_yaml: Calla
 
 
 def test_g2_killed_and_resumed_loses_nothing_repeats_nothing(tmp_path: Path, local_inventory: Path,
-                                                           write_yaml: Callable[[str, dict[str, Any]], Path]) -> None:
+                                                           write_yaml: Callable[[str, dict[str, Any]], Path],
+                                                           passed_baseline: PassedBaseline) -> None:
     prof = write_yaml("profile.yaml", small_profile(free_port()))
     reports = tmp_path / "reports"
-    assert gate("G1", local_inventory, prof, reports, "r") == 0
+    passed_baseline.copy_into(reports, "r", gates=("G1",))  # a passed G1: G2's prerequisite
     state = reports / "r" / "G2" / "state.jsonl"
     proc = start_g2(local_inventory, prof, reports, "r", stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                     start_new_session=True)
@@ -209,7 +216,8 @@ def test_g2_killed_and_resumed_loses_nothing_repeats_nothing(tmp_path: Path, loc
 
 
 def test_g2_on_a_storage_baseline_runs_fio_checkpoint_and_model_load(
-        tmp_path: Path, local_inventory: Path, write_yaml: Callable[[str, dict[str, Any]], Path]) -> None:
+        tmp_path: Path, local_inventory: Path, write_yaml: Callable[[str, dict[str, Any]], Path],
+        passed_baseline: PassedBaseline) -> None:
     data = small_profile(free_port())
     data["arms"][0] = {"name": "baseline", "storage": "tier", "lmcache": {"max_local_disk_size": 1}}
     data["recompute"] = None
@@ -218,7 +226,7 @@ def test_g2_on_a_storage_baseline_runs_fio_checkpoint_and_model_load(
     data["probes"]["modelload"] = {"readers": 2, "synthetic_size": "16 MiB"}
     prof = write_yaml("profile.yaml", data)
     reports = tmp_path / "reports"
-    assert gate("G1", local_inventory, prof, reports, "s") == 0
+    passed_baseline.copy_into(reports, "s", gates=("G1",))  # a passed G1: G2's prerequisite
     code = gate("G2", local_inventory, prof, reports, "s")
     g2 = result(reports, "s", "G2")
     # Two repetitions of six ~12 ms disk-tier requests on a shared VM disk do not always repeat
@@ -237,10 +245,11 @@ def test_g2_on_a_storage_baseline_runs_fio_checkpoint_and_model_load(
 
 
 def test_engine_crash_mid_sweep_is_a_recorded_fault(tmp_path: Path, local_inventory: Path,
-                                                    write_yaml: Callable[[str, dict[str, Any]], Path]) -> None:
+                                                    write_yaml: Callable[[str, dict[str, Any]], Path],
+                                                    passed_baseline: PassedBaseline) -> None:
     prof = write_yaml("profile.yaml", small_profile(free_port()))
     reports = tmp_path / "reports"
-    assert gate("G1", local_inventory, prof, reports, "x") == 0
+    passed_baseline.copy_into(reports, "x", gates=("G1",))  # a passed G1: G2's prerequisite
     state = reports / "x" / "G2" / "state.jsonl"
     handle_file = reports / "x" / "G2" / "evidence" / "engine" / "baseline" / "instance0.json"
     proc = start_g2(local_inventory, prof, reports, "x", stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -263,13 +272,14 @@ def test_engine_crash_mid_sweep_is_a_recorded_fault(tmp_path: Path, local_invent
 
 
 def test_without_cold_restore_warm_up_requests_are_sent_and_not_measured(
-        tmp_path: Path, local_inventory: Path, write_yaml: Callable[[str, dict[str, Any]], Path]) -> None:
+        tmp_path: Path, local_inventory: Path, write_yaml: Callable[[str, dict[str, Any]], Path],
+        passed_baseline: PassedBaseline) -> None:
     data = small_profile(free_port())
     data["load"].update({"cold_restore": False, "warmup": 2, "repetitions": 2})
     data["engine"]["env"] = {"HF_TOKEN": "hf-e2e-secret-value"}  # reaches the engine, never the evidence
     prof = write_yaml("profile.yaml", data)
     reports = tmp_path / "reports"
-    assert gate("G1", local_inventory, prof, reports, "w") == 0
+    passed_baseline.copy_into(reports, "w", gates=("G1",))  # a passed G1: G2's prerequisite
     gate("G2", local_inventory, prof, reports, "w")
     point = reports / "w" / "G2" / "evidence" / "sweep" / "baseline" / "c2" / "rep1"
     protocol = json.loads((point / "protocol.json").read_text())

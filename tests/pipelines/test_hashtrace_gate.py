@@ -13,6 +13,7 @@ import pytest
 
 from harness.cli.main import run
 from tests.pipelines.conftest import free_port, small_profile
+from tests.support.campaign import PassedBaseline
 
 pytestmark = [pytest.mark.fio, pytest.mark.slow]
 
@@ -20,7 +21,8 @@ SNIPPET = Path(__file__).resolve().parents[1] / "data" / "load" / "mooncake_snip
 
 
 def test_g2_replays_a_hash_trace_and_reports_expected_beside_measured_reuse(
-        tmp_path: Path, local_inventory: Path, write_yaml: Callable[[str, dict[str, Any]], Path]) -> None:
+        tmp_path: Path, local_inventory: Path, write_yaml: Callable[[str, dict[str, Any]], Path],
+        passed_baseline: PassedBaseline) -> None:
     data = small_profile(free_port())
     data["arms"][0] = {"name": "baseline", "storage": "tier", "lmcache": {"max_local_disk_size": 1}}
     data["recompute"] = None
@@ -30,7 +32,7 @@ def test_g2_replays_a_hash_trace_and_reports_expected_beside_measured_reuse(
     reports = tmp_path / "reports"
     argv = ["--inventory", str(local_inventory), "--profile", str(prof), "--campaign", "h",
             "--reports", str(reports), "--no-progress"]
-    assert run(["gate", "G1", *argv]) == 0
+    passed_baseline.copy_into(reports, "h", gates=("G1",))  # a passed G1: G2's prerequisite
     run(["gate", "G2", *argv])
     g2_dir = reports / "h" / "G2"
     g2 = json.loads((g2_dir / "result.json").read_text())

@@ -160,6 +160,7 @@ def _bench_vs_kvgate(env: Path, inst: EngineInstance, out: Path) -> tuple[dict[s
     return json.loads((out / "vllm-bench.json").read_text()), [first, second]
 
 
+@pytest.mark.timing  # compares two clients' TTFTs: needs the unshared machine of the serial session
 def test_recompute_arm_gets_no_offload_hits_and_kvgate_agrees_with_vllm_bench_serve(
         real_env: Path, tmp_path: Path) -> None:
     got: dict[str, Any] = {}

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import shlex
+import signal
 import subprocess
 import time
 from collections.abc import Callable
@@ -9,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.sshd import SshCluster, descendants
+from tests.support.procs import contained_processes
+from tests.support.sshd import KeyStore, SshCluster, descendants
 
 pytestmark = pytest.mark.ssh
 
@@ -81,3 +85,57 @@ def test_restart_same_port(ssh_cluster: Callable[..., SshCluster]) -> None:
 
 def test_shared_cluster(shared_ssh_cluster: SshCluster) -> None:
     assert _ssh(shared_ssh_cluster, "shared0", "true").returncode == 0
+
+
+def _running(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except FileNotFoundError:
+        return False
+
+
+def test_close_stops_detached_processes_started_under_its_work_dir(
+        ssh_keys: KeyStore, tmp_path_factory: pytest.TempPathFactory) -> None:
+    # Detached over SSH (setsid, output closed), as kvgate's engines and soak agents are: once the
+    # session ends they belong to init, not to sshd, so stopping sshd's sessions misses them.
+    workdir = tmp_path_factory.mktemp("sshd-leak")
+    cluster = SshCluster.start(1, workdir, ssh_keys)
+    remote = Path(cluster.inventory.defaults.workdir or "")
+    assert remote.is_relative_to(workdir)
+    remote.mkdir(parents=True, exist_ok=True)
+    sibling = workdir.parent / (workdir.name + "0")  # a name that merely starts the same: not ours
+    sibling.mkdir()
+    outside = subprocess.Popen(["sleep", "300"], cwd=sibling, start_new_session=True,  # noqa: S603, S607
+                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        detach = "</dev/null >/dev/null 2>&1 & echo $!"
+        r = _ssh(cluster, "node0", "sh", "-c", shlex.quote(
+            f"cd {shlex.quote(str(remote))} && setsid sleep 301 {detach}; "  # contained by its cwd
+            f"cd / && KVGATE_T={shlex.quote(str(remote / 'x'))} setsid sleep 302 {detach}; "  # by its env
+            f"setsid sh -c 'sleep 303; :' {shlex.quote(str(remote / 'agent'))} {detach}"))  # by its argv
+        assert r.returncode == 0, r.stderr
+        pids = [int(x) for x in r.stdout.split()]
+        assert len(pids) == 3 and all(_running(p) for p in pids)
+        node = cluster.nodes[0]
+        assert node.proc is not None and not set(pids) & set(descendants(node.proc.pid))
+        deadline = time.monotonic() + 5
+        while not descendants(pids[2]) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        child = descendants(pids[2])  # `sleep 303` names nothing: contained as the script's child
+        assert len(child) == 1
+        pids += child
+        assert set(pids) <= set(contained_processes(workdir))
+        assert outside.pid not in contained_processes(workdir)
+        cluster.close()
+        assert set(cluster.leftovers) == set(pids)
+        deadline = time.monotonic() + 5  # init reaps them
+        while any(_running(p) for p in pids) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not [p for p in pids if _running(p)]
+        assert outside.poll() is None  # the sibling directory's process was left alone
+    finally:
+        cluster.close()
+        outside.kill()
+        outside.wait(timeout=10)
+        for pid in contained_processes(workdir):
+            os.kill(pid, signal.SIGKILL)

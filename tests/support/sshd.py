@@ -4,7 +4,11 @@
 127.0.0.1, each on its own free port with its own generated host keys (ed25519 + RSA), all
 accepting the client keys of a ``KeyStore`` (ed25519, RSA, passphrase-protected ed25519). It writes
 a known_hosts file and an inventory (``harness.config.inventory.Inventory``, also saved as YAML) and
-stops every process it started (the listeners and their per-connection children) on ``close()``.
+stops every process it started on ``close()``: the listeners and their per-connection children,
+then every process still contained in the cluster's work directory (``contained_processes``: its
+command line, environment or cwd names that directory), which is where processes started through
+the cluster run (the inventory's remote ``workdir`` is inside it). A detached engine or agent left
+running by a test is stopped there and listed in ``leftovers``.
 
 Fault injection: ``kill(node)`` (SIGKILL the server and its sessions: connections see EOF),
 ``freeze(node)``/``thaw(node)`` (SIGSTOP/SIGCONT: a silent server, like a cut link),
@@ -28,6 +32,7 @@ from typing import Any, Optional
 import yaml
 
 from harness.config.inventory import Inventory
+from tests.support.procs import descendants, stop_contained
 
 SSHD = "/usr/sbin/sshd"
 PASSPHRASE = "kvgate test passphrase; $(not a command)"
@@ -77,33 +82,6 @@ def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-def _children_map() -> dict[int, list[int]]:
-    kids: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-        except OSError:
-            continue
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        kids.setdefault(ppid, []).append(int(entry))
-    return kids
-
-
-def descendants(pid: int) -> list[int]:
-    """Every process below ``pid`` (sshd's per-connection children call setsid, so a process group
-    kill would miss them)."""
-    kids = _children_map()
-    out: list[int] = []
-    todo = [pid]
-    while todo:
-        for child in kids.get(todo.pop(), []):
-            out.append(child)
-            todo.append(child)
-    return out
 
 
 def _signal_all(pids: list[int], sig: int) -> None:
@@ -156,6 +134,7 @@ class SshCluster:
         self.login_rc = True
         self.session_env: dict[str, str] = {}
         self._closed = False
+        self.leftovers: list[int] = []  # pids close() found still running under workdir and stopped
         self._lock = threading.RLock()  # a fault thread (restart) must not race close()
         self.inventory_path = workdir / "inventory.yaml"
         self.inventory: Inventory  # set once the ports are known
@@ -349,7 +328,12 @@ class SshCluster:
             self._wait_ready(n)
 
     def close(self) -> None:
+        """Stop the servers and their sessions, then what was started through them: processes that
+        detached from their session (setsid, double fork: kvgate's engines and soak agents do) are
+        no descendants of sshd, and are found by containment in this cluster's work directory."""
         with self._lock:
+            if self._closed:
+                return
             self._closed = True
         for n in self.nodes:
             try:
@@ -357,6 +341,7 @@ class SshCluster:
             except Exception:  # noqa: BLE001 - keep stopping the others
                 if n.proc is not None:
                     _signal_all([n.proc.pid], signal.SIGKILL)
+        self.leftovers = stop_contained(self.workdir)
 
     def __enter__(self) -> SshCluster:
         return self
