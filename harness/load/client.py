@@ -503,8 +503,9 @@ class StreamClient:
         if tl.keep_text:
             res.text = "".join(tl.text_parts)
         if tl.first_ns:
-            res.first_token_ns = tl.first_ns
-            res.ttft_ms = (tl.first_ns - start) / 1e6
+            first = min(tl.first_token_ns or tl.first_ns, tl.first_ns)
+            res.first_token_ns = first
+            res.ttft_ms = (first - start) / 1e6
             last = max(tl.last_choice_ns, tl.last_text_ns)
             res.e2el_ms = (last - start) / 1e6
             res.itl_ms = [x / 1e6 for x in tl.itl_ns]

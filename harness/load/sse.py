@@ -148,13 +148,20 @@ def _coalesced(pieces: list[tuple[int, bytes]]) -> list[tuple[int, bytes]]:
 class StreamTimeline:
     """Timing and content of one streamed completion, built from dated SSE events."""
 
-    __slots__ = ("api", "first_ns", "last_text_ns", "last_choice_ns", "itl_ns", "counted", "chunks",
+    __slots__ = ("api", "first_ns", "first_token_ns", "last_text_ns", "last_choice_ns", "itl_ns", "counted", "chunks",
                  "prompt_tokens", "completion_tokens", "done", "error", "text_parts", "keep_text",
                  "_usage_ct", "finish_reason")
 
     def __init__(self, api: str, keep_text: bool = False) -> None:
         self.api = api
-        self.first_ns = 0
+        self.first_ns = 0  # the first chunk with text
+        # The first chunk that carries a generated token, with text or not: a token whose text the
+        # server holds back (an incomplete UTF-8 sequence, a special token) still ends the prefill.
+        # ``vllm bench serve`` stamps TTFT there; stamping at the first text added one inter-token
+        # gap whenever the first token had no text of its own (a random-weights model's often has
+        # none). A chat stream's role-only chunk is not a token: some servers send it before the
+        # prefill.
+        self.first_token_ns = 0
         self.last_text_ns = 0
         self.last_choice_ns = 0
         self.itl_ns: list[float] = []
@@ -222,6 +229,8 @@ class StreamTimeline:
             reason = c0.get("finish_reason")
             if reason:
                 self.finish_reason = str(reason)[:64]
+            if not self.first_token_ns and (text or not (self.api == "chat" and "role" in (c0.get("delta") or {}))):
+                self.first_token_ns = t
             if text:
                 self.chunks += 1
                 ct = _count(usage.get("completion_tokens"), "completion_tokens") if usage else None

@@ -62,6 +62,19 @@ def test_role_only_first_chunk_is_not_the_first_token() -> None:
     tl = _timeline([(1, event(chat_chunk(None, role="assistant"))), (2, event(chat_chunk(""))),
                     (5, event(chat_chunk("hi"))), (9, event(chat_chunk(" there")))], api="chat")
     assert tl.first_ns == 5 and tl.counted == 2 and tl.itl_ns == [4.0]
+    assert tl.first_token_ns == 2  # the empty delta after the role is a token whose text was held back
+
+
+def test_a_first_token_without_text_still_ends_the_prefill() -> None:
+    """vLLM streams a chunk per generated token; one whose text the detokenizer holds back (a
+    partial UTF-8 sequence, a special token) has text "". ``vllm bench serve`` stamps TTFT at that
+    chunk; stamping at the first text would add an inter-token gap to TTFT."""
+    tl = _timeline([(3, event(completion_chunk(""))), (8, event(completion_chunk("a"))),
+                    (12, event(completion_chunk(" b")))])
+    assert (tl.first_token_ns, tl.first_ns, tl.counted) == (3, 8, 2)
+    # a stream with no text at all is still no output (the client records an error)
+    tl = _timeline([(3, event(completion_chunk(""))), (4, b"data: [DONE]\n\n")])
+    assert tl.first_token_ns == 3 and tl.first_ns == 0
 
 
 def test_error_event_mid_stream_is_captured() -> None:
