@@ -363,15 +363,19 @@ class Watchdog(threading.Thread):
         self.event("engine_relaunched", instance=i, pid=proc.pid, start=start, log=f"engine-restart-{n}.err",
                    detail=f"instance {i} relaunched as pid {proc.pid} (restart {n})")
 
+    def check_logged(self) -> None:
+        """One look; an I/O error (a full disk) is recorded if it can be, never fatal to the watch."""
+        try:
+            self.check_once()
+        except OSError as exc:
+            try:
+                self.event("watchdog_error", detail=str(exc))
+            except OSError:
+                pass
+
     def run(self) -> None:
         while not self.stop.wait(self.spec.interval_s):
-            try:
-                self.check_once()
-            except OSError as exc:  # a full disk must not kill the watchdog
-                try:
-                    self.event("watchdog_error", detail=str(exc))
-                except OSError:
-                    pass
+            self.check_logged()
 
 
 TOOLS_PATH_ENV = "KVGATE_NODE_TOOLS_PATH"

@@ -106,13 +106,7 @@ def run_watch(cfg: WatchConfig, stop: Optional[threading.Event] = None) -> dict[
             reason.append("stopped")
         elif time.time() >= cfg.until_unix:
             reason.append("until")
-        try:
-            wd.check_once()
-        except OSError as exc:  # a full disk must not end the watch
-            try:
-                wd.event("watchdog_error", detail=str(exc))
-            except OSError:
-                pass
+        wd.check_logged()  # a full disk must not end the watch
         if reason:
             break
         stop.wait(min(cfg.interval_s, max(0.05, cfg.until_unix - time.time())))
