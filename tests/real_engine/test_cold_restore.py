@@ -121,7 +121,10 @@ VLLM_BENCH_SERVE = ("import sys\n"
                     "p = FlexibleArgumentParser(prog='vllm bench serve')\n"
                     "add_cli_args(p)\n"
                     "main(p.parse_args(sys.argv[1:]))\n")
-BENCH_PROMPTS, BENCH_IN, BENCH_OUT = 8, 256, 8
+# 32 prompts a run: with 8 the two medians swung 14-24 ms between runs on this shared machine
+# (a few ms of TTFT, one tokenized text prompt against token ids), while each extra prompt costs
+# about 0.15 s
+BENCH_PROMPTS, BENCH_IN, BENCH_OUT = 32, 256, 8
 # vllm bench serve's result keys that are run settings or per-request lists, not summary figures
 BENCH_META = {"date", "endpoint_type", "backend", "label", "model_id", "tokenizer_id", "num_prompts", "request_rate",
               "burstiness", "max_concurrency", "request_goodput", "max_output_tokens_per_s"}
