@@ -57,15 +57,6 @@ class WindowAccumulator:
         # instance -> [ok count, output tokens, TTFT values]
         self._per: dict[int, list[Any]] = {}
 
-    def _instance(self, inst: int, ttft: Optional[float], out_tokens: int) -> None:
-        per = self._per.get(inst)
-        if per is None:
-            per = self._per[inst] = [0, 0, array("d")]
-        per[0] += 1
-        per[1] += out_tokens
-        if ttft is not None:
-            per[2].append(ttft)
-
     def add(self, rec: Mapping[str, Any]) -> None:
         self.requests += 1
         e2el = rec.get("e2el_ms")
@@ -73,8 +64,8 @@ class WindowAccumulator:
             self.busy_ms += float(e2el)
         status = rec.get("status")
         inst = rec.get("instance")
-        if inst is not None and inst not in self._per:
-            self._per[int(inst)] = [0, 0, array("d")]  # an instance whose requests all failed is still listed
+        # an instance whose requests all failed is still listed (with no TTFT)
+        per = None if inst is None else self._per.setdefault(int(inst), [0, 0, array("d")])
         if status == "ok":
             self.ok += 1
             ttft = rec.get("ttft_ms")
@@ -86,8 +77,11 @@ class WindowAccumulator:
             out_tokens = int(rec.get("output_tokens") or 0)
             self.output_tokens += out_tokens
             self.input_tokens += int(rec.get("input_tokens") or 0)
-            if inst is not None:
-                self._instance(int(inst), None if ttft is None else float(ttft), out_tokens)
+            if per is not None:
+                per[0] += 1
+                per[1] += out_tokens
+                if ttft is not None:
+                    per[2].append(float(ttft))
         elif status == "cancelled":
             # Cut by the soak's own end (or a stop), not a failure of the system under test.
             self.cancelled += 1

@@ -16,7 +16,8 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +37,32 @@ from tests.pipelines.test_g4_faults import (
 )
 from tests.pipelines.test_g4_local import _two_free_ports
 from tests.pipelines.test_g4_soakdata import MD_OK, SMART_OK, T0, verdicts, write_soak
+
+
+@contextmanager
+def watching(cfg: WatchConfig) -> Iterator[Callable[[], list[dict[str, Any]]]]:
+    """The engine node's watcher running in a thread, past its ``watch_start``; yields a reader of
+    its events so far. Leaving the block writes STOP and the watcher must end by itself."""
+    stop = threading.Event()
+    out = Path(cfg.out)
+    t = threading.Thread(target=run_watch, args=(cfg, stop))
+
+    def events() -> list[dict[str, Any]]:
+        path = out / EVENTS
+        if not path.exists():
+            return []
+        return [json.loads(x) for x in path.read_text().splitlines(keepends=True) if x.endswith("\n")]
+
+    t.start()
+    try:
+        wait_for(lambda: any(r["event"] == "watch_start" for r in events()), 10, "the watcher's watch_start")
+        yield events
+        (out / "STOP").write_text("")
+        t.join(10)
+        assert not t.is_alive()
+    finally:
+        stop.set()
+        t.join(10)
 
 
 def watch_events(*events: dict[str, Any], end: str | None = "stopped", end_t: float = T0 + 70) -> list[dict[str, Any]]:
@@ -103,23 +130,16 @@ def test_the_watcher_sees_an_instance_killed_and_restarted_and_not_the_untouched
     sleeper = [sys.executable, "-c", "import time; time.sleep(60)"]
     procs = [subprocess.Popen(sleeper) for _ in range(2)]  # noqa: S603
     by_hand: subprocess.Popen[bytes] | None = None
-    stop = threading.Event()
     cfg = WatchConfig(out=str(tmp_path / "w"), engines=[(p.pid, process_start_time(p.pid)) for p in procs],
                       health_urls=[], until_unix=time.time() + 60, interval_s=0.2)
-    t = threading.Thread(target=run_watch, args=(cfg, stop))
-    t.start()
     try:
-        time.sleep(0.5)
-        procs[1].kill()
-        procs[1].wait()
-        by_hand = subprocess.Popen(sleeper)  # noqa: S603 - "restarted by hand": another process
-        time.sleep(0.6)
-        (tmp_path / "w" / "STOP").write_text("")
-        t.join(10)
-        assert not t.is_alive()
+        with watching(cfg) as events:
+            procs[1].kill()
+            procs[1].wait()
+            by_hand = subprocess.Popen(sleeper)  # noqa: S603 - "restarted by hand": another process
+            wait_for(lambda: any(r["event"] == "restart" for r in events()), 10, "the watcher's restart event")
+            time.sleep(0.5)  # a few more looks (interval 0.2 s): the restart must still be counted once
     finally:
-        stop.set()
-        t.join(10)
         for p in [*procs, *([by_hand] if by_hand else [])]:
             if p.poll() is None:
                 p.kill()
@@ -261,19 +281,13 @@ def test_the_watcher_relaunches_each_instance_with_its_own_command(tmp_path: Pat
     cfg = WatchConfig(out=str(tmp_path / "w"), engines=[(p.pid, process_start_time(p.pid)) for p in procs],
                       health_urls=[], until_unix=time.time() + 60, interval_s=0.2,
                       restart=restart_specs(json.loads(spec_file.read_text())))
-    stop = threading.Event()
-    t = threading.Thread(target=run_watch, args=(cfg, stop))
-    t.start()
     try:
-        time.sleep(0.4)
-        procs[1].kill()
-        procs[1].wait()
-        time.sleep(0.8)
-        (tmp_path / "w" / "STOP").write_text("")
-        t.join(10)
+        with watching(cfg) as events:
+            procs[1].kill()
+            procs[1].wait()
+            wait_for(lambda: any(r["event"] == "engine_relaunched" for r in events()), 10,
+                     "the watcher's relaunch of instance 1")
     finally:
-        stop.set()
-        t.join(10)
         for p in procs:
             if p.poll() is None:
                 p.kill()
