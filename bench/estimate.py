@@ -19,8 +19,10 @@ so a reader can tell model error from noise. The probes, never the point itself:
   first-token work (inside it), timed in-process.
 
 Prints each point with its error, the probes' spread and the load average, and the count within
-the 20% target; exit 0 either way (a benchmark reports, it does not gate). Run:
-``make bench-estimate``.
+the 20% target; exit 0 either way (a benchmark reports, it does not gate). With
+``KVGATE_BENCH_POINTS=FILE`` it also writes every point's probes (before and after) and
+measurement as JSON lines, so a change to the model can be judged on the same points without
+running them again. Run: ``make bench-estimate``.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ import sys
 import tempfile
 import time
 import urllib.request
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -401,6 +403,7 @@ def main() -> int:
     shm_base = Path(os.environ.get("KVGATE_BENCH_SHM", "/dev/shm"))
     work = Path(tempfile.mkdtemp(prefix="kvgate-bench-estimate-", dir=disk_base))
     shm = Path(tempfile.mkdtemp(prefix="kvgate-bench-estimate-", dir=shm_base))
+    points_file = os.environ.get("KVGATE_BENCH_POINTS")
     # (name, directory of the LMCache disk tier or None for the CPU tier, in the headline figure)
     tiers: list[tuple[str, Path | None, bool]] = [("file", shm, True), ("cpu", None, True), ("disk", work, False)]
     print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())} ({os.cpu_count()} CPUs)")
@@ -466,6 +469,11 @@ def main() -> int:
                         # machine's drift alone moves the prediction
                         pb, pa = (predict(c, tier_name, shape, conc).ttft_s * 1000 for c in (before, after))
                         measured = float(s["median_ttft_ms"])
+                        if points_file:
+                            with open(points_file, "a", encoding="utf-8") as fh:
+                                fh.write(json.dumps({"tier": tier_name, "context": ctx, "concurrency": conc,
+                                                     "before": asdict(before), "after": asdict(after),
+                                                     "measured_ttft_p50_ms": measured}) + "\n")
                         err = pred.ttft_s * 1000 / measured - 1
                         errors.setdefault(tier_name, []).append(err)
                         fio_txt = f"{'-':>9} {'-':>7}"

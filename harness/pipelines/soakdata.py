@@ -210,8 +210,9 @@ def trend(windows: Sequence[dict[str, Any]], key: str, *, resamples: int = 1000,
     return {"per_hour": est, "low": low, "high": high, "windows": len(pts)}
 
 
-def _kernel(health: Sequence[dict[str, Any]]) -> tuple[bool, dict[str, list[dict[str, Any]]]]:
-    """(a kernel log was readable after the baseline, faults by kind with time and line)."""
+def _kernel(health: Sequence[dict[str, Any]], evidence: str) -> tuple[bool, dict[str, list[dict[str, Any]]]]:
+    """(a kernel log was readable after the baseline, faults by kind with time, line and the
+    ``evidence`` file the samples are kept in)."""
     readable = False
     baseline_seen = False
     faults: dict[str, list[dict[str, Any]]] = {"storage": [], "network": [], "accelerator": []}
@@ -225,11 +226,12 @@ def _kernel(health: Sequence[dict[str, Any]]) -> tuple[bool, dict[str, list[dict
         if baseline_seen:
             readable = True
         for f in kernel_faults(list(k.get("new") or [])):
-            faults[f.kind].append({"t": s.get("t"), "line": f.line, "source": k.get("source")})
+            faults[f.kind].append({"t": s.get("t"), "line": f.line, "source": k.get("source"), "evidence": evidence})
     return readable, faults
 
 
-def _accel(health: Sequence[dict[str, Any]], tools: Sequence[str]) -> tuple[dict[str, str], list[dict[str, Any]]]:
+def _accel(health: Sequence[dict[str, Any]], tools: Sequence[str],
+           evidence: str) -> tuple[dict[str, str], list[dict[str, Any]]]:
     """(why each tool that was asked for cannot vouch for the soak, fault lines with their time)
     from the accelerator tools' samples. A tool vouches when it answered at two samples or more
     (the first is the baseline of amd-smi's counters). amd-smi: an uncorrectable or deferred ECC
@@ -262,13 +264,13 @@ def _accel(health: Sequence[dict[str, Any]], tools: Sequence[str]) -> tuple[dict
                 problems.append(str(exc))
                 continue
             answers += 1
-            faults += [{"t": s.get("t"), "line": ln, "source": tool} for ln in lines]
+            faults += [{"t": s.get("t"), "line": ln, "source": tool, "evidence": evidence} for ln in lines]
         if answers < 2:
             unreadable[tool] = f"{tool} answered {answers} time(s)" + (f" ({problems[0]})" if problems else "")
     return unreadable, faults
 
 
-def _smart(health: Sequence[dict[str, Any]], devices: Sequence[str]) -> dict[str, Any]:
+def _smart(health: Sequence[dict[str, Any]], devices: Sequence[str], evidence: str) -> dict[str, Any]:
     if not devices:
         return _m(None, detail="no NVMe drive is known behind the KV target (inventory device/raid_members)")
     first: dict[str, int] = {}
@@ -293,10 +295,11 @@ def _smart(health: Sequence[dict[str, Any]], devices: Sequence[str]) -> dict[str
     delta = sum(last[d] - first[d] for d in devices)
     text = ", ".join(f"{d}: {first[d]} -> {last[d]}" for d in devices)
     return _m(delta, text, detail=f"media errors at the first and the last sample per drive: {text}",
-              evidence=[f"evidence/soak/{HEALTH}"])
+              evidence=[evidence])
 
 
-def _raid(health: Sequence[dict[str, Any]], arrays: Sequence[str]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def _raid(health: Sequence[dict[str, Any]], arrays: Sequence[str],
+          evidence: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     if not arrays:
         return _m(None, detail="no md array is known behind the KV target (inventory raid/device)"), []
     bad: list[dict[str, Any]] = []
@@ -312,11 +315,11 @@ def _raid(health: Sequence[dict[str, Any]], arrays: Sequence[str]) -> tuple[dict
             if a is None or a.degraded:
                 failed = f", failed {','.join(a.failed_members)}" if a is not None and a.failed_members else ""
                 why = "missing from /proc/mdstat" if a is None else f"degraded ({a.status or a.state}{failed})"
-                bad.append({"t": s.get("t"), "array": name, "line": why})
+                bad.append({"t": s.get("t"), "array": name, "line": why, "evidence": evidence})
     if seen == 0:
         return _m(None, detail="/proc/mdstat was never read"), []
     return _m(len(bad), f"{len(bad)} degraded sample(s) of {seen}", detail=f"md arrays {', '.join(arrays)} "
-              f"in {seen} samples of /proc/mdstat", evidence=[f"evidence/soak/{HEALTH}"]), bad
+              f"in {seen} samples of /proc/mdstat", evidence=[evidence]), bad
 
 
 def _probe_answers(data: dict[str, Any]) -> dict[tuple[int, str], dict[str, Any]]:
@@ -368,8 +371,10 @@ def kv_errors(windows: Sequence[dict[str, Any]]) -> Optional[int]:
     return int(sum(float(with_counters[-1].get(k, 0.0)) for k in KV_ERROR_COUNTERS))
 
 
-def _count_leaf(readable: bool, items: list[dict[str, Any]], what: str, extra: int = 0,
+def _count_leaf(readable: bool, items: list[dict[str, Any]], what: str, evidence: Sequence[str], extra: int = 0,
                 extra_what: str = "") -> dict[str, Any]:
+    """The count of fault ``items`` (plus ``extra``) when the kernel log was ``readable``;
+    ``evidence``: the files of the samples that were read."""
     first = f"; first: {items[0]['line']}" if items else ""
     more = f"; {extra} {extra_what}" if extra else ""
     if not readable:
@@ -379,7 +384,7 @@ def _count_leaf(readable: bool, items: list[dict[str, Any]], what: str, extra: i
     n = len(items) + extra
     return _m(n, f"{len(items)} line(s)" + (f" + {extra} KV I/O errors" if extra else ""),
               detail=f"{what} lines in the kernel log during the soak{first}{more}",
-              evidence=[f"evidence/soak/{HEALTH}"])
+              evidence=list(evidence))
 
 
 def _restart_text(restarts: Sequence[dict[str, Any]], relaunched: Sequence[dict[str, Any]]) -> tuple[str, str]:
@@ -518,7 +523,9 @@ def soak_measured(local: Path, *, duration_target_s: float, window_s: float, nvm
                                               watched_by_node=watch is not None, engine_node=engine_node,
                                               engine_alive_at_end=engine_alive_at_end, done=done)
     where = f"engine node {engine_node}" if engine_node else "engine node"
-    events = events + [{**e, "detail": f"{where}: {e.get('detail') or e.get('event')}"} for e in watch_events]
+    events = [{**e, "evidence": f"evidence/soak/{EVENTS}"} for e in events] + [
+        {**e, "detail": f"{where}: {e.get('detail') or e.get('event')}", "evidence": f"evidence/soak/watch/{EVENTS}"}
+        for e in watch_events]
     full = after_warmup(full_windows(windows, window_s), warmup_s,
                         float(windows[0]["started_unix"]) if windows else None)
     note = ""
@@ -543,23 +550,26 @@ def soak_measured(local: Path, *, duration_target_s: float, window_s: float, nvm
                    for side, leaf, v in (("before", fio_before, before), ("after", fio_after, after))
                    if not isinstance(v, (int, float)) or not v]
         soak["read_bw_retention"] = _m(None, detail="; ".join(missing) or "no fio figure")
-    load_health = health
+    load_health, load_ev = health, f"evidence/soak/{HEALTH}"
+    health_ev = load_ev
     if health_from_watch:  # the load's node says nothing of the engine node's storage or accelerators
         health = read_local_jsonl(watch / HEALTH) if watch is not None else []
-    readable, kfaults = _kernel(health)
+        health_ev = f"evidence/soak/watch/{HEALTH}"
+    readable, kfaults = _kernel(health, health_ev)
     if health_from_watch:
-        load_readable, load_faults = _kernel(load_health)
+        load_readable, load_faults = _kernel(load_health, load_ev)
         readable_net = readable and load_readable
         net_faults = sorted(kfaults["network"] + load_faults["network"], key=lambda f: float(f.get("t") or 0.0))
+        net_ev = [health_ev, load_ev]
     else:
-        readable_net, net_faults = readable, kfaults["network"]
+        readable_net, net_faults, net_ev = readable, kfaults["network"], [health_ev]
     kv = kv_errors(windows)
     soak["storage_errors"] = _count_leaf(readable, kfaults["storage"], "storage (NVMe, blk, md, filesystem)",
-                                         extra=kv or 0, extra_what="KV chunk writes/reads failed in the engine "
-                                         "(its counters)")
+                                         [health_ev], extra=kv or 0,
+                                         extra_what="KV chunk writes/reads failed in the engine (its counters)")
     kfaults["network"] = net_faults
-    soak["network_errors"] = _count_leaf(readable_net, net_faults, "network (mlx5/RoCE link, NIC health)")
-    accel_unreadable, accel_faults = _accel(health, accel_tools)
+    soak["network_errors"] = _count_leaf(readable_net, net_faults, "network (mlx5/RoCE link, NIC health)", net_ev)
+    accel_unreadable, accel_faults = _accel(health, accel_tools, health_ev)
     kfaults["accelerator"] = sorted(kfaults["accelerator"] + accel_faults, key=lambda f: float(f.get("t") or 0.0))
     if accel_unreadable and readable:
         # the kernel log alone cannot vouch for accelerators whose own tool could not be read
@@ -567,21 +577,17 @@ def soak_measured(local: Path, *, duration_target_s: float, window_s: float, nvm
         why = "; ".join(accel_unreadable.values())
         soak["accelerator_errors"] = (
             _m(len(items), f"{len(items)} line(s) ({why})", detail=f"first: {items[0]['line']}",
-               evidence=[f"evidence/soak/{HEALTH}"]) if items
+               evidence=[health_ev]) if items
             else _m(None, detail=f"accelerator fault counters not read: {why}"))
     else:
         soak["accelerator_errors"] = _count_leaf(readable, kfaults["accelerator"],
                                                  "accelerator (Xid, GPU reset, NPU; "
                                                  + (", ".join(accel_tools) + " counters" if accel_tools
-                                                    else "kernel log only") + ")")
-    soak["media_errors_delta"] = _smart(health, nvme)
-    soak["raid_degraded"], raid_bad = _raid(health, md_arrays)
+                                                    else "kernel log only") + ")", [health_ev])
+    soak["media_errors_delta"] = _smart(health, nvme, health_ev)
+    soak["raid_degraded"], raid_bad = _raid(health, md_arrays, health_ev)
     soak["probe_identical"] = _probes(local, instances)
-    if health_from_watch:  # those samples are the engine node's watchdog's
-        for key in ("storage_errors", "accelerator_errors", "media_errors_delta", "raid_degraded"):
-            soak[key]["evidence"] = [e.replace(f"soak/{HEALTH}", f"soak/watch/{HEALTH}")
-                                     for e in soak[key].get("evidence") or []]
-    charts = soak_charts(windows, events, kfaults, raid_bad, window_s, health)
+    charts = soak_charts(windows, events, kfaults, raid_bad, window_s, health, health_ev)
     charts["warmup_s"] = warmup_s
     charts["drift_windows"] = [w.get("index") for w in full]
     charts["trend"] = {"ttft_p50_ms": trend(full, "ttft_p50_ms"), "throughput_tok_s": trend(full, "throughput_tok_s")}
@@ -610,8 +616,12 @@ def _hit_rates(windows: Sequence[dict[str, Any]]) -> list[Optional[float]]:
 
 def soak_charts(windows: Sequence[dict[str, Any]], events: Sequence[dict[str, Any]],
                 kfaults: dict[str, list[dict[str, Any]]], raid_bad: Sequence[dict[str, Any]],
-                window_s: float, health: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
-    """Per-window series for the report and the table of every fault with its time and evidence."""
+                window_s: float, health: Sequence[dict[str, Any]] = (),
+                health_evidence: str = f"evidence/soak/{HEALTH}") -> dict[str, Any]:
+    """Per-window series for the report and the table of every fault with its time and evidence:
+    the file it was read from, as each event and fault names it (the engine node's watchdog keeps
+    its own files, under ``soak/watch/``); ``health``: the samples of the KV target's node, kept in
+    ``health_evidence``."""
     t0 = float(windows[0]["started_unix"]) if windows else 0.0
     hits = _hit_rates(windows)
     series = [{"index": w.get("index"), "t_s": round(float(w["ended_unix"]) - t0, 3),
@@ -623,16 +633,17 @@ def soak_charts(windows: Sequence[dict[str, Any]], events: Sequence[dict[str, An
     for e in events:
         if e.get("event") in ("restart", "health_bad", "engine_back", "probe_error", "watchdog_error"):
             faults.append({"t_s": round(float(e.get("t") or t0) - t0, 3), "kind": e.get("event"),
-                           "what": str(e.get("detail") or ""), "evidence": f"evidence/soak/{EVENTS}"})
+                           "what": str(e.get("detail") or ""),
+                           "evidence": e.get("evidence") or f"evidence/soak/{EVENTS}"})
     for kind, items in kfaults.items():
         for f in items:
             src = f.get("source")
             faults.append({"t_s": round(float(f.get("t") or t0) - t0, 3),
                            "kind": f"{kind} ({src})" if src in ("amd-smi", "npu-smi") else f"kernel {kind}",
-                           "what": f["line"], "evidence": f"evidence/soak/{HEALTH}"})
+                           "what": f["line"], "evidence": f.get("evidence") or health_evidence})
     for b in raid_bad:
         faults.append({"t_s": round(float(b.get("t") or t0) - t0, 3), "kind": "raid",
-                       "what": f"{b['array']}: {b['line']}", "evidence": f"evidence/soak/{HEALTH}"})
+                       "what": f"{b['array']}: {b['line']}", "evidence": b.get("evidence") or health_evidence})
     prev_kv = 0.0
     for w in windows:
         c = w.get("counters")
@@ -654,6 +665,6 @@ def soak_charts(windows: Sequence[dict[str, Any]], events: Sequence[dict[str, An
         if isinstance(free, int) and free < FULL_BYTES and not full_once:
             full_once = True  # the first time only: a full target stays full for many samples
             faults.append({"t_s": round(float(h.get("t") or t0) - t0, 3), "kind": "kv target full",
-                           "what": f"{free} bytes free on the KV target", "evidence": f"evidence/soak/{HEALTH}"})
+                           "what": f"{free} bytes free on the KV target", "evidence": health_evidence})
     faults.sort(key=lambda f: f["t_s"])
     return {"windows": series, "faults": faults, "window_s": window_s}

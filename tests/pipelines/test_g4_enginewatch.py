@@ -376,16 +376,25 @@ def test_the_engine_nodes_health_decides_storage_and_accelerators_never_the_load
     assert v["storage_errors"] == v["accelerator_errors"] == v["network_errors"] == "NOT_RUN", v
     assert v["smart_media_errors"] == v["raid_healthy"] == "NOT_RUN" and v["no_restarts"] == "PASS"
     assert verdicts(soak, watch=None, **opts)["storage_errors"] == "NOT_RUN"
-    node0 = write_watch(tmp_path / "node0", watch_events())
+    node0 = write_watch(tmp_path / "node0", watch_events(RESTART_1))
     line = "[ 592.948075] nvme nvme0: I/O 407 QID 1 timeout, aborting"
     samples = [{"t": T0 + k * 10, "kernel": {"source": "dmesg", "baseline": k == 0, "new": [line] if k == 2 else []},
                 "smart": {"/dev/nvme0n1": {"json": SMART_OK}}, "mdstat": MD_OK} for k in range(4)]
     (node0 / "health.jsonl").write_text("".join(json.dumps(x) + "\n" for x in samples))
-    measured, _ = soak_measured(soak, duration_target_s=60.0, window_s=4.0, nvme=["/dev/nvme0n1"], md_arrays=["md0"],
-                                watch=node0, **opts)
+    measured, charts = soak_measured(soak, duration_target_s=60.0, window_s=4.0, nvme=["/dev/nvme0n1"],
+                                     md_arrays=["md0"], watch=node0, **opts)
     leaf = measured["soak"]["storage_errors"]
     assert leaf["value"] == 1 and "QID 1 timeout" in leaf["detail"]
     assert leaf["evidence"] == ["evidence/soak/watch/health.jsonl"]
+    assert measured["soak"]["media_errors_delta"]["evidence"] == ["evidence/soak/watch/health.jsonl"]
+    assert set(measured["soak"]["network_errors"]["evidence"]) == {"evidence/soak/watch/health.jsonl",
+                                                                   "evidence/soak/health.jsonl"}
+    # the report's fault table names the file each fault was read from: node0's watchdog's
+    by_kind = {f["kind"]: f for f in charts["faults"]}
+    assert by_kind["kernel storage"]["evidence"] == "evidence/soak/watch/health.jsonl", charts["faults"]
+    assert by_kind["restart"]["evidence"] == "evidence/soak/watch/events.jsonl"
+    assert "instance 1" in by_kind["restart"]["what"]
+    node0 = write_watch(tmp_path / "node0", watch_events())
     assert measured["soak"]["media_errors_delta"]["value"] == 0 and measured["soak"]["network_errors"]["value"] == 0
     # the same node0 samples clean: every node-health check passes
     samples[2]["kernel"]["new"] = []
