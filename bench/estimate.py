@@ -115,6 +115,12 @@ def _cpu_seconds() -> float:
     return ru.ru_utime + ru.ru_stime
 
 
+def _children_cpu_seconds() -> float:
+    """CPU time (user + system) of this process's finished children (the load client runs)."""
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
 def _proc_cpu_seconds(pid: int) -> float:
     """CPU time (user + system) of process ``pid`` so far, from /proc (Linux)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -312,18 +318,23 @@ def load(port: int, out: Path, ctx: int, conc: int, *, populate: bool) -> dict[s
     return dict(json.loads((out / "summary.json").read_text()))
 
 
-def fixed_probe(proc: subprocess.Popen[bytes], port: int, out: Path, conc: int) -> tuple[float, float, float]:
+def fixed_probe(proc: subprocess.Popen[bytes], port: int, out: Path,
+                conc: int) -> tuple[float, float, float, float]:
     """1-token prompts (no KV to restore, 0.05 ms of emulated prefill) at ``conc`` clients: their
     TTFT p50 is the per-request overhead of HTTP, the event loop and the client while ``conc``
     requests are in flight, their TPOT the real per-token decode time with as many streams
     decoding (one event loop writes them all: more streams, later wake-ups). Probe at the point's
     concurrency up to the batch (beyond it the extra requests wait in the queue, which the model
     predicts). Also the emulator's CPU seconds per such request (HTTP, its loop, the decode's
-    writes), from /proc. Neither comes from the points the prediction is compared with."""
+    writes), from /proc, and the load client's (its stream reading, records and bookkeeping: the
+    client's own CPU over its measured window, ``kvgate.client_cpu_s`` of its summary, so its
+    start-up is left out). None of it comes from the points the prediction is compared with."""
     cpu0 = _proc_cpu_seconds(proc.pid)
     s = load_random(port, out, min(conc, MAX_BATCH))
-    cpu = (_proc_cpu_seconds(proc.pid) - cpu0) / int(s["completed"])
-    return float(s["median_ttft_ms"]) / 1000 - 1 / PREFILL_TPS, float(s["median_tpot_ms"]) / 1000, cpu
+    done = int(s["completed"])
+    cpu = (_proc_cpu_seconds(proc.pid) - cpu0) / done
+    client = float(s["kvgate"]["client_cpu_s"]) / done  # type: ignore[index]
+    return float(s["median_ttft_ms"]) / 1000 - 1 / PREFILL_TPS, float(s["median_tpot_ms"]) / 1000, cpu, client
 
 
 def load_random(port: int, out: Path, conc: int) -> dict[str, float]:
@@ -349,21 +360,25 @@ class Calibration:
     emulator_cpu_s: float  # CPU seconds of the emulator per 1-token request
     client_s: float  # the load client's build and encode of one prompt
     cores: float  # cores a CPU-bound job gets now
+    client_stream_s: float = 0.0  # the load client's CPU seconds per request besides the prompt's build
 
     @property
     def host_cpu_s(self) -> float:
         """CPU seconds one request of the point costs this machine's shared cores: its restore's
         read path, the emulator's per-request work and its front-end work for this prompt, and the
-        client's build of it (the client's per-stream work is left out: not measured)."""
-        return self.restore_cpu_s + self.emulator_cpu_s + self.front_s + self.slot_s + self.client_s
+        load client's: its build of the prompt and its work per request (reading the stream,
+        records, bookkeeping)."""
+        return (self.restore_cpu_s + self.emulator_cpu_s + self.front_s + self.slot_s + self.client_s
+                + self.client_stream_s)
 
 
 def calibrate(proc: subprocess.Popen[bytes], port: int, out: Path, probe: RestoreProbe, ctx: int,
               conc: int) -> Calibration:
     one, agg, restore_cpu = probe.bandwidths()
-    fixed, tpot, emu_cpu = fixed_probe(proc, port, out, conc)
+    fixed, tpot, emu_cpu, client_stream = fixed_probe(proc, port, out, conc)
     front, slot, client = frontend_seconds(ctx)
-    return Calibration(one, agg, fixed, tpot, front, slot, restore_cpu, emu_cpu, client, cores_available())
+    return Calibration(one, agg, fixed, tpot, front, slot, restore_cpu, emu_cpu, client, cores_available(),
+                       client_stream)
 
 
 def mean_of(a: Calibration, b: Calibration) -> Calibration:
@@ -378,7 +393,7 @@ def mean_of(a: Calibration, b: Calibration) -> Calibration:
     return Calibration(hm(a.one_bw, b.one_bw), hm(a.agg_bw, b.agg_bw), am(a.fixed_s, b.fixed_s),
                        am(a.tpot_s, b.tpot_s), am(a.front_s, b.front_s), am(a.slot_s, b.slot_s),
                        am(a.restore_cpu_s, b.restore_cpu_s), am(a.emulator_cpu_s, b.emulator_cpu_s),
-                       am(a.client_s, b.client_s), am(a.cores, b.cores))
+                       am(a.client_s, b.client_s), am(a.cores, b.cores), am(a.client_stream_s, b.client_stream_s))
 
 
 def predict(cal: Calibration, tier_name: str, shape: Workload, conc: int) -> PointPrediction:
@@ -458,7 +473,12 @@ def main() -> int:
                     probe = RestoreProbe(probe_dir, ctx // CHUNK)
                     try:
                         before = calibrate(proc, port, work / f"fixed-{tag}-a", probe, ctx, conc)
+                        emu0, kids0 = _proc_cpu_seconds(proc.pid), _children_cpu_seconds()
                         s = load(port, work / f"run-{tag}", ctx, conc, populate=False)
+                        # what the point itself cost the host (never used by its prediction): the
+                        # emulator's and the load client's CPU seconds per request
+                        point_cpu = {"emulator_s": (_proc_cpu_seconds(proc.pid) - emu0) / QUERIES,
+                                     "client_s": (_children_cpu_seconds() - kids0) / QUERIES}
                         after = calibrate(proc, port, work / f"fixed-{tag}-b", probe, ctx, conc)
                         cal = mean_of(before, after)
                         sp1, sp4 = spread(before.one_bw, after.one_bw), spread(before.agg_bw, after.agg_bw)
@@ -473,7 +493,8 @@ def main() -> int:
                             with open(points_file, "a", encoding="utf-8") as fh:
                                 fh.write(json.dumps({"tier": tier_name, "context": ctx, "concurrency": conc,
                                                      "before": asdict(before), "after": asdict(after),
-                                                     "measured_ttft_p50_ms": measured}) + "\n")
+                                                     "measured_ttft_p50_ms": measured,
+                                                     "point_cpu": point_cpu}) + "\n")
                         err = pred.ttft_s * 1000 / measured - 1
                         errors.setdefault(tier_name, []).append(err)
                         fio_txt = f"{'-':>9} {'-':>7}"

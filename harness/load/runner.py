@@ -188,6 +188,7 @@ class _Run:
         self.measured: list[dict[str, Any]] = []
         self.issued = 0
         self.sessions_started = self.sessions_completed = self.sessions_aborted = 0
+        self.cpu_s = 0.0  # this process's CPU seconds over the measured window
 
     async def _one(self, spec: RequestSpec, phase: str, writer: RecordWriter, live: Optional[_Live],
                    t_ready: int, scheduled_ns: Optional[int], build_ms: Optional[float] = None) -> RequestResult:
@@ -461,6 +462,11 @@ async def run_load_async(config: LoadConfig, out_dir: Path, *, workload: Optiona
     setup, extra = _run_description(cfg, wl, client, run, started_wall, open_loop,
                                     interrupted=bool(interrupted) or stop.is_set(),
                                     signame=interrupted[0] if interrupted else None)
+    # The client's own CPU over the measured window (start-up, workload build and warm-up left
+    # out): a client near one core busy queues requests and readings of its own, which would sit
+    # inside the TTFTs it reports; with this a reader can tell that apart from the server's time
+    extra["client_cpu_s"] = round(run.cpu_s, 4)
+    extra["client_cpu_share"] = round(run.cpu_s / ((t_end - t_start) / 1e9), 4) if t_end > t_start else None
     summary = Summary.from_records(run.measured, duration_s=(t_end - t_start) / 1e9, percentiles=cfg.percentiles,
                                    goodput=cfg.goodput or None, setup=setup, extra=extra)
     summary.save(out_dir / SUMMARY_FILE)
@@ -504,6 +510,7 @@ async def _warm_and_measure(run: _Run, cfg: LoadConfig, wl: Workload, client: St
             Progress("load", total=total, enabled=cfg.progress) as prog:
         live = _Live(prog)
         t_start = perf_counter_ns()
+        cpu_start = time.process_time()
         deadline = t_start + int(cfg.duration_s * 1e9) if cfg.duration_s else None
         cycle = cfg.duration_s is not None or (cfg.num_requests or 0) > planned
         if wl.sessions is not None:
@@ -534,6 +541,7 @@ async def _warm_and_measure(run: _Run, cfg: LoadConfig, wl: Workload, client: St
                 offsets = [s.at_s or 0.0 for s in specs]
             await run.open_loop(specs, offsets, writer, live, deadline)
         t_end = perf_counter_ns()
+        run.cpu_s = time.process_time() - cpu_start
         prog.status(live.text(), force=True)
     return t_start, t_end
 

@@ -52,6 +52,11 @@ def test_closed_loop_records_summary_and_warmup(server: ScriptedServer, tmp_path
     assert {q.headers["x-request-id"] for q in server.received} == {r["request_id"] for r in recs} | {
         "rnd-warm-000000", "rnd-warm-000001"}
     assert json.loads((tmp_path / "summary.json").read_text())["completed"] == 12
+    # the client's own CPU over the measured window: some, and (waiting on a slow server) well
+    # under the window's length
+    k = s["kvgate"]
+    assert 0 < k["client_cpu_s"] < 0.5 * s["duration"]
+    assert k["client_cpu_share"] == pytest.approx(k["client_cpu_s"] / s["duration"], rel=0.05)
 
 
 def test_open_loop_keeps_its_schedule_while_the_server_is_slow(server: ScriptedServer, tmp_path: Path) -> None:
