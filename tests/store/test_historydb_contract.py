@@ -14,6 +14,7 @@ from harness.store.historydb import (
     HistoryDB,
     MetricRecord,
     RunRecord,
+    _wal,
     history_url,
     safe_url,
     schema_table,
@@ -152,3 +153,32 @@ def test_bulk_add_skips_stored_runs(history_url: str) -> None:
         assert db.add_runs([_run(0), _run(1), _run(2)]) == 2
         assert db.add_runs([_run(0), _run(1), _run(2)]) == 0
         assert db.count() == (3, 9)
+
+
+def test_switching_to_wal_waits_for_a_writer_sqlite_does_not_wait_for(tmp_path: Path) -> None:
+    """SQLite answers ``PRAGMA journal_mode=WAL`` with "database is locked" at once, without its
+    busy handler, while another connection holds the write lock (as when several processes open a
+    new file together: the race of the test above, which failed so under load). The switch is
+    retried until the writer is done."""
+    import sqlite3
+    import threading
+    import time
+
+    path = str(tmp_path / "h.sqlite")
+    writer = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    writer.execute("CREATE TABLE t(x)")
+    writer.execute("BEGIN IMMEDIATE")
+    other = sqlite3.connect(path, timeout=5, isolation_level=None)
+    with pytest.raises(sqlite3.OperationalError, match="locked"):
+        _wal(other.cursor(), wait_s=0.0)  # what SQLite does: no wait at all
+    release = threading.Timer(0.3, lambda: writer.execute("COMMIT"))
+    start = time.monotonic()
+    release.start()
+    try:
+        _wal(other.cursor(), wait_s=10.0)
+    finally:
+        release.join()
+    assert time.monotonic() - start >= 0.25
+    assert other.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    other.close()
+    writer.close()
