@@ -503,7 +503,7 @@ class StreamClient:
         if tl.keep_text:
             res.text = "".join(tl.text_parts)
         if tl.first_ns:
-            first = min(tl.first_token_ns or tl.first_ns, tl.first_ns)
+            first = tl.first_token_ns or tl.first_ns  # the token chunk comes at or before the first text
             res.first_token_ns = first
             res.ttft_ms = (first - start) / 1e6
             last = max(tl.last_choice_ns, tl.last_text_ns)

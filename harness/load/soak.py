@@ -142,12 +142,18 @@ def restart_specs(data: Any) -> list[dict[str, Any]]:
     return out
 
 
+def public_restart(restart: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Relaunch commands as written to a file the controller copies into the evidence: a
+    command's environment is the engine plan's and may hold a secret, so only its variable names
+    are kept."""
+    return [{"argv": r.get("argv"), "env": sorted(r.get("env") or {})} if r else {} for r in restart]
+
+
 def public_config(cfg: SoakConfig) -> dict[str, Any]:
-    """The configuration as written to ``soak.json`` (which the controller copies into the
-    evidence): a relaunch command's environment is the engine plan's and may hold a secret, so
-    only its variable names are kept."""
+    """The configuration as written to ``soak.json`` (relaunch environments reduced to their
+    variable names, :func:`public_restart`)."""
     d = asdict(cfg)
-    d["restart"] = [{"argv": r.get("argv"), "env": sorted(r.get("env") or {})} if r else {} for r in cfg.restart]
+    d["restart"] = public_restart(cfg.restart)
     return d
 
 

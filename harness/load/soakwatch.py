@@ -48,6 +48,7 @@ from harness.load.soak import (
     Watchdog,
     WatchSpec,
     _write_json,
+    public_restart,
     restart_specs,
 )
 
@@ -80,9 +81,7 @@ def run_watch(cfg: WatchConfig, stop: Optional[threading.Event] = None) -> dict[
     out.mkdir(parents=True, exist_ok=True)
     stop = stop or threading.Event()
     reason: list[str] = []
-    public = asdict(cfg)
-    public["restart"] = [{"argv": r.get("argv"), "env": sorted(r.get("env") or {})} if r else {}
-                         for r in cfg.restart]
+    public = {**asdict(cfg), "restart": public_restart(cfg.restart)}
     started = time.time()
     _write_json(out / WATCH_CONFIG, {"config": public, "started_unix": started})
     wd = Watchdog(WatchSpec(engines=list(cfg.engines), health_urls=list(cfg.health_urls), restart=list(cfg.restart),

@@ -431,8 +431,6 @@ print("killed")
 
 def _stop_relaunched(run: GateRun, state: dict[str, Any], ex: Any) -> None:
     """Stop the engines the soak agent relaunched (profile ``soak.restart_engine``) and keep their logs."""
-    from harness.pipelines.soakrun import read_local_jsonl
-
     python = str(run.inventory.setting(run.inventory.node(state["server"]), "python"))
     # relaunched by the soak (engine on the soak's node) or by the engine node's watchdog
     sources: list[tuple[Path, AgentLoad, str]] = [(soak_dir(run), SoakHandle.from_json(state["handle"]), "")]

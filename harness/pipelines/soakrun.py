@@ -19,6 +19,7 @@ from typing import Any, Optional
 
 from harness.agent.remote import AgentLoad, pull_lines
 from harness.load.soak import CONFIG, DONE, EVENTS, HEALTH, STOP, WINDOWS_INDEX
+from harness.load.soakwatch import WATCH_CONFIG
 from harness.remote.base import Executor, ProcessState, RemoteError
 from harness.store.durable import write_atomic
 
@@ -72,14 +73,21 @@ def pull_watch(executor: Executor, wh: WatchHandle) -> tuple[ProcessState, list[
     local = Path(wh.local_dir)
     events = pull_lines(executor, wh.python, wh.agent, wh.remote(EVENTS), local / EVENTS)
     pull_lines(executor, wh.python, wh.agent, wh.remote(HEALTH), local / HEALTH)
-    for name in ("watch.json", DONE):
+    _copy_once(executor, wh, (WATCH_CONFIG, DONE))
+    return state, events
+
+
+def _copy_once(executor: Executor, agent: AgentLoad, names: tuple[str, ...]) -> None:
+    """Copy each of the agent's small files ``names`` (written whole, once) that is on the node
+    and not here yet; one not written yet is tried again at the next pull."""
+    local = Path(agent.local_dir)
+    for name in names:
         if not (local / name).exists():
             try:
-                data = executor.read_file(wh.remote(name))
+                data = executor.read_file(agent.remote(name))
             except RemoteError:
                 continue
             write_atomic(local / name, data)
-    return state, events
 
 
 def stop_watch(executor: Executor, wh: WatchHandle, *, timeout_s: float = 30.0) -> ProcessState:
@@ -115,13 +123,7 @@ def pull(executor: Executor, sh: SoakHandle) -> Pulled:
     events = pull_lines(executor, sh.python, sh.agent, sh.remote(EVENTS), local / EVENTS)
     health = pull_lines(executor, sh.python, sh.agent, sh.remote(HEALTH), local / HEALTH)
     fetch_window_files(executor, sh)
-    for name in _SMALL_FILES:
-        if not (local / name).exists():
-            try:
-                data = executor.read_file(sh.remote(name))
-            except RemoteError:
-                continue
-            write_atomic(local / name, data)
+    _copy_once(executor, sh, _SMALL_FILES)
     return Pulled(state, wins, events, health)
 
 

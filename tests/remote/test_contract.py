@@ -20,6 +20,7 @@ from harness.remote.base import (
     Executor,
     RemoteFileNotFound,
 )
+from tests.support.procs import alive
 
 # Strings that would run a second command if they ever reached a shell unquoted.
 NASTY = [
@@ -158,17 +159,9 @@ def test_timeout_kills_process_group(executor: Executor, tmp_path: Path) -> None
     assert "started" in ei.value.stdout
     child = int(pidfile.read_text())
     deadline = time.monotonic() + 5
-    while _alive(child) and time.monotonic() < deadline:
+    while alive(child) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not _alive(child), "the background child of a timed-out command survived"
-
-
-def _alive(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    assert not alive(child), "the background child of a timed-out command survived"
 
 
 def test_put_get_with_checksum(executor: Executor, tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.procs import contained_processes
+from tests.support.procs import alive, contained_processes
 from tests.support.sshd import KeyStore, SshCluster, descendants
 
 pytestmark = pytest.mark.ssh
@@ -87,13 +87,6 @@ def test_shared_cluster(shared_ssh_cluster: SshCluster) -> None:
     assert _ssh(shared_ssh_cluster, "shared0", "true").returncode == 0
 
 
-def _running(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-    except FileNotFoundError:
-        return False
-
-
 def test_close_stops_detached_processes_started_under_its_work_dir(
         ssh_keys: KeyStore, tmp_path_factory: pytest.TempPathFactory) -> None:
     # Detached over SSH (setsid, output closed), as kvgate's engines and soak agents are: once the
@@ -115,7 +108,7 @@ def test_close_stops_detached_processes_started_under_its_work_dir(
             f"setsid sh -c 'sleep 303; :' {shlex.quote(str(remote / 'agent'))} {detach}"))  # by its argv
         assert r.returncode == 0, r.stderr
         pids = [int(x) for x in r.stdout.split()]
-        assert len(pids) == 3 and all(_running(p) for p in pids)
+        assert len(pids) == 3 and all(alive(p) for p in pids)
         node = cluster.nodes[0]
         assert node.proc is not None and not set(pids) & set(descendants(node.proc.pid))
         deadline = time.monotonic() + 5
@@ -129,9 +122,9 @@ def test_close_stops_detached_processes_started_under_its_work_dir(
         cluster.close()
         assert set(cluster.leftovers) == set(pids)
         deadline = time.monotonic() + 5  # init reaps them
-        while any(_running(p) for p in pids) and time.monotonic() < deadline:
+        while any(alive(p) for p in pids) and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert not [p for p in pids if _running(p)]
+        assert not [p for p in pids if alive(p)]
         assert outside.poll() is None  # the sibling directory's process was left alone
     finally:
         cluster.close()

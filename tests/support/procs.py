@@ -15,7 +15,7 @@ import signal
 import time
 from pathlib import Path
 
-__all__ = ["contained_processes", "descendants", "stop_processes", "stop_contained"]
+__all__ = ["alive", "contained_processes", "descendants", "stop_processes", "stop_contained"]
 
 
 def _children_map() -> dict[int, list[int]]:
@@ -74,20 +74,21 @@ def contained_processes(root: Path, *, exclude: frozenset[int] = frozenset()) ->
     return found
 
 
-def _alive(pid: int) -> bool:
-    # a zombie has exited: only its parent's wait is missing, and it names no path any more
+def alive(pid: int) -> bool:
+    """``pid`` runs (a zombie has exited: only its parent's wait is missing, and it names no path
+    any more)."""
     try:
         state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
     except (OSError, IndexError):
         return False
-    return state != "Z"
+    return state not in ("Z", "X")
 
 
 def stop_processes(pids: list[int], grace: float = 5.0) -> list[int]:
     """SIGTERM, then SIGKILL whatever is still alive after ``grace`` seconds (SIGCONT first, so a
     frozen process can act on the SIGTERM). Returns the pids that were alive when asked."""
-    alive = [p for p in pids if _alive(p)]
-    todo = list(alive)
+    running = [p for p in pids if alive(p)]
+    todo = list(running)
     for sig in (signal.SIGTERM, signal.SIGKILL):
         for pid in todo:
             for s in ((signal.SIGCONT, sig) if sig == signal.SIGTERM else (sig,)):
@@ -96,12 +97,12 @@ def stop_processes(pids: list[int], grace: float = 5.0) -> list[int]:
                 except OSError:
                     pass
         deadline = time.monotonic() + grace
-        while time.monotonic() < deadline and any(_alive(p) for p in todo):
+        while time.monotonic() < deadline and any(alive(p) for p in todo):
             time.sleep(0.05)
-        todo = [p for p in todo if _alive(p)]
+        todo = [p for p in todo if alive(p)]
         if not todo:
             break
-    return alive
+    return running
 
 
 def stop_contained(root: Path, *, exclude: frozenset[int] = frozenset(), grace: float = 5.0) -> list[int]:
