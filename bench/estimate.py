@@ -421,6 +421,12 @@ def main() -> int:
     points_file = os.environ.get("KVGATE_BENCH_POINTS")
     # (name, directory of the LMCache disk tier or None for the CPU tier, in the headline figure)
     tiers: list[tuple[str, Path | None, bool]] = [("file", shm, True), ("cpu", None, True), ("disk", work, False)]
+    only = os.environ.get("KVGATE_BENCH_TIERS")  # e.g. "file,cpu": a shorter run of those tiers
+    if only:
+        wanted = {t.strip() for t in only.split(",")}
+        if not wanted <= {name for name, _, _ in tiers}:
+            raise SystemExit(f"KVGATE_BENCH_TIERS={only!r}: expected a comma-separated subset of file, cpu, disk")
+        tiers = [t for t in tiers if t[0] in wanted]
     print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())} ({os.cpu_count()} CPUs)")
     try:
         fio_dir = work / "fio"
@@ -445,11 +451,14 @@ def main() -> int:
               "costs the machine's shared cores and how many cores a CPU-bound job got at that moment "
               f"('host ms/cores'; the prediction uses the machine's {HOST_CORES:.0f}: "
               "the restore's read path, the emulator's and the client's work); 'fio pred.' uses fio "
-              "instead of the restore probe; 'from b../a..': the prediction from the probes before only and "
+              "instead of the restore probe; 'random/waves': the two limits the prediction lies between beyond "
+              "the batch (requests at random phases, by mean value analysis; requests entering their slots in "
+              "waves), within it the prediction is the first; 'from b../a..': the prediction from the probes "
+              "before only and "
               "after only (what the machine's drift alone does to it)\n")
         print(f"{'tier':5} {'context':>7} {'conc':>4} {'tier GB/s 1/4':>13} {'spread 1/4':>11} {'fixed':>5} "
-              f"{'tpot':>4} {'front+slot':>10} {'host ms/cores':>13} {'predicted':>9} {'from b../a..':>11} "
-              f"{'measured':>8} {'error':>7} "
+              f"{'tpot':>4} {'front+slot':>10} {'host ms/cores':>13} {'predicted':>9} {'random/waves':>12} "
+              f"{'from b../a..':>11} {'measured':>8} {'error':>7} "
               f"{'fio pred.':>9} {'error':>7}  bottleneck     load")
         errors: dict[str, list[float]] = {}
         spreads: dict[str, list[float]] = {}
@@ -504,11 +513,12 @@ def main() -> int:
                             fio_errors.append(fp / measured - 1)
                             fio_txt = f"{fp:9.1f} {fp / measured - 1:+7.1%}"
                         bw = f"{cal.one_bw / 1e9:.2f}/{cal.agg_bw / 1e9:.2f}"
+                        limits = f"{(pred.ttft_random_s or 0) * 1000:.1f}/{(pred.ttft_waves_s or 0) * 1000:.1f}"
                         print(f"{tier_name:5} {ctx:7d} {conc:4d} {bw:>13} {f'{sp1:.0%}/{sp4:.0%}':>11} "
                               f"{cal.fixed_s * 1000:5.1f} {cal.tpot_s * 1000:4.2f} "
                               f"{f'{cal.front_s * 1000:.1f}+{cal.slot_s * 1000:.1f}':>10} "
                               f"{f'{cal.host_cpu_s * 1000:.1f}/{cal.cores:.1f}':>13} "
-                              f"{pred.ttft_s * 1000:9.1f} {f'{min(pb, pa):.0f}..{max(pb, pa):.0f}':>11} "
+                              f"{pred.ttft_s * 1000:9.1f} {limits:>12} {f'{min(pb, pa):.0f}..{max(pb, pa):.0f}':>11} "
                               f"{measured:8.1f} {err:+7.1%} {fio_txt}  "
                               f"{pred.bottleneck:14} {os.getloadavg()[0]:.2f}", flush=True)
                     finally:
@@ -528,7 +538,7 @@ def main() -> int:
                    ("all tiers", [t for t, _, _ in tiers])]
         for label, names in groups:
             errs = [e for n in names for e in errors.get(n, [])]
-            if errs:
+            if errs and all(n in errors for n in names):  # a group with a tier not run is not printed
                 within = sum(1 for e in errs if abs(e) <= TARGET)
                 sps = [x for n in names for x in spreads.get(n, [])]
                 print(f"{label}: {within} of {len(errs)} points within {TARGET:.0%}; worst error "

@@ -31,13 +31,14 @@ from harness.estimate.timing import (
     Workload,
     bandwidth_for_reduction,
     break_even_bandwidth,
+    closed_mva,
     predict_point,
 )
 
 __all__ = [
     "ACCELERATORS", "DTYPE_BYTES", "Accelerator", "Compute", "Engine", "Estimate", "EstimateInputs", "KVSizes",
     "ModelConfigError", "ModelGeometry", "PRESET_CONFIGS", "PointPrediction", "Tier", "Workload",
-    "attention_pairs", "bandwidth_for_reduction", "break_even_bandwidth", "capacity_plan", "dtype_bytes",
+    "attention_pairs", "bandwidth_for_reduction", "break_even_bandwidth", "capacity_plan", "closed_mva", "dtype_bytes",
     "estimate_profile", "find_accelerator", "geometry_from_config", "kv_sizes", "predict_point",
     "prefill_flops", "preset_geometry",
 ]

@@ -281,8 +281,10 @@ def _g3_needs(profile: Profile, inp: EstimateInputs, geom: ModelGeometry, engine
 
 
 def point_prediction(d: Mapping[str, Any]) -> PointPrediction:
-    """A ``PointPrediction`` back from its dict (reports, calibration)."""
-    return PointPrediction(**{k: d[k] for k in PointPrediction.__dataclass_fields__})
+    """A ``PointPrediction`` back from its dict (reports, calibration); the two limits are absent
+    from estimates recorded before they existed."""
+    optional = {"ttft_random_s", "ttft_waves_s"}
+    return PointPrediction(**{k: d[k] for k in PointPrediction.__dataclass_fields__ if k in d or k not in optional})
 
 
 def calibrate_compute(profile: Profile, inp: EstimateInputs, concurrency: int, measured_ttft_s: float

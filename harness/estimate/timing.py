@@ -8,17 +8,16 @@ Rules (derived in ``docs/estimator.md``):
 * recompute (s) = prefill FLOPs / (peak FLOP/s x devices x efficiency), or tokens / token rate
   when compute is given as a rate (the emulator, or a rate calibrated from a recompute arm).
 * one request alone: TTFT0 = restore + recompute of the tokens no tier served + fixed overhead.
-* a closed loop of ``c`` clients (no think time) is a closed queueing network; its throughput is
-  bounded by every shared resource (asymptotic bounds): X(c) = min(c / cycle0, 1 / D_max), where
-  cycle0 = TTFT0 + decode time and D_max is the largest per-request demand per server among the
-  batch slots ((restore + compute + decode) / max_batch: a request holds its slot from its prefill
-  to its last token; the fixed overhead and the front end's work are spent outside it),
-  the tier (restored bytes / bandwidth), the readers (restore time / read streams) and, when the
-  accelerator is shared, the prefill compute, and a single-threaded front end (parsing,
-  tokenizing, hashing the prompt), and the host's cores when given (``Engine.host_cpu_s``). By the
-  response time law the request time is
-  c / X(c), so TTFT(c) = c / X(c) - decode time. This is exact at both ends (c = 1 and deep
-  saturation) and optimistic near the knee; p50 equals the mean for equal requests.
+* a closed loop of ``c`` clients (no think time) is a closed queueing network: a request spends
+  the fixed overhead and the front end's parsing outside the batch slots, then holds a slot from
+  its prefix lookup to its last token, sharing the tier (and a real accelerator) with the requests
+  in the other slots. How much they overlap depends on the requests' phases; two limits:
+  random phases (exact mean value analysis, ``closed_mva``, with the slots as one flow-equivalent
+  server) and waves (beyond the batch, requests enter as slots free and slots free together: k =
+  min(c, max_batch) restores at once, every cycle, under the asymptotic bounds of every shared
+  resource: slots, tier bandwidth and readers, shared compute, the front end's thread, the host's
+  cores). Within the batch the prediction is the first; beyond it, the mean of the two. By the
+  response time law TTFT(c) = c / X(c) - decode time; p50 equals the mean for equal requests.
 * break-even bandwidth: the read bandwidth at which restoring a prefix takes as long as
   recomputing it: B* = KV bytes / (recompute time - per-chunk overhead term).
 
@@ -28,6 +27,7 @@ Pure functions over plain values; no I/O.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Optional
 
@@ -175,14 +175,52 @@ class PointPrediction:
     requests_per_s: float
     output_tokens_per_s: float
     bottleneck: str
+    # the two limits the prediction lies between beyond the batch (section 4 of docs/estimator.md):
+    # requests at random phases (mean value analysis) and requests entering the slots in waves
+    ttft_random_s: Optional[float] = None
+    ttft_waves_s: Optional[float] = None
 
     def as_dict(self) -> dict[str, object]:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
 
 
+RateFn = Callable[[int], float]
+
+
+def closed_mva(customers: int, think_s: float, stations: Sequence[RateFn]) -> list[float]:
+    """Throughput X(n), n = 1..``customers``, of a closed network: a delay of ``think_s`` seconds
+    (time no other request can lengthen) and queueing stations whose service rate (requests/s)
+    depends on how many requests are there (``rate(j)``, j >= 1): exact mean value analysis with
+    load-dependent stations (Reiser and Lavenberg). A single server of demand D is ``lambda j: 1 /
+    D``; a resource shared by up to k requests at once, ``lambda j: min(j, k) / D``."""
+    if customers < 1:
+        return []
+    marginals = [[1.0] + [0.0] * customers for _ in stations]  # P(j at station | n - 1 customers)
+    out: list[float] = []
+    for n in range(1, customers + 1):
+        residence = [sum(j / rate(j) * p[j - 1] for j in range(1, n + 1)) for rate, p in zip(stations, marginals)]
+        x = n / (think_s + sum(residence))
+        for rate, p in zip(stations, marginals):
+            nxt = [0.0] * (customers + 1)
+            for j in range(1, n + 1):
+                nxt[j] = x / rate(j) * p[j - 1]
+            nxt[0] = max(0.0, 1.0 - sum(nxt[1:]))
+            p[:] = nxt
+        out.append(x)
+    return out
+
+
 def predict_point(geom: ModelGeometry, engine: Engine, work: Workload, tier: Optional[Tier],
                   concurrency: int) -> PointPrediction:
-    """Predicted TTFT and throughput of one arm at one concurrency (``tier`` None: recompute)."""
+    """Predicted TTFT and throughput of one arm at one concurrency (``tier`` None: recompute).
+
+    Two limits of the same closed network (docs/estimator.md, section 4): requests at random phases
+    (exact mean value analysis: a request finds the others spread over their cycle, so a restore
+    shares the tier with the average number restoring), and requests in waves (beyond the batch,
+    requests enter their slots when slots free, and slots free together when their requests
+    entered together with equal work: ``min(c, max_batch)`` restores and prefills at once, every
+    cycle). At or below the batch nothing realigns the clients and the prediction is the first;
+    beyond it, the mean of the two (the queue realigns the waves, jitter spreads them)."""
     if concurrency < 1:
         raise ValueError(f"concurrency must be >= 1, got {concurrency}")
     hit = work.hit_ratio if tier is not None else 0.0
@@ -192,52 +230,107 @@ def predict_point(geom: ModelGeometry, engine: Engine, work: Workload, tier: Opt
     compute_miss = engine.compute.seconds(geom, work.input_tokens)
     restore_s = hit * restore_hit
     compute_s = hit * compute_hit + (1 - hit) * compute_miss
-    alone0 = engine.fixed_s + engine.frontend_s + engine.slot_s + restore_s + compute_s
     decode0 = engine.decode_seconds(work.output_tokens)
-    # a request holds its batch slot from its prefix lookup (slot_s) and prefill (restore +
-    # compute) to its last token; the fixed overhead (HTTP, client) and the front end's parsing
-    # and tokenizing happen before it gets one
-    in_slot0 = engine.slot_s + restore_s + compute_s + decode0
+    chunk_s = hit * tier.per_chunk_s * work.chunks if tier is not None else 0.0  # latency, not shared
+    mean_bytes = hit * restored_bytes
 
-    def bound(x: float) -> tuple[float, str, float, float]:
-        """(throughput bound, bottleneck, TTFT alone, decode) when the front end's thread serves
-        ``x`` requests/s (its waits lengthen each request's path; none when not modelled)."""
+    def tier_rate(j: int) -> float:
+        """Restores per second the tier completes with ``j`` requests restoring."""
+        assert tier is not None
+        streams = min(j, tier.read_streams or j)
+        return min(streams * (tier.stream_bw or tier.read_bw), tier.read_bw) / mean_bytes
+
+    def waits(x: float) -> tuple[float, float, float]:
+        """(front end's wait per step, TTFT's share of the waits, the decode's) at ``x`` requests/s."""
         w = engine.loop_wait(x)
-        alone = alone0 + w * (1 + engine.loop_waits_first) if w else alone0  # the arrival waits too
-        decode = decode0 + w * engine.loop_waits_last
-        in_slot = in_slot0 + w * (engine.loop_waits_first + engine.loop_waits_last)
-        demands: dict[str, float] = {"clients": (alone + decode) / concurrency,
+        return w, w * (1 + engine.loop_waits_first) if w else 0.0, w * engine.loop_waits_last
+
+    def caps() -> dict[str, float]:
+        """Throughput caps of the resources every request takes its turn at, whatever the phases."""
+        out: dict[str, float] = {}
+        if engine.loop_s:
+            out["front end"] = 1.0 / engine.loop_s
+        if engine.host_cpu_s:
+            out["host CPU"] = engine.host_cores / engine.host_cpu_s
+        return out
+
+    def random_phases(x: float) -> float:
+        """Throughput with the front end's waits at ``x`` requests/s: the batch slots as one
+        flow-equivalent server (the network inside them solved for 1..max_batch requests), the
+        clients' time outside them as the delay."""
+        w, ttft_w, decode_w = waits(x)
+        stations: list[RateFn] = []
+        inside = engine.slot_s + chunk_s + decode0 + decode_w + ttft_w - w
+        if tier is not None and mean_bytes:
+            stations.append(tier_rate)  # the bytes; their per-chunk latency is in ``inside``
+        if engine.compute.shared and compute_s:
+            stations.append(lambda j: 1.0 / compute_s)
+        else:
+            inside += compute_s
+        # never more requests in the slots than clients: the network inside them up to min(batch, c)
+        slots = closed_mva(min(engine.max_batch, concurrency), max(0.0, inside), stations) if stations else []
+
+        def slot_rate(j: int) -> float:
+            k = min(j, engine.max_batch)
+            return slots[k - 1] if slots else k / max(inside, 1e-12)
+
+        outside = engine.fixed_s + engine.frontend_s + w
+        return min([closed_mva(concurrency, outside, [slot_rate])[-1], *caps().values()])
+
+    def waves(x: float, k: int) -> tuple[float, str, float]:
+        """(throughput, bottleneck, TTFT alone) with ``k`` requests restoring and prefilling at
+        once, each at its share of the tier and the accelerator (asymptotic bounds; k = 1: the
+        plain bounds, whose largest demand names the bottleneck)."""
+        w, ttft_w, decode_w = waits(x)
+        restore_k = restore_s
+        if tier is not None and mean_bytes:
+            restore_k += k / tier_rate(k) - 1 / tier_rate(1)  # k restores end together
+        compute_k = compute_s * (k if engine.compute.shared else 1)
+        alone = engine.fixed_s + engine.frontend_s + engine.slot_s + restore_k + compute_k + ttft_w
+        in_slot = engine.slot_s + restore_k + compute_k + decode0 + ttft_w - w + decode_w
+        demands: dict[str, float] = {"clients": (alone + decode0 + decode_w) / concurrency,
                                      "batch slots": in_slot / engine.max_batch}
-        if tier is not None and restored_bytes:
-            demands["tier bandwidth"] = hit * restored_bytes / tier.read_bw
+        if tier is not None and mean_bytes:
+            demands["tier bandwidth"] = mean_bytes / tier.read_bw
             if tier.read_streams:
                 demands["tier readers"] = restore_s / tier.read_streams
-        if engine.compute.shared:
+        if engine.compute.shared and compute_s:
             demands["compute"] = compute_s
-        if engine.loop_s:
-            demands["front end"] = engine.loop_s
-        if engine.host_cpu_s:
-            demands["host CPU"] = engine.host_cpu_s / engine.host_cores
-        name = max(demands, key=lambda k: demands[k])
-        return 1.0 / demands[name], name, alone, decode
+        demands.update({name: 1.0 / cap for name, cap in caps().items()})
+        name = max(demands, key=lambda n: demands[n])
+        return 1.0 / demands[name], name, alone
 
-    x, bottleneck, alone, decode = bound(0.0)
-    if engine.loop_wait(x):
-        # the throughput is the fixed point x = bound(x): the bound falls as x grows (more waits),
-        # so x - bound(x) rises; bisect it
+    def fixed_point(f: Callable[[float], float]) -> float:
+        """x = f(x): f falls as x rises (the front end's waits lengthen every path), so bisect."""
+        x = f(0.0)
+        if not engine.loop_wait(x):
+            return x
         lo, hi = 0.0, x
         for _ in range(60):
             mid = (lo + hi) / 2
-            if mid < bound(mid)[0]:
+            if mid < f(mid):
                 lo = mid
             else:
                 hi = mid
-        x = lo
-        _, bottleneck, alone, decode = bound(x)
-    request_s = concurrency / x
-    ttft = max(alone, request_s - decode)
-    return PointPrediction(concurrency, ttft, alone, restore_s, compute_s, request_s, x, x * work.output_tokens,
-                           bottleneck)
+        return lo
+
+    def alone_at(x: float) -> float:
+        """TTFT of a request that finds no other ahead of it, with the front end's waits at ``x``."""
+        return engine.fixed_s + engine.frontend_s + engine.slot_s + restore_s + compute_s + waits(x)[1]
+
+    def ttft_at(x: float) -> float:
+        return max(alone_at(x), concurrency / x - decode0 - waits(x)[2])
+
+    k = min(concurrency, engine.max_batch)
+    x_random = fixed_point(random_phases)
+    x_waves = fixed_point(lambda x: waves(x, k)[0])
+    _, bottleneck, _ = waves(x_random, 1)
+    ttft_random = ttft_at(x_random)
+    ttft_waves = max(waves(x_waves, k)[2], concurrency / x_waves - decode0 - waits(x_waves)[2])
+    ttft = ttft_random if concurrency <= engine.max_batch else (ttft_random + ttft_waves) / 2
+    x = x_random if concurrency <= engine.max_batch else 2 / (1 / x_random + 1 / x_waves)
+    return PointPrediction(concurrency, ttft, alone_at(0.0), restore_s, compute_s, concurrency / x, x,
+                           x * work.output_tokens, bottleneck, ttft_random, ttft_waves)
 
 
 def break_even_bandwidth(geom: ModelGeometry, compute: Compute, tokens: int, *, per_chunk_s: float = 0.0,

@@ -84,9 +84,13 @@ def test_expected_block_of_the_demo_profile() -> None:
     rows = {(r["arm"], r["concurrency"]): r for r in block["rows"]}
     # baseline = recompute in the demo: 4112 tokens at 20,000 tok/s alone
     assert rows[("baseline", 2)]["predicted_ttft_p50_ms"] == pytest.approx(4112 / 20000 * 1000, rel=1e-6)
-    # candidate: 16 chunks of 256 tokens x 2048 B from a 1 GB/s tier + 16 tokens recomputed
+    # candidate: 16 chunks of 256 tokens x 2048 B from a 1 GB/s tier + 16 tokens recomputed, and
+    # the two clients share the tier: with restore D, tail t and decode d (15 tokens at 400 tok/s),
+    # mean value analysis has the second request find the first restoring D / (t + D + d) of the
+    # time, so its restore takes D x (1 + D / (t + D + d))
+    restore, tail, decode = 16 * 256 * 2048 / 1e9, 16 / 20000, 15 / 400
     assert rows[("candidate", 2)]["predicted_ttft_p50_ms"] == pytest.approx(
-        (16 * 256 * 2048 / 1e9 + 16 / 20000) * 1000, rel=1e-6)
+        (tail + restore * (1 + restore / (tail + restore + decode))) * 1000, rel=1e-6)
     assert set(leaves["estimate"]["ttft_p50_factor"]) == {"baseline-c2", "candidate-c2"}
     assert block["compare"]["2"]["measured_reduction"] == pytest.approx(1 - 30.0 / 212.7)
 
