@@ -268,3 +268,20 @@ def test_waits_for_a_busy_front_end_thread() -> None:
                                                 slot_s=0.05, loop_other_s=0.1), w, None, 8).ttft_s
     with pytest.raises(ValueError):
         Engine(compute, 1, 1.0, loop_waits_first=-1)
+
+
+def test_a_prediction_recorded_before_the_two_limits_reads_back() -> None:
+    """Campaigns keep their estimate as a dict (``as_dict``); one recorded before the random-phase
+    and waves limits existed has no such keys and must still read back, with the limits unknown.
+    Any other key missing is an error, never a silently made-up figure."""
+    from harness.estimate.plan import point_prediction
+
+    w = Workload(input_tokens=1024, output_tokens=11)
+    p = predict_point(G, _engine(batch=2), w, Tier("d", read_bw=1024 * 1024 / 0.5), 4)
+    assert point_prediction(p.as_dict()) == p
+    old = {k: v for k, v in p.as_dict().items() if k not in ("ttft_random_s", "ttft_waves_s")}
+    back = point_prediction(old)
+    assert (back.ttft_s, back.ttft_random_s, back.ttft_waves_s) == (p.ttft_s, None, None)
+    del old["ttft_s"]
+    with pytest.raises(KeyError):
+        point_prediction(old)
