@@ -15,7 +15,7 @@ import signal
 import time
 from pathlib import Path
 
-__all__ = ["alive", "contained_processes", "descendants", "stop_processes", "stop_contained"]
+__all__ = ["alive", "contained_processes", "descendants", "stop_contained", "stop_processes", "wait_exited"]
 
 
 def _children_map() -> dict[int, list[int]]:
@@ -84,6 +84,14 @@ def alive(pid: int) -> bool:
     return state not in ("Z", "X")
 
 
+def wait_exited(pids: list[int], timeout: float) -> list[int]:
+    """Wait up to ``timeout`` seconds for ``pids`` to exit; returns those still alive."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and any(alive(p) for p in pids):
+        time.sleep(0.05)
+    return [p for p in pids if alive(p)]
+
+
 def stop_processes(pids: list[int], grace: float = 5.0) -> list[int]:
     """SIGTERM, then SIGKILL whatever is still alive after ``grace`` seconds (SIGCONT first, so a
     frozen process can act on the SIGTERM). Returns the pids that were alive when asked."""
@@ -96,10 +104,7 @@ def stop_processes(pids: list[int], grace: float = 5.0) -> list[int]:
                     os.kill(pid, s)
                 except OSError:
                     pass
-        deadline = time.monotonic() + grace
-        while time.monotonic() < deadline and any(alive(p) for p in todo):
-            time.sleep(0.05)
-        todo = [p for p in todo if alive(p)]
+        todo = wait_exited(todo, grace)
         if not todo:
             break
     return running

@@ -32,7 +32,7 @@ from typing import Any, Optional
 import yaml
 
 from harness.config.inventory import Inventory
-from tests.support.procs import descendants, stop_contained
+from tests.support.procs import descendants, stop_contained, stop_processes, wait_exited
 
 SSHD = "/usr/sbin/sshd"
 PASSPHRASE = "kvgate test passphrase; $(not a command)"
@@ -288,20 +288,17 @@ class SshCluster:
         pids = [n.proc.pid, *descendants(n.proc.pid)]
         _signal_all(pids, signal.SIGKILL)
         n.proc.wait(timeout=10)
+        wait_exited(pids, 10.0)
 
     def stop(self, node: str | SshNode) -> None:
-        """Stop the server and its sessions (SIGTERM, then SIGKILL after 5 s)."""
+        """Stop the server and its sessions (SIGTERM, then SIGKILL after 5 s), and return only once
+        each of them has exited: a killed process runs on until the scheduler gives it the signal,
+        which on a loaded machine is after kill() returns."""
         n = self._node(node)
         if n.proc is None or n.proc.poll() is not None:
             return
         self.thaw(n)
-        pids = [n.proc.pid, *descendants(n.proc.pid)]
-        _signal_all(pids, signal.SIGTERM)
-        try:
-            n.proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            pass
-        _signal_all([n.proc.pid, *pids], signal.SIGKILL)
+        stop_processes([n.proc.pid, *descendants(n.proc.pid)], grace=5.0)
         n.proc.wait(timeout=5)
 
     def freeze(self, node: str | SshNode) -> None:
