@@ -71,7 +71,7 @@ def _vma_fields(addr: int) -> dict[str, str]:
     return fields
 
 
-def test_read_buffer_is_huge_page_aligned_and_advised(tmp_path: Path) -> None:
+def test_read_buffer_is_huge_page_aligned_and_advised() -> None:
     # the destination of a direct read decides its speed on a VM (docs/estimator.md: 16 chunk
     # reads took 17 ms into huge pages, 35-95 ms into 4 KiB pages): the buffer must start on a
     # 2 MiB boundary, be private (shared anonymous memory gets no transparent huge pages), and be
