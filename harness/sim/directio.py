@@ -61,7 +61,6 @@ class _ReadBuffer:
             except OSError:
                 pass  # THP compiled out or refused: 4 KiB pages, still page-aligned
         self.view = memoryview(self.raw)[start:start + size]
-        self.size = size
 
     def close(self) -> None:
         self.view.release()
@@ -72,7 +71,7 @@ def _buffer(size: int) -> memoryview:
     """A page-aligned buffer of at least ``size`` bytes, kept per thread: a fresh anonymous map per
     read would fault in and zero every page first (a few ms per 4 MiB chunk, on the restore path)."""
     buf: _ReadBuffer | None = getattr(_BUFFERS, "buf", None)
-    if buf is None or buf.size < size:
+    if buf is None or len(buf.view) < size:
         if buf is not None:
             buf.close()
         buf = _ReadBuffer(aligned_size(size))
