@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import json
 import shutil
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ import yaml
 
 from harness.cli.main import run
 from tests.pipelines.conftest import free_port, small_profile
+from tests.support.background import Background, files_now
 from tests.support.campaign import PassedBaseline
 
 pytestmark = [pytest.mark.fio, pytest.mark.slow]
@@ -216,17 +218,15 @@ def test_all_blockers_not_applicable_decides_nothing(tmp_path: Path, capsys: pyt
 
 
 def test_corrupted_chunk_files_fail_output_identity(base: Base, capsys: pytest.CaptureFixture[str]) -> None:
-    import threading
-
     kv_dir = Path(base.root / "tier")
     done: set[Path] = set()
-    stop = threading.Event()
 
-    def corrupt() -> None:
+    def corrupt(stop: threading.Event) -> None:
         # flip bytes in the body of every chunk file the candidate stores, between its populate
-        # pass and its measurement (the 4 KiB header, which names the chunk, is kept)
+        # pass and its measurement (the 4 KiB header, which names the chunk, is kept); fio's
+        # probe creates and removes its own directories under the tier meanwhile
         while not stop.is_set():
-            for path in kv_dir.rglob("*.kvchunk"):
+            for path in files_now(kv_dir, ".kvchunk"):
                 if path in done:
                     continue
                 try:
@@ -240,13 +240,8 @@ def test_corrupted_chunk_files_fail_output_identity(base: Base, capsys: pytest.C
                     continue
             stop.wait(0.005)
 
-    watcher = threading.Thread(target=corrupt, daemon=True)
-    watcher.start()
-    try:
+    with Background(corrupt, name="chunk-corrupter"):
         code, out = kvgate(capsys, *gate_argv("G3", base.inv, base.prof, base.reports, "corrupt", "--baseline", "base"))
-    finally:
-        stop.set()
-        watcher.join(timeout=10)
     res = result(base.reports, "corrupt", "G3")
     assert done, "no chunk file was stored"
     assert code == 1 and res["verdict"] == "FAIL", out

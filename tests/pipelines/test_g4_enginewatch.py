@@ -37,15 +37,21 @@ from tests.pipelines.test_g4_faults import (
 )
 from tests.pipelines.test_g4_local import _two_free_ports
 from tests.pipelines.test_g4_soakdata import MD_OK, SMART_OK, T0, verdicts, write_soak
+from tests.support.background import Background
 
 
 @contextmanager
 def watching(cfg: WatchConfig) -> Iterator[Callable[[], list[dict[str, Any]]]]:
     """The engine node's watcher running in a thread, past its ``watch_start``; yields a reader of
     its events so far. Leaving the block writes STOP and the watcher must end by itself."""
-    stop = threading.Event()
     out = Path(cfg.out)
-    t = threading.Thread(target=run_watch, args=(cfg, stop))
+    ended = threading.Event()
+
+    def watch(stop: threading.Event) -> None:
+        try:
+            run_watch(cfg, stop)
+        finally:
+            ended.set()
 
     def events() -> list[dict[str, Any]]:
         path = out / EVENTS
@@ -53,16 +59,13 @@ def watching(cfg: WatchConfig) -> Iterator[Callable[[], list[dict[str, Any]]]]:
             return []
         return [json.loads(x) for x in path.read_text().splitlines(keepends=True) if x.endswith("\n")]
 
-    t.start()
-    try:
-        wait_for(lambda: any(r["event"] == "watch_start" for r in events()), 10, "the watcher's watch_start")
+    with Background(watch, name="engine-watcher", join_timeout=10) as bg:
+        wait_for(lambda: any(r["event"] == "watch_start" for r in events()) or ended.is_set(), 10,
+                 "the watcher's watch_start")
+        bg.check()
         yield events
         (out / "STOP").write_text("")
-        t.join(10)
-        assert not t.is_alive()
-    finally:
-        stop.set()
-        t.join(10)
+        assert ended.wait(10), "the watcher did not end by itself after STOP"
 
 
 def watch_events(*events: dict[str, Any], end: str | None = "stopped", end_t: float = T0 + 70) -> list[dict[str, Any]]:
@@ -164,10 +167,9 @@ def _answers(url: str) -> bool:
         return False
 
 
-def _stop_when(path: Path, proc: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + 120
-    while not path.exists() and time.monotonic() < deadline:
-        time.sleep(0.1)
+def _stop_when(path: Path, proc: subprocess.Popen[bytes], stop: threading.Event) -> None:
+    while not path.exists() and not stop.wait(0.1):
+        pass
     if proc.poll() is None:
         os.killpg(proc.pid, signal.SIGKILL)
 
@@ -224,9 +226,8 @@ def test_g4_with_the_engine_on_another_node_sees_an_instance_killed_and_restarte
         wait_for(lambda: _answers(f"http://127.0.0.1:{plan['port']}/health"), 20, "the engine started by hand")
         # once the soak has ended, the engine started by hand goes (else the gate's stop of
         # instance 1 waits 10 s for its port)
-        ender = threading.Thread(target=_stop_when, args=(soak_dir / "done.json", by_hand), daemon=True)
-        ender.start()
-        assert run(["gate", "G4", "--resume", *common]) == 1
+        with Background(lambda stop: _stop_when(soak_dir / "done.json", by_hand, stop), name="ender"):
+            assert run(["gate", "G4", "--resume", *common]) == 1
     finally:
         if by_hand is not None:
             if by_hand.poll() is None:

@@ -27,6 +27,7 @@ from harness.remote.local import LocalExecutor
 from harness.store.campaign import Campaign
 from tests.engines.test_lifecycle import _node, _profile
 from tests.pipelines.conftest import free_port, small_profile
+from tests.support.background import Background
 
 API_KEY = "sk-kvgate-API-0123456789"
 HF = "hf_kvgateTOKEN0123456789"
@@ -76,18 +77,15 @@ def test_engine_secrets_never_in_ps_plan_files_or_logs(tmp_path: Path) -> None:
     assert API_KEY not in plan.argv and plan.env["VLLM_API_KEY"] == API_KEY
     assert any("VLLM_API_KEY" in n for n in plan.notes)
     seen: list[str] = []
-    stop = threading.Event()
 
-    def sample() -> None:
+    def sample(stop: threading.Event) -> None:
         while not stop.is_set():
             out = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
             seen.append(out)
             stop.wait(0.01)
 
-    sampler = threading.Thread(target=sample, daemon=True)
-    sampler.start()
     evidence = tmp_path / "evidence"
-    with LocalExecutor("local") as ex:
+    with Background(sample, name="ps-sampler"), LocalExecutor("local") as ex:
         inst = engine.start(ex, plan)
         try:
             engine.wait_ready(inst, 20)
@@ -96,8 +94,6 @@ def test_engine_secrets_never_in_ps_plan_files_or_logs(tmp_path: Path) -> None:
             engine.collect_logs(inst, evidence)
         finally:
             engine.stop(inst, remove_kv_files=True)
-            stop.set()
-            sampler.join(5)
     assert len(seen) > 5
     assert not [s for s in SECRETS for snap in seen if s in snap], "a secret appeared in ps"
     node_plan = Path(plan.instance_dir) / "plan.json"
@@ -123,17 +119,14 @@ def test_g1_g2_with_secrets_everywhere_leave_no_trace(tmp_path: Path, local_inve
     prof = write_yaml("profile.yaml", data)
     reports = tmp_path / "reports"
     seen: list[str] = []
-    stop = threading.Event()
 
-    def sample() -> None:
+    def sample(stop: threading.Event) -> None:
         while not stop.is_set():
             seen.append(subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout)
             stop.wait(0.05)
 
-    sampler = threading.Thread(target=sample, daemon=True)
-    sampler.start()
     env = {**os.environ, "KVGATE_TEST_API_KEY": API_KEY}
-    try:
+    with Background(sample, name="ps-sampler"):
         for g in ("G1", "G2"):
             proc = subprocess.run([sys.executable, "-m", "harness.cli.main", "gate", g, "--inventory",  # noqa: S603
                                    str(local_inventory), "--profile", str(prof), "--campaign", "s", "--reports",
@@ -141,9 +134,6 @@ def test_g1_g2_with_secrets_everywhere_leave_no_trace(tmp_path: Path, local_inve
                                   timeout=600)
             assert proc.returncode in (0, 1), proc.stderr[-2000:]
             assert not [s for s in SECRETS if s in proc.stdout + proc.stderr]
-    finally:
-        stop.set()
-        sampler.join(5)
     assert len(seen) > 20
     assert not [s for s in SECRETS for snap in seen if s in snap], "a secret appeared in ps"
     assert _grep(reports) == []
