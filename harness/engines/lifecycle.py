@@ -8,6 +8,7 @@ import base64
 import json
 import logging
 import os
+import posixpath
 import secrets
 import time
 from collections.abc import Mapping
@@ -23,6 +24,7 @@ from harness.engines.base import (
     EngineStopError,
     EvictResult,
 )
+from harness.engines.planning import PROMETHEUS_SUBDIR
 from harness.engines.prometheus import MetricsSnapshot
 from harness.engines.ray import start_ray_cluster, stop_ray_cluster
 from harness.engines.secretargs import plan_secrets
@@ -164,6 +166,23 @@ def _mask_file(path: Path, secrets: list[str]) -> None:
         path.write_text(masked)
 
 
+def _fresh_prometheus_dir(executor: Executor, plan: EnginePlan, prom: str) -> None:
+    """prometheus_client's multi-process mode needs an empty directory at start. Only the one kvgate
+    planned (``<instance>/prometheus-multiproc``) is emptied, and only through the containment-checked
+    removal (marked by kvgate, no link on the way): any other value is refused, never deleted."""
+    expected = posixpath.join(plan.instance_dir, PROMETHEUS_SUBDIR)
+    if prom != expected:
+        raise EngineStartError(
+            f"PROMETHEUS_MULTIPROC_DIR is {prom!r}, not the directory kvgate manages ({expected}): "
+            "refusing to empty it", node=plan.node, command=plan.argv)
+    removal = remove_owned_dir(executor, prom, ENGINE_OWNER)
+    if removal.outcome not in ("removed", "absent"):
+        raise EngineStartError(
+            f"cannot empty the Prometheus directory: {removal.describe()} (remove it by hand if it is stale)",
+            node=plan.node, command=plan.argv)
+    create_owned_dir(executor, prom, ENGINE_OWNER)
+
+
 class EngineLifecycle:
     """Start / wait / scrape / logs / stop, shared by every engine kind; kinds add ``plan`` and
     ``evict``."""
@@ -191,11 +210,8 @@ class EngineLifecycle:
             # created and marked (unless it exists), so that only what kvgate made is ever removed
             create_owned_dir(executor, d, ENGINE_OWNER)
         prom = plan.env.get("PROMETHEUS_MULTIPROC_DIR")
-        if prom and prom.startswith(plan.instance_dir.rstrip("/") + "/"):
-            # prometheus_client's multi-process mode needs an empty directory at start; this one is
-            # kvgate's own (inside the instance directory it just made its own), so it may be emptied
-            executor.run(["rm", "-rf", "--", prom], timeout=60.0)
-            executor.run(["mkdir", "-p", "--", prom], timeout=60.0)
+        if prom:
+            _fresh_prometheus_dir(executor, plan, prom)
         for path, content in plan.files.items():
             executor.write_file(path, content.encode(), mode=0o600)
         executor.write_file(plan.instance_dir + "/plan.json",

@@ -46,6 +46,7 @@ from typing import Any, Optional
 from urllib import error as urlerror
 from urllib import request as urlrequest
 
+from harness.deletion import remove_file
 from harness.load.client import ClientOptions, RequestResult, StreamClient, load_api_key
 from harness.load.records import RecordWriter, make_record
 from harness.load.soakwindow import WindowAccumulator
@@ -194,7 +195,7 @@ def compress_window(plain: Path) -> Path:
         os.fsync(raw.fileno())
     tmp.replace(gz)
     _fsync_dir(gz.parent)
-    plain.unlink()
+    remove_file(plain, within=plain.parent, marker=".jsonl", missing_ok=False)
     return gz
 
 

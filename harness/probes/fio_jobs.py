@@ -13,6 +13,7 @@ the inventory allows destructive tests for that target.
 
 from __future__ import annotations
 
+import logging
 import re
 import shlex
 from collections.abc import Sequence
@@ -24,6 +25,9 @@ from harness.config.profile import FioSpec
 from harness.errors import InputError
 from harness.probes.errors import ProbeError, ProbeRefused
 from harness.remote.base import Executor
+from harness.remote.scratch import remove_owned_file
+
+log = logging.getLogger(__name__)
 
 MiB = 2**20
 FREE_SPACE_MARGIN = 64 * MiB  # kept free beyond the probe's files when the target sets no min_free
@@ -292,7 +296,9 @@ def choose_engine(
             failures.append(f"{engine}: exit {res.exit_code}: {(res.stderr or res.stdout).strip()[-300:]}")
     finally:
         if remove_probe_file:
-            executor.run(["rm", "-f", probe_file], check=False)
+            removal = remove_owned_file(executor, probe_file, None)
+            if removal.outcome not in ("removed", "absent"):
+                log.warning("%s: the probe file was not removed: %s", executor.node, removal.describe())
     text = "\n".join(failures)
     if "direct" in text.lower() and ("not support" in text.lower() or "invalid argument" in text.lower()):
         raise ProbeRefused(

@@ -13,6 +13,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import IO, Optional
 
+from harness.deletion import remove_file
 from harness.remote import detached
 from harness.remote.base import (
     CommandFailed,
@@ -218,8 +219,8 @@ class LocalExecutor:
             os.replace(tmp, dest)
         except BaseException:
             try:
-                os.unlink(tmp)
-            except FileNotFoundError:
+                remove_file(tmp, within=directory, marker=".kvgate-")
+            except OSError:
                 pass
             raise
 

@@ -26,7 +26,8 @@ from typing import Optional
 from harness.config.paths import check_node_path
 from harness.remote.base import Executor
 
-__all__ = ["ENGINE_OWNER", "MARKER", "Removal", "create_owned_dir", "remove_owned_dir", "remove_stale_dirs"]
+__all__ = ["ENGINE_OWNER", "MARKER", "Removal", "create_owned_dir", "remove_owned_dir", "remove_owned_file",
+           "remove_stale_dirs"]
 
 MARKER = ".kvgate-owner"
 ENGINE_OWNER = "kvgate-engine"  # KV directories an engine created outside a campaign
@@ -61,6 +62,23 @@ read -r got < "$m" || :
 if [ -z "$got" ]; then echo "$p has an empty kvgate marker"; exit 3; fi
 if [ -n "$owner" ] && [ "$got" != "$owner" ]; then echo "$p is marked for another campaign ($got)"; exit 3; fi
 rm -rf --one-file-system -- "$p" || { echo "rm failed"; exit 5; }
+echo removed
+"""
+
+
+# $1 = file, $2 = owner id: a file directly inside a marked directory (the fio probe file).
+_REMOVE_FILE = r"""p=$1 owner=$2 d=$(dirname -- "$1") m="$(dirname -- "$1")/.kvgate-owner"
+if [ ! -e "$p" ] && [ ! -L "$p" ]; then echo absent; exit 0; fi
+real=$(realpath -e -- "$d" 2>/dev/null) || { echo "cannot resolve $d"; exit 3; }
+if [ "$real" != "$d" ]; then echo "$d resolves to $real (a symbolic link on the way)"; exit 3; fi
+if [ -L "$m" ] || [ ! -f "$m" ]; then echo "$d has no kvgate marker (kvgate did not create it)"; exit 3; fi
+got=
+read -r got < "$m" || :
+if [ -z "$got" ]; then echo "$d has an empty kvgate marker"; exit 3; fi
+if [ -n "$owner" ] && [ "$got" != "$owner" ]; then echo "$d is marked for another campaign ($got)"; exit 3; fi
+if [ -d "$p" ] && [ ! -L "$p" ]; then echo "$p is a directory"; exit 3; fi
+if [ "$(basename -- "$p")" = .kvgate-owner ]; then echo "$p is the marker itself"; exit 3; fi
+rm -f -- "$p" || { echo "rm failed"; exit 5; }
 echo removed
 """
 
@@ -110,14 +128,24 @@ def remove_owned_dir(executor: Executor, path: str, owner: Optional[str]) -> Rem
     """Delete ``path`` on the node only if it is a directory kvgate created and marked for
     ``owner`` (see the module docstring); every other case is refused with the reason. ``owner``
     None accepts any kvgate marker (an engine stopped outside a campaign)."""
+    return _remove(executor, path, owner, _REMOVE, "kvgate-rm")
+
+
+def remove_owned_file(executor: Executor, path: str, owner: Optional[str]) -> Removal:
+    """Delete the file ``path`` on the node only if its directory is one kvgate created and marked
+    for ``owner`` (the same checks as :func:`remove_owned_dir`, on the parent directory)."""
+    return _remove(executor, path, owner, _REMOVE_FILE, "kvgate-rm-file")
+
+
+def _remove(executor: Executor, path: str, owner: Optional[str], script: str, name: str) -> Removal:
     owner = owner or ""
     if "\n" in owner or "\x00" in owner:
         raise ValueError(f"invalid owner id {owner!r}")
-    argv = ("sh", "-c", "<kvgate-rm>", "kvgate-rm", path, owner)
+    argv = ("sh", "-c", f"<{name}>", name, path, owner)
     problem = _check(path)
     if problem:
         return Removal(executor.node, path, False, "refused", problem, argv)
-    res = executor.run(["sh", "-c", _REMOVE, "kvgate-rm", path, owner], timeout=600.0, check=False)
+    res = executor.run(["sh", "-c", script, name, path, owner], timeout=600.0, check=False)
     word = res.stdout.strip().splitlines()[-1] if res.stdout.strip() else ""
     if res.exit_code == 0 and word in ("removed", "absent"):
         return Removal(executor.node, path, word == "removed", word, "", argv, 0, res.duration_s)

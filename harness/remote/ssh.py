@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Optional
 
 import paramiko
 
+from harness.deletion import remove_file, remove_name_with
 from harness.errors import InputError
 from harness.remote import detached
 from harness.remote.base import (
@@ -690,14 +691,14 @@ def _feed(chan: paramiko.Channel, data: bytes) -> None:
 
 def _quiet_remove(sftp: paramiko.SFTPClient, path: str) -> None:
     try:
-        sftp.remove(path)
+        remove_name_with(sftp.remove, path, marker=".kvgate-")
     except Exception:  # noqa: BLE001, S110 - best effort clean-up of a temp file
         pass
 
 
 def _quiet_unlink(path: str) -> None:
     try:
-        os.unlink(path)
+        remove_file(path, within=os.path.dirname(os.path.abspath(path)), marker=".kvgate-")
     except OSError:
         pass
 

@@ -15,6 +15,8 @@ import os
 import threading
 from typing import Any, Optional
 
+from harness.deletion import remove_file
+
 ALIGN = 4096
 MAGIC = b"KVGATECHUNK1"
 HEADER = 64  # magic (12) + hash (32) + padding; the rest of the file is the emulated KV payload
@@ -160,7 +162,7 @@ def write_chunk(path: str, data: bytes) -> None:
         os.rename(tmp, path)
     except BaseException:
         try:
-            os.unlink(tmp)
+            remove_file(tmp, within=os.path.dirname(tmp) or ".", marker=".tmp")
         except OSError:
             pass
         raise

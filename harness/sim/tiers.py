@@ -14,6 +14,7 @@ import time
 from collections import OrderedDict
 from typing import Any, Optional
 
+from harness.deletion import remove_file
 from harness.sim import directio
 
 log = logging.getLogger("kvgate.sim")
@@ -129,7 +130,7 @@ class DirTier:
             if total + nbytes <= self.max_bytes:
                 break
             try:
-                os.unlink(path)
+                remove_file(path, within=self.directory, marker=SUFFIX, missing_ok=False)
             except FileNotFoundError:
                 pass
             total -= size
@@ -154,7 +155,7 @@ class DirTier:
         _, files = self.usage()
         for _, path, _ in files:
             try:
-                os.unlink(path)
+                remove_file(path, within=self.directory, marker=SUFFIX, missing_ok=False)
             except FileNotFoundError:
                 pass
         return len(files)
@@ -172,6 +173,6 @@ def probe_read_mode(directory: str) -> Optional[str]:
         return None
     finally:
         try:
-            os.unlink(path)
+            remove_file(path, within=directory, marker=".kvgate-probe-")
         except OSError:
             pass

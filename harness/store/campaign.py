@@ -39,6 +39,7 @@ from pydantic import ValidationError
 
 from harness import __version__
 from harness.config.yamlsource import mask_secret_values
+from harness.deletion import remove_file
 from harness.errors import ConfigError, InputError
 from harness.paths import project_root
 from harness.redact import redact_argv, redact_data
@@ -119,7 +120,7 @@ def _remove_stale_temporaries(path: Path) -> None:
     # Left by a writer killed between write and rename; we hold the lock, so no writer owns them.
     for tmp in path.rglob(".*.tmp.*"):
         if tmp.is_file():
-            tmp.unlink(missing_ok=True)
+            remove_file(tmp, within=path, marker=".tmp.")
 
 
 class GateDir:

@@ -18,6 +18,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from harness.deletion import remove_file
 from harness.errors import StorageFull
 
 __all__ = ["write_atomic", "fsync_dir", "append_jsonl", "read_jsonl", "iter_jsonl", "is_disk_full"]
@@ -82,7 +83,7 @@ def _write_atomic(path: Path, data: bytes | str) -> None:
             os.close(fd)
         os.replace(tmp, path)
     except BaseException:
-        tmp.unlink(missing_ok=True)  # a full disk leaves no half-written temporary behind
+        remove_file(tmp, within=path.parent, marker=".tmp")  # a full disk leaves no half-written temporary behind
         raise
     fsync_dir(path.parent)
 

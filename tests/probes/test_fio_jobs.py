@@ -21,6 +21,7 @@ from harness.probes.fio_jobs import (
     inspect_target,
 )
 from harness.remote.local import LocalExecutor
+from harness.remote.scratch import create_owned_dir
 
 SPEC = FioSpec(
     job_sets=["seq-read", "seq-write", "rand-read", "mixed"],
@@ -144,6 +145,8 @@ def test_refuses_raw_device_writes_without_allow_destructive(tmp_path: Path) -> 
 @pytest.mark.fio
 def test_choose_engine_really_runs_fio(tmp_path: Path) -> None:
     ex = LocalExecutor("n1")
+    create_owned_dir(ex, str(tmp_path / "scratch"), "campaign-1")  # the probe file lives in fio's scratch
+    tmp_path = tmp_path / "scratch"
     engine = choose_engine(ex, str(tmp_path / "probe"), target="t")
     assert engine in ("io_uring", "libaio", "psync")
     assert not (tmp_path / "probe").exists()

@@ -8,15 +8,29 @@ campaigns' directories and bind-like tricks are refused and reported."""
 
 from __future__ import annotations
 
+import ast
 import os
+import re
+import socket
 from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
 
 from harness.config.profile import LMCacheSettings
+from harness.deletion import DeletionRefused, remove_file
+from harness.engines.base import EnginePlan
+from harness.engines.lifecycle import EngineStartError
+from harness.engines.sim import SimEngine
 from harness.remote.local import LocalExecutor
-from harness.remote.scratch import MARKER, create_owned_dir, remove_owned_dir, remove_stale_dirs
+from harness.remote.scratch import (
+    ENGINE_OWNER,
+    MARKER,
+    create_owned_dir,
+    remove_owned_dir,
+    remove_owned_file,
+    remove_stale_dirs,
+)
 
 OWNER = "campaign-1234"
 
@@ -127,3 +141,132 @@ def test_root_and_top_level_refused() -> None:
     ex = LocalExecutor("n1")
     for p in ("/", "/tmp", "relative", "/a\nb/c"):
         assert remove_owned_dir(ex, p, OWNER).outcome == "refused"
+
+
+# --- round three (#29 item 1): one helper for every deletion ---------------------------------------
+
+HARNESS = Path(__file__).resolve().parents[2] / "harness"
+# The two modules that delete: the local helper and the remote one.
+DELETERS = {"deletion.py", "remote/scratch.py"}
+# Shell scripts that remove files they themselves name inside a directory the same script has just
+# checked (the detached launcher's own log and pid files after safe_dir; the facts collector's
+# ``.kvgate-write-probe-$$`` it just created). Each is counted: a new one fails the test.
+SHELL_RM_ALLOWED = {"remote/detached.py": 1, "facts/collect.py": 1}
+_DELETE_CALLS = {"unlink", "rmtree", "rmdir", "removedirs"}
+_SHELL_RM = re.compile(r"(^|[\s;&|({`])(rm|rmdir|unlink|shred)(\s|$)|-delete\b")
+
+
+def _deletions(tree: ast.AST) -> tuple[list[int], int]:
+    calls: list[int] = []
+    shell = 0
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            attr, base = node.func.attr, node.func.value
+            base_name = base.id if isinstance(base, ast.Name) else ""
+            if attr in _DELETE_CALLS or (attr == "remove" and (base_name == "os" or "sftp" in base_name)):
+                calls.append(node.lineno)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            if node.value in ("rm", "rmdir", "unlink", "shred"):
+                calls.append(node.lineno)
+            else:
+                shell += len(_SHELL_RM.findall(node.value))
+    return calls, shell
+
+
+def test_every_deletion_goes_through_the_helpers() -> None:
+    """An AST walk of harness/: no unlink / rmtree / rmdir / os.remove / sftp.remove call and no
+    ``rm`` argument or shell ``rm`` outside harness/deletion.py and harness/remote/scratch.py."""
+    offenders: list[str] = []
+    for path in sorted(HARNESS.rglob("*.py")):
+        rel = path.relative_to(HARNESS).as_posix()
+        if rel in DELETERS:
+            continue
+        calls, shell = _deletions(ast.parse(path.read_text(), filename=str(path)))
+        offenders += [f"{rel}:{line}" for line in calls]
+        if shell != SHELL_RM_ALLOWED.get(rel, 0):
+            offenders.append(f"{rel}: {shell} shell rm (allowed {SHELL_RM_ALLOWED.get(rel, 0)})")
+    assert offenders == []
+
+
+def test_the_walk_sees_each_form_it_forbids() -> None:
+    calls, shell = _deletions(ast.parse(
+        "import os, shutil\nos.unlink(p)\nshutil.rmtree(p)\nPath(p).unlink()\nos.remove(p)\n"
+        "sftp.remove(p)\nex.run(['rm', '-rf', p])\nx = 'cd /; rm -rf -- \"$p\"'\ny = 'find . -delete'\n"
+        "s.remove(3)\n"))
+    assert calls == [2, 3, 4, 5, 6, 7] and shell == 2
+
+
+def test_prometheus_dir_outside_the_instance_is_never_emptied(tmp_path: Path, victim: Path) -> None:
+    """The finding: PROMETHEUS_MULTIPROC_DIR = <instance>/../../victim passed the prefix test, and
+    every engine start ran ``rm -rf`` on the victim. Now only kvgate's own directory is emptied."""
+    instance = tmp_path / "engines" / "demo" / "baseline-0"
+    plan = _plan(instance, {"PROMETHEUS_MULTIPROC_DIR": f"{instance}/../../../victim"})
+    with pytest.raises(EngineStartError, match="not the directory kvgate manages"):
+        SimEngine().start(LocalExecutor("n1"), plan)
+    assert (victim / "precious.txt").read_text() == "keep me"
+
+
+def test_prometheus_dir_not_marked_by_kvgate_is_refused(tmp_path: Path) -> None:
+    instance = tmp_path / "inst"
+    prom = instance / "prometheus-multiproc"
+    prom.mkdir(parents=True)
+    (prom / "user.db").write_text("x")
+    plan = _plan(instance, {"PROMETHEUS_MULTIPROC_DIR": str(prom)})
+    with pytest.raises(EngineStartError, match="no kvgate marker"):
+        SimEngine().start(LocalExecutor("n1"), plan)
+    assert (prom / "user.db").exists()
+
+
+def test_prometheus_dir_kvgate_made_is_emptied(tmp_path: Path) -> None:
+    instance = tmp_path / "inst"
+    prom = instance / "prometheus-multiproc"
+    ex = LocalExecutor("n1")
+    instance.mkdir(mode=0o700)
+    assert create_owned_dir(ex, str(prom), ENGINE_OWNER) == "created"
+    (prom / "old.db").write_text("x")
+    inst = SimEngine().start(ex, _plan(instance, {"PROMETHEUS_MULTIPROC_DIR": str(prom)}))
+    ex.stop(inst.handle, grace=5.0)
+    assert prom.is_dir() and not (prom / "old.db").exists() and (prom / MARKER).exists()
+
+
+def _plan(instance: Path, env: dict[str, str]) -> EnginePlan:
+    return EnginePlan(
+        kind="sim", node="n1", profile="p", arm="baseline", instance_index=0, argv=("/bin/sleep", "30"),
+        env=env, files={}, host="127.0.0.1", port=_free_port(), external_host="127.0.0.1", devices=(),
+        platform="cpu", instance_dir=str(instance), name="kvgate-test", served_model_name="m")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_local_helper_refuses_escapes(tmp_path: Path, victim: Path) -> None:
+    own = tmp_path / "own"
+    own.mkdir()
+    (own / "a.tmp").write_text("x")
+    for bad, why in ((f"{own}/../victim/precious.txt", "normalised"),
+                     (str(victim / "precious.txt"), "marker"),
+                     (f"{own}//a.tmp", "normalised")):
+        with pytest.raises(DeletionRefused, match=why):
+            remove_file(bad, within=own, marker=".tmp") if why != "marker" else remove_file(
+                bad, within=own, marker=".kvgate-")
+    (victim / "x.tmp").write_text("keep")
+    (own / "link").symlink_to(victim)
+    with pytest.raises(DeletionRefused, match="outside"):
+        remove_file(own / "link" / "x.tmp", within=own, marker=".tmp")
+    assert (victim / "x.tmp").exists() and (victim / "precious.txt").exists()
+    assert remove_file(own / "a.tmp", within=own, marker=".tmp") and not (own / "a.tmp").exists()
+    assert remove_file(own / "a.tmp", within=own, marker=".tmp") is False
+
+
+def test_remote_file_helper_needs_a_marked_directory(tmp_path: Path, victim: Path) -> None:
+    ex = LocalExecutor("n1")
+    assert remove_owned_file(ex, str(victim / "precious.txt"), None).outcome == "refused"
+    owned = tmp_path / "kvgate-fio-1"
+    create_owned_dir(ex, str(owned), OWNER)
+    (owned / "kvgate-engine-probe").write_text("x")
+    assert remove_owned_file(ex, str(owned / "kvgate-engine-probe"), None).outcome == "removed"
+    assert remove_owned_file(ex, str(owned / MARKER), None).outcome == "refused"
+    assert (victim / "precious.txt").exists()
