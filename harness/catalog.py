@@ -68,14 +68,20 @@ _METRICS: list[MetricInfo] = [
                "offload-tier hit tokens of the recompute arm (must be 0)"),
     MetricInfo("compare.write_overhead.*", UnitKind.RATIO, "G3", "pipeline.G3",
                "candidate populate pass duration / the recompute arm's first pass (the write path's cost)"),
-    MetricInfo("compare.output_identity.*", UnitKind.PERCENT, "G3", "pipeline.G3",
-               "share of sampled greedy outputs identical to the reference arm's over the first compared_tokens "
-               "tokens (gate file, 16 by default)"),
+    MetricInfo("compare.output_divergence.*", UnitKind.PERCENT, "G3", "pipeline.G3",
+               "share of the measured greedy outputs (every request, pooled over repetitions) that differ from "
+               "the reference arm's over the first compared_tokens tokens (gate file, 16 by default)",
+               sampled=True),
     # G3: candidate vs baseline.
     MetricInfo("compare.ttft_p50_reduction.*", UnitKind.PERCENT, "G3", "pipeline.G3",
                "1 - candidate TTFT p50 / baseline TTFT p50, per concurrency", sampled=True),
     MetricInfo("compare.throughput_gain_best", UnitKind.PERCENT, "G3", "pipeline.G3",
                "candidate / baseline output throughput - 1 at the candidate's best point", sampled=True),
+    MetricInfo("compare.throughput_gain.*", UnitKind.PERCENT, "G3", "pipeline.G3",
+               "candidate / baseline output throughput - 1, per concurrency", sampled=True),
+    MetricInfo("compare.capacity_gain", UnitKind.PERCENT, "G3", "pipeline.G3",
+               "candidate peak / baseline peak output throughput - 1, each arm at its own best concurrency",
+               sampled=True),
     MetricInfo("compare.recompute_speedup.*", UnitKind.RATIO, "G3", "pipeline.G3",
                "recompute TTFT p50 / candidate TTFT p50, per concurrency", sampled=True),
     MetricInfo("candidate.fio.seq_read_bw", UnitKind.BANDWIDTH, "G3", "probes.fio",

@@ -12,7 +12,7 @@ from harness.units import UnitKind, UnitParseError, parse_quantity
 
 Comparator = Literal[">=", ">", "<=", "<", "==", "!=", "is_true", "is_false"]
 GateId = Literal["G1", "G2", "G3", "G4"]
-IDENTITY_METRIC = "compare.output_identity"
+IDENTITY_METRIC = "compare.output_divergence"
 
 
 class Statistic(StrictModel):
@@ -39,8 +39,8 @@ class Check(StrictModel):
     statistic: Statistic = Field(default_factory=Statistic)
     compared_tokens: Optional[int] = Field(
         default=None, ge=1, le=4096,
-        description="Output identity checks (metric compare.output_identity.*) only: compare the first N "
-        "tokens of each sampled output (default 16: the greedy prefix that batch-variant GPU kernels "
+        description="Output identity checks (metric compare.output_divergence.*) only: compare the first N "
+        "tokens of each measured output (default 16: the greedy prefix that batch-variant GPU kernels "
         "still reproduce)")
 
     @field_validator("threshold")

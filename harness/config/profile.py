@@ -213,9 +213,6 @@ class LoadSpec(StrictModel):
                                                       "cold_restore; with it, the populate pass warms up)")
     repetitions: PositiveInt = Field(default=5, description="Repetitions per point: G2 repeatability; the "
                                      "G3 throughput interval needs 5 or more")
-    identity_sample: int = Field(default=8, ge=8, le=10000,
-                                 description="G3 output_identity: candidate requests per repetition whose greedy "
-                                 "output is compared with the reference arm's (at least 8)")
     mode: Literal["closed", "open"] = Field(default="closed", description="closed: fixed concurrency")
     request_rate: Optional[float] = Field(default=None, gt=0, description="Open loop: requests/s")
     burstiness: float = Field(default=1.0, gt=0, description="Open loop: gamma shape (1 = Poisson)")

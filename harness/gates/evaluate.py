@@ -175,7 +175,7 @@ def _observe(check: Check, path: str, leaf: Any, thr: _Threshold, rng: random.Ra
     if spec is None:
         raise ValueError("the check asks for a confidence interval but the measurement carries no samples")
     conf = check.statistic.confidence
-    unit = "repetition" if spec.clustered else "sample"
+    unit = _unit(spec)
     if spec.n < stats.MIN_INTERVAL_SAMPLES:
         return Observation(
             **base, measured=estimate, measured_text=(text or _fmt(estimate, kind)), n_samples=spec.n,
@@ -185,7 +185,7 @@ def _observe(check: Check, path: str, leaf: Any, thr: _Threshold, rng: random.Ra
     verdict = _interval_verdict(low, high, check.comparator, thr.value)
     interval = Interval(low=low, high=high, confidence=conf, method=stats.interval_method(spec),
                         resamples=check.statistic.resamples)
-    size = f"{spec.n} repetitions, {min(len(spec.a), len(spec.b))} requests" if spec.clustered else f"n={spec.n}"
+    size = _size_text(spec)
     mtext = (f"{text or _fmt(estimate, kind)} [{_fmt(low, kind)}, {_fmt(high, kind)}] "
              f"({conf * 100:g}% CI, {size})")
     # on the interval's own scale (the log ratio for the Welch t: symmetric there, not as a gain)
@@ -193,17 +193,40 @@ def _observe(check: Check, path: str, leaf: Any, thr: _Threshold, rng: random.Ra
     p_lo, p_hi = min(p_lo, p_hi), max(p_lo, p_hi)  # a reduction's log ratio runs the other way
     power = stats.achieved_power(p_lo, p_hi, p_est, p_thr, conf)
     power_reps = stats.repetitions_for_power(spec.n, p_lo, p_hi, p_est, p_thr, conf, stats.POWER_TARGET)
+    if spec.kind == "binomial" and spec.groups and power_reps is not None:
+        # requests needed -> repetitions of the same size (the report's column counts repetitions)
+        power_reps = max(math.ceil(power_reps * spec.groups / spec.n - 1e-9), 1)
     needed = None
     reason = detail
     if verdict is Verdict.INCONCLUSIVE:
         needed = stats.needed_samples(spec.n, low, high, estimate, thr.value)
         why = f"the {conf * 100:g}% interval straddles the threshold {thr.text}"
-        why += f"; about {needed} {unit}s per group would likely decide" if needed else \
+        per = "" if spec.kind == "binomial" else " per group"
+        why += f"; about {needed} {unit}s{per} would likely decide" if needed else \
             "; the estimate sits on the threshold, more samples are unlikely to decide"
         reason = f"{why}; {detail}" if detail else why
-    return Observation(**base, measured=estimate, measured_text=mtext, interval=interval, n_samples=spec.n,
+    shown_n = spec.groups if spec.kind == "binomial" and spec.groups else spec.n  # repetitions, as power_reps
+    return Observation(**base, measured=estimate, measured_text=mtext, interval=interval, n_samples=shown_n,
                        needed_samples=needed, verdict=verdict, reason=reason, power=power,
                        power_repetitions=power_reps, min_samples=stats.MIN_INTERVAL_SAMPLES)
+
+
+def _unit(spec: stats.SampleSpec) -> str:
+    if spec.kind == "binomial":
+        return "request"
+    return "repetition" if spec.clustered or spec.kind == "capacity" else "sample"
+
+
+def _size_text(spec: stats.SampleSpec) -> str:
+    if spec.clustered:
+        return f"{spec.n} repetitions, {min(len(spec.a), len(spec.b))} requests"
+    if spec.kind == "binomial":
+        reps = f" over {spec.groups} repetitions" if spec.groups else ""
+        return f"{spec.k} of {spec.trials} requests{reps}"
+    if spec.kind == "capacity":
+        return (f"peak of {len(spec.a_points)} candidate / {len(spec.b_points)} baseline points, "
+                f"{spec.n}+ repetitions each")
+    return f"n={spec.n}"
 
 
 def _worst(verdicts: Iterable[Verdict]) -> Verdict:

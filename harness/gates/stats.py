@@ -14,6 +14,13 @@ Sample specs (produced by the pipelines, see the brief's "measured results" cont
         neighbours are correlated: each group is resampled by the circular moving-block bootstrap
         (blocks of ``L`` consecutive values), so the interval keeps the series' slow wander.
     {"kind": "percentile", "x": [...], "q": 50}
+    {"kind": "binomial", "k": 3, "n": 80, "groups": 5}
+        ``k`` events (outputs that diverged) in ``n`` trials (compared requests), pooled from
+        ``groups`` repetitions: the estimate is ``k / n``, the interval Clopper-Pearson's exact one.
+    {"kind": "capacity", "a_points": {"8": [...], "16": [...]}, "b_points": {...}, "transform": "gain"}
+        each arm's per-repetition throughput at each of its operating points: the estimate is the
+        arm's peak mean against the other's (each at its own best point), the interval accounts for
+        having chosen the peaks (see :func:`capacity_interval`).
 
 Windows of a soak are not independent either: a shared disk or a neighbour's load wanders over
 tens of windows, so window ``i`` predicts window ``i+1``. Resampling single windows treats 16
@@ -52,6 +59,14 @@ the log undefined: such specs keep the percentile interval. The random generator
 reproducible bit for bit. Percentiles use linear interpolation between order statistics (numpy's
 default, which ``vllm bench serve`` uses), so p50 of an even count is the mean of the middle two.
 
+Output identity (``binomial``): the divergence rate is a proportion of independent requests
+pooled over repetitions; the Clopper-Pearson interval (beta quantiles) covers at least its nominal
+level for every true rate, so a FAIL (the whole interval above the allowed rate) is not a false
+alarm at 1 divergence in 80, and a PASS is not a small-sample accident.
+
+Capacity (``capacity``, the throughput gain peak against peak): see :func:`capacity_interval` and
+docs/ARCHITECTURE.md "Capacity peak against peak".
+
 Pure Python on purpose: 2000 resamples of 100 samples take a few tens of milliseconds.
 """
 
@@ -78,6 +93,9 @@ __all__ = [
     "block_resample_indices",
     "needed_samples",
     "achieved_power",
+    "capacity_interval",
+    "clopper_pearson",
+    "peak_values",
     "interval_method",
     "repetitions_for_power",
     "power_scale",
@@ -132,6 +150,11 @@ class SampleSpec:
     a_groups: tuple[tuple[float, ...], ...] = ()
     b_groups: tuple[tuple[float, ...], ...] = ()
     block: int = 1  # > 1: a and b are time series, resampled in blocks of this many values
+    k: int = 0  # binomial: events
+    trials: int = 0  # binomial: trials
+    groups: int = 0  # binomial: repetitions the trials were pooled from (0: not known)
+    a_points: tuple[tuple[str, tuple[float, ...]], ...] = ()  # capacity: (point, per-repetition values)
+    b_points: tuple[tuple[str, tuple[float, ...]], ...] = ()
 
     @property
     def clustered(self) -> bool:
@@ -143,6 +166,10 @@ class SampleSpec:
         the samples are grouped)."""
         if self.clustered:
             return min(len(self.a_groups), len(self.b_groups))
+        if self.kind == "binomial":
+            return self.trials
+        if self.kind == "capacity":
+            return min(len(v) for _, v in self.a_points + self.b_points)
         return min(len(self.a), len(self.b)) if self.kind == "ratio" else len(self.x)
 
 
@@ -212,7 +239,53 @@ def parse_sample_spec(spec: Mapping[str, Any]) -> SampleSpec:
         if isinstance(q, bool) or not isinstance(q, (int, float)) or not 0 <= q <= 100:
             raise SampleSpecError(f"percentile samples: q must be a number in 0..100, got {q!r}")
         return SampleSpec("percentile", x=_floats("x", spec.get("x")), q=float(q))
-    raise SampleSpecError(f"samples kind {kind!r} is not one of 'ratio', 'percentile'")
+    if kind == "binomial":
+        return _parse_binomial(spec)
+    if kind == "capacity":
+        return _parse_capacity(spec)
+    raise SampleSpecError(f"samples kind {kind!r} is not one of 'ratio', 'percentile', 'binomial', 'capacity'")
+
+
+def _count(spec: Mapping[str, Any], key: str, low: int) -> int:
+    v = spec.get(key)
+    if isinstance(v, bool) or not isinstance(v, int) or v < low:
+        raise SampleSpecError(f"binomial samples: {key} must be a whole number >= {low}, got {v!r}")
+    return v
+
+
+def _parse_binomial(spec: Mapping[str, Any]) -> SampleSpec:
+    extra = set(spec) - {"kind", "k", "n", "groups"}
+    if extra:
+        raise SampleSpecError(f"binomial samples: unknown keys {sorted(extra)}")
+    k, n = _count(spec, "k", 0), _count(spec, "n", 1)
+    if k > n:
+        raise SampleSpecError(f"binomial samples: k ({k}) exceeds n ({n})")
+    groups = _count(spec, "groups", 1) if "groups" in spec else 0
+    return SampleSpec("binomial", k=k, trials=n, groups=groups)
+
+
+def _points(name: str, v: Any) -> tuple[tuple[str, tuple[float, ...]], ...]:
+    if not isinstance(v, Mapping) or not v:
+        raise SampleSpecError(f"capacity samples: {name!r} must be a non-empty mapping of point -> numbers")
+    out = []
+    for point, xs in v.items():
+        vals = _floats(f"{name}[{point}]", xs)
+        if len(vals) < 2 or min(vals) <= 0:
+            raise SampleSpecError(f"capacity samples: {name}[{point}] needs at least 2 positive values")
+        out.append((str(point), vals))
+    return tuple(out)
+
+
+def _parse_capacity(spec: Mapping[str, Any]) -> SampleSpec:
+    extra = set(spec) - {"kind", "a_points", "b_points", "transform"}
+    if extra:
+        raise SampleSpecError(f"capacity samples: unknown keys {sorted(extra)}")
+    transform = spec.get("transform", "gain")
+    if transform not in _TRANSFORMS:
+        raise SampleSpecError(f"capacity samples: transform {transform!r} is not one of {list(_TRANSFORMS)}")
+    return SampleSpec("capacity", stat="mean", transform=transform,
+                      a_points=_points("a_points", spec.get("a_points")),
+                      b_points=_points("b_points", spec.get("b_points")))
 
 
 def _ratio_value(sa: float, sb: float, transform: str) -> float:
@@ -231,7 +304,21 @@ def point_estimate(spec: SampleSpec) -> float:
     if spec.kind == "ratio":
         f = _STATS[spec.stat]
         return _ratio_value(f(spec.a), f(spec.b), spec.transform)
+    if spec.kind == "binomial":
+        return spec.k / spec.trials
+    if spec.kind == "capacity":
+        return _ratio_value(_mean(peak_values(spec.a_points)[1]), _mean(peak_values(spec.b_points)[1]),
+                            spec.transform)
     return percentile(spec.x, spec.q)
+
+
+def peak_values(points: Sequence[tuple[str, Sequence[float]]]) -> tuple[str, Sequence[float]]:
+    """The point with the highest mean (the first of equal ones) and its values."""
+    best = points[0]
+    for p in points[1:]:
+        if _mean(p[1]) > _mean(best[1]):
+            best = p
+    return best
 
 
 def _resampled_stat(rng: random.Random, xs: Sequence[float],
@@ -287,6 +374,11 @@ def interval_method(spec: SampleSpec) -> str:
     """The name of the interval :func:`bootstrap_interval` computes for this spec (for result.json)."""
     if _studentized(spec):
         return "welch-t-log-ratio"
+    if spec.kind == "binomial":
+        return "clopper-pearson"
+    if spec.kind == "capacity":
+        return (f"peak-vs-peak welch-t-log-ratio, bonferroni over {len(spec.a_points)} candidate / "
+                f"{len(spec.b_points)} baseline points")
     if spec.block > 1:
         return f"moving-block-bootstrap-percentile (block {spec.block})"
     return "hierarchical-bootstrap-percentile" if spec.clustered else "bootstrap-percentile"
@@ -318,17 +410,50 @@ def _from_log_ratio(lo: float, hi: float, transform: str) -> tuple[float, float]
     return math.exp(lo), math.exp(hi)
 
 
-def _welch_t(spec: SampleSpec, alpha: float) -> tuple[float, float]:
-    if min(len(spec.a), len(spec.b)) < 2:
+def _welch_log(a: Sequence[float], b: Sequence[float], alpha: float) -> tuple[float, float]:
+    """The Welch t interval of log(mean a / mean b), ``alpha`` in each tail."""
+    if min(len(a), len(b)) < 2:
         raise SampleSpecError("a Welch t interval needs at least 2 samples per group")
-    est, ua, ub = _log_ratio_parts(spec.a, spec.b)
+    est, ua, ub = _log_ratio_parts(a, b)
     if ua + ub == 0:
-        return _from_log_ratio(est, est, spec.transform)
-    df = (ua + ub) ** 2 / (ua * ua / (len(spec.a) - 1) + ub * ub / (len(spec.b) - 1))
-    from scipy.stats import t as student_t  # noqa: PLC0415 - only this interval needs scipy
+        return est, est
+    df = (ua + ub) ** 2 / (ua * ua / (len(a) - 1) + ub * ub / (len(b) - 1))
+    from scipy.stats import t as student_t  # noqa: PLC0415 - only these intervals need scipy
 
     half = float(student_t.ppf(1.0 - alpha, df)) * math.sqrt(ua + ub)
-    return _from_log_ratio(est - half, est + half, spec.transform)
+    return est - half, est + half
+
+
+def _welch_t(spec: SampleSpec, alpha: float) -> tuple[float, float]:
+    return _from_log_ratio(*_welch_log(spec.a, spec.b, alpha), spec.transform)
+
+
+def clopper_pearson(k: int, n: int, alpha: float) -> tuple[float, float]:
+    """The exact (Clopper-Pearson) interval of a binomial proportion, ``alpha`` in each tail."""
+    from scipy.stats import beta  # noqa: PLC0415
+
+    low = 0.0 if k == 0 else float(beta.ppf(alpha, k, n - k + 1))
+    high = 1.0 if k == n else float(beta.ppf(1.0 - alpha, k + 1, n - k))
+    return low, high
+
+
+def capacity_interval(spec: SampleSpec, alpha: float) -> tuple[float, float]:
+    """The interval of the capacity gain log(max_c mu_a(c) / max_c mu_b(c)), ``alpha`` per tail.
+
+    Low end: the candidate's chosen peak ``c_a`` (highest mean) against every baseline point, the
+    lowest of the Welch lower bounds, each at ``alpha / k_a`` (``k_a`` candidate points). Having
+    picked ``c_a`` out of ``k_a`` noisy points is paid for by Bonferroni over them; needing the
+    bound against *every* baseline point (an intersection-union test) costs no correction and
+    covers the baseline's true peak wherever it is. High end: symmetric, every candidate point
+    against the baseline's chosen peak at ``alpha / k_b``. So each tail misses with chance at
+    most ``alpha`` whichever points are the true peaks, and equal peaks never clear a positive
+    threshold (the low end is at most the estimate, which is 0 there)."""
+    ca, xa = peak_values(spec.a_points)
+    cb, xb = peak_values(spec.b_points)
+    ka, kb = len(spec.a_points), len(spec.b_points)
+    low = min(_welch_log(xa, xs, alpha / ka)[0] for _, xs in spec.b_points)
+    high = max(_welch_log(xs, xb, alpha / kb)[1] for _, xs in spec.a_points)
+    return _from_log_ratio(low, high, spec.transform)
 
 
 def bootstrap_interval(spec: SampleSpec, *, confidence: float, resamples: int,
@@ -342,6 +467,10 @@ def bootstrap_interval(spec: SampleSpec, *, confidence: float, resamples: int,
         raise SampleSpecError(f"resamples must be positive, got {resamples}")
     if _studentized(spec):
         return _welch_t(spec, (1.0 - confidence) / 2.0)
+    if spec.kind == "binomial":
+        return clopper_pearson(spec.k, spec.trials, (1.0 - confidence) / 2.0)
+    if spec.kind == "capacity":
+        return capacity_interval(spec, (1.0 - confidence) / 2.0)
     reps: list[float] = []
     if spec.kind == "ratio":
         f = _STATS[spec.stat]
@@ -411,7 +540,7 @@ def power_scale(spec: SampleSpec, *values: float) -> tuple[float, ...]:
     interval is symmetric, for :func:`achieved_power` and :func:`repetitions_for_power`: the log
     ratio for a Welch t interval (its ends are symmetric there, not on the gain scale), else
     unchanged. A value outside the transform's domain (a gain of -100% or less) maps to -inf."""
-    if not _studentized(spec):
+    if not (_studentized(spec) or spec.kind == "capacity"):
         return values
     out = []
     for v in values:

@@ -152,7 +152,8 @@ def expected_leaves(gate: str, inventory: Inventory, profile: Profile) -> dict[s
         for key in _point_keys(profile):
             c = key[1:]
             out[f"compare.ttft_p50_reduction.{key}"] = f"the TTFT p50 reduction at concurrency {c}"
-            out[f"compare.output_identity.{key}"] = f"the candidate's outputs at concurrency {c}"
+            out[f"compare.output_divergence.{key}"] = f"the candidate's outputs at concurrency {c}"
+            out[f"compare.throughput_gain.{key}"] = f"the throughput gain at concurrency {c}"
             out[f"candidate.cold_restore.offload_hit_tokens.{key}"] = f"candidate offload hits at concurrency {c}"
             out[f"candidate.cold_restore.offload_hit_vs_expected.{key}"] = f"candidate hit share at concurrency {c}"
             # Also without cold_restore: a gate on storage never passes on prompts the engine kept.

@@ -133,9 +133,8 @@ def run_g3(run: GateRun, g2: GateDir) -> tuple[dict[str, Any], dict[str, Any]]:
     ref_name = profile.recompute or profile.baseline
     ref_sweep = recompute if recompute is not None else base
     ref_base = g2.path if ref_sweep is base else run.path
-    measured["compare"]["output_identity"] = output_identity_measured(
-        cand, run.path, ref_sweep, ref_base, profile.load.concurrency, ref_name,
-        sample=profile.load.identity_sample, tokens=compared_tokens(run.spec))
+    measured["compare"]["output_divergence"] = output_identity_measured(
+        cand, run.path, ref_sweep, ref_base, profile.load.concurrency, ref_name, tokens=compared_tokens(run.spec))
     if profile.load.cold_restore:
         measured["compare"]["write_overhead"] = write_overhead_measured(
             run.path, profile.candidate, ref_base, ref_name, profile.load.concurrency, profile.load.repetitions)

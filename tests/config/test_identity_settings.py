@@ -1,6 +1,6 @@
-"""The output identity check's settings: the sample size (profile ``load.identity_sample``, at least
-8) and the compared tokens (gate file ``compared_tokens``, output identity checks only), validated
-with the file, line and field named; defaults unchanged (8 and 16)."""
+"""The output identity check's settings: the compared tokens (gate file ``compared_tokens``, output
+identity checks only), validated with the file, line and field named; default 16. The old sample
+size (profile ``load.identity_sample``) is gone: every measured request is compared."""
 
 from __future__ import annotations
 
@@ -36,17 +36,12 @@ def _gate(tmp_path: Path, check_id: str, **extra: object) -> Path:
     return p
 
 
-def test_defaults_are_8_requests_and_16_tokens(tmp_path: Path) -> None:
-    assert load_profile(_profile(tmp_path)).load.identity_sample == 8
+def test_the_default_is_16_tokens_and_the_sample_size_is_gone(tmp_path: Path) -> None:
     g3 = load_gate(gates_dir() / "G3.yaml")
     assert g3.check("output_identity").compared_tokens == 16
-    assert load_profile(_profile(tmp_path, identity_sample=32)).load.identity_sample == 32
-
-
-@pytest.mark.parametrize("bad", [7, 0, -1, "many", 1.5])
-def test_a_sample_below_8_or_not_a_count_is_refused_naming_the_field(tmp_path: Path, bad: object) -> None:
+    # every request is compared now: a profile still naming a sample size is told so, not ignored
     with pytest.raises(InputError, match=r"identity_sample") as exc:
-        load_profile(_profile(tmp_path, identity_sample=bad))
+        load_profile(_profile(tmp_path, identity_sample=32))
     assert "p.yaml" in str(exc.value)
 
 
@@ -62,11 +57,9 @@ def test_compared_tokens_is_validated(tmp_path: Path, check_id: str, extra: dict
     assert "G3.yaml" in str(exc.value)
 
 
-def test_the_sample_size_is_not_part_of_the_workload_fingerprint(tmp_path: Path) -> None:
-    a = load_profile(_profile(tmp_path, identity_sample=8))
-    b = load_profile(_profile(tmp_path, identity_sample=64))
+def test_the_compared_tokens_are_not_part_of_the_workload_fingerprint(tmp_path: Path) -> None:
+    a = load_profile(_profile(tmp_path))
     arm = a.candidate
-    assert workload_fingerprint(a, arm=arm) == workload_fingerprint(b, arm=arm)
     assert not any("identity" in k for k in workload_fingerprint(a, arm=arm))
     c = load_profile(_profile(tmp_path, repetitions=a.load.repetitions + 1))
     assert workload_fingerprint(c, arm=arm) != workload_fingerprint(a, arm=arm)

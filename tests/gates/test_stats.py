@@ -520,3 +520,50 @@ def test_blocks_keep_a_wandering_series_wider_than_single_values() -> None:
             lo, hi = stats.bootstrap_interval(spec, confidence=0.95, resamples=400, rng=random.Random(trial))
             widths[block] += hi - lo
     assert widths[5] > 1.2 * widths[1]
+
+
+def test_clopper_pearson_matches_the_exact_beta_bounds() -> None:
+    # 1 in 80 at 95%: [0.000316, 0.0677] (R binom.test); 0 of n reaches 0, n of n reaches 1
+    low, high = stats.clopper_pearson(1, 80, 0.025)
+    assert low == pytest.approx(0.000316, abs=2e-6) and high == pytest.approx(0.0677, abs=2e-4)
+    assert stats.clopper_pearson(0, 10, 0.025)[0] == 0.0 and stats.clopper_pearson(10, 10, 0.025)[1] == 1.0
+    spec = parse_sample_spec({"kind": "binomial", "k": 35, "n": 80, "groups": 5})
+    assert spec.n == 80 and stats.point_estimate(spec) == pytest.approx(35 / 80)
+    assert stats.interval_method(spec) == "clopper-pearson"
+    lo, hi = stats.bootstrap_interval(spec, confidence=0.95, resamples=1, rng=random.Random(0))
+    assert 0.10 < lo < 35 / 80 < hi
+
+
+@pytest.mark.parametrize("bad", [
+    {"kind": "binomial", "k": 3, "n": 2},
+    {"kind": "binomial", "k": -1, "n": 2},
+    {"kind": "binomial", "k": 1, "n": 0},
+    {"kind": "binomial", "k": 1.0, "n": 2},
+    {"kind": "binomial", "k": 1, "n": 2, "groups": 0},
+    {"kind": "binomial", "k": 1, "n": 2, "x": 1},
+    {"kind": "capacity", "a_points": {"8": [1.0]}, "b_points": {"8": [1.0, 2.0]}},
+    {"kind": "capacity", "a_points": {"8": [1.0, 0.0]}, "b_points": {"8": [1.0, 2.0]}},
+    {"kind": "capacity", "a_points": {}, "b_points": {"8": [1.0, 2.0]}},
+    {"kind": "capacity", "a_points": {"8": [1.0, 2.0]}, "b_points": {"8": [1.0, 2.0]}, "stat": "p50"},
+])
+def test_malformed_binomial_and_capacity_specs_are_refused(bad: dict[str, object]) -> None:
+    with pytest.raises(SampleSpecError):
+        parse_sample_spec(bad)
+
+
+def test_capacity_compares_peak_with_peak_and_pays_for_the_choice() -> None:
+    a = {"8": [1000.0, 980.0, 1020.0, 990.0, 1010.0], "16": [950.0, 940.0, 960.0, 955.0, 945.0]}
+    b = {"8": [700.0, 690.0, 710.0, 705.0, 695.0], "16": [1000.0, 990.0, 1010.0, 1005.0, 995.0]}
+    spec = parse_sample_spec({"kind": "capacity", "a_points": a, "b_points": b})
+    assert spec.n == 5 and stats.point_estimate(spec) == pytest.approx(0.0)
+    low, high = stats.bootstrap_interval(spec, confidence=0.95, resamples=1, rng=random.Random(0))
+    assert low < 0.0 < high < 0.29
+    # one point each: the plain Welch interval; more points: wider (Bonferroni over the choice)
+    one = parse_sample_spec({"kind": "capacity", "a_points": {"8": a["8"]}, "b_points": {"16": b["16"]}})
+    welch = parse_sample_spec({"kind": "ratio", "a": a["8"], "b": b["16"], "stat": "mean", "transform": "gain"})
+    assert stats.bootstrap_interval(one, confidence=0.95, resamples=1, rng=random.Random(0)) == pytest.approx(
+        stats.bootstrap_interval(welch, confidence=0.95, resamples=1, rng=random.Random(0)))
+    more = {**a, "32": [900.0, 890.0, 910.0, 905.0, 895.0], "64": [800.0, 790.0, 810.0, 805.0, 795.0]}
+    wide = parse_sample_spec({"kind": "capacity", "a_points": more, "b_points": {"16": b["16"]}})
+    assert stats.bootstrap_interval(wide, confidence=0.95, resamples=1, rng=random.Random(0))[0] < \
+        stats.bootstrap_interval(one, confidence=0.95, resamples=1, rng=random.Random(0))[0] - 0.005

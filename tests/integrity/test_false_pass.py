@@ -246,7 +246,7 @@ def test_corrupted_chunk_files_fail_output_identity(base: Base, capsys: pytest.C
     assert done, "no chunk file was stored"
     assert code == 1 and res["verdict"] == "FAIL", out
     ident = check(res, "output_identity")
-    assert ident["verdict"] == "FAIL" and ident["observations"][0]["measured"] < 0.9
+    assert ident["verdict"] == "FAIL" and ident["observations"][0]["measured"] > 0.1  # divergence rate
     assert "output_identity" in res["verdict_reason"] and "differ" in ident["observations"][0]["reason"]
     # the tier did serve the (corrupted) chunks: the counters alone would have called it a cold restore
     assert check(res, "candidate_offload_hits")["verdict"] == "PASS"

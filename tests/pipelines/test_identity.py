@@ -5,7 +5,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from harness.pipelines.identity import SAMPLE, TOKENS, output_identity_measured
+from harness.config.loader import load_gate
+from harness.gates.evaluate import evaluate_check
+from harness.gates.outcome import Verdict
+from harness.paths import gates_dir
+from harness.pipelines.identity import TOKENS, output_identity_measured
 from harness.pipelines.sweepdata import Repetition
 
 
@@ -22,20 +26,59 @@ def _texts(n: int, tag: str = "w") -> dict[str, str]:
     return {f"q{i:02d}": " ".join(f"{tag}{i}-{k}" for k in range(20)) for i in range(n)}
 
 
-def test_identical_outputs_pass_and_one_divergence_is_located(tmp_path: Path) -> None:
+def _diverge(texts: dict[str, str], rid: str, at: int) -> None:
+    words = texts[rid].split()
+    words[at] = "other"
+    texts[rid] = " ".join(words)
+
+
+def _verdict(leaf: dict[str, object]) -> Verdict:
+    check = load_gate(gates_dir() / "G3.yaml").check("output_identity")
+    return evaluate_check(check, {"compare": {"output_divergence": {"c2": leaf}}}).verdict
+
+
+def test_every_request_is_compared_and_each_divergence_located(tmp_path: Path) -> None:
     ref = _texts(10)
     reference = {2: [_rep(tmp_path / "g2", "baseline", 1, ref)]}
     cand_texts = dict(ref)
-    words = cand_texts["q03"].split()
-    words[5] = "other"
-    cand_texts["q03"] = " ".join(words)
-    words = cand_texts["q09"].split()  # outside the sample of 8: not compared
-    cand_texts["q09"] = "x " + " ".join(words[1:])
+    _diverge(cand_texts, "q03", 5)
+    _diverge(cand_texts, "q09", 0)  # the last request id: the old sample of 8 never looked at it
     candidate = {2: [_rep(tmp_path / "g3", "candidate", 1, ref), _rep(tmp_path / "g3", "candidate", 2, cand_texts)]}
-    out = output_identity_measured(candidate, tmp_path / "g3", reference, tmp_path / "g2", [2], "baseline")
-    leaf = out["c2"]
-    assert leaf["value"] == (SAMPLE - 1) / SAMPLE  # the lowest repetition
-    assert "rep2: 1 of 8 differ, first q03 at token 5" in leaf["detail"] and "'baseline'" in leaf["detail"]
+    leaf = output_identity_measured(candidate, tmp_path / "g3", reference, tmp_path / "g2", [2], "baseline")["c2"]
+    assert leaf["value"] == 2 / 20  # pooled over both repetitions
+    assert leaf["samples"] == {"kind": "binomial", "k": 2, "n": 20, "groups": 2}
+    assert leaf["first_divergence"] == [0, 5]
+    assert "rep2: 2 of 10 differ (q03 at token 5, q09 at token 0)" in leaf["detail"]
+    assert "'baseline'" in leaf["detail"]
+
+
+def test_later_documents_corrupted_in_every_repetition_fail(tmp_path: Path) -> None:
+    # the partial-corruption scenario of issue 28: 7 of 16 outputs differ in all 5 repetitions, all
+    # of them after the first 8 request ids (the old check compared only those, and said 100%)
+    ref = _texts(16)
+    bad = dict(ref)
+    for i in range(9, 16):
+        _diverge(bad, f"q{i:02d}", 2)
+    reference = {2: [_rep(tmp_path, "r", 1, ref)]}
+    candidate = {2: [_rep(tmp_path, "c", r, bad) for r in range(1, 6)]}
+    leaf = output_identity_measured(candidate, tmp_path, reference, tmp_path, [2], "r")["c2"]
+    assert leaf["samples"]["k"] == 35 and leaf["samples"]["n"] == 80
+    assert _verdict(leaf) is Verdict.FAIL
+
+
+def test_one_divergence_in_80_passes_at_the_allowed_10_percent(tmp_path: Path) -> None:
+    ref = _texts(16)
+    one = dict(ref)
+    _diverge(one, "q04", 7)
+    reference = {2: [_rep(tmp_path, "r", 1, ref)]}
+    candidate = {2: [_rep(tmp_path, "c", r, one if r == 3 else ref) for r in range(1, 6)]}
+    leaf = output_identity_measured(candidate, tmp_path, reference, tmp_path, [2], "r")["c2"]
+    assert leaf["samples"]["k"] == 1 and leaf["samples"]["n"] == 80
+    assert _verdict(leaf) is Verdict.PASS
+    # the same rate on too few requests does not decide: 1 in 8 is INCONCLUSIVE, not FAIL
+    few = output_identity_measured({2: [_rep(tmp_path, "f", 1, {k: one[k] for k in list(one)[:8]})]},
+                                   tmp_path, reference, tmp_path, [2], "r")["c2"]
+    assert few["samples"]["n"] == 8 and _verdict(few) is Verdict.INCONCLUSIVE
 
 
 def test_a_difference_after_the_compared_tokens_is_not_counted(tmp_path: Path) -> None:
@@ -43,7 +86,7 @@ def test_a_difference_after_the_compared_tokens_is_not_counted(tmp_path: Path) -
     late = {k: v + " extra" for k, v in ref.items()}  # beyond the first 16 tokens
     out = output_identity_measured({2: [_rep(tmp_path, "c", 1, late)]}, tmp_path,
                                    {2: [_rep(tmp_path, "r", 1, ref)]}, tmp_path, [2], "r")
-    assert TOKENS == 16 and out["c2"]["value"] == 1.0
+    assert TOKENS == 16 and out["c2"]["value"] == 0.0
 
 
 def test_missing_text_or_points_are_not_run(tmp_path: Path) -> None:
@@ -51,33 +94,26 @@ def test_missing_text_or_points_are_not_run(tmp_path: Path) -> None:
     out = output_identity_measured({}, tmp_path, ref, tmp_path, [2, 4], "r")
     assert out["c2"]["value"] is None and "candidate" in out["c2"]["detail"]
     assert out["c4"]["value"] is None
-    few = {2: [_rep(tmp_path, "c", 1, _texts(3))]}  # fewer requests than the sample: compare them all
-    assert output_identity_measured(few, tmp_path, ref, tmp_path, [2], "r")["c2"]["value"] == 1.0
     failed = {2: [_rep(tmp_path, "f", 1, _texts(8), status="error")]}
     out = output_identity_measured(failed, tmp_path, ref, tmp_path, [2], "r")
-    assert out["c2"]["value"] is None and "needs 8" in out["c2"]["detail"]
+    assert out["c2"]["value"] is None and "text in both arms" in out["c2"]["detail"]
+    # requests the reference has no output for are named, not counted as identical
+    more = {2: [_rep(tmp_path, "m", 1, _texts(11))]}
+    leaf = output_identity_measured(more, tmp_path, ref, tmp_path, [2], "r")["c2"]
+    assert leaf["samples"]["n"] == 8 and "3 candidate request(s) without the reference's output" in leaf["detail"]
 
 
-def test_sample_size_and_compared_tokens_are_parameters(tmp_path: Path) -> None:
+def test_compared_tokens_is_a_parameter(tmp_path: Path) -> None:
     ref = _texts(12)
     cand = dict(ref)
-    words = cand["q10"].split()
-    words[3] = "other"  # the 11th request: outside a sample of 8, inside a sample of 12
-    cand["q10"] = " ".join(words)
+    _diverge(cand, "q10", 3)
     reference = {2: [_rep(tmp_path, "r", 1, ref)]}
     candidate = {2: [_rep(tmp_path, "c", 1, cand)]}
-    assert output_identity_measured(candidate, tmp_path, reference, tmp_path, [2], "r")["c2"]["value"] == 1.0
-    leaf = output_identity_measured(candidate, tmp_path, reference, tmp_path, [2], "r", sample=12)["c2"]
-    assert leaf["value"] == 11 / 12 and "sample of 12 per repetition" in leaf["detail"]
     # a divergence at token 3 is outside the first 3 tokens, inside the first 4
-    assert output_identity_measured(candidate, tmp_path, reference, tmp_path, [2], "r", sample=12,
-                                    tokens=3)["c2"]["value"] == 1.0
-    leaf = output_identity_measured(candidate, tmp_path, reference, tmp_path, [2], "r", sample=12, tokens=4)["c2"]
-    assert leaf["value"] == 11 / 12 and "over the first 4 tokens" in leaf["text"]
-    # more requested than recorded with text in both arms: every one is compared, none is invented
-    short = {2: [_rep(tmp_path, "s", 1, _texts(9))]}
-    out = output_identity_measured(short, tmp_path, reference, tmp_path, [2], "r", sample=12)
-    assert out["c2"]["value"] == 1.0
+    assert output_identity_measured(candidate, tmp_path, reference, tmp_path, [2], "r",
+                                    tokens=3)["c2"]["value"] == 0.0
+    leaf = output_identity_measured(candidate, tmp_path, reference, tmp_path, [2], "r", tokens=4)["c2"]
+    assert leaf["value"] == 1 / 12 and "in the first 4 tokens" in leaf["text"]
 
 
 def test_compared_tokens_from_the_gate_file(tmp_path: Path) -> None:

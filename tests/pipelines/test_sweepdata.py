@@ -56,6 +56,11 @@ def test_compare_reduction_gain_and_speedup() -> None:
     assert best_point(cand) == 16
     assert m["throughput_gain_best"]["value"] == pytest.approx(0.40)
     assert m["recompute_speedup"]["c16"]["value"] == pytest.approx(20.0)
+    # the table: the gain at every concurrency; capacity: each arm's own peak
+    assert m["throughput_gain"]["c8"]["value"] == pytest.approx(0.30)
+    assert m["throughput_gain"]["c16"]["samples"]["stat"] == "mean"
+    assert m["capacity_gain"]["value"] == pytest.approx(0.40)
+    assert m["capacity_gain"]["samples"]["a_points"] == {"8": [130.0, 130.0], "16": [210.0, 210.0]}
 
 
 def test_compare_missing_side_is_not_run() -> None:
@@ -63,6 +68,32 @@ def test_compare_missing_side_is_not_run() -> None:
     m = compare_measured({}, base)
     assert m["ttft_p50_reduction"]["c8"]["value"] is None
     assert m["throughput_gain_best"]["value"] is None
+    assert m["capacity_gain"]["value"] is None and "candidate" in m["capacity_gain"]["detail"]
+    assert m["throughput_gain"]["c8"]["value"] is None
+
+
+def _thr_sweep(arm: str, means: dict[int, float], reps: int = 5, cv: float = 0.03) -> dict[int, list[Repetition]]:
+    wobble = [1 - 2 * cv, 1 - cv, 1.0, 1 + cv, 1 + 2 * cv][:reps]
+    return {c: [rep(arm, c, r + 1, [100.0] * 4, m * wobble[r]) for r in range(reps)] for c, m in means.items()}
+
+
+def test_equal_peaks_do_not_pass_the_throughput_gate() -> None:
+    # issue 28: baseline c8 700 / c16 1000, candidate c8 1000 / c16 950: equal capacity. The old
+    # check compared the candidate's best point (c8) with the baseline at c8 and said +42% PASS.
+    from harness.config.loader import load_gate
+    from harness.gates.evaluate import evaluate_check
+    from harness.gates.outcome import Verdict
+    from harness.paths import gates_dir
+
+    m = compare_measured(_thr_sweep("c", {8: 1000.0, 16: 950.0}), _thr_sweep("b", {8: 700.0, 16: 1000.0}))
+    g3 = load_gate(gates_dir() / "G3.yaml")
+    assert m["throughput_gain_best"]["value"] == pytest.approx(1000 / 700 - 1)  # still reported
+    assert m["capacity_gain"]["value"] == pytest.approx(0.0)
+    gain = evaluate_check(g3.check("throughput_gain"), {"compare": m})
+    assert gain.verdict is Verdict.FAIL, gain.observations[0].measured_text
+    # a real capacity gain still passes, peak against peak
+    m = compare_measured(_thr_sweep("c", {8: 1300.0, 16: 1450.0}), _thr_sweep("b", {8: 700.0, 16: 1000.0}))
+    assert evaluate_check(g3.check("throughput_gain"), {"compare": m}).verdict is Verdict.PASS
 
 
 def test_sweep_table_percentiles() -> None:
