@@ -251,14 +251,18 @@ def mask_secret_values(text: str, path: str = "<input>") -> str:
     """``text`` with the value of every secret (``harness.redact.is_secret_name``) replaced by
     ``'***'``, found in the parsed YAML tree rather than by line patterns: block scalars, quoted
     keys, flow mappings, anchors and argument lists (``[--api-key, sk-..]``, ``HF_TOKEN=..``) are
-    masked exactly, comments and layout kept. Raises ConfigError when the text is not YAML."""
-    from harness.redact import MASK, is_secret_name
+    masked exactly. Secrets written inside other values (a URL's password, ``?password=``,
+    ``AccountKey=``, a JSON ``Authorization`` header: ``harness.redact.scrub_text``) are masked too,
+    and comments are dropped (a commented-out ``# api_key: sk-..`` is still a secret); the layout is
+    kept. Raises ConfigError when the text is not YAML."""
+    from harness.redact import MASK, is_secret_name, scrub_text
 
     try:
         root = compose(text, path)
     except yaml.YAMLError as exc:
         raise ConfigError(f"YAML error: {exc}", path=path) from None
     spans: dict[int, tuple[int, str]] = {}  # start index -> (end index, replacement)
+    scalars: list[yaml.ScalarNode] = []
 
     def mask_all(node: yaml.Node) -> None:
         if isinstance(node, yaml.ScalarNode):
@@ -279,15 +283,18 @@ def mask_secret_values(text: str, path: str = "<input>") -> str:
         if id(node) in seen:
             return
         seen.add(id(node))
-        if isinstance(node, yaml.MappingNode):
+        if isinstance(node, yaml.ScalarNode):
+            scalars.append(node)
+        elif isinstance(node, yaml.MappingNode):
             for key, value in node.value:
+                walk(key)
                 if isinstance(key, yaml.ScalarNode) and is_secret_name(str(key.value)):
                     mask_all(value)
-                else:
-                    walk(value)
+                walk(value)
         elif isinstance(node, yaml.SequenceNode):
             hide_next = False
             for item in node.value:
+                walk(item)
                 if isinstance(item, yaml.ScalarNode):
                     value = str(item.value)
                     name, sep, _ = value.partition("=")
@@ -298,12 +305,60 @@ def mask_secret_values(text: str, path: str = "<input>") -> str:
                     hide_next = value.startswith("-") and not sep and is_secret_name(value)
                 else:
                     hide_next = False
-                    walk(item)
 
     if root is not None:
         walk(root)
+    for node in scalars:
+        start = node.start_mark.index
+        if start in spans or node.start_mark.index == node.end_mark.index:
+            continue
+        value = str(node.value)
+        scrubbed = scrub_text(value)
+        if scrubbed != value:
+            raw = text[start:node.end_mark.index]
+            tail = raw[len(raw.rstrip("\n")):] if node.style in ("|", ">") else ""
+            quoted = MASK if "\n" in value else scrubbed.replace("'", "''")
+            spans[start] = (node.end_mark.index, f"'{quoted}'" + tail)
+    edits = [(start, end, repl) for start, (end, repl) in spans.items()]
+    edits += [(start, end, "") for start, end in _comments(text, scalars, spans)]
     out = text
-    for start in sorted(spans, reverse=True):
-        end, repl = spans[start]
+    for start, end, repl in sorted(edits, reverse=True):
         out = out[:start] + repl + out[end:]
+    return out
+
+
+def _comments(text: str, scalars: list[yaml.ScalarNode], replaced: dict[int, tuple[int, str]]) -> list[tuple[int, int]]:
+    """The spans of the comments of ``text`` (with the blanks before them): every ``#`` outside a
+    scalar, and one after a block scalar's indicator (``key: |  # note``)."""
+    inside = sorted((n.start_mark.index, n.end_mark.index) for n in scalars if n.end_mark.index > n.start_mark.index)
+    out: list[tuple[int, int]] = []
+
+    def comment_at(i: int) -> int:
+        end = text.find("\n", i)
+        end = len(text) if end < 0 else end
+        start = i
+        while start > 0 and text[start - 1] in " \t":
+            start -= 1
+        out.append((start, end))
+        return end
+
+    for node in scalars:
+        s = node.start_mark.index
+        if node.style in ("|", ">") and s not in replaced:
+            line_end = text.find("\n", s)
+            hash_at = text.find("#", s, line_end if line_end >= 0 else len(text))
+            if hash_at >= 0:
+                comment_at(hash_at)
+    i = j = 0
+    while i < len(text):
+        while j < len(inside) and inside[j][1] <= i:
+            j += 1
+        if j < len(inside) and inside[j][0] <= i:
+            i = inside[j][1]
+            continue
+        nxt = text.find("#", i, inside[j][0] if j < len(inside) else len(text))
+        if nxt < 0:
+            i = inside[j][0] if j < len(inside) else len(text)
+            continue
+        i = comment_at(nxt)
     return out

@@ -38,6 +38,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import ArgumentError, IntegrityError, OperationalError, SQLAlchemyError
 
 from harness.errors import InfraError, InputError
+from harness.redact import is_secret_name, scrub_text
 
 __all__ = [
     "SCHEMA_VERSION", "HistoryDB", "HistoryError", "MetricRecord", "RunRecord", "SeriesTable", "StoredRun",
@@ -173,21 +174,24 @@ MIGRATIONS: tuple[tuple[int, Any], ...] = ((1, _migration_1),)
 
 
 def safe_url(url: str) -> str:
-    """``url`` with its password masked, for messages."""
+    """``url`` with its password masked, for messages: the userinfo password and every secret query
+    parameter (``?password=``, ``sslpassword=``)."""
     try:
-        return sa.engine.make_url(url).render_as_string(hide_password=True)
+        return scrub_text(sa.engine.make_url(url).render_as_string(hide_password=True))
     except ArgumentError:
         return "<unparseable history URL>"
 
 
 def argv_password_warning(explicit: Optional[str]) -> Optional[str]:
-    """A warning when a password was given in a ``--history`` argument (visible in ``ps``)."""
+    """A warning when a password was given in a ``--history`` argument (visible in ``ps``): in the
+    URL's userinfo or in a secret query parameter (``?password=``, ``sslpassword=``)."""
     if not explicit or "://" not in explicit:
         return None
     try:
-        has = sa.engine.make_url(explicit).password is not None
+        parsed = sa.engine.make_url(explicit)
     except ArgumentError:
         return None
+    has = parsed.password is not None or any(is_secret_name(k) for k in parsed.query)
     return ("warning: the --history URL carries a password, which other users can read in `ps`; give it "
             "through PGPASSWORD or ~/.pgpass instead") if has else None
 
@@ -264,7 +268,8 @@ class HistoryDB:
             self._migrate()
         except OperationalError as exc:
             self.engine.dispose()
-            raise HistoryError(f"cannot open the history database {safe_url(url)}: {exc.orig}") from None
+            reason = scrub_text(str(exc.orig))
+            raise HistoryError(f"cannot open the history database {safe_url(url)}: {reason}") from None
         except BaseException:
             self.engine.dispose()
             raise
@@ -286,7 +291,7 @@ class HistoryDB:
         except IntegrityError:
             raise
         except SQLAlchemyError as exc:
-            detail = getattr(exc, "orig", None) or exc
+            detail = scrub_text(str(getattr(exc, "orig", None) or exc))
             raise HistoryError(f"history database {safe_url(self.url)}: {what} failed: {detail}") from None
 
     # Schema ----------------------------------------------------------------------------------

@@ -23,8 +23,9 @@ import pytest
 
 from harness.config.profile import Profile
 from harness.engines import get_engine
+from harness.redact import redact_data
 from harness.remote.local import LocalExecutor
-from harness.store.campaign import Campaign
+from harness.store.campaign import Campaign, GateDir
 from tests.engines.test_lifecycle import _node, _profile
 from tests.pipelines.conftest import free_port, small_profile
 from tests.support.background import Background
@@ -139,3 +140,86 @@ def test_g1_g2_with_secrets_everywhere_leave_no_trace(tmp_path: Path, local_inve
     assert _grep(reports) == []
     assert _grep(tmp_path / "work") == []
     assert (reports / "s" / "G2" / "evidence" / "commands.jsonl").exists()
+
+
+# --- round three (#29 item 3): one case per variant the red team found ------------------------------
+
+URL_PW = "urlpw-kvgate-0123456789"
+PG_PW = "pgpass-kvgate-0123456789"
+HF_CAMEL = "hf_camelTOKEN0123456789"
+AUTH = "remoteauth-kvgate-0123456789"
+ACCOUNT = "accountkey-kvgate-0123456789=="
+BEARER = "sk-bearer-kvgate-0123456789"
+COMMENTED = "sk-commented-kvgate-0123456789"
+QUERY_PW = "querypw-kvgate-0123456789"
+ROUND3 = (URL_PW, PG_PW, HF_CAMEL, AUTH, ACCOUNT, BEARER, COMMENTED, QUERY_PW)
+
+ROUND3_PROFILE = f"""name: p
+# api_key: {COMMENTED}
+engine:
+  kind: sim
+  extra_args: [--hfToken, {HF_CAMEL}, --headers, '{{"Authorization":"Bearer {BEARER}"}}']  # {COMMENTED}
+  env:
+    PGPASSWORD: {PG_PW}
+    DB_URL: postgresql://u:{URL_PW}@db/x?sslpassword={QUERY_PW}
+    BLOB: DefaultEndpointsProtocol=https;AccountName=a;AccountKey={ACCOUNT};EndpointSuffix=x
+arms:
+  - name: disk
+    lmcache:
+      remote_url: "redis://:{URL_PW}@h:6379"
+      extra_config: {{remote_auth: {AUTH}}}
+"""
+
+
+@pytest.mark.parametrize("secret", ROUND3)
+def test_round3_variant_never_reaches_campaign_json(tmp_path: Path, secret: str) -> None:
+    inv = tmp_path / "inv.yaml"
+    inv.write_text("cluster: c\nnodes:\n  - {name: n1, host: localhost, connection: local}\n")
+    prof = tmp_path / "prof.yaml"
+    prof.write_text(ROUND3_PROFILE)
+    with Campaign.open(tmp_path / "reports", "c1", inventory_path=inv, profile_path=prof):
+        pass
+    text = (tmp_path / "reports" / "c1" / "campaign.json").read_text()
+    assert secret not in text
+    stored = json.loads(text)["profile"]["text"]
+    assert "#" not in stored  # comments are dropped, not kept
+    assert "postgresql://u:***@db/x" in stored and "AccountName=a" in stored  # what is not secret stays
+
+
+@pytest.mark.parametrize(("argv", "secret"), [
+    (["redis-cli", "-u", f"redis://:{URL_PW}@h"], URL_PW),
+    (["psql", f"postgresql://u:{URL_PW}@db/x"], URL_PW),
+    (["env", f"PGPASSWORD={PG_PW}", "psql"], PG_PW),
+    (["vllm", "serve", "m", "--hfToken", HF_CAMEL], HF_CAMEL),
+    (["vllm", "serve", "m", f"--hfToken={HF_CAMEL}"], HF_CAMEL),
+    (["tool", f"DefaultEndpointsProtocol=https;AccountName=a;AccountKey={ACCOUNT}"], ACCOUNT),
+    (["vllm", "--headers", f'{{"Authorization":"Bearer {BEARER}"}}'], BEARER),
+    (["curl", "-H", f"Authorization: Bearer {BEARER}"], BEARER),
+    (["psql", f"postgresql://u@db/x?password={QUERY_PW}"], QUERY_PW),
+    (["psql", f"host=db sslpassword={QUERY_PW}"], QUERY_PW),
+])
+def test_round3_variant_never_reaches_commands_jsonl(tmp_path: Path, argv: list[str], secret: str) -> None:
+    gate = GateDir(tmp_path / "G1", "G1")
+    gate.record_command("n1", argv)
+    text = (gate.evidence / "commands.jsonl").read_text()
+    assert secret not in text and argv[0] in text
+
+
+def test_round3_plan_output_masks_remote_auth_and_url_passwords() -> None:
+    """``kvgate plan`` prints redact_data(plan): the LMCache YAML text a plan carries and the env."""
+    plan = {"env": {"PGPASSWORD": PG_PW, "hfToken": HF_CAMEL, "DSN": f"redis://:{URL_PW}@h"},
+            "files": {"/w/lmcache.yaml": f"chunk_size: 256\nremote_url: redis://:{URL_PW}@h\n"
+                                         f"extra_config:\n  remote_auth: {AUTH}\n"},
+            "argv": ["vllm", "--headers", f'{{"Authorization":"Bearer {BEARER}"}}']}
+    text = json.dumps(redact_data(plan))
+    assert [s for s in ROUND3 if s in text] == []
+    assert "chunk_size: 256" in text
+
+
+def test_round3_history_url_query_password_is_masked_and_warned(tmp_path: Path) -> None:
+    url = f"postgresql://kv@127.0.0.1:1/x?password={QUERY_PW}&sslpassword={QUERY_PW}"
+    proc = subprocess.run([sys.executable, "-m", "harness.cli.main", "history", "list",  # noqa: S603
+                           "--history", url], capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert proc.returncode in (2, 4), proc.stderr
+    assert QUERY_PW not in proc.stdout + proc.stderr
+    assert "carries a password" in proc.stderr
