@@ -11,9 +11,12 @@ import shlex
 import sys
 from typing import Any
 
-from harness.config import load_inventory, load_profile
+from harness.config import load_inventory, parse_model
+from harness.config.profile import Profile
+from harness.config.yamlsource import load_yaml
 from harness.engines import get_engine
 from harness.engines.coldrestore import cold_restore_plan
+from harness.engines.preflight import load_client, plan_problems, server_and_peers
 from harness.exitcodes import ExitCode
 from harness.redact import redact_data
 
@@ -36,15 +39,19 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 def run(args: argparse.Namespace) -> int:
     inventory = load_inventory(args.inventory)
-    profile = load_profile(args.profile)
-    servers = inventory.nodes_with_role("server")
-    if not servers:
+    doc = load_yaml(args.profile)
+    profile = parse_model(doc, Profile)
+    server, peers = server_and_peers(inventory, profile)
+    if server is None:
         print(f"kvgate: error: inventory {args.inventory} has no node with role 'server'", file=sys.stderr)
         return int(ExitCode.USAGE_ERROR)
-    server = servers[0]
-    clients = inventory.nodes_with_role("client")
-    client = server if "client" in server.roles or not clients else clients[0]
-    peers = servers[1 : profile.model.nodes_per_instance]
+    problems = plan_problems(profile, doc, args.profile, inventory)
+    if problems:  # the messages `kvgate validate` prints for the same files
+        for err in problems:
+            print(f"error    {err.message}", file=sys.stderr)
+        print(f"kvgate: {len(problems)} problem(s): nothing planned", file=sys.stderr)
+        return int(ExitCode.USAGE_ERROR)
+    client = load_client(inventory, server)
     engine = get_engine(profile.engine.kind)
     arms = [profile.arm(a) for a in args.arm] if args.arm else list(profile.arms)
     out: list[dict[str, Any]] = []

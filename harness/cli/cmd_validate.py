@@ -5,7 +5,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from harness.config.validation import validate_files
+from harness.config.inventory import Inventory
+from harness.config.profile import Profile
+from harness.config.validation import ValidationReport, validate_files
+from harness.engines.preflight import inventory_for, plan_problems
 from harness.exitcodes import ExitCode
 
 
@@ -14,8 +17,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "validate",
         help="validate inventory, profile and gate files",
         description="Validate YAML files (kind detected from content). With several files, also check "
-        "them against each other: arms vs inventory targets, overrides vs gate checks. Exit 2 on any "
-        "problem, with file:line:column and the field path.",
+        "them against each other: arms vs inventory targets, overrides vs gate checks, and run every "
+        "check `kvgate plan` runs (cold restore, engine plan on the inventory's first server node when "
+        "one inventory is given). Exit 2 on any problem, with file:line:column and the field path.",
     )
     p.add_argument("files", nargs="+", metavar="FILE", help="inventory, profile or gate YAML files")
     p.add_argument("--kind", choices=["inventory", "profile", "gate"], help="treat every FILE as this kind")
@@ -25,6 +29,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 def run(args: argparse.Namespace) -> int:
     report = validate_files(args.files, kind=args.kind)
+    _plan_checks(report)
     for path, kind in report.ok:
         if not args.quiet:
             print(f"ok       {kind:<9} {path}")
@@ -34,3 +39,16 @@ def run(args: argparse.Namespace) -> int:
         print(f"kvgate: {len(report.errors)} problem(s) in {len(args.files)} file(s)", file=sys.stderr)
         return int(ExitCode.USAGE_ERROR)
     return int(ExitCode.OK)
+
+
+def _plan_checks(report: ValidationReport) -> None:
+    """Add what ``kvgate plan`` would refuse in each valid profile (same messages as plan)."""
+    inventory = inventory_for([m for _, _, _, m in report.loaded if isinstance(m, Inventory)])
+    valid = {p for p, _ in report.ok}
+    for path, _kind, doc, model in report.loaded:
+        if not isinstance(model, Profile) or path not in valid:
+            continue
+        problems = plan_problems(model, doc, path, inventory, with_file_checks=False)
+        if problems:
+            report.errors.extend(problems)
+            report.ok = [(p, k) for p, k in report.ok if p != path]

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from harness.catalog import METRICS, metric_info
 from harness.config.gatespec import GateSpec
 from harness.config.inventory import Inventory
+from harness.config.planrules import profile_problems
 from harness.config.profile import Profile
 from harness.config.yamlsource import YamlDocument
 from harness.errors import ConfigError
@@ -101,11 +102,10 @@ def check_profile(profile: Profile, inventories: Sequence[Inventory], gates: Seq
     # cluster); the problems reported are those against the best-fitting inventory.
     best: list[ConfigError] | None = None
     for inv in inventories:
-        found = _target_problems(profile, inv, doc, path)
+        found = _target_problems(profile, inv, doc, path) + plan_rule_errors(profile, [inv], doc, path)
         if best is None or len(found) < len(best):
             best = found
-    if best:
-        errors.extend(best)
+    errors.extend(best if best is not None else plan_rule_errors(profile, [], doc, path))
     by_id = {g.id: g for g in gates}
     for i, ov in enumerate(profile.overrides):
         gate = by_id.get(ov.gate)
@@ -121,6 +121,16 @@ def check_profile(profile: Profile, inventories: Sequence[Inventory], gates: Seq
         except UnitParseError as exc:
             errors.append(_err(doc, ("overrides", i, "threshold"), str(exc), path))
     return errors
+
+
+def server_platforms(inventories: Sequence[Inventory]) -> list[str]:
+    return sorted({str(n.platform) for inv in inventories for n in inv.nodes if "server" in n.roles})
+
+
+def plan_rule_errors(profile: Profile, inventories: Sequence[Inventory], doc: YamlDocument | None = None,
+                     path: str = "<profile>") -> list[ConfigError]:
+    """The refusals of ``harness.config.planrules`` for the inventories' server platforms, located."""
+    return [_err(doc, loc, msg, path) for loc, msg in profile_problems(profile, server_platforms(inventories))]
 
 
 def _target_problems(profile: Profile, inv: Inventory, doc: YamlDocument | None, path: str) -> list[ConfigError]:

@@ -48,14 +48,23 @@ def check_relative_or_node_path(value: str, *, what: str = "path") -> str:
 
 
 def check_file_url(url: str, *, what: str = "URL") -> str:
-    """A ``file://`` URL whose path is a safe node path; other schemes pass unchanged."""
+    """A ``file://`` (or ``fs://``) URL whose path is a safe node path; other schemes pass unchanged."""
     if "\x00" in url or "\n" in url or "\r" in url:
         raise ValueError(f"{what} {url!r} contains a control character")
-    if url.startswith("file://"):
-        path = url[len("file://"):]
+    path = fs_url_path(url) if url.startswith("fs://") else url[len("file://"):] if url.startswith("file://") else None
+    if path is not None:
         trimmed = path.rstrip("/") or "/"
         check_node_path(trimmed, what=f"{what} path")
     return url
+
+
+def fs_url_path(url: str) -> str:
+    """The directory of LMCache's ``fs://[host:port]/path`` URL (its ``parse_remote_url(...).path``,
+    ``lmcache/v1/storage_backend/connector/fs_adapter.py``, 0.5.6): everything from the first ``/``
+    after the authority."""
+    rest = url[len("fs://"):]
+    slash = rest.find("/")
+    return rest[slash:] if slash >= 0 else ""
 
 
 def _node_path(value: str) -> str:

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import re
-from typing import Literal, Optional
+from typing import Annotated, Literal, Optional
 
-from pydantic import Field, PositiveInt, field_validator, model_validator
+from pydantic import AfterValidator, Field, PositiveInt, field_validator, model_validator
 
 from harness.config.common import Bytes, Duration, Fraction, StrictModel
-from harness.config.paths import OptionalNodePath, OptionalRelOrNodePath, check_file_url
+from harness.config.managedenv import managed_reason
+from harness.config.paths import OptionalNodePath, OptionalRelOrNodePath, check_file_url, fs_url_path
 
 
 class KVGeometry(StrictModel):
@@ -86,6 +87,19 @@ class SimSettings(StrictModel):
     )
 
 
+def _unmanaged(name: str) -> str:
+    """An ``engine.env`` key: a plain variable name that kvgate does not set itself."""
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+        raise ValueError(f"{name!r} is not an environment variable name")
+    why = managed_reason(name)
+    if why is not None:
+        raise ValueError(f"engine.env may not set {name}: kvgate manages it ({why})")
+    return name
+
+
+EnvName = Annotated[str, AfterValidator(_unmanaged)]
+
+
 class EngineSpec(StrictModel):
     """The serving engine."""
 
@@ -94,7 +108,9 @@ class EngineSpec(StrictModel):
     port: int = Field(default=8000, ge=1, le=65535, description="First port; instances count up from it")
     host: str = Field(default="127.0.0.1", description="Address the engine listens on")
     extra_args: list[str] = Field(default_factory=list, description="Extra engine arguments, passed as given")
-    env: dict[str, str] = Field(default_factory=dict, description="Extra environment variables")
+    env: dict[EnvName, str] = Field(default_factory=dict, description="Extra environment variables of every "
+                                    "engine (declared: the only ones besides kvgate's own that reach it; they go "
+                                    "into the workload fingerprint). Variables kvgate manages are refused")
     ready_timeout: Duration = Field(default=900.0, description="How long to wait for /health")
     sim: SimSettings = Field(default_factory=SimSettings, description="Emulator settings (kind sim)")
     api_key_env: Optional[str] = Field(default=None, description="Environment variable with the API key")
@@ -137,6 +153,10 @@ class LMCacheSettings(StrictModel):
         default="fs_native", description="multiprocess: L2 adapter on the arm's storage target"
     )
     mp_command: str = Field(default="lmcache", description="multiprocess: the LMCache CLI on the node")
+    mp_bind: Literal["loopback", "node"] = Field(
+        default="loopback", description="multiprocess: the address the LMCache server binds: loopback (127.0.0.1: "
+        "only the engine's own node reaches it) or node (the inventory address of the head node, which every Ray "
+        "worker reaches; needed when model.nodes_per_instance > 1)")
     mp_shared_l2: bool = Field(
         default=False, description="multiprocess, several instances per node: every instance's LMCache server "
         "uses one fs_native L2 directory, so a prefix stored through one instance is restored through another "
@@ -152,7 +172,16 @@ class LMCacheSettings(StrictModel):
     @field_validator("remote_url")
     @classmethod
     def _safe_remote_url(cls, v: Optional[str]) -> Optional[str]:
-        return None if v is None else check_file_url(v, what="remote_url")
+        if v is None:
+            return None
+        if v.startswith("file://"):
+            # LMCache's remote connectors know fs://, not file:// (connector/__init__.py, 0.5.6): the engine
+            # would fail at start
+            raise ValueError(f"remote_url {v!r}: LMCache's file-system remote tier is written fs:///path; "
+                             f"use {'fs://' + v[len('file://'):]!r}")
+        if v.startswith("fs://") and not fs_url_path(v).strip("/"):
+            raise ValueError(f"remote_url {v!r}: name the directory, e.g. fs:///mnt/shared/kv")
+        return check_file_url(v, what="remote_url")
 
     @field_validator("extra_config")
     @classmethod
@@ -177,6 +206,11 @@ class Arm(StrictModel):
     def _storage_needed(self) -> Arm:
         if self.offload and self.storage is None and not self.lmcache.local_cpu and not self.lmcache.remote_url:
             raise ValueError("an offloading arm needs 'storage', lmcache.local_cpu or lmcache.remote_url")
+        if self.offload and self.storage is not None and self.lmcache.remote_url:
+            # LMCache would serve from both tiers and the report would name only the storage target
+            raise ValueError(f"arm {self.name!r} names storage {self.storage!r} and lmcache.remote_url "
+                             f"{self.lmcache.remote_url!r}: one tier under test per arm (make a second arm for "
+                             "the remote tier)")
         return self
 
 

@@ -68,11 +68,35 @@ def inventory_text(platform_name: str, hosts: Sequence[str], name: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _arm_lines(multiprocess: bool) -> list[str]:
+    """Both arms alike but for their storage: a cold restore that keeps the tier under test.
+
+    Multiprocess LMCache keeps its L2 (fs_native) across the L1 clear and a restart; where it cannot
+    run (Ascend), in-process LMCache without a CPU tier, whose prefix cache is emptied in place
+    (engine.dev_mode), so its disk index (in the engine's memory) survives."""
+    if multiprocess:
+        lm = ("{mode: multiprocess, chunk_size: 256, mp_l1_size_gb: 50, max_local_disk_size: 500, "
+              "extra_config: {use_odirect: true}}")
+    else:
+        lm = "{chunk_size: 256, local_cpu: false, max_local_disk_size: 500, extra_config: {use_odirect: true}}"
+    out = []
+    for arm, storage in (("baseline", "baseline-disk"), ("candidate", "candidate-disk")):
+        out += [f"  - name: {arm}", f"    storage: {storage}", f"    lmcache: {lm}"]
+    return out
+
+
 def profile_text(platform_name: str, name: str) -> str:
     p = get_platform(platform_name)
     _check(["x"], name)
     tp = max(1, p.defaults.accelerator_count)
     preset = next(iter(GEOMETRY_PRESETS))
+    engine = ["engine:", "  kind: vllm", "  port: 8000", "  ready_timeout: 30m"]
+    if not p.lmcache_multiprocess:
+        engine += ["  dev_mode: true  # POST /reset_prefix_cache empties the prefix cache without a restart, "
+                   "which would lose in-process LMCache's disk index (closed networks only)"]
+    mode = ("LMCache multiprocess mode: an `lmcache server` per instance, L2 on the storage target"
+            if p.lmcache_multiprocess else
+            "in-process LMCache without a CPU tier (multiprocess mode does not run on this platform)")
     return "\n".join([
         "# yaml-language-server: $schema=../docs/reference/schema/profile.schema.json",
         f"# Starting profile for {p.description} written by `kvgate init`. Fill in every TODO, then run",
@@ -86,17 +110,9 @@ def profile_text(platform_name: str, name: str) -> str:
         f"  preset: {preset}  # TODO: the KV geometry of your model ({', '.join(GEOMETRY_PRESETS)}) or 'geometry:'",
         "  instances_per_node: 1",
         "  max_model_len: 32768",
-        "engine:",
-        "  kind: vllm",
-        "  port: 8000",
-        "  ready_timeout: 30m",
-        "arms:  # storage names are the inventory's storage targets",
-        "  - name: baseline",
-        "    storage: baseline-disk",
-        "    lmcache: {chunk_size: 256, local_cpu: true, max_local_cpu_size: 50, max_local_disk_size: 500}",
-        "  - name: candidate",
-        "    storage: candidate-disk",
-        "    lmcache: {chunk_size: 256, local_cpu: true, max_local_cpu_size: 50, max_local_disk_size: 500}",
+        *engine,
+        f"arms:  # storage names are the inventory's storage targets; {mode}",
+        *_arm_lines(p.lmcache_multiprocess),
         "load:",
         "  workload: shared-prefix",
         "  input_len: 16384",

@@ -20,6 +20,8 @@ from harness.errors import ConfigError, ConfigErrors
 class ValidationReport:
     ok: list[tuple[str, str]] = field(default_factory=list)
     errors: list[ConfigError] = field(default_factory=list)
+    # every file that parsed: (path, kind, document, model), for checks of later layers (plan-time checks)
+    loaded: list[tuple[str, str, YamlDocument, BaseModel]] = field(default_factory=list)
 
 
 def validate_files(paths: Sequence[str], kind: str | None = None) -> ValidationReport:
@@ -36,6 +38,7 @@ def validate_files(paths: Sequence[str], kind: str | None = None) -> ValidationR
             report.errors.append(exc)
             continue
         loaded.append((path, k, doc, model))
+    report.loaded = list(loaded)
     inventories = [m for _, _, _, m in loaded if isinstance(m, Inventory)]
     gates = [m for _, _, _, m in loaded if isinstance(m, GateSpec)]
     if not gates:

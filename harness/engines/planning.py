@@ -9,6 +9,9 @@ from dataclasses import dataclass
 from typing import Optional, Union
 
 from harness.config.inventory import Node
+from harness.config.managedenv import managed_reason
+from harness.config.paths import fs_url_path
+from harness.config.planrules import arm_problems
 from harness.config.profile import Arm, Profile
 from harness.engines.base import SidecarPlan
 from harness.engines.lmcache import (
@@ -19,11 +22,12 @@ from harness.engines.lmcache import (
     mp_server_argv,
     render_yaml,
 )
-from harness.engines.platforms import device_env, devices_for, managed_vars
+from harness.engines.platforms import device_env, devices_for
 from harness.errors import InputError
 from harness.platforms import get_platform
 
 PROMETHEUS_SUBDIR = "prometheus-multiproc"  # under the instance directory; emptied at every start
+LMCACHE_GIB = 1024**3  # LMCache sizes every tier in GB of 1024**3 bytes (local_disk_backend.py, l2 adapters)
 KV_SUBDIR = "kvgate-kv"  # under a storage target: <target>/kvgate-kv/<profile>/<arm>/
 _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
@@ -115,12 +119,12 @@ def plan_common(
         raise InputError(f"engine.port {engine.port} + instance {instance_index} is past 65535")
     count = node.accelerators.count if node.accelerators is not None else None
     devices = devices_for(platform, instance_index, model.tensor_parallel_size, count, node=node.name)
-    clash = sorted(managed_vars() & set(engine.env))
-    if clash:
-        raise InputError(
-            f"engine.env sets {', '.join(clash)}: kvgate assigns devices per instance itself "
-            "(instance i gets devices i*tp .. i*tp+tp-1)"
-        )
+    for key in sorted(engine.env):  # the profile loader refused these; a profile built in code is checked too
+        why = managed_reason(key)
+        if why is not None:
+            raise InputError(f"engine.env may not set {key}: kvgate manages it ({why})")
+    for _, message in arm_problems(profile, arm, [platform]):
+        raise InputError(message)
     instance_dir = posixpath.join(
         workdir, "engines", safe_name(profile.name), f"{safe_name(arm.name)}-{instance_index}"
     )
@@ -138,7 +142,8 @@ def plan_common(
     if arm.offload and mode == "multiprocess":
         disk = instance_kv_dir(node, profile, arm, instance_index)
         kv_dirs = (disk,) if disk else ()
-        sidecar = _mp_sidecar(arm, disk, instance_index, f"lmcache-{safe_name(arm.name)}-{instance_index}")
+        sidecar = _mp_sidecar(arm, disk, instance_index, f"lmcache-{safe_name(arm.name)}-{instance_index}",
+                              node_host=node.host)
         kv_transfer = kv_transfer_config_json(mp_kv_transfer_config(sidecar.host, sidecar.port))
         env.setdefault("PYTHONHASHSEED", "0")
         notes.append(
@@ -150,8 +155,9 @@ def plan_common(
         disk = instance_kv_dir(node, profile, arm, instance_index)
         kv_dirs = (disk,) if disk else ()
         remote = arm.lmcache.remote_url
-        if remote and remote.startswith("file://"):
-            kv_dirs += (remote[len("file://") :].rstrip("/") or "/",)
+        if remote and remote.startswith("fs://"):
+            # LMCache's fs connector writes its files there: created, marked and cleaned like a disk tier
+            kv_dirs += (fs_url_path(remote).rstrip("/") or "/",)
         cfg = lmcache_config(arm.lmcache, local_disk_dir=disk, ranks=model.tensor_parallel_size)
         yaml_path = posixpath.join(instance_dir, "lmcache.yaml")
         files[yaml_path] = render_yaml(
@@ -195,15 +201,17 @@ def plan_common(
     )
 
 
-def _mp_sidecar(arm: Arm, disk: Optional[str], instance_index: int, name: str) -> SidecarPlan:
-    """The LMCache multiprocess server of one instance: its own ports, its own L2 directory."""
+def _mp_sidecar(arm: Arm, disk: Optional[str], instance_index: int, name: str, *, node_host: str) -> SidecarPlan:
+    """The LMCache multiprocess server of one instance: its own ports, its own L2 directory. It binds
+    loopback (only its node connects) unless ``mp_bind: node``: then the node's inventory address,
+    which the Ray workers of an engine spanning nodes reach (they connect to the same address)."""
     base = arm.lmcache.mp_port + 2 * instance_index
     if base + 1 > 65535:
         raise InputError(f"arm {arm.name!r}: lmcache.mp_port {arm.lmcache.mp_port} + 2 x instance "
                          f"{instance_index} + 1 is past 65535")
     if arm.lmcache.mp_l2 == "fs_native" and disk is None:
         raise InputError(f"arm {arm.name!r}: lmcache.mp_l2 is fs_native but the arm names no storage target")
-    host = "127.0.0.1"  # the connector and kvgate reach it on the engine's node only
+    host = node_host if arm.lmcache.mp_bind == "node" else "127.0.0.1"
     argv = mp_server_argv(arm.lmcache, host=host, port=base, http_port=base + 1,
                           l2_dir=disk if arm.lmcache.mp_l2 == "fs_native" else None)
     # lmcache 0.5 serves its Prometheus /metrics on the HTTP API port (its standalone exporter is off)
@@ -219,10 +227,11 @@ def _check_capacity(node: Node, profile: Profile, arm: Arm) -> None:
     if target is None or target.capacity is None:
         return
     copies = 1 if shares_tier(arm) else profile.model.instances_per_node  # a shared tier is sized once
-    total = arm.lmcache.max_local_disk_size * 1e9 * copies
+    total = arm.lmcache.max_local_disk_size * LMCACHE_GIB * copies
     if total > float(target.capacity):
         raise InputError(
-            f"arm {arm.name!r}: lmcache.max_local_disk_size {arm.lmcache.max_local_disk_size:g} GB x "
-            f"{copies} instance(s) exceeds storage target {target.name!r} on "
-            f"{node.name} ({float(target.capacity) / 1e9:g} GB declared)"
+            f"arm {arm.name!r}: lmcache.max_local_disk_size {arm.lmcache.max_local_disk_size:g} GiB x "
+            f"{copies} instance(s) = {total:.4g} bytes exceeds storage target {target.name!r} on "
+            f"{node.name} ({float(target.capacity):.4g} bytes = {float(target.capacity) / LMCACHE_GIB:.4g} GiB "
+            "declared; LMCache counts 1024**3 bytes per GB)"
         )

@@ -6,12 +6,7 @@ from __future__ import annotations
 from typing import Optional
 
 from harness.errors import InputError
-from harness.platforms import PLATFORMS, get_platform
-
-
-def managed_vars() -> frozenset[str]:
-    """Every device variable of every registered platform: kvgate sets these itself, per instance."""
-    return frozenset(v for p in PLATFORMS.values() for v in p.device_vars)
+from harness.platforms import get_platform
 
 
 def devices_for(

@@ -67,6 +67,7 @@ PLATFORM = Platform(
     engine_env={"PYTHONHASHSEED": "0"},
     kv_connectors={"dynamic": ASCEND_DYNAMIC_CONNECTOR, "builtin": ASCEND_BUILTIN_CONNECTOR},
     choose_connector=choose_connector,
+    lmcache_multiprocess=False,  # LMCache-Ascend's NPUCacheContext.__init__ raises NotImplementedError
     defaults=PlatformDefaults(accelerator_model="Ascend910B3", accelerator_count=8, accelerator_memory="64 GB",
                               software={"cann": "*", "vllm": "*", "vllm-ascend": "*", "lmcache": "*"}),
 )

@@ -66,6 +66,8 @@ class Platform:
     # picks a connector from the node's software versions: (choice, note for the plan) or None
     choose_connector: Optional[Callable[[Mapping[str, str], Optional[str]], tuple[str, str]]] = None
     defaults: PlatformDefaults = field(default_factory=PlatformDefaults)
+    # can LMCache's multiprocess server (`lmcache server` + LMCacheMPConnector) run here?
+    lmcache_multiprocess: bool = True
 
     def connector(self, software: Mapping[str, str], override: Optional[str] = None) -> tuple[str, Optional[str]]:
         """The connector choice for a node (and a note saying why, when there is a choice to make)."""

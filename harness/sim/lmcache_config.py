@@ -194,6 +194,8 @@ def build_config(data: Mapping[str, object], source: str = "<config>") -> LMCach
                 cfg.remote_url = str(value)
                 if cfg.remote_url.startswith("file://"):
                     cfg.remote_dir = _file_url_dir(cfg.remote_url, where)
+                elif cfg.remote_url.startswith("fs://"):  # LMCache's fs connector: fs://[host:port]/path
+                    cfg.remote_dir = _file_url_dir("file://" + (urlparse(cfg.remote_url).path or ""), where)
         elif key == "save_unfull_chunk":
             cfg.save_unfull_chunk = _as_bool(value, where)
         elif key == "extra_config":

@@ -52,3 +52,20 @@ def test_init_output_is_yaml_that_round_trips(tmp_path: Path) -> None:
     assert run(["init", "--platform", "mi308x", "--dir", str(tmp_path), "--name", "r", "h"]) == 0
     data = yaml.safe_load((tmp_path / "inventory" / "r.yaml").read_text())
     assert data["nodes"][0]["software"]["rocm"] == "*"
+
+
+@pytest.mark.parametrize("platform", ["mi308x", "ascend910b", "cuda", "cpu"])
+def test_init_then_validate_then_plan_for_every_platform(platform: str, tmp_path: Path,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """The first hour on a cluster: what init writes validates and plans (multiprocess LMCache where
+    the platform runs it, in-process without a CPU tier where it does not)."""
+    assert run(["init", "--platform", platform, "--dir", str(tmp_path), "gpu01", "gpu02"]) == 0
+    inv, prof = str(tmp_path / "inventory" / "lab.yaml"), str(tmp_path / "profiles" / "lab.yaml")
+    assert run(["validate", inv, prof]) == 0, capsys.readouterr().err
+    assert run(["plan", "--inventory", inv, "--profile", prof]) == 0, capsys.readouterr().err
+    out = capsys.readouterr().out
+    if get_platform(platform).lmcache_multiprocess:
+        assert out.count("lmcache: lmcache server") == 2  # one per arm
+    else:
+        assert "lmcache server" not in out and "restore: 1. vLLM POST /reset_prefix_cache" in out
+    assert load_profile(prof).arms[1].lmcache.local_cpu is False

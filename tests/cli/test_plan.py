@@ -44,3 +44,67 @@ def test_plan_refuses_unsafe_cold_restore_and_unreachable_engine(
     code = run(["plan", "--inventory", str(REPO / "inventory/atlas-910b.example.yaml"), "--profile", str(loop)])
     assert code == 2
     assert "a remote client cannot reach it" in capsys.readouterr().err
+
+
+def test_validate_refuses_what_plan_refuses_with_the_same_message(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The profile `kvgate init` used to write (in-process LMCache with a CPU tier) validated, then
+    plan refused it: validate now runs the plan-time checks and prints plan's message."""
+    data = yaml.safe_load((REPO / "profiles/moe-480b-tp8.yaml").read_text())
+    for arm in data["arms"]:
+        if arm["name"] == "candidate":
+            arm["lmcache"] = {"chunk_size": 256, "local_cpu": True, "max_local_cpu_size": 100,
+                              "max_local_disk_size": 1000}
+    bad = tmp_path / "old.yaml"
+    bad.write_text(yaml.safe_dump(data))
+    inv = str(REPO / "inventory/mi308x-8gpu.example.yaml")
+    assert run(["plan", "--inventory", inv, "--profile", str(bad)]) == 2
+    planned = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("error")]
+    assert run(["validate", inv, str(bad)]) == 2
+    validated = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("error")]
+    assert planned == validated and len(planned) == 1
+    assert f"{bad}:" in planned[0] and "loses the local-disk index" in planned[0]
+    # without an inventory the cold-restore check still runs
+    assert run(["validate", str(bad)]) == 2
+    assert "loses the local-disk index" in capsys.readouterr().err
+
+
+def _refusal(tmp_path: Path, capsys: pytest.CaptureFixture[str], inventory: str, profile: str,
+             edit: object) -> tuple[str, str]:
+    data = yaml.safe_load((REPO / "profiles" / profile).read_text())
+    edit(data)  # type: ignore[operator]
+    path = tmp_path / "p.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    inv = str(REPO / "inventory" / inventory)
+    assert run(["plan", "--inventory", inv, "--profile", str(path)]) == 2
+    planned = capsys.readouterr().err
+    assert run(["validate", inv, str(path)]) == 2
+    return planned, capsys.readouterr().err
+
+
+def _line_of(path: Path, text: str) -> int:
+    return next(i for i, ln in enumerate(path.read_text().splitlines(), 1) if text in ln)
+
+
+def test_multiprocess_lmcache_on_ascend_is_refused_at_plan_time(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def to_mp(data: dict) -> None:  # type: ignore[type-arg]
+        data["arms"][1]["lmcache"]["mode"] = "multiprocess"
+
+    planned, validated = _refusal(tmp_path, capsys, "atlas-910b.example.yaml", "deepseek-load-910b.yaml", to_mp)
+    line = _line_of(tmp_path / "p.yaml", "mode: multiprocess")
+    for err in (planned, validated):
+        assert f"p.yaml:{line}:" in err and "arms[1].lmcache.mode" in err
+        assert "multiprocess mode does not run on Ascend" in err
+
+
+def test_multiprocess_across_nodes_on_loopback_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    def span(data: dict) -> None:  # type: ignore[type-arg]
+        data["model"]["nodes_per_instance"] = 2
+
+    planned, validated = _refusal(tmp_path, capsys, "mi308x-8gpu.example.yaml", "moe-480b-tp8.yaml", span)
+    for err in (planned, validated):
+        assert "binds 127.0.0.1 on the head node" in err and "lmcache.mp_bind: node" in err
+        assert "p.yaml:" in err and "arms[1].lmcache.mp_bind" in err

@@ -374,7 +374,6 @@ def test_vllm_evict_in_place_when_dev_mode_and_no_cpu_tier(tmp_path: Path) -> No
         command=str(shim),
         port=free_port(),
         extra=EMULATOR_ARGS,
-        env={"VLLM_SERVER_DEV_MODE": "1"},
         more_arms=(cpu_arm,),
     )
     engine = get_engine("vllm")
@@ -413,10 +412,10 @@ def test_vllm_evict_in_place_when_dev_mode_and_no_cpu_tier(tmp_path: Path) -> No
 def test_emulator_loses_the_in_process_disk_index_on_restart_as_lmcache_does(tmp_path: Path) -> None:
     """LMCache's in-process local-disk backend keeps its index in the engine's memory: after a
     restart the files are still there but are not hits. The emulator used to find them by file
-    existence (kinder than LMCache); a file:// remote tier does survive."""
+    existence (kinder than LMCache); an fs:// remote tier does survive."""
     remote = tmp_path / "remote"
-    arm = {"name": "both", "storage": "fast",
-           "lmcache": {"chunk_size": 256, "max_local_disk_size": 1, "remote_url": f"file://{remote}"}}
+    arm = {"name": "both",  # one tier under test per arm: the remote one here
+           "lmcache": {"chunk_size": 256, "max_local_disk_size": 1, "remote_url": f"fs://{remote}"}}
     profile = _profile(tmp_path, kind="sim", command=None, port=free_port(), extra=[], more_arms=(arm,))
     node = _node(tmp_path)
     engine = get_engine("sim")
@@ -441,6 +440,6 @@ def test_emulator_loses_the_in_process_disk_index_on_restart_as_lmcache_does(tmp
     files = list((tmp_path / "tier" / "kvgate-kv" / "e2e" / "disk").glob("*.kvchunk"))
     assert len(files) == 4  # written, and kept across the restart
     assert one_request("disk") == (0, 0)  # ...but a new process does not know them
-    assert one_request("both")[0] == 0  # first run of this arm: stores to disk and remote
+    assert one_request("both")[0] == 0  # first run of this arm: stores to the remote tier
     hits, read = one_request("both")
     assert hits == 1024 and read > 0  # the remote tier is found again after the restart

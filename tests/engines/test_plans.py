@@ -217,13 +217,27 @@ def test_cuda_and_cpu_device_environment() -> None:
     assert not any(k.endswith("VISIBLE_DEVICES") for k in cpu.env) and cpu.devices == ()
 
 
+def _spanning(profile: Profile, bind: str = "node") -> Profile:
+    """``profile`` over two nodes, its multiprocess LMCache servers bound to ``bind``."""
+    arms = [a.model_copy(update={"lmcache": a.lmcache.model_copy(update={"mp_bind": bind})}) for a in profile.arms]
+    return profile.model_copy(update={"arms": arms,
+                                      "model": profile.model.model_copy(update={"nodes_per_instance": 2})})
+
+
 def test_multi_node_engine_over_ray() -> None:
     inv = load_inventory(REPO / "inventory" / "mi308x-8gpu.example.yaml")
     head = inv.node("node1")
     peer = head.model_copy(update={"name": "node2", "host": "10.0.0.12"})
-    profile = _profile("moe-480b-tp8.yaml")
-    profile = profile.model_copy(update={"model": profile.model.model_copy(update={"nodes_per_instance": 2})})
+    # multiprocess LMCache on loopback: the workers on node2 could never reach the head's server
+    with pytest.raises(InputError, match="binds 127.0.0.1 on the head node"):
+        get_engine("vllm").plan(head, _spanning(_profile("moe-480b-tp8.yaml"), "loopback"), "candidate", 0,
+                                peers=[peer])
+    profile = _spanning(_profile("moe-480b-tp8.yaml"))
     plan = get_engine("vllm").plan(head, profile, "candidate", 0, peers=[peer])
+    assert plan.sidecar is not None and plan.sidecar.host == "10.0.0.11"  # the head's inventory address
+    assert plan.sidecar.argv[plan.sidecar.argv.index("--host") + 1] == "10.0.0.11"
+    i = plan.argv.index("--kv-transfer-config")
+    assert json.loads(plan.argv[i + 1])["kv_connector_extra_config"]["lmcache.mp.host"] == "tcp://10.0.0.11"
     i = plan.argv.index("--pipeline-parallel-size")
     assert plan.argv[i : i + 4] == ("--pipeline-parallel-size", "2", "--distributed-executor-backend", "ray")
     assert plan.ray is not None and plan.ray.head_address == "10.0.0.11:6379"
@@ -292,7 +306,7 @@ def test_input_errors_name_what_is_wrong() -> None:
     bad_env = profile.model_copy(
         update={"engine": profile.engine.model_copy(update={"env": {"CUDA_VISIBLE_DEVICES": "3"}})}
     )
-    with pytest.raises(InputError, match="engine.env sets CUDA_VISIBLE_DEVICES"):
+    with pytest.raises(InputError, match="engine.env may not set CUDA_VISIBLE_DEVICES: kvgate manages it"):
         get_engine("vllm").plan(node, bad_env, "candidate")
     with pytest.raises(InputError, match="unknown engine kind 'sglang'; known: sim, vllm"):
         get_engine("sglang")
@@ -342,8 +356,7 @@ def test_plan_node_and_json_roundtrip() -> None:
     assert [(p.port, p.devices) for p in plans] == [(8000, (0, 1, 2, 3)), (8001, (4, 5, 6, 7))]
     assert EnginePlan.from_json(json.loads(json.dumps(plans[1].to_json()))) == plans[1]
     peer = node.model_copy(update={"name": "node2", "host": "10.0.0.12"})
-    big = _profile("moe-480b-tp8.yaml")
-    big = big.model_copy(update={"model": big.model.model_copy(update={"nodes_per_instance": 2})})
+    big = _spanning(_profile("moe-480b-tp8.yaml"))
     ray_plan = get_engine("vllm").plan(node, big, "candidate", peers=[peer])
     assert EnginePlan.from_json(json.loads(json.dumps(ray_plan.to_json()))) == ray_plan
     handle = DetachedHandle(

@@ -45,7 +45,7 @@ def victim(tmp_path: Path) -> Path:
 
 def test_file_url_with_dotdot_is_refused_at_load() -> None:
     with pytest.raises(ValidationError, match=r"contains '\.\.'"):
-        LMCacheSettings(remote_url="file:///t/kvgate-kv/../../victim")
+        LMCacheSettings(remote_url="fs:///t/kvgate-kv/../../victim")
     assert LMCacheSettings(remote_url="lm://host:65432").remote_url == "lm://host:65432"
 
 

@@ -1,0 +1,51 @@
+"""Combinations of profile and platform that cannot work on a real engine, refused before any node
+is touched. ``kvgate validate`` (through ``crosscheck.check_profile``), ``kvgate plan`` and the
+engine planner (``harness/engines/planning.py``) all ask this module, so each refusal reads the
+same wherever it is met. Each rule returns (field path, message); the caller adds file and line.
+
+Sources (checked against the code, versions as named):
+- LMCache-Ascend: ``NPUCacheContext.__init__`` raises ``NotImplementedError``, so the multiprocess
+  server (``lmcache server`` + ``LMCacheMPConnector``) cannot run on Ascend NPUs.
+- lmcache 0.5.6 ``lmcache/v1/storage_backend/__init__.py``: a ``GdsBackend`` is created whenever
+  ``gds_path`` is set and a ``LocalDiskBackend`` whenever ``local_disk`` is set, both at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from harness.config.profile import Arm, Profile
+from harness.platforms import PLATFORMS
+
+Problem = tuple[tuple[object, ...], str]
+
+def multiprocess_on_ascend(arm_name: str) -> str:
+    return (f"arm {arm_name!r}: LMCache multiprocess mode does not run on Ascend (LMCache-Ascend's "
+            "NPUCacheContext raises NotImplementedError): use lmcache.mode: in_process with no CPU tier "
+            "(local_cpu: false) and engine.dev_mode: true")
+
+
+def profile_problems(profile: Profile, platforms: Iterable[str] = ()) -> list[Problem]:
+    """Every refusal for ``profile`` on nodes of ``platforms`` (the inventory's server platforms;
+    none known: only the platform-independent rules)."""
+    plats = list(platforms)
+    return [(("arms", i, *loc), msg) for i, arm in enumerate(profile.arms)
+            for loc, msg in arm_problems(profile, arm, plats)]
+
+
+def arm_problems(profile: Profile, arm: Arm, platforms: Iterable[str] = ()) -> list[Problem]:
+    """The refusals of one arm, located below the arm."""
+    out: list[Problem] = []
+    if not arm.offload:
+        return out
+    lm = arm.lmcache
+    if lm.mode == "multiprocess":
+        if any(p in PLATFORMS and not PLATFORMS[p].lmcache_multiprocess for p in platforms):
+            out.append((("lmcache", "mode"), multiprocess_on_ascend(arm.name)))
+        if profile.model.nodes_per_instance > 1 and lm.mp_bind == "loopback":
+            out.append((("lmcache", "mp_bind"), (
+                f"arm {arm.name!r}: LMCache multiprocess mode with model.nodes_per_instance "
+                f"{profile.model.nodes_per_instance}: its server binds 127.0.0.1 on the head node, which the "
+                "workers on the other nodes cannot reach. Set lmcache.mp_bind: node (the head's inventory "
+                "address) or use lmcache.mode: in_process")))
+    return out
