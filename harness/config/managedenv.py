@@ -32,11 +32,6 @@ _WHY: dict[str, str] = {
     "LMCACHE_CONFIG_FILE": "kvgate writes LMCache's file from the arm's lmcache settings",
     "PYTHONHASHSEED": "every engine process and LMCache server must hash chunk keys alike",
     "VLLM_SERVER_DEV_MODE": "set engine.dev_mode instead",
-    "VLLM_HOST_IP": "kvgate sets it from the inventory's node address for Ray",
-    "GLOO_SOCKET_IFNAME": "kvgate sets it from the inventory's network interface",
-    "NCCL_SOCKET_IFNAME": "kvgate sets it from the inventory's network interface",
-    "TP_SOCKET_IFNAME": "kvgate sets it from the inventory's network interface",
-    "HCCL_IF_IP": "kvgate sets it from the inventory's node address",
     "RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES": "kvgate sets it for Ray on Ascend",
     "KVGATE_MARKER": "kvgate marks the processes it starts with it",
 }
