@@ -75,7 +75,7 @@ def _m(value: Any, text: str = "", detail: str = "", evidence: Sequence[str] = (
 
 
 def sweep_table(sweep: Sweep) -> dict[str, dict[str, Any]]:
-    """Per concurrency: pooled TTFT p50/p99, mean throughput, counts (for charts and tables)."""
+    """Per concurrency: pooled TTFT p50/p90/p99, mean throughput, counts (for charts and tables)."""
     table: dict[str, dict[str, Any]] = {}
     for conc in sorted(sweep):
         reps = sweep[conc]
@@ -83,6 +83,7 @@ def sweep_table(sweep: Sweep) -> dict[str, dict[str, Any]]:
         thr = [r.output_throughput for r in reps]
         table[str(conc)] = {
             "ttft_p50_ms": percentile(ttft, 50) if ttft else None,
+            "ttft_p90_ms": percentile(ttft, 90) if ttft else None,
             "ttft_p99_ms": percentile(ttft, 99) if ttft else None,
             "output_throughput": statistics.fmean(thr) if thr else None,
             "request_throughput": statistics.fmean([float(r.summary.get("request_throughput") or 0) for r in reps])

@@ -38,7 +38,6 @@ from xml.sax.saxutils import quoteattr as _quoteattr
 from harness.report.i18n import _t
 from harness.report.textutil import concurrency_of, xml_safe
 from harness.store.schema import CheckResult, Verdict
-from harness.units import UnitKind
 
 # Okabe-Ito: distinguishable with the common colour-vision deficiencies, and in greyscale print.
 PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#000000", "#F0E442")
@@ -157,11 +156,11 @@ def _range(values: Iterable[float], *, zero: bool) -> tuple[float, float]:
     return lo, hi
 
 
-def _svg_open(height: int, title: str) -> str:
-    return (f'<svg class="chart" role="img" viewBox="0 0 {WIDTH} {height}" width="{WIDTH}" '
-            f'height="{height}" style="{FONT};max-width:100%;height:auto">'
+def _svg_open(height: int, title: str, width: int = WIDTH) -> str:
+    return (f'<svg class="chart" role="img" viewBox="0 0 {width} {height}" width="{width}" '
+            f'height="{height}" style="{FONT}">'
             f"<title>{escape(title)}</title>"
-            f'<rect x="0" y="0" width="{WIDTH}" height="{height}" fill="#ffffff"/>')
+            f'<rect x="0" y="0" width="{width}" height="{height}" fill="#ffffff"/>')
 
 
 def _legend(series: Sequence[_Series], x: float, y: float) -> list[str]:
@@ -370,143 +369,10 @@ def fio_chart(measurements: Mapping[str, Any]) -> Chart:
     return chart
 
 
-# --- forest plot: each ratio observation with its interval against the threshold -------------
-
-RATIO_KINDS = (UnitKind.PERCENT.value, UnitKind.RATIO.value)
-
-
-def _scale(kind: str) -> tuple[float, str]:
-    return (100.0, "%") if kind == UnitKind.PERCENT.value else (1.0, "x")
-
-
-_ForestRow = tuple[str, float, Optional[tuple[float, float]], Verdict]  # label, estimate, interval
-
-
-def _forest_rows(check: CheckResult, factor: float) -> tuple[list[_ForestRow], list[str]]:
-    """Drawable rows (scaled to display units) and the paths of observations without a value."""
-    rows: list[_ForestRow] = []
-    missing: list[str] = []
-    prefix = check.metric.rstrip("*")
-    for obs in check.observations:
-        m = _num(obs.measured)
-        if m is None:
-            missing.append(obs.path)
-            continue
-        iv = None
-        if obs.interval is not None:
-            lo_, hi_ = _num(obs.interval.low), _num(obs.interval.high)
-            if lo_ is not None and hi_ is not None:
-                iv = (lo_ * factor, hi_ * factor)
-        if check.metric.endswith("*") and obs.path.startswith(prefix) and len(obs.path) > len(prefix):
-            label = obs.path[len(prefix):]
-        else:
-            label = obs.path.rsplit(".", 1)[-1]
-        rows.append((label, m * factor, iv, obs.verdict))
-    return rows, missing
-
-
-def _forest_ticks(rows: Sequence[_ForestRow], thr: Optional[float]) -> list[float]:
-    """Ticks covering every estimate, interval end and the threshold, with a little room; an
-    axis whose values are all non-negative starts at 0 at the lowest."""
-    vals = [r[1] for r in rows] + [v for r in rows if r[2] for v in r[2]]
-    if thr is not None:
-        vals.append(thr)
-    lo, hi = _range(vals, zero=False)
-    pad = (hi - lo) * 0.08
-    low = lo - pad
-    if min(vals) >= 0:
-        low = max(0.0, low)
-    return nice_ticks(low, hi + pad)
-
-
-def _forest_row(out: list[str], y: float, row: _ForestRow, px: Any, unit: str, label_x: float,
-                verdict_x: float) -> None:
-    label, m, iv, verdict = row
-    colour = VERDICT_COLOURS.get(verdict, "#000000")
-    out.append(_text(label_x, y + 4, _short(label, 26), anchor="end", full=label))
-    if iv is not None:
-        a, b = px(min(iv)), px(max(iv))
-        out.append(f'<line x1="{a:.1f}" y1="{y:.1f}" x2="{b:.1f}" y2="{y:.1f}" stroke="{colour}" '
-                   f'stroke-width="2"/>')
-        for e in (a, b):
-            out.append(f'<line x1="{e:.1f}" y1="{y - 6:.1f}" x2="{e:.1f}" y2="{y + 6:.1f}" '
-                       f'stroke="{colour}" stroke-width="2"/>')
-    tip = f"{label}: {_fmt_tick(m)}{unit}" + (
-        f" [{_fmt_tick(iv[0])}{unit}, {_fmt_tick(iv[1])}{unit}]" if iv else " (no interval)")
-    out.append(f'<rect x="{px(m) - 5:.1f}" y="{y - 5:.1f}" width="10" height="10" fill="{colour}">'
-               f"<title>{escape(tip)}</title></rect>")
-    out.append(_text(verdict_x, y + 4, verdict.value, anchor="start", size=10,
-                     extra=f' fill="{colour}" font-weight="600"'))
-
-
-def _forest_caption(check: CheckResult, missing: Sequence[str]) -> str:
-    conf = ""
-    ivs = [o.interval for o in check.observations if o.interval is not None]
-    if ivs:
-        conf = " " + _t("Whiskers: %(confidence)s%% interval (%(method)s).") % {
-            "confidence": f"{ivs[0].confidence * 100:g}", "method": ivs[0].method}
-    return (_t("Square: point estimate; dashed red line: the threshold.") + conf
-            + (" " + _t("Not drawn (no value): %(paths)s.") % {"paths": ", ".join(missing)} if missing else ""))
-
-
-def forest_chart(check: CheckResult) -> Chart:
-    """Point estimate and interval of each observation of a ratio check, with the threshold line.
-
-    PASS needs the whole interval on the right side of the line; an interval across it is
-    INCONCLUSIVE. Observations without a measured value are listed in the note, not drawn."""
-    chart = Chart(f"forest-{check.id}", _t("%(check)s: estimate and interval against the threshold")
-                  % {"check": check.id})
-    factor, unit = _scale(check.unit_kind)
-    rows, missing = _forest_rows(check, factor)
-    thr = _num(check.threshold_value)
-    thr_s = thr * factor if thr is not None else None
-    chart.dropped = len(missing)
-    if not rows:
-        chart.note = (_t("No measured value for %(check)s, so there is no interval chart.") % {"check": check.id}
-                      + (" " + _t("%(n)s observation(s) without a value.") % {"n": len(missing)} if missing else ""))
-        return chart
-    ticks = _forest_ticks(rows, thr_s)
-    lo, hi = ticks[0], ticks[-1]
-    row_h, left, right, top = 30, 190, 110, 54
-    height = top + row_h * len(rows) + 48
-    pw = WIDTH - left - right
-
-    def px(v: float) -> float:
-        return left + (v - lo) / (hi - lo) * pw
-
-    out = [_svg_open(height, chart.title),
-           _text(8, 20, _short(chart.title, TITLE_CHARS), anchor="start", size=13, extra=' font-weight="600"')]
-    base = top + row_h * len(rows)
-    for t in ticks:
-        out.append(f'<line x1="{px(t):.1f}" y1="{top}" x2="{px(t):.1f}" y2="{base}" stroke="#eef0f2"/>')
-        out.append(_text(px(t), base + 16, f"{_fmt_tick(t)}{unit}"))
-    if thr_s is not None:
-        x = px(thr_s)
-        out.append(f'<line x1="{x:.1f}" y1="{top - 10}" x2="{x:.1f}" y2="{base}" stroke="#cf222e" '
-                   f'stroke-width="2" stroke-dasharray="5 3"/>')
-        label = _t("threshold %(rule)s") % {"rule": f"{check.comparator} {_fmt_tick(thr_s)}{unit}"}
-        half = _text_width(label, 11) / 2
-        out.append(_text(min(max(x, half + 4), WIDTH - half - 4), top - 14, label, size=11,
-                         extra=' fill="#cf222e"'))
-    for r, row in enumerate(rows):
-        _forest_row(out, top + r * row_h + row_h / 2, row, px, unit, left - 8, left + pw + 8)
-    out.append(f'<line x1="{left}" y1="{base}" x2="{left + pw}" y2="{base}" stroke="#57606a"/>')
-    out.append("</svg>")
-    chart.svg = "".join(out)
-    chart.caption = _forest_caption(check, missing)
-    return chart
-
-
-def ratio_checks(checks: Sequence[CheckResult]) -> list[CheckResult]:
-    """The checks that get a forest plot: percent or ratio metrics with at least one observation."""
-    return [c for c in checks if c.unit_kind in RATIO_KINDS and c.observations]
-
-
 def gate_charts(measurements: Mapping[str, Any], checks: Sequence[CheckResult]) -> list[Chart]:
     """Every chart of a gate report, in display order (charts without data carry a note)."""
     charts = [ttft_chart(measurements), throughput_chart(measurements), fio_chart(measurements)]
     charts += soak_charts(measurements)
-    charts += [forest_chart(c) for c in ratio_checks(checks)]
     return charts
 
 

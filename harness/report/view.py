@@ -92,6 +92,7 @@ class ObsRow:
     verdict: Verdict
     reason: str
     evidence: list[tuple[str, Optional[str]]]  # (text, href or None when not a safe relative path)
+    interval_bare: str = "-"  # without its confidence level (a table whose check states the level)
 
 
 @dataclass
@@ -158,6 +159,7 @@ def check_row(check: CheckResult, find_evidence: Optional[Callable[[str], list[s
         row.observations.append(ObsRow(
             label=obs_label(check, o), path=o.path, measured=obs_measured(o, check.unit_kind),
             expected=o.expected_text or row.expected, interval=fmt_interval(o.interval, check.unit_kind),
+            interval_bare=fmt_interval(o.interval, check.unit_kind, confidence=False),
             samples=_samples(o), verdict=o.verdict, reason=o.reason,
             evidence=[(e, evidence_href(e)) for e in (o.evidence or (find_evidence(o.path) if find_evidence
                                                                       else []))]))
@@ -422,13 +424,19 @@ class GateView:
     accepted_mismatches: list[tuple[str, str, str]] = field(default_factory=list)
 
 
+# measurements with a table or section of their own (tables.py, _g4_soak, _cliff, _tier_hits, ...);
+# any other key is shown as rows of text
+OWN_SECTIONS = ("sweep", "fio", "expected", "soak", "checkpoint", "modelload", "tier_hits", "expected_reuse",
+                "cliff", "nightly")
+
+
 def gate_view(result: GateResult, find_evidence: Optional[Callable[[str], list[str]]] = None) -> GateView:
     """Rows of a gate report; ``find_evidence`` names evidence files for observations that
     recorded none (``harness.report.evidence``)."""
     rows = [check_row(c, find_evidence) for c in result.checks]
     counts = {v.value: sum(1 for c in result.checks if c.verdict is v) for v in Verdict}
     extra = [(name, flatten(value)) for name, value in result.measurements.items()
-             if name not in ("sweep", "fio", "expected", "soak")]  # soak: its own section (_g4_soak)
+             if name not in OWN_SECTIONS]
     return GateView(
         result=result, verdict=result.verdict, verdict_text=VERDICT_TEXT[result.verdict],
         exit_code=result.exit_code, exit_meaning=EXIT_MEANINGS.get(result.exit_code, "unknown exit code"),

@@ -8,13 +8,13 @@ import pytest
 from harness.report.charts import (
     concurrency_of,
     fio_chart,
-    forest_chart,
     gate_charts,
     nice_ticks,
     throughput_chart,
     ttft_chart,
 )
-from harness.store.schema import Verdict
+from harness.report.forest import gate_forest
+from harness.store.schema import Observation, Verdict
 
 from .conftest import FIO, SWEEP, make_result
 
@@ -96,42 +96,64 @@ def test_one_point_zero_nan_and_long_labels() -> None:
     assert fio.dropped == 1
 
 
-def test_forest_plot_threshold_and_intervals() -> None:
-    check = make_result().checks[0]
-    root = _parse(forest_chart(check).svg)
+def _threshold_marks(root: ET.Element) -> list[ET.Element]:
+    return [ln for ln in root.iter("line") if ln.get("class") == "threshold"]
+
+
+def test_one_forest_plot_for_every_interval_and_ratio_check() -> None:
+    r = make_result()
+    chart = gate_forest(r.checks)
+    root = _parse(chart.svg)
     texts = _texts(root)
-    assert "threshold >= 25%" in texts
+    # percent checks in one group, the ratio check in another, each on its own axis, said so
+    assert "percent, linear scale" in texts and "ratio (x), linear scale" not in texts
     assert {"c1", "c8", "c16"} <= set(texts)
-    assert texts.count("INCONCLUSIVE") == 1 and texts.count("PASS") == 2
-    # the threshold line sits between the c8 interval's ends (it straddles it)
-    thr = next(ln for ln in root.iter("line") if ln.get("stroke") == "#cf222e")
-    x_thr = float(thr.get("x1", "nan"))
-    whiskers = [ln for ln in root.iter("line")
-                if ln.get("stroke") == "#b35900" and ln.get("y1") == ln.get("y2")]
+    assert "ttft_p50_reduction" in texts and "throughput_gain" in texts and "throughput_gain_plausible" in texts
+    assert "read_bandwidth" not in texts  # a bandwidth point check has no interval: not on the plot
+    assert texts.count("INCONCLUSIVE") == 1 and texts.count("FAIL") == 1 and texts.count("PASS") == 3
+    assert "grouped by unit" in chart.caption and "own axis" in chart.caption
+    # one threshold mark per drawn check, each spanning only its own rows
+    marks = _threshold_marks(root)
+    assert len(marks) == 3
+    # the threshold sits between the c8 interval's ends (it straddles it)
+    x_thr = float(marks[0].get("x1", "nan"))
+    whiskers = [ln for ln in root.iter("line") if ln.get("stroke") == "#b35900" and ln.get("y1") == ln.get("y2")]
     assert len(whiskers) == 1
     assert float(whiskers[0].get("x1", "nan")) < x_thr < float(whiskers[0].get("x2", "nan"))
+    ys = sorted((float(m.get("y1", "0")), float(m.get("y2", "0"))) for m in marks)
+    assert all(a[1] <= b[0] for a, b in zip(ys, ys[1:])), "marks of different checks overlap"
+
+
+def test_forest_plot_groups_units_and_logs_a_wide_ratio_range() -> None:
+    r = make_result()
+    speedup = r.checks[5]  # recompute_speedup: ratio, 1x threshold
+    speedup.observations = [Observation(path="compare.recompute_speedup.c8", measured=15.0, verdict=Verdict.PASS),
+                            Observation(path="compare.recompute_speedup.c16", measured=1.2, verdict=Verdict.PASS)]
+    texts = _texts(_parse(gate_forest(r.checks).svg))
+    assert "ratio (x), log scale" in texts and "percent, linear scale" in texts
+    assert texts.index("percent, linear scale") < texts.index("ratio (x), log scale")
 
 
 def test_forest_plot_without_values() -> None:
-    check = make_result().checks[0]
-    for o in check.observations:
-        o.measured = None
-    chart = forest_chart(check)
-    assert chart.svg is None and "No measured value for ttft_p50_reduction" in chart.note
+    r = make_result()
+    for c in r.checks:
+        for o in c.observations:
+            o.measured = None
+    chart = gate_forest(r.checks)
+    assert chart.svg is None and "no forest plot" in chart.note
+    check = r.checks[0]
     check.observations[1].measured = 0.3
     check.observations[1].interval = None
-    chart = forest_chart(check)
+    chart = gate_forest(r.checks)
     _parse(chart.svg)
     assert ("Not drawn (no value): compare.ttft_p50_reduction.c1, compare.ttft_p50_reduction.c16"
             in chart.caption)
 
 
-def test_gate_charts_pick_ratio_checks_only() -> None:
+def test_gate_charts_have_no_per_check_plots() -> None:
     r = make_result()
     keys = [c.key for c in gate_charts(r.measurements, r.checks)]
-    assert keys == ["ttft", "throughput", "fio", "forest-ttft_p50_reduction", "forest-throughput_gain",
-                    "forest-throughput_gain_plausible"]
-    assert r.checks[2].verdict is Verdict.FAIL  # bandwidth check: no forest plot
+    assert keys == ["ttft", "throughput", "fio"]
 
 
 @pytest.mark.parametrize("lo, hi", [(0, 1), (0, 0), (5, 5), (-3, 7), (0.001, 0.002), (0, 1234567), (10, 0)])
@@ -175,9 +197,9 @@ def test_non_negative_axes_start_at_zero() -> None:
     for obs in check.observations:
         if obs.interval:
             obs.interval.low = 0.01
-    root = _parse(forest_chart(check).svg)
-    texts = [t.text or "" for t in root.iter("text")]
-    ticks = [t for t in texts if t.endswith("%") and "threshold" not in t]
+    root = _parse(gate_forest([check]).svg)
+    texts = [t.text or "" for t in root.iter("text") if t.get("text-anchor") == "middle"]  # axis ticks
+    ticks = [t for t in texts if t.endswith("%")]
     assert ticks and not any(t.startswith("-") for t in ticks)
     assert ticks[0] == "0%"
     for chart in (ttft_chart({"sweep": SWEEP}), throughput_chart({"sweep": SWEEP})):

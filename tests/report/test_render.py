@@ -88,11 +88,12 @@ def test_html_details_observations_and_evidence(gate_dir: Path) -> None:
     assert "40 (about 160 needed to decide)" in details
     assert '<a href="evidence/candidate/c1.jsonl">evidence/candidate/c1.jsonl</a>' in details
     assert '<a href="evidence/fio/node-a-read.json">' in details
-    # the sweep and fio tables, and the free-form checkpoint section
-    assert '<table id="sweep">' in details and '<table id="fio">' in details
-    assert "Measurements: checkpoint" in details
-    assert "<th>node-a.write_bw</th><td>2.10 GB/s</td>" in details
-    assert "<th>node-a.seconds</th><td>3.80 s</td>" in details
+    # the per-point, fio and probe tables; no measurement shown as a dotted JSON path
+    assert '<table id="points" class="points">' in details and '<table id="fio">' in details
+    assert "Measurements: checkpoint" not in details and "node-a.write_bw" not in details
+    probes = details[details.index('<table id="probes">'):]
+    assert ("<td>checkpoint write</td><td>node-a</td><td class=\"num\">8.00 GB</td><td class=\"num\">3.80 s</td>"
+            "<td class=\"num\">2.10 GB/s</td>") in probes
 
 
 def test_html_is_self_contained_and_svg_well_formed(gate_dir: Path) -> None:
@@ -106,8 +107,8 @@ def test_html_is_self_contained_and_svg_well_formed(gate_dir: Path) -> None:
     assert '<a href="ok/file.json">' in html
     assert "<code>https://evil.example/x</code>" in html  # shown as text, not linked
     charts = svgs(html)
-    # TTFT, throughput, fio, and one forest plot per ratio check with observations (3 of them)
-    assert len(charts) == 6
+    # TTFT, throughput, fio, and one forest plot for the whole gate (not one per check)
+    assert len(charts) == 4
     assert all(c.tag == "svg" for c in charts)
 
 
@@ -219,11 +220,11 @@ def test_evidence_column_links_files_the_layout_implies(gate_dir: Path) -> None:
     write_gate(gate_dir, result)
     render_gate_reports(gate_dir)
     html = (gate_dir / "report.html").read_text()
-    c8 = html[html.index("<code>compare.ttft_p50_reduction.c8</code>"):]
+    c8 = html[html.index('title="compare.ttft_p50_reduction.c8"'):]
     c8 = c8[:c8.index("</tr>")]
     assert '<a href="evidence/sweep/baseline/c8/">' in c8 and '<a href="evidence/sweep/candidate/c8/">' in c8
     assert '<a href="evidence/fio/node-a/nvmeof-raid0/">' in html
-    gain = html[html.index("<code>compare.throughput_gain_best</code></td>"):]
+    gain = html[html.index('title="compare.throughput_gain_best"'):]
     assert '<a href="evidence/measured.json">' in gain[:gain.index("</tr>")]
     recorded = {e for c in result.checks for o in c.observations for e in o.evidence}
     for href in set(re.findall(r'href="(evidence/[^"]*)"', html)) - recorded:

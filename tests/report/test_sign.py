@@ -45,12 +45,12 @@ def _pub(key: Path) -> str:
 @pytest.fixture
 def gate(tmp_path: Path) -> Path:
     d = write_gate(tmp_path / "camp-1" / "G3", make_result())
-    render_gate_reports(d)
     (d / "evidence" / "fio").mkdir(parents=True)
     (d / "evidence" / "fio" / "node-a-read.json").write_text('{"jobs": []}')
     (d / "evidence" / "candidate").mkdir()
     (d / "evidence" / "candidate" / "c1.jsonl").write_text('{"ttft": 0.1}\n')
     (d / "evidence" / "was-empty").mkdir()  # an empty directory at signing time is listed in SIGNOFF.json
+    render_gate_reports(d)  # after the evidence, as a pipeline does: the report lists its files
     return d
 
 
