@@ -34,6 +34,14 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                    help="G3: accept these workload fingerprint fields differing from the G2 baseline's "
                    "(e.g. engine.version); every other difference is refused (exit 2), and the accepted ones "
                    "are printed in the report")
+    p.add_argument("--allowed-signers", type=Path, metavar="FILE",
+                   help="G3: OpenSSH allowed_signers file the G2 baseline's signatures are checked against "
+                   "(default: the inventory's allowed_signers); the baseline must be signed by the vendor and the "
+                   "customer with keys it binds to those roles")
+    p.add_argument("--allow-unsigned-baseline", action="store_true",
+                   help="G3, rehearsals only: use a G2 baseline that is not VERIFIED (unsigned, or signed by keys "
+                   "not trusted); result.json, page one of every report, the campaign page and kvgate verify "
+                   "then say 'unsigned baseline'")
     p.add_argument("--reports", type=Path, default=None, help="reports root (default: reports/)")
     p.add_argument("--gates", type=Path, default=None, help="directory of the gate files (default: gates/)")
     p.add_argument("--accept-new-host-keys", action="store_true",
@@ -54,7 +62,8 @@ def run(args: argparse.Namespace) -> int:
                            baseline_campaign=args.baseline, resume=args.resume,
                            accept_new_host_keys=args.accept_new_host_keys, operator=args.operator,
                            progress=not args.no_progress, allow_baseline_mismatch=args.allow_baseline_mismatch,
-                           wait=args.wait or args.resume)
+                           wait=args.wait or args.resume, allowed_signers=args.allowed_signers,
+                           allow_unsigned_baseline=args.allow_unsigned_baseline)
     except SoakDetached as started:
         print(f"G4 soak started: {started}.\n  look in:  kvgate soak status {started.campaign}\n"
               f"  finish:   kvgate gate G4 --resume (same --inventory/--profile/--campaign) to follow it to the end "

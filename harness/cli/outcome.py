@@ -21,5 +21,8 @@ def print_outcome(outcome: GateOutcome) -> None:
     print(render_table(["check", "severity", "expected", "measured", "verdict"], rows))
     for fault in outcome.result.faults:
         print(f"fault: {fault}")
+    for note in outcome.result.notes:  # what a signer must see beside the verdict (issue 27)
+        if note.startswith(("UNSIGNED BASELINE", "NON-STOCK GATE FILE")):
+            print(note)
     html = outcome.gate_dir / "report.html"
     print(f"report: {html}")

@@ -155,6 +155,10 @@ class Inventory(StrictModel):
     cluster: str = Field(min_length=1, description="Cluster name, shown in reports")
     defaults: Defaults = Field(default_factory=Defaults, description="Connection values every node inherits")
     nodes: list[Node] = Field(min_length=1, description="The nodes")
+    allowed_signers: Optional[str] = Field(
+        default=None, description="OpenSSH allowed_signers file (relative to this file) binding each key to "
+        "<signer-id>@<role>: G3 uses a G2 baseline only when it is signed by every role with keys it trusts "
+        "(--allowed-signers overrides it)")
 
     @model_validator(mode="after")
     def _unique_nodes(self) -> Inventory:

@@ -33,7 +33,8 @@ def build_gate_result(spec: GateSpec, checks: Sequence[CheckResult], *, campaign
                       measurements: Optional[dict[str, Any]] = None, faults: Sequence[str] = (),
                       notes: Sequence[str] = (), emulated: bool = False,
                       fingerprint: Optional[dict[str, Any]] = None,
-                      baseline: Optional[dict[str, Any]] = None) -> GateResult:
+                      baseline: Optional[dict[str, Any]] = None,
+                      gate_files: Sequence[dict[str, Any]] = ()) -> GateResult:
     """The result of gate ``spec``; ``campaign_meta`` is ``Campaign.meta`` (git commit, operator)."""
     decision = decide(checks, faults)
     meta = campaign_meta or {}
@@ -45,4 +46,5 @@ def build_gate_result(spec: GateSpec, checks: Sequence[CheckResult], *, campaign
         operator=meta.get("operator"), inventory=dict(inventory or {}), profile=dict(profile or {}),
         emulated=emulated, checks=list(checks), measurements=dict(measurements or {}),
         faults=list(faults), notes=list(notes), fingerprint=fingerprint, baseline=baseline,
+        gate_files=list(gate_files),
     )

@@ -22,12 +22,14 @@ from harness.errors import ConfigErrors, InputError, StorageFull
 from harness.exitcodes import ExitCode
 from harness.gates.evaluate import check_overrides, evaluate_gate
 from harness.gates.fingerprint import fingerprint_record, workload_fingerprint
+from harness.gates.gatefile import gate_file_notes, gate_file_record
 from harness.gates.result import build_gate_result
 from harness.paths import gates_dir, reports_dir
 from harness.pipelines.applicability import expected_leaves, fill_expected, mark_not_applicable, not_applicable
 from harness.pipelines.baseline import BaselineCheck, check_baseline
 from harness.pipelines.context import GateRun, summary_of
 from harness.report import render_campaign_report, render_gate_reports, write_manifest
+from harness.report.trust import Anchor, read_allowed_signers
 from harness.store.campaign import Campaign, GateDir, check_campaign_name
 from harness.store.schema import GateResult, Verdict
 
@@ -66,7 +68,8 @@ def run_gate(gate: str, *, inventory_path: Path, profile_path: Path, campaign: s
              baseline_campaign: Optional[str] = None, resume: bool = False,
              accept_new_host_keys: bool = False, operator: Optional[str] = None,
              progress: bool = True, allow_baseline_mismatch: Sequence[str] = (), wait: bool = True,
-             on_window: Optional[Callable[[dict[str, Any]], None]] = None) -> GateOutcome:
+             on_window: Optional[Callable[[dict[str, Any]], None]] = None,
+             allowed_signers: Optional[Path] = None, allow_unsigned_baseline: bool = False) -> GateOutcome:
     """Run ``gate`` (G1-G4) for ``campaign``; see the module docstring. G4 with ``wait=False``
     starts the soak and raises ``harness.pipelines.g4.SoakDetached`` (nothing is decided yet)."""
     if gate not in GATES:
@@ -74,7 +77,9 @@ def run_gate(gate: str, *, inventory_path: Path, profile_path: Path, campaign: s
     # 1. Every input is validated before any node is touched.
     inventory = load_inventory(inventory_path)
     profile = load_profile(profile_path)
-    spec: GateSpec = load_gate(_gate_file(gate, gates_path))
+    spec_path = _gate_file(gate, gates_path)
+    spec: GateSpec = load_gate(spec_path)
+    gate_files = [gate_file_record(spec_path, spec)]
     profile_doc = load_yaml(profile_path)
     problems = check_profile(profile, [inventory], [spec], profile_doc, str(profile_path))
     if gate == "G3":
@@ -85,19 +90,20 @@ def run_gate(gate: str, *, inventory_path: Path, profile_path: Path, campaign: s
         raise ConfigErrors(problems)
     overrides = [o for o in profile.overrides if o.gate == gate]
     check_overrides(spec, overrides)
+    trust = BaselineTrust(_anchors(gate, inventory_path, inventory, allowed_signers), allow_unsigned_baseline)
     root = Path(reports_root) if reports_root else reports_dir()
     # 2. Prerequisites, read-only: a gate refused here creates nothing (no campaign.json, no runs.jsonl).
     check_campaign_name(campaign)
     _check_prerequisites(gate, spec, root / campaign, campaign, root, baseline_campaign)
     _baseline_check(gate, profile, inventory, root / campaign, campaign, root, baseline_campaign,
-                    allow_baseline_mismatch)
+                    allow_baseline_mismatch, trust)
     # 3. The campaign directory; one writer at a time (prerequisites checked again under the lock).
     camp = Campaign.open(root, campaign, inventory_path=Path(inventory_path), profile_path=Path(profile_path),
                          operator=operator or getpass.getuser(), create=True)
     try:
         _check_prerequisites(gate, spec, camp.path, camp.name, root, baseline_campaign)
         baseline = _baseline_check(gate, profile, inventory, camp.path, camp.name, root, baseline_campaign,
-                                   allow_baseline_mismatch)  # again under the lock
+                                   allow_baseline_mismatch, trust)  # again under the lock
         gate_dir = camp.gate_dir(gate)
         if not resume and gate_dir.steps_done():
             raise InputError(
@@ -116,7 +122,7 @@ def run_gate(gate: str, *, inventory_path: Path, profile_path: Path, campaign: s
                     measured, measurements = _pipeline(gate, run, root, baseline_campaign)
             finally:
                 run.close()
-            return _finalize(run, spec, overrides, measured, measurements, started, baseline)
+            return _finalize(run, spec, overrides, measured, measurements, started, baseline, gate_files)
         except StorageFull as exc:
             # A full reports disk is a fault (exit 4), recorded once space is back (bounded wait).
             run.fault("the reports directory is full", exc)
@@ -135,16 +141,39 @@ def _baseline_dir(camp_path: Path, camp_name: str, root: Path,
     return GateDir(camp_path / "G2", "G2", create=False), f"campaign {camp_name!r}"
 
 
+@dataclass(frozen=True)
+class BaselineTrust:
+    """How G3 decides whether its baseline may be used: the trust anchors its signatures are
+    checked against (None: none given) and whether an unverified one is accepted (labelled)."""
+
+    anchors: Optional[list[Anchor]]
+    allow_unsigned: bool
+
+
+def _anchors(gate: str, inventory_path: Path, inventory: Inventory,
+             flag: Optional[Path]) -> Optional[list[Anchor]]:
+    """The allowed_signers file of ``--allowed-signers``, else the inventory's ``allowed_signers``
+    (relative to the inventory file); None when neither names one."""
+    if gate != "G3":
+        return None
+    path = flag
+    if path is None and inventory.allowed_signers:
+        path = Path(inventory_path).parent / inventory.allowed_signers
+    return read_allowed_signers(path) if path is not None else None
+
+
 def _baseline_check(gate: str, profile: Profile, inventory: Inventory, camp_path: Path, camp_name: str, root: Path,
-                    baseline_campaign: Optional[str], allow: Sequence[str]) -> Optional[BaselineCheck]:
-    """G3: the G2 baseline's workload fingerprint against this run's (read-only; an unlike baseline
-    is an InputError before anything is created)."""
+                    baseline_campaign: Optional[str], allow: Sequence[str],
+                    trust: BaselineTrust) -> Optional[BaselineCheck]:
+    """G3: the G2 baseline's custody (verified, or accepted unsigned) and its workload fingerprint
+    against this run's (read-only; an unlike baseline is an InputError before anything is created)."""
     if gate != "G3":
         return None
     g2, where = _baseline_dir(camp_path, camp_name, root, baseline_campaign)
     current = workload_fingerprint(profile, arm=profile.baseline, inventory=inventory,
                                    engine_version=_engine_version(profile, inventory, camp_path))
-    return check_baseline(g2, where, current, allow)
+    return check_baseline(g2, where, current, allow, campaign=baseline_campaign or camp_name,
+                          anchors=trust.anchors, allow_unsigned=trust.allow_unsigned)
 
 
 def _engine_version(profile: Profile, inventory: Inventory, campaign_path: Path) -> Optional[str]:
@@ -189,7 +218,8 @@ def _check_prerequisites(gate: str, spec: GateSpec, camp_path: Path, camp_name: 
 
 
 def _finalize(run: GateRun, spec: GateSpec, overrides: list[Any], measured: dict[str, Any],
-              measurements: dict[str, Any], started: str, baseline: Optional[BaselineCheck]) -> GateOutcome:
+              measurements: dict[str, Any], started: str, baseline: Optional[BaselineCheck],
+              gate_files: list[dict[str, Any]]) -> GateOutcome:
     run.gate_dir.write_evidence_json("measured.json", measured)
     measured = fill_expected(measured, expected_leaves(run.gate, run.inventory, run.profile))
     checks = evaluate_gate(spec, measured, overrides=overrides, seed=0)
@@ -209,6 +239,7 @@ def _finalize(run: GateRun, spec: GateSpec, overrides: list[Any], measured: dict
             engine_version=_engine_version(run.profile, run.inventory, run.campaign.path)))
     if baseline is not None:
         run.notes.extend(baseline.notes())
+    run.notes.extend(gate_file_notes(gate_files))
     result = build_gate_result(
         spec, checks, campaign=run.campaign.name, started_at=started, finished_at=_now(),
         campaign_meta={"git_commit": run.campaign.meta.get("git_commit"),
@@ -217,7 +248,8 @@ def _finalize(run: GateRun, spec: GateSpec, overrides: list[Any], measured: dict
         faults=run.faults, notes=run.notes,
         # G1 runs no engine: its facts and fio figures are real whatever engine the profile names.
         emulated=run.profile.engine.kind == "sim" and run.gate != "G1",
-        fingerprint=fingerprint, baseline=baseline.record() if baseline is not None else None)
+        fingerprint=fingerprint, baseline=baseline.record() if baseline is not None else None,
+        gate_files=gate_files)
     run.gate_dir.write_result(result)
     paths = render_gate_reports(run.path)
     write_manifest(run.path)

@@ -239,6 +239,8 @@ class VerifyReport:
     problems: list[str] = field(default_factory=list)
     signatures: list[SignatureCheck] = field(default_factory=list)
     roles_satisfied: dict[str, str] = field(default_factory=dict)  # role -> signature file
+    labels: list[str] = field(default_factory=list)  # what the signers accepted knowingly (issue 27)
+    notes: list[str] = field(default_factory=list)  # what was and was not re-checked
 
     @property
     def files_ok(self) -> bool:
@@ -261,7 +263,7 @@ class VerifyReport:
     @property
     def status(self) -> str:
         if self.ok:
-            return "VERIFIED"
+            return "VERIFIED" + (f" ({'; '.join(self.labels)})" if self.labels else "")
         if self.integrity_ok and not self.anchors_given:
             return "INTEGRITY OK, SIGNERS NOT AUTHENTICATED"
         return "NOT VERIFIED"
@@ -297,6 +299,8 @@ class VerifyReport:
             else:
                 note = " trusted as " + s.principal if s.trusted else ""
                 out.append(f"ok       {s.file}: {who}{note}" + (" (legacy kvgate-signature-v1)" if s.legacy else ""))
+        out += [f"LABEL    {label}" for label in self.labels]
+        out += [f"NOTE     {note}" for note in self.notes]
         if self.anchors_given:
             for role in self.missing_roles:
                 out.append(f"MISSING  role {role}: no valid signature by a key trusted for it")
@@ -408,6 +412,7 @@ def verify(gate_dir: Path, *, anchors: Optional[Sequence[Anchor]] = None,
     report.problems += _statement_problems(gate_dir, report, tree.empty_dirs, new_format=any(
         f.endswith(".sig") for f in sig_files))
     report.signatures = [_check_sig(gate_dir, f, message) for f in sig_files]
+    _custody_findings(gate_dir, report)
     if anchors is not None:
         report.roles_satisfied = _trust(report.signatures, anchors, roles,
                                         now or _dt.datetime.now(_dt.timezone.utc))
@@ -455,3 +460,37 @@ def _statement_problems(gate_dir: Path, report: VerifyReport, empty_dirs: list[s
 
 def _is_dir(path: Path) -> bool:
     return path.is_dir() and not path.is_symlink()
+
+
+def _custody_findings(gate_dir: Path, report: VerifyReport) -> None:
+    """What the result says it was decided by (issue 27): a G3's baseline is re-checked against
+    the ``MANIFEST.sha256`` digest it recorded when that gate directory is at hand (the sibling
+    campaign under the same reports root); an unsigned baseline and a non-stock gate file are
+    labels, printed with the verdict."""
+    try:
+        result = load_gate_result(gate_dir)
+    except ResultFileError:
+        return  # already a problem of the statement check
+    for gf in result.gate_files:
+        if gf.get("stock") is False:
+            report.labels.append(f"non-stock gate file {gf.get('path')} (sha256 {str(gf.get('sha256'))[:16]})")
+    b = result.baseline
+    if not isinstance(b, dict) or not b.get("manifest_sha256"):
+        return
+    camp, gate = str(b.get("campaign") or ""), str(b.get("gate") or "G2")
+    if b.get("unsigned_baseline"):
+        report.labels.append(f"unsigned baseline: {gate} of campaign {camp!r} was used without being verified "
+                             f"({b.get('unverified_reason', '?')})")
+    here = Path(gate_dir).resolve()
+    base = here.parent / gate if camp == result.campaign else here.parent.parent / camp / gate
+    path = base / MANIFEST
+    if not camp or "/" in camp or not path.is_file() or path.is_symlink():
+        report.notes.append(f"the baseline {gate} of campaign {camp!r} is not at hand ({base}): its "
+                            f"MANIFEST.sha256 digest {b['manifest_sha256'][:16]}... was not re-checked")
+        return
+    actual = hashlib.sha256(read_regular(path)).hexdigest()
+    if actual != b["manifest_sha256"]:
+        report.problems.append(f"the baseline {base} is not the one this gate compared against: its "
+                               f"{MANIFEST} has sha256 {actual}, {RESULT_FILE} recorded {b['manifest_sha256']}")
+    else:
+        report.notes.append(f"the baseline {base}: {MANIFEST} matches the digest this gate recorded")

@@ -528,6 +528,14 @@ def baseline_rows(result: GateResult) -> list[tuple[str, str]]:
     if not isinstance(b, Mapping):
         return []
     rows = [(N_("Baseline used"), f"{b.get('where', '?')} (fingerprint {str(b.get('digest', '?'))[:16]})")]
+    if b.get("manifest_sha256"):  # recorded since issue 27: what pins the baseline
+        rows.append((N_("Baseline manifest (sha256 of MANIFEST.sha256)"),
+                     f"{b.get('gate', 'G2')} of campaign {b.get('campaign', '?')}: {b['manifest_sha256']}"))
+        signers = [f"{s.get('role')} {s.get('signer_id')} ({s.get('fingerprint')})"
+                   for s in b.get("signers") or [] if isinstance(s, Mapping)]
+        rows.append((N_("Baseline signers"), "; ".join(signers) or "-"))
+        rows.append((N_("Baseline custody"), "VERIFIED" if b.get("verified") else
+                     f"unsigned baseline (--allow-unsigned-baseline): {b.get('unverified_reason', '?')}"))
     for a in b.get("accepted_mismatches") or []:
         if isinstance(a, Mapping):
             rows.append((N_("Accepted mismatch (--allow-baseline-mismatch)"),

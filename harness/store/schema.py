@@ -47,5 +47,9 @@ class GateResult(_Model):
         default=None, description="Workload fingerprint {digest, fields} (harness.gates.fingerprint); G2: the "
         "baseline arm, G3: the candidate arm")
     baseline: Optional[dict[str, Any]] = Field(
-        default=None, description="G3: the G2 baseline used {where, digest, accepted_mismatches}")
+        default=None, description="G3: the G2 baseline used {where, digest, accepted_mismatches, campaign, gate, "
+        "manifest_sha256, signers, verified, unsigned_baseline} (harness.pipelines.baseline)")
+    gate_files: list[dict[str, Any]] = Field(
+        default_factory=list, description="Each gate file the result was decided by {gate, path, sha256, stock, "
+        "stock_sha256, differences} (harness.gates.gatefile)")
     notes: list[str] = Field(default_factory=list)

@@ -58,7 +58,8 @@ def test_an_unlike_baseline_exits_2_and_creates_nothing(tmp_path: Path, capsys: 
     assert res.verdict == Verdict.PASS
     g2.write_result(res)
     write_manifest(g2.path)
-    code = run(["gate", "G3", *ARGS, "--campaign", "cand", "--baseline", "base", "--reports", str(reports)])
+    code = run(["gate", "G3", *ARGS, "--campaign", "cand", "--baseline", "base", "--reports", str(reports),
+                "--allow-unsigned-baseline"])
     assert code == 2
     assert "load.input_len" in capsys.readouterr().err
     assert not (reports / "cand").exists()

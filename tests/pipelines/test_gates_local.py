@@ -89,7 +89,7 @@ def test_g1_g2_g3_pass_with_real_disk_reads(tmp_path: Path, local_inventory: Pat
     assert check(g2, "complete")["verdict"] == "PASS"
     assert check(g2, "baseline_read_bw")["verdict"] == "NOT_APPLICABLE"  # recompute has no storage
 
-    code = gate("G3", local_inventory, prof, reports, "c1")
+    code = gate("G3", local_inventory, prof, reports, "c1", "--allow-unsigned-baseline")
     g3 = result(reports, "c1", "G3")
     assert g3["emulated"] is True
     red = check(g3, "ttft_p50_reduction")
@@ -128,7 +128,7 @@ def test_g1_g2_g3_pass_with_real_disk_reads(tmp_path: Path, local_inventory: Pat
     assert (reports / "c1" / "report.html").is_file()  # the campaign page
 
     # a later campaign compares against this one's G2 (--baseline), and says so
-    code_b = gate("G3", local_inventory, prof, reports, "c2", "--baseline", "c1")
+    code_b = gate("G3", local_inventory, prof, reports, "c2", "--baseline", "c1", "--allow-unsigned-baseline")
     g3b = result(reports, "c2", "G3")
     assert code_b == 0 and g3b["verdict"] == "PASS", [(c["id"], c["verdict"]) for c in g3b["checks"]]
     assert g3b["baseline"]["digest"] == g2["fingerprint"]["digest"] and g3b["baseline"]["accepted_mismatches"] == []
@@ -147,7 +147,7 @@ def test_candidate_that_cannot_meet_the_threshold_fails(tmp_path: Path, local_in
     prof = write_yaml("profile.yaml", prof_data)
     reports = tmp_path / "reports"
     passed_baseline.copy_into(reports, "f")  # a passed G1 and G2 (thresholds are not in the workload)
-    assert gate("G3", local_inventory, prof, reports, "f") == 1
+    assert gate("G3", local_inventory, prof, reports, "f", "--allow-unsigned-baseline") == 1
     g3 = result(reports, "f", "G3")
     assert g3["verdict"] == "FAIL"
     red = check(g3, "ttft_p50_reduction")

@@ -49,7 +49,7 @@ def test_gates_over_loopback_ssh(tmp_path: Path, ssh_cluster: Any,
     env = dict(os.environ, PATH=f"{ROOT / '.venv' / 'bin'}:{os.environ.get('PATH', '')}")
     proc = subprocess.run(  # noqa: S603 - fixed argv, test-made paths
         ["make", "--no-print-directory", "-C", str(ROOT), "gate-G3", f"INVENTORY={inv}", f"PROFILE={prof}",
-         "CAMPAIGN=ssh", f"KVGATE_FLAGS=--reports {reports} --no-progress"],
+         "CAMPAIGN=ssh", f"KVGATE_FLAGS=--reports {reports} --no-progress --allow-unsigned-baseline"],
         capture_output=True, text=True, timeout=600, env=env)
     g3 = json.loads((reports / "ssh" / "G3" / "result.json").read_text())
     red = next(c for c in g3["checks"] if c["id"] == "ttft_p50_reduction")

@@ -1,0 +1,102 @@
+"""The gate file a result was decided by, as evidence: its path, its sha256, and whether it is
+the file shipped with this kvgate version. A gate file is the rule book: with ``--gates DIR``
+anyone can lower a threshold, demote a blocker to advisory or drop a check, and the result would
+otherwise say only the new value in its "expected" column. So every result records the file, and
+a non-stock one carries every difference from the shipped file, check by check, for page one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any, Optional
+
+from harness.config.gatespec import Check, GateSpec
+from harness.errors import KvgateError
+
+__all__ = ["gate_file_notes", "gate_file_record", "shipped_gates_dir", "spec_differences"]
+
+
+def shipped_gates_dir() -> Optional[Path]:
+    """The gate files that ship with this kvgate (the checkout's ``gates/``), or None."""
+    here = Path(__file__).resolve().parent.parent.parent / "gates"
+    return here if here.is_dir() else None
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def _check_differences(old: Check, new: Check) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    if old.severity != new.severity:
+        kind = "blocker_demoted" if old.severity == "blocker" else "promoted_to_blocker"
+        out.append({"kind": kind, "check": new.id, "text": f"{new.id}: severity {old.severity} -> {new.severity}"
+                    + (" (a blocker demoted: it no longer decides the gate)" if kind == "blocker_demoted" else "")})
+    for attr in ("threshold", "comparator", "metric", "compared_tokens"):
+        a, b = getattr(old, attr), getattr(new, attr)
+        if a != b:
+            out.append({"kind": f"{attr}_changed", "check": new.id, "text": f"{new.id}: {attr} {a} -> {b}"})
+    if old.statistic != new.statistic:
+        out.append({"kind": "statistic_changed", "check": new.id,
+                    "text": f"{new.id}: statistic {old.statistic.model_dump()} -> {new.statistic.model_dump()}"})
+    if old.description != new.description:
+        out.append({"kind": "description_changed", "check": new.id, "text": f"{new.id}: description changed"})
+    return out
+
+
+def spec_differences(stock: GateSpec, used: GateSpec) -> list[dict[str, Any]]:
+    """Every difference of ``used`` from ``stock``: checks removed (a removed blocker named as
+    such), added, demoted or changed; prerequisites and title."""
+    out: list[dict[str, Any]] = []
+    old = {c.id: c for c in stock.checks}
+    new = {c.id: c for c in used.checks}
+    for cid, c in old.items():
+        if cid not in new:
+            kind = "blocker_removed" if c.severity == "blocker" else "check_removed"
+            was = "a blocker" if c.severity == "blocker" else "advisory"
+            out.append({"kind": kind, "check": cid, "text": f"{cid}: removed (it was {was})"})
+        else:
+            out += _check_differences(c, new[cid])
+    for cid, c in new.items():
+        if cid not in old:
+            out.append({"kind": "check_added", "check": cid, "text": f"{cid}: added ({c.severity})"})
+    if stock.prerequisites != used.prerequisites:
+        out.append({"kind": "prerequisites_changed", "check": None,
+                    "text": f"prerequisites {stock.prerequisites} -> {used.prerequisites}"})
+    if stock.title != used.title or stock.description != used.description:
+        out.append({"kind": "title_changed", "check": None, "text": "gate title or description changed"})
+    return out
+
+
+def gate_file_record(path: Path, used: GateSpec) -> dict[str, Any]:
+    """``result.json: gate_files[i]``: path, sha256, ``stock`` (True: byte for byte the shipped
+    file; False: not; None: no shipped file to compare with) and ``differences``."""
+    from harness.config.loader import load_gate
+
+    path = Path(path).resolve()
+    record: dict[str, Any] = {"gate": used.id, "path": str(path), "sha256": _sha256(path)}
+    shipped_dir = shipped_gates_dir()
+    shipped = shipped_dir / path.name if shipped_dir is not None else None
+    if shipped is None or not shipped.is_file():
+        record.update(stock=None, stock_path=None, stock_sha256=None, differences=[])
+        return record
+    record.update(stock_path=str(shipped), stock_sha256=_sha256(shipped))
+    record["stock"] = record["sha256"] == record["stock_sha256"]
+    if record["stock"]:
+        record["differences"] = []
+        return record
+    try:
+        diffs = spec_differences(load_gate(shipped), used)
+    except KvgateError as exc:  # a broken shipped file: say so, never hide the non-stock file
+        diffs = [{"kind": "stock_unreadable", "check": None, "text": f"the shipped file cannot be read: {exc}"}]
+    record["differences"] = diffs or [{"kind": "formatting_only", "check": None,
+                                       "text": "no difference in checks (comments or formatting only)"}]
+    return record
+
+
+def gate_file_notes(records: list[dict[str, Any]]) -> list[str]:
+    """One note per non-stock gate file, naming every difference."""
+    return [f"NON-STOCK GATE FILE {r['path']} (sha256 {r['sha256'][:16]}, shipped "
+            f"{str(r.get('stock_sha256'))[:16]}): " + "; ".join(d["text"] for d in r.get("differences", []))
+            for r in records if r.get("stock") is False]
