@@ -170,7 +170,7 @@ class RestoreProbe:
                              SimMetrics("bench/probe"))
         self.requests = [[hashlib.sha256(f"{r}:{i}".encode()).digest() for i in range(chunks)]
                          for r in range(SIM_READERS)]
-        self.store._store([d for req in self.requests for d in req])
+        self.store.store_now([d for req in self.requests for d in req])
         self.nbytes = chunks * self.store.s.chunk_bytes  # one request's KV
         self.loop = asyncio.new_event_loop()
         self.round(SIM_READERS)

@@ -180,6 +180,33 @@ def cold_restore_measured(sweep: Sweep, concurrencies: Sequence[int], exp: Expec
             text=(f"{top[1]:.0f} engine prefix-cache hit tokens, {top[2]:.0f} shared among measured requests")
             if top else "",
             detail=why_e or "a hit beyond what measured requests share means the prompt was not evicted")
+    out["memory_tier_hit_requests"] = memory_tier_measured(sweep, concurrencies)
     if cross is not None:
         out["cross_instance_hit_rate"] = cross
+    return out
+
+
+def memory_tier_measured(sweep: Sweep, concurrencies: Sequence[int]) -> dict[str, Any]:
+    """Per concurrency, the most measured requests any repetition served from a host-memory tier
+    (harness.pipelines.tierhits.memory_hit_requests); None, with the reason, when a repetition's
+    figure is unknown."""
+    out: dict[str, Any] = {}
+    for conc in concurrencies:
+        reps = sweep.get(conc, [])
+        key = point_key(conc)
+        if not reps:
+            out[key] = measurement(None, detail=f"no repetition measured at concurrency {conc}")
+            continue
+        unknown = [r for r in reps if r.counters.get("memory_hit_requests") is None]
+        if unknown:
+            r = unknown[0]
+            why = r.notes.get("memory_hit_requests") or "recorded before memory-tier hits were counted"
+            out[key] = measurement(None, detail=f"repetition {r.repetition}: {why}")
+            continue
+        values = [_c(r, "memory_hit_requests") for r in reps]
+        worst = max(values)
+        how = reps[values.index(worst)].notes.get("memory_hit_requests", "")
+        out[key] = measurement(worst, text=f"{worst:.0f} measured request(s) served from a host-memory tier "
+                               "(most in any repetition)",
+                               detail=f"{how}; per repetition: " + ", ".join(f"{v:.0f}" for v in values))
     return out

@@ -25,11 +25,12 @@ from harness.errors import InfraError, InputError
 from harness.gates.stats import percentile
 from harness.pipelines.coldrestore import point_counters
 from harness.pipelines.context import GateRun
+from harness.pipelines.drain import cold_evict
 from harness.pipelines.enospc import DiskFullWatch
 from harness.pipelines.instances import cross_instance, measure_offset
 from harness.pipelines.loadpoint import point_workload, run_point
 from harness.pipelines.sweepdata import Repetition, Sweep
-from harness.pipelines.tierhits import tier_hits
+from harness.pipelines.tierhits import memory_hit_requests, tier_hits
 from harness.progress import Progress
 from harness.remote.base import DetachedHandle, Executor
 
@@ -43,7 +44,8 @@ def step_key(arm: str, concurrency: int, repetition: int) -> str:
 def repetition_from_state(arm: str, concurrency: int, repetition: int, data: dict[str, Any]) -> Repetition:
     return Repetition(arm, concurrency, repetition, dict(data.get("summary") or {}),
                       [float(x) for x in data.get("ttft_ms") or []], list(data.get("evidence") or []),
-                      dict(data.get("counters") or {}), dict(data.get("tiers") or {}))
+                      dict(data.get("counters") or {}), dict(data.get("tiers") or {}),
+                      {str(k): str(v) for k, v in (data.get("notes") or {}).items()})
 
 
 def load_sweep(run: GateRun, arm: str, concurrencies: Sequence[int], repetitions: int,
@@ -165,6 +167,27 @@ def _scrape(run: GateRun, engine: Engine, instances: Sequence[EngineInstance]) -
     return snaps
 
 
+def _evict_cold(run: GateRun, engine: Engine, instances: list[EngineInstance], arm: Arm,
+                protocol: dict[str, Any]) -> Optional[str]:
+    """Drain, evict, prove empty (harness.pipelines.drain.cold_evict), recording each step in
+    ``protocol``; returns why the point is not a cold restore (None: it is)."""
+    def restarted(i: int, inst: EngineInstance) -> None:  # a new process to stop if we are killed
+        run.gate_dir.write_evidence_json(f"engine/{arm.name}/instance{i}.json", inst.to_json())
+
+    return cold_evict(engine, instances, protocol, restarted)
+
+
+def _no_memory_tier(arm: Arm, protocol: dict[str, Any]) -> Optional[str]:
+    """Why the arm cannot have served KV from host memory, when its engine does not split hits."""
+    if not arm.offload:
+        return "no KV offload tier (the arm recomputes)"
+    shown = [e for e in protocol.get("memory_empty") or [] if e.get("empty") is True and not e.get("figures")]
+    if shown and len(shown) == len(protocol.get("memory_empty") or []) and \
+            all(e.get("detail") == "no host-memory KV tier configured" for e in shown):
+        return "no host-memory KV tier configured"
+    return None
+
+
 def run_arm_sweep(run: GateRun, arm_name: str, *, label: Optional[str] = None) -> Sweep:
     """Measure ``arm_name`` at every concurrency and repetition of the profile (resumable)."""
     profile = run.profile
@@ -208,18 +231,14 @@ def run_arm_sweep(run: GateRun, arm_name: str, *, label: Optional[str] = None) -
                                 f"{arm.name} c{conc} populate")
                 protocol["populate"] = {"completed": pop.summary.get("completed"), "failed": pop.summary.get("failed")}
                 full.check(instances)
-                evicted = []
-                for i, inst in enumerate(instances):
-                    res = engine.evict(inst)
-                    if res.instance is not inst:  # restarted: a new process to stop if we are killed
-                        run.gate_dir.write_evidence_json(f"engine/{arm.name}/instance{i}.json",
-                                                         res.instance.to_json())
-                    instances[i] = res.instance
-                    evicted.append({"node": inst.node, "method": res.method, "detail": res.detail,
-                                    "steps": list(res.steps), "reset_verified": res.reset_verified})
-                protocol["evict"] = evicted
+                not_cold = _evict_cold(run, engine, instances, arm, protocol)
                 protocol["cold_restore_plan"] = restore_plans.get(arm.name)
                 protocol["page_cache_dropped"] = drop_page_cache(run.executor(server.name))
+                if not_cold:
+                    (point_dir / "protocol.json").write_text(json.dumps(protocol, indent=2, default=str) + "\n")
+                    run.fault(f"{arm.name} c{conc} rep{rep}: not a cold restore ({not_cold}); the repetition "
+                              "is not counted")
+                    continue
             elif profile.load.warmup:
                 warm = [s.with_id(f"warm-{s.request_id}") for s in workload.measure[:profile.load.warmup]]
                 run_point(run, client, instances, warm, conc, point_dir / "warmup", f"{arm.name} c{conc} warm-up")
@@ -243,13 +262,17 @@ def run_arm_sweep(run: GateRun, arm_name: str, *, label: Optional[str] = None) -
             if len(instances) > 1:
                 protocol["cross_instance"] = cross_instance(
                     [(m or {}).get("key_figures") for m in metrics], instances=len(instances), offset=offset)
-            (point_dir / "protocol.json").write_text(json.dumps(protocol, indent=2, default=str) + "\n")
             counters = point_counters(metrics)
+            memory_hits, memory_how = memory_hit_requests(before, after, requests=len(workload.measure),
+                                                          structural=_no_memory_tier(arm, protocol))
+            counters["memory_hit_requests"] = memory_hits
+            protocol["memory_tier_hits"] = {"requests": memory_hits, "how": memory_how}
+            (point_dir / "protocol.json").write_text(json.dumps(protocol, indent=2, default=str) + "\n")
             if "cross_instance" in protocol:  # R4: what the cold_restore subtree reports per point
                 counters["cross_instance_hit_tokens"] = protocol["cross_instance"]["hit_tokens"]
                 counters["cross_instance_prompt_tokens"] = protocol["cross_instance"]["prompt_tokens"]
             data = {"summary": point.summary, "ttft_ms": point.ttft_ms, "evidence": point.evidence,
-                    "protocol": protocol, "counters": counters,
+                    "protocol": protocol, "counters": counters, "notes": {"memory_hit_requests": memory_how},
                     "tiers": tier_hits(before, after, arm.lmcache.chunk_size)}
             run.gate_dir.mark_step_done(step_key(arm.name, conc, rep), data)
             sweep.setdefault(conc, []).append(repetition_from_state(arm.name, conc, rep, data))

@@ -31,6 +31,8 @@ class Repetition:
     counters: dict[str, Optional[float]] = field(default_factory=dict)
     # Prompt tokens served per KV tier over the measurement (harness.pipelines.tierhits).
     tiers: dict[str, Optional[float]] = field(default_factory=dict)
+    # Why a figure above is None, by its key (e.g. memory_hit_requests on an engine without a split).
+    notes: dict[str, str] = field(default_factory=dict)
 
     @property
     def output_throughput(self) -> float:

@@ -20,7 +20,10 @@ from typing import Any, Optional
 
 from harness.engines.prometheus import MP_L1_HIT, MP_L2_HIT, MetricsSnapshot, delta
 
-__all__ = ["TIERS", "sweep_tier_rows", "tier_hits", "tier_rates", "tier_rows"]
+SIM_MEMORY_HIT_REQUESTS = "kvgate_sim:memory_hit_requests"
+MP_LOOKUPS = "lmcache_mp_lookups_requests"
+
+__all__ = ["TIERS", "memory_hit_requests", "sweep_tier_rows", "tier_hits", "tier_rates", "tier_rows"]
 
 # Display order, fastest first. "offload" is the sum of the offload tiers.
 TIERS = ("hbm", "local_cpu", "local_disk", "remote")
@@ -103,3 +106,49 @@ def sweep_tier_rows(sweep: Mapping[int, Sequence[Any]], *, offload: bool = True)
                 hits["offload"] = 0.0  # no connector: nothing can come from an offload tier
             points.append((f"c{conc} rep{rep.repetition}", hits))
     return tier_rows(points)
+
+
+def _instance_memory_hits(b: MetricsSnapshot, a: MetricsSnapshot) -> tuple[Optional[float], Optional[float], str]:
+    """(requests known to have hit a memory tier, lookups, source) for one instance; requests is
+    None when the engine does not split its hits by tier."""
+    if a.value(SIM_MEMORY_HIT_REQUESTS) is not None:
+        return _counter_delta(b, a, SIM_MEMORY_HIT_REQUESTS), None, "emulator per-request count"
+    if a.value(MP_L1_HIT) is not None:
+        l1 = _counter_delta(b, a, MP_L1_HIT) or 0.0
+        return l1, _counter_delta(b, a, MP_LOOKUPS), "l1_tokens"
+    return None, None, ""
+
+
+def memory_hit_requests(before: Sequence[Optional[MetricsSnapshot]], after: Sequence[Optional[MetricsSnapshot]],
+                        *, requests: int, structural: Optional[str] = None) -> tuple[Optional[float], str]:
+    """Measured requests that took KV from a host-memory tier (the CPU tier, LMCache's L1), with
+    how it was counted. Counted per request, not per lookup: vLLM asks LMCache again while a
+    request waits, and a repeated lookup finds in L1 what the request's own first lookup loaded
+    from L2. The emulator counts requests itself. From LMCache's server, only its L1 hit tokens
+    and lookups are known: no L1 hit means no request hit; L1 hits with one lookup per request at
+    most mean at least one request did (the value is that lower bound); L1 hits with more lookups
+    than requests cannot be attributed (None). ``structural`` names why an engine without a tier
+    split cannot have served from memory (no memory tier configured); else such an engine gives
+    None."""
+    pairs = list(zip(before, after))
+    if not pairs or any(b is None or a is None for b, a in pairs):
+        return None, "an engine's metrics were not scraped around the measurement"
+    per = [_instance_memory_hits(b, a) for b, a in pairs if b is not None and a is not None]
+    if any(src == "" for _, _, src in per):
+        if structural:
+            return 0.0, structural
+        return None, "the engine does not split its KV hits by tier (in-process LMCache): memory-tier hits unknown"
+    if all(src == "emulator per-request count" for _, _, src in per):
+        return float(sum(v or 0.0 for v, _, _ in per)), "requests that took any chunk from a memory tier (emulator)"
+    l1 = sum(v or 0.0 for v, _, _ in per)
+    lookups = [lk for _, lk, _ in per]
+    if l1 == 0:
+        return 0.0, "LMCache server: 0 L1 hit tokens over the measurement"
+    if any(lk is None for lk in lookups):
+        return None, f"LMCache server: {l1:.0f} L1 hit tokens and no lookup count: not attributable to requests"
+    n = sum(lk or 0.0 for lk in lookups)
+    if n <= requests:
+        return 1.0, (f"LMCache server: {l1:.0f} L1 hit tokens over {n:.0f} lookups for {requests} requests "
+                     "(one lookup each at most): at least one request was served from L1")
+    return None, (f"LMCache server: {l1:.0f} L1 hit tokens over {n:.0f} lookups for {requests} requests: "
+                  "repeated lookups find what a request itself loaded; not attributable to requests")

@@ -196,6 +196,7 @@ def main(argv: Optional[Sequence[str]] = None, environ: Optional[Mapping[str, st
         else:
             lmcache = per_instance(load_config(env), args.tensor_parallel_size) if connector else LMCacheConfig()
         args.tier_read_delay_s = _read_delay(env)
+        args.tier_write_delay_s = _read_delay(env, WRITE_DELAY_ENV)
     except (_UsageError, LMCacheConfigError) as exc:
         print(f"kvgate sim: error: {exc}", file=sys.stderr)
         return int(ExitCode.USAGE_ERROR)
@@ -244,6 +245,7 @@ def main(argv: Optional[Sequence[str]] = None, environ: Optional[Mapping[str, st
 
 
 READ_DELAY_ENV = "KVGATE_SIM_TIER_READ_DELAY_MS"
+WRITE_DELAY_ENV = "KVGATE_SIM_TIER_WRITE_DELAY_MS"
 
 
 def per_instance(cfg: LMCacheConfig, tp: int) -> LMCacheConfig:
@@ -261,7 +263,7 @@ def _lmcache_server(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     logging.basicConfig(level=getattr(logging, args.log_level), stream=sys.stderr,
                         format="%(levelname)s %(asctime)s %(name)s: %(message)s")
     try:
-        settings = settings_from_args(args, _read_delay(env))
+        settings = settings_from_args(args, _read_delay(env), _read_delay(env, WRITE_DELAY_ENV))
     except (ValueError, _UsageError) as exc:
         print(f"kvgate sim lmcache-server: error: {exc}", file=sys.stderr)
         return int(ExitCode.USAGE_ERROR)
@@ -275,17 +277,18 @@ def _lmcache_server(args: argparse.Namespace, env: Mapping[str, str]) -> int:
     return int(ExitCode.OK)
 
 
-def _read_delay(environ: Mapping[str, str]) -> float:
-    """Seconds added to every chunk read from a directory tier (fault injection; 0 when unset)."""
-    raw = environ.get(READ_DELAY_ENV, "").strip()
+def _read_delay(environ: Mapping[str, str], name: str = READ_DELAY_ENV) -> float:
+    """Seconds added to every chunk read from a directory tier (or, with ``WRITE_DELAY_ENV``,
+    written to one: a slow disk's write backlog); fault injection, 0 when unset."""
+    raw = environ.get(name, "").strip()
     if not raw:
         return 0.0
     try:
         ms = float(raw)
     except ValueError:
-        raise _UsageError(f"{READ_DELAY_ENV}={raw!r} is not a number of milliseconds") from None
+        raise _UsageError(f"{name}={raw!r} is not a number of milliseconds") from None
     if not 0 <= ms <= 60000:
-        raise _UsageError(f"{READ_DELAY_ENV}={raw!r} must be between 0 and 60000 ms")
+        raise _UsageError(f"{name}={raw!r} must be between 0 and 60000 ms")
     return ms / 1000.0
 
 
@@ -311,6 +314,7 @@ async def _serve(
             connector=connector,
             lmcache=lmcache,
             tier_read_delay_s=args.tier_read_delay_s,
+            tier_write_delay_s=args.tier_write_delay_s,
             mp=mp,
         ),
         metrics,

@@ -31,6 +31,9 @@ log = logging.getLogger("kvgate.sim")
 # copy at this rate would take, a typical host-to-device rate.
 CPU_COPY_BYTES_PER_S = 20e9
 CHUNK_IO_WORKERS = 8  # concurrent O_DIRECT chunk reads per emulator (queue depth seen by the device)
+# Tiers in host memory (in-process CPU tier, the LMCache server's L1): a restore served from them
+# did not read the storage under test.
+MEMORY_TIERS = ("local_cpu", "lmcache_l1")
 
 
 def tokenize(text: str) -> list[int]:
@@ -62,6 +65,7 @@ class StoreSettings:
     # Fault injection for tests and demos (KVGATE_SIM_TIER_READ_DELAY_MS): a slower storage tier
     # without changing the profile, so the run keeps its workload fingerprint.
     tier_read_delay_s: float = 0.0
+    tier_write_delay_s: float = 0.0  # KVGATE_SIM_TIER_WRITE_DELAY_MS: a slow disk's write backlog
     # LMCache multiprocess mode (LMCacheMPConnector): the tiers live in the LMCache server
     mp: Optional[MPClient] = None
 
@@ -136,6 +140,7 @@ class KVStore:
         self._chunk_io = ThreadPoolExecutor(max_workers=CHUNK_IO_WORKERS, thread_name_prefix="kv-io")
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kv-write")
         self._pending_writes: set[asyncio.Future[None]] = set()
+        self._pending_chunks = 0  # queued for the directory tiers, not yet written
         self.payload_cache: dict[bytes, bytes] = {}
 
     def close(self) -> None:
@@ -274,6 +279,8 @@ class KVStore:
             m.prompt_tokens.inc(m.vllm_labels, res.prompt_tokens)
             for name, n in res.tiers.items():
                 m.sim_chunk_hits.inc(m.tier_labels("tier", name), n)
+            if any(name in MEMORY_TIERS for name in res.tiers):
+                m.sim_memory_hit_requests.inc(m.vllm_labels, 1)
             if self.s.connector:
                 ext_q = res.prompt_tokens - res.hbm_hit_tokens
                 m.ext_queries.inc(m.vllm_labels, ext_q)
@@ -301,36 +308,14 @@ class KVStore:
         start = time.perf_counter()
         stored = 0
         for d in digests:
-            if self.cpu is not None:
-                before = self.cpu.evicted
-                self.cpu.add(d)
+            try:
+                self._store_dirs(d)
+            finally:
+                if self.cpu is not None and self.dirs:
+                    self.cpu.pins.unlock(d)
                 with m.lock:
-                    m.sim_evicted.inc(m.tier_labels("tier", "local_cpu"), self.cpu.evicted - before)
-            data = b""
-            for tier in self.dirs:
-                if not data:
-                    data = with_crc(directio.chunk_payload(d, self.s.chunk_bytes))
-                try:
-                    written, evicted = tier.write(d, data)
-                except OSError as exc:
-                    reason = errno.errorcode.get(exc.errno or 0, "OSError")
-                    log.error(
-                        "store of chunk %s to %s (%s) failed: %s [%s]; the request was served, the "
-                        "chunk will be recomputed next time",
-                        d.hex()[:16],
-                        tier.name,
-                        tier.directory,
-                        exc.strerror or exc,
-                        reason,
-                    )
-                    with m.lock:
-                        m.sim_store_errors.inc(m.tier_labels("reason", reason))
-                    continue
-                with m.lock:
-                    if written:
-                        m.sim_write_bytes.inc(m.tier_labels("tier", tier.name), len(data))
-                    if evicted:
-                        m.sim_evicted.inc(m.tier_labels("tier", tier.name), evicted)
+                    self._pending_chunks -= 1
+                    m.sim_pending_writes.set(m.vllm_labels, self._pending_chunks)
             stored += 1
         elapsed = time.perf_counter() - start
         if stored:
@@ -339,13 +324,68 @@ class KVStore:
                 m.lmc_stored.inc(m.lmc_labels, tokens)
                 m.lmc_store_speed.observe(m.lmc_labels, tokens / max(elapsed, 1e-9))
 
+    def _store_dirs(self, d: bytes) -> None:
+        """One chunk to every directory tier (a write error is logged and counted, not raised)."""
+        m = self.metrics
+        if self.s.tier_write_delay_s > 0 and self.dirs:
+            time.sleep(self.s.tier_write_delay_s)
+        data = b""
+        for tier in self.dirs:
+            if not data:
+                data = with_crc(directio.chunk_payload(d, self.s.chunk_bytes))
+            try:
+                written, evicted = tier.write(d, data)
+            except OSError as exc:
+                reason = errno.errorcode.get(exc.errno or 0, "OSError")
+                log.error(
+                    "store of chunk %s to %s (%s) failed: %s [%s]; the request was served, the "
+                    "chunk will be recomputed next time",
+                    d.hex()[:16],
+                    tier.name,
+                    tier.directory,
+                    exc.strerror or exc,
+                    reason,
+                )
+                with m.lock:
+                    m.sim_store_errors.inc(m.tier_labels("reason", reason))
+                continue
+            with m.lock:
+                if written:
+                    m.sim_write_bytes.inc(m.tier_labels("tier", tier.name), len(data))
+                if evicted:
+                    m.sim_evicted.inc(m.tier_labels("tier", tier.name), evicted)
+
     def store_behind(self, digests: list[bytes]) -> None:
         """Schedule the write of ``digests`` (call after the response has started)."""
         if not self.s.connector or not digests or (self.cpu is None and not self.dirs and self.s.mp is None):
             return
+        if self.s.mp is None:
+            self._admit(digests)
         fut = asyncio.get_running_loop().run_in_executor(self._writer, self._store, list(digests))
         self._pending_writes.add(fut)
         fut.add_done_callback(self._write_done)
+
+    def store_now(self, digests: list[bytes]) -> None:
+        """Store ``digests`` in every tier and return once written (probes and benchmarks)."""
+        if self.s.mp is None:
+            self._admit(digests)
+        self._store(list(digests))
+
+    def _admit(self, digests: list[bytes]) -> None:
+        """LMCache's in-process store: the CPU tier holds the chunks at once, and each stays
+        pinned there until its asynchronous disk write completed (an evict keeps it meanwhile)."""
+        m = self.metrics
+        if self.cpu is not None:
+            before = self.cpu.evicted
+            for d in digests:
+                self.cpu.add(d)
+                if self.dirs:
+                    self.cpu.pins.lock(d)
+            with m.lock:
+                m.sim_evicted.inc(m.tier_labels("tier", "local_cpu"), self.cpu.evicted - before)
+        with m.lock:
+            self._pending_chunks += len(digests)
+            m.sim_pending_writes.set(m.vllm_labels, self._pending_chunks)
 
     def _write_done(self, fut: asyncio.Future[None]) -> None:
         self._pending_writes.discard(fut)

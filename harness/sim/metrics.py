@@ -187,12 +187,21 @@ class SimMetrics:
         self.sim_store_errors = Counter("kvgate_sim:store_errors", "Chunk writes that failed, by reason.")
         self.sim_read_errors = Counter("kvgate_sim:read_errors", "Chunk reads that failed, by reason.")
         self.sim_evicted = Counter("kvgate_sim:evicted_chunks", "Chunks evicted, by tier.")
+        self.sim_memory_hit_requests = Counter(
+            "kvgate_sim:memory_hit_requests",
+            "Requests that took any KV chunk from a host-memory tier (CPU tier or the LMCache server's L1).")
+        self.sim_memory_chunks = Gauge("kvgate_sim:memory_tier_chunks",
+                                       "Chunks held in a host-memory tier (the in-process CPU tier).")
+        self.sim_pending_writes = Gauge("kvgate_sim:pending_tier_writes",
+                                        "Chunks queued for a storage tier, not yet written.")
         self.sim_read_mode = Gauge(
             "kvgate_sim:read_mode_info", "How tier reads bypass the page cache (odirect or fadvise)."
         )
         self.sim_info = Gauge("kvgate_sim:emulator_info", "Present on the KV emulator only (not a real engine).")
         self.sim_info.set(self.vllm_labels, 1.0)
         self.running.set(self.vllm_labels, 0.0)
+        self.sim_pending_writes.set(self.vllm_labels, 0.0)
+        self.sim_memory_hit_requests.inc(self.vllm_labels, 0.0)
         self.waiting.set(self.vllm_labels, 0.0)
         self.families: list[_Family] = [
             self.ttft,
@@ -216,6 +225,9 @@ class SimMetrics:
             self.sim_store_errors,
             self.sim_read_errors,
             self.sim_evicted,
+            self.sim_memory_hit_requests,
+            self.sim_pending_writes,
+            self.sim_memory_chunks,
             self.sim_read_mode,
             self.sim_info,
         ]

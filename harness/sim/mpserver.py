@@ -8,7 +8,15 @@ What it keeps from the real server (the emulator may be faster, never kinder):
 - L1 is the server's memory (LRU, bounded by ``--l1-size-gb``): it survives an engine restart but
   not a server restart, and ``POST /cache/clear {"tier": "l1"}`` empties it;
 - L2 ``fs_native`` is a directory of chunk files found by their names, so it survives a restart
-  of both processes (the real adapter finds its files again); stores write through L1 to L2;
+  of both processes (the real adapter finds its files again);
+- a store lands in L1 at once and is written to L2 behind it, through a queue (one writer), as
+  LMCache's StoreController submits L1 objects to its L2 adapters asynchronously; an object whose
+  L2 write has not completed is read-locked, and the non-forced ``POST /cache/clear`` keeps it
+  (``L1Manager.clear(force=False)`` skips read-locked objects), so a clear right after a populate
+  leaves in L1 whatever is still queued, and a restore then takes it from DRAM. What the harness
+  sees, under LMCache's names: ``lmcache_mp_l2_store_submitted_objects_chunks`` and
+  ``..._completed_objects_chunks`` (counters), ``lmcache_mp_num_inflight_l2_stores`` and
+  ``lmcache_mp_l1_memory_usage_bytes`` (gauges);
 - a lookup counts the chunk-aligned tokens requested, the contiguous prefix hit, and splits it
   into the L1-servable prefix and what L2 added (``lookup_hit_l1 + lookup_hit_l2 == lookup_hit``);
   the L2 part is read from the files (O_DIRECT, in parallel) and promoted to L1;
@@ -31,13 +39,13 @@ import time
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from harness.sim import directio
 from harness.sim.chunkcrc import ChunkCrc, expected_crc, with_crc
 from harness.sim.http import Request, Response, limit_connections, serve_connection
 from harness.sim.metrics import Counter
-from harness.sim.tiers import DirTier
+from harness.sim.tiers import DirTier, Pins
 
 log = logging.getLogger("kvgate.sim.lmcache")
 
@@ -62,17 +70,26 @@ class MPSettings:
     l2_dir: Optional[str]
     l2_max_bytes: int = 0
     read_delay_s: float = 0.0
+    write_delay_s: float = 0.0  # injected per L2 chunk write (a slow disk's backlog)
 
 
 class L1:
-    """Chunk hashes held in the server's memory, bounded in bytes, least recently used first out."""
+    """Chunk hashes held in the server's memory, bounded in bytes, least recently used first out.
+    A locked chunk (its L2 write still queued or running) is neither evicted nor cleared."""
 
     def __init__(self, capacity_bytes: int) -> None:
         self.capacity = capacity_bytes
         self._items: OrderedDict[bytes, int] = OrderedDict()
+        self.pins = Pins()
         self._used = 0
         self._lock = threading.Lock()
         self.evicted = 0
+
+    @property
+    def used_bytes(self) -> int:
+        with self._lock:
+            return self._used
+
 
     def contains(self, d: bytes) -> bool:
         with self._lock:
@@ -90,17 +107,22 @@ class L1:
                 return
             self._items[d] = size
             self._used += size
-            while self._used > self.capacity:
-                _, s = self._items.popitem(last=False)
-                self._used -= s
+            for key in list(self._items):
+                if self._used <= self.capacity:
+                    break
+                if key in self.pins:
+                    continue
+                self._used -= self._items.pop(key)
                 self.evicted += 1
 
-    def clear(self) -> int:
+    def clear(self, force: bool = False) -> tuple[int, int]:
+        """Drop every unlocked chunk (all with ``force``); returns (cleared, kept locked)."""
         with self._lock:
-            n = len(self._items)
-            self._items.clear()
-            self._used = 0
-            return n
+            keep = {} if force else {d: s for d, s in self._items.items() if d in self.pins}
+            n = len(self._items) - len(keep)
+            self._items = OrderedDict(keep)
+            self._used = sum(keep.values())
+            return n, len(keep)
 
 
 class MPMetrics:
@@ -116,10 +138,14 @@ class MPMetrics:
         self.hit_l2 = Counter("lmcache_mp_lookup_hit_l2_tokens",
                               "Of lookup_hit: tokens L2 added beyond the L1-servable prefix.")
         self.lookups = Counter("lmcache_mp_lookups_requests", "Completed lookups.")
+        self.l2_submitted = Counter("lmcache_mp_l2_store_submitted_objects_chunks",
+                                    "Total chunks submitted for L2 store")
         self.l2_stored = Counter("lmcache_mp_l2_store_completed_objects_chunks", "Chunks stored to L2.")
         self.l2_read_bytes = Counter("kvgate_sim:l2_read_bytes", "Bytes read from L2 files by the emulator.")
         self.families: list[Counter] = [self.requested, self.hit, self.hit_l1, self.hit_l2, self.lookups,
-                                        self.l2_stored, self.l2_read_bytes]
+                                        self.l2_submitted, self.l2_stored, self.l2_read_bytes]
+        # gauges, read when rendered: (name, help, callable)
+        self.gauges: list[tuple[str, str, Callable[[], float]]] = []
 
     def render(self) -> str:
         lines: list[str] = []
@@ -130,6 +156,8 @@ class MPMetrics:
                 lines.append(f"# HELP {fam.exposed_name} {fam.help}")
                 lines.append(f"# TYPE {fam.exposed_name} counter")
                 lines.extend(fam.render())
+        for name, help_text, read in self.gauges:
+            lines += [f"# HELP {name} {help_text}", f"# TYPE {name} gauge", f"{name} {float(read())!r}"]
         return "\n".join(lines) + "\n"
 
 
@@ -142,9 +170,16 @@ class MPStore:
         self.l1 = L1(s.l1_bytes)
         self.l2 = DirTier("l2", s.l2_dir, s.l2_max_bytes, read_delay_s=s.read_delay_s) if s.l2_dir else None
         self._io = ThreadPoolExecutor(max_workers=L2_IO_WORKERS, thread_name_prefix="l2-io")
+        self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="l2-store")
         self._lock = threading.Lock()
+        self._inflight = 0  # chunks submitted to L2 whose write has not completed
+        metrics.gauges += [
+            ("lmcache_mp_l1_memory_usage_bytes", "Bytes currently held in L1 cache", lambda: self.l1.used_bytes),
+            ("lmcache_mp_num_inflight_l2_stores", "L2 store tasks currently executing", lambda: self._inflight),
+        ]
 
     def close(self) -> None:
+        self._writer.shutdown(wait=True)
         self._io.shutdown(wait=True)
 
     def lookup(self, digests: list[bytes], chunk_bytes: int) -> dict[str, object]:
@@ -205,25 +240,40 @@ class MPStore:
         return {"served": served, "corrupted": corrupted, "read_s": time.perf_counter() - start}
 
     def store(self, digests: list[bytes], chunk_bytes: int) -> dict[str, object]:
-        """Write-through: every chunk to L1, and to L2 unless its file is there."""
-
-        written = 0
-        errors = 0
+        """Every chunk to L1 at once; the ones L2 lacks are locked in L1 and queued for L2 (the
+        answer does not wait for them, as LMCache's store returns once L1 holds the KV)."""
+        queued: list[bytes] = []
         for d in digests:
             self.l1.add(d, chunk_bytes)
-            if self.l2 is None:
-                continue
+            if self.l2 is not None and not self.l2.exists(d):
+                self.l1.pins.lock(d)
+                queued.append(d)
+        if queued:
+            with self._lock:
+                self._inflight += len(queued)
+            with self.metrics.lock:
+                self.metrics.l2_submitted.inc((), len(queued))
+            self._writer.submit(self._write_l2, queued, chunk_bytes)
+        return {"stored": len(digests), "l2_queued": len(queued)}
+
+    def _write_l2(self, digests: list[bytes], chunk_bytes: int) -> None:
+        """The L2 writer: each chunk written (or failed), then unlocked in L1."""
+        assert self.l2 is not None
+        for d in digests:
+            written = False
             try:
-                new, _ = self.l2.write(d, with_crc(directio.chunk_payload(d, chunk_bytes)))
+                if self.s.write_delay_s > 0:
+                    time.sleep(self.s.write_delay_s)
+                written, _ = self.l2.write(d, with_crc(directio.chunk_payload(d, chunk_bytes)))
             except OSError as exc:
                 log.error("L2 store of chunk %s failed: %s", d.hex()[:16], exc)
-                errors += 1
-                continue
-            written += int(new)
-        if written:
-            with self.metrics.lock:
-                self.metrics.l2_stored.inc((), written)
-        return {"stored": len(digests), "l2_written": written, "errors": errors}
+            finally:
+                self.l1.pins.unlock(d)
+                with self._lock:
+                    self._inflight -= 1
+            if written:
+                with self.metrics.lock:
+                    self.metrics.l2_stored.inc((), 1)
 
 
 class MPServer:
@@ -278,9 +328,11 @@ class MPServer:
             if tier != "l1":
                 await resp.send_json(400, {"error": "only {\"tier\": \"l1\"} can be cleared"})
                 return
-            n = self.store.l1.clear()
-            log.info("cleared L1: %d chunk(s); L2 kept", n)
-            await resp.send_json(200, {"status": "ok", "tier": "l1", "cleared_chunks": n})
+            n, kept = self.store.l1.clear(force=body.get("force") is True)
+            log.info("cleared L1: %d chunk(s), %d locked chunk(s) remaining (L2 writes in flight); L2 kept",
+                     n, kept)
+            await resp.send_json(200, {"status": "ok", "cleared": {"tier": "l1"}, "cleared_chunks": n,
+                                       "locked_kept": kept})
         else:
             await resp.send_json(404, {"error": f"no route {req.method} {req.path}"})
 
@@ -319,7 +371,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--l2-adapter", default=None, help='JSON, e.g. {"type":"fs_native","base_path":DIR}')
 
 
-def settings_from_args(args: argparse.Namespace, read_delay_s: float = 0.0) -> MPSettings:
+def settings_from_args(args: argparse.Namespace, read_delay_s: float = 0.0, write_delay_s: float = 0.0) -> MPSettings:
     """The server's settings; ValueError naming the flag when one is wrong."""
     if args.chunk_size < 1:
         raise ValueError("--chunk-size must be >= 1")
@@ -338,7 +390,7 @@ def settings_from_args(args: argparse.Namespace, read_delay_s: float = 0.0) -> M
         l2_max = int(float(adapter.get("max_capacity_gb") or 0) * GB)
     return MPSettings(host=args.host, port=args.port, http_host=args.http_host, http_port=args.http_port,
                       chunk_size=args.chunk_size, l1_bytes=int(args.l1_size_gb * GB), l2_dir=l2_dir,
-                      l2_max_bytes=l2_max, read_delay_s=read_delay_s)
+                      l2_max_bytes=l2_max, read_delay_s=read_delay_s, write_delay_s=write_delay_s)
 
 
 # --- the engine's side (LMCacheMPConnector) ------------------------------------------------------

@@ -230,6 +230,8 @@ class SimServer:
         with m.lock:
             m.running.set(m.vllm_labels, float(self._running))
             m.waiting.set(m.vllm_labels, float(self._waiting))
+            if self.store.cpu is not None:
+                m.sim_memory_chunks.set(m.tier_labels("tier", "local_cpu"), float(len(self.store.cpu)))
         await resp.send(200, m.render().encode(), "text/plain; version=0.0.4; charset=utf-8")
 
     async def _evict(self, req: Request, resp: Response) -> None:
@@ -246,14 +248,15 @@ class SimServer:
                 if not isinstance(t, list) or any(x not in ("hbm", "local_cpu") for x in t):
                     raise APIError(400, "'tiers' must be a list of 'hbm' and 'local_cpu'", param="tiers")
                 tiers = t
-        await self.store.drain()  # a chunk still being written would otherwise be missing afterwards
+        # No wait for the write-behind: a chunk still being written stays in the CPU tier (pinned
+        # until its disk write completes), as LMCache's non-forced clear keeps it; the harness
+        # drains first (harness.pipelines.drain)
         dropped = self.store.evict(tiers)
         log.info("evicted in-process tiers: %s", dropped)
         await resp.send_json(200, {"evicted": dropped})
 
     async def _reset_prefix_cache(self, req: Request, resp: Response) -> None:
         # vLLM's dev endpoint drops its own (HBM) prefix cache only; LMCache's tiers stay
-        await self.store.drain()
         dropped = self.store.evict(["hbm"])
         log.info("reset prefix cache: %s", dropped)
         await resp.send(200, b"", "application/json")

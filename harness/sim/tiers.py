@@ -22,12 +22,39 @@ log = logging.getLogger("kvgate.sim")
 SUFFIX = ".kvchunk"
 
 
+class Pins:
+    """Chunks pinned in a memory tier while their write to a lower tier is pending (counted: a
+    chunk may be queued twice). Thread-safe."""
+
+    def __init__(self) -> None:
+        self._n: dict[bytes, int] = {}
+        self._lock = threading.Lock()
+
+    def __contains__(self, digest: object) -> bool:
+        return digest in self._n
+
+    def lock(self, digest: bytes) -> None:
+        with self._lock:
+            self._n[digest] = self._n.get(digest, 0) + 1
+
+    def unlock(self, digest: bytes) -> None:
+        with self._lock:
+            n = self._n.get(digest, 0) - 1
+            if n > 0:
+                self._n[digest] = n
+            else:
+                self._n.pop(digest, None)
+
+
 class ChunkLRU:
-    """Chunk hashes with a capacity in chunks, least recently used evicted first (HBM, CPU)."""
+    """Chunk hashes with a capacity in chunks, least recently used evicted first (HBM, CPU).
+    A locked chunk (its write to a lower tier still pending) is neither evicted nor cleared, as
+    LMCache's CPU backend skips objects that cannot be evicted yet."""
 
     def __init__(self, capacity_chunks: int) -> None:
         self.capacity = max(0, capacity_chunks)
         self._items: OrderedDict[bytes, None] = OrderedDict()
+        self.pins = Pins()
         self._lock = threading.Lock()
         self.evicted = 0
 
@@ -49,14 +76,19 @@ class ChunkLRU:
         with self._lock:
             self._items[digest] = None
             self._items.move_to_end(digest)
-            while len(self._items) > self.capacity:
-                self._items.popitem(last=False)
-                self.evicted += 1
+            for key in list(self._items):
+                if len(self._items) <= self.capacity:
+                    break
+                if key not in self.pins:
+                    del self._items[key]
+                    self.evicted += 1
 
     def clear(self) -> int:
+        """Drop every unlocked chunk; returns how many were dropped."""
         with self._lock:
-            n = len(self._items)
-            self._items.clear()
+            keep = [d for d in self._items if d in self.pins]
+            n = len(self._items) - len(keep)
+            self._items = OrderedDict((d, None) for d in keep)
             return n
 
 

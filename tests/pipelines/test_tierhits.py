@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from harness.engines.prometheus import MetricsSnapshot
 from harness.pipelines.sweepdata import Repetition
-from harness.pipelines.tierhits import sweep_tier_rows, tier_hits, tier_rates, tier_rows
+from harness.pipelines.tierhits import memory_hit_requests, sweep_tier_rows, tier_hits, tier_rates, tier_rows
 from harness.sim.metrics import SimMetrics
 
 CHUNK = 256
@@ -68,3 +68,33 @@ def test_sweep_rows_per_repetition_and_recompute_arm() -> None:
     # with offload configured, an unexposed offload counter stays unknown
     assert sweep_tier_rows(sweep)[0]["rates"]["total"] is None
     assert tier_rows([]) == []
+
+
+def _mp_window(l1_tokens: float, lookups: float) -> tuple[MetricsSnapshot, MetricsSnapshot]:
+    """A real LMCache server's exposition (no emulator per-request counter) over one window."""
+    def text(l1: float, n: float) -> str:
+        return ("# TYPE lmcache_mp_lookup_hit_l1_tokens_total counter\n"
+                f"lmcache_mp_lookup_hit_l1_tokens_total {l1}\n"
+                "# TYPE lmcache_mp_lookups_requests_total counter\n"
+                f"lmcache_mp_lookups_requests_total {n}\n")
+    return MetricsSnapshot.from_text(text(512, 3)), MetricsSnapshot.from_text(text(512 + l1_tokens, 3 + lookups))
+
+
+def test_memory_hits_are_counted_per_request_not_per_lookup() -> None:
+    # the emulator counts requests itself
+    m = SimMetrics("m")
+    before = MetricsSnapshot.from_text(m.render())
+    m.sim_memory_hit_requests.inc(m.vllm_labels, 2)
+    assert memory_hit_requests([before], [MetricsSnapshot.from_text(m.render())], requests=8)[0] == 2
+    # LMCache's server: no L1 hit proves none; L1 hits with one lookup per request prove one at least
+    assert memory_hit_requests(*map(list, zip(_mp_window(0, 20))), requests=8)[0] == 0
+    assert memory_hit_requests(*map(list, zip(_mp_window(256, 8))), requests=8)[0] == 1
+    # more lookups than requests: a request's repeated lookup finds in L1 what its first one loaded
+    # from L2, so the L1 hits say nothing about requests: unknown, never 0
+    value, why = memory_hit_requests(*map(list, zip(_mp_window(256, 20))), requests=8)
+    assert value is None and "repeated lookups" in why
+    # an engine without a split: unknown, unless no memory tier exists
+    plain = MetricsSnapshot.from_text("# TYPE vllm:prefix_cache_hits_total counter\nvllm:prefix_cache_hits_total 0\n")
+    assert memory_hit_requests([plain], [plain], requests=8)[0] is None
+    assert memory_hit_requests([plain], [plain], requests=8, structural="no host-memory KV tier configured")[0] == 0
+    assert memory_hit_requests([None], [plain], requests=8)[0] is None
