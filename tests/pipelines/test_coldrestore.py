@@ -30,7 +30,18 @@ def test_shared_prefixes_among_measured_requests_are_allowed_engine_hits() -> No
     prefix = _doc("p", 64)
     measure = [_spec(i, prefix + _doc(f"s{i}z", 36)) for i in range(3)]
     exp = expectation([], measure, chunk_size=256)
-    assert exp.offload_share == 0.0 and exp.shared_share == (3 * 64) / 300
+    # the first request loads the prefix; the other two may take it from the engine's cache
+    assert exp.offload_share == 0.0 and exp.shared_share == (2 * 64) / 300
+
+
+def test_shared_prefixes_are_restored_once_from_the_tiers() -> None:
+    # tp4x2's shape: groups sharing a chunk-aligned prefix, every prompt populated first
+    groups = [(_doc(f"g{g}p", 512), [_doc(f"g{g}s{i}x", 256) for i in range(4)]) for g in range(2)]
+    measure = [_spec(10 * g + i, p + s) for g, (p, sufs) in enumerate(groups) for i, s in enumerate(sufs)]
+    exp = expectation(measure, measure, chunk_size=256)
+    # per group: one request restores 767 tokens, three restore their 255-token suffix only
+    assert exp.offload_share == (2 * (767 + 3 * 255)) / (8 * 768)
+    assert exp.shared_share == (2 * 3 * 512) / (8 * 768)
 
 
 def _rep(r: int, **counters: float | None) -> Repetition:
