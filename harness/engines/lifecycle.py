@@ -24,6 +24,7 @@ from harness.engines.base import (
     EngineStopError,
     EvictResult,
 )
+from harness.engines.cleanenv import clean_argv
 from harness.engines.planning import PROMETHEUS_SUBDIR
 from harness.engines.prometheus import MetricsSnapshot
 from harness.engines.ray import start_ray_cluster, stop_ray_cluster
@@ -229,8 +230,8 @@ class EngineLifecycle:
         if plan.ray is not None:
             start_ray_cluster(plan.ray, {plan.node: executor, **peers})
         try:
-            handle = executor.start_detached(
-                list(plan.argv), workdir=plan.instance_dir, name=plan.name, env=dict(plan.env)
+            handle = executor.start_detached(  # inherited engine variables removed: only the plan's reach it
+                clean_argv(plan.argv, plan.env), workdir=plan.instance_dir, name=plan.name, env=dict(plan.env)
             )
         except RemoteError as exc:
             if plan.ray is not None:
@@ -265,8 +266,8 @@ class EngineLifecycle:
         if not exe.startswith("/") and executor.which(exe) is None:
             raise EngineStartError(f"{exe!r} is not on the PATH of node {plan.node}", node=plan.node,
                                    command=side.argv)
-        handle = executor.start_detached(list(side.argv), workdir=plan.instance_dir, name=side.name,
-                                         env=dict(side.env))
+        handle = executor.start_detached(clean_argv(side.argv, side.env), workdir=plan.instance_dir,
+                                         name=side.name, env=dict(side.env))
         deadline = time.monotonic() + timeout
         while port_free(executor, side.host, side.http_port, python=plan.python):
             state = executor.poll(handle)

@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 
 from harness.config.inventory import Node
 from harness.engines.base import EngineStartError, RayClusterPlan
+from harness.engines.cleanenv import clean_argv
 from harness.engines.platforms import device_env, devices_for
 from harness.remote.base import Executor
 
@@ -92,7 +93,9 @@ def start_ray_cluster(
         if ex is None:
             stop_ray_cluster(plan, executors, only=started)
             raise EngineStartError(f"no executor for Ray node {node}", node=node, command=argv)
-        res = ex.run(list(argv), env=plan.env_for(node), timeout=timeout, check=False)
+        env = plan.env_for(node)
+        # Ray's workers inherit the raylet's environment, which is this command's: cleaned as an engine's
+        res = ex.run(clean_argv(argv, env), env=env, timeout=timeout, check=False)
         if res.exit_code != 0:
             stop_ray_cluster(plan, executors, only=started)
             raise EngineStartError(

@@ -7,6 +7,7 @@ node that shares this machine's filesystem: localhost, loopback SSH)."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Optional, Union
@@ -20,6 +21,20 @@ from harness.engines.secretargs import move_secret_args
 from harness.errors import InputError
 
 SOURCE_ROOT = str(Path(__file__).resolve().parents[2])
+
+# The emulator's one fault injection a run may take from the controller's environment (tests and
+# demos of "the storage got slower" with an unchanged profile, e.g. the nightly regression test).
+# Engines otherwise get no inherited KVGATE_SIM_* (engines/cleanenv.py): this one is copied into
+# the plan, so it is declared in plan.json and named in the plan's notes.
+FAULT_ENV = "KVGATE_SIM_TIER_READ_DELAY_MS"
+
+
+def fault_injection() -> tuple[dict[str, str], tuple[str, ...]]:
+    value = os.environ.get(FAULT_ENV, "").strip()
+    if not value:
+        return {}, ()
+    return {FAULT_ENV: value}, (f"fault injection from the controller's environment: {FAULT_ENV}={value} "
+                                "slows every emulated tier read",)
 
 
 class SimEngine(EngineLifecycle):
@@ -85,11 +100,14 @@ class SimEngine(EngineLifecycle):
         extra, secret_env, secret_notes = move_secret_args(engine.extra_args)  # secrets by env (i17)
         argv += extra
         env.update(secret_env)
-        notes = (*c.notes, *secret_notes, "engine is kvgate's KV emulator: compute is emulated, storage I/O is real")
+        fault_env, fault_notes = fault_injection()
+        env.update(fault_env)
+        notes = (*c.notes, *secret_notes, *fault_notes,
+                 "engine is kvgate's KV emulator: compute is emulated, storage I/O is real")
         sidecar = None
         if c.sidecar is not None:
             # the emulated `lmcache server`: the same command line after the program and its verb
-            side_env = dict(c.sidecar.env)
+            side_env = {**c.sidecar.env, **fault_env}
             if agent_path:
                 side_head = [python, "-I", "-S", agent_path, "sim", "lmcache-server"]
             else:

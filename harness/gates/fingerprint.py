@@ -6,8 +6,11 @@ recorded by G2 equals the one the G3 run computes for the same arm from its own 
 
 * ``model.*``: name, KV geometry, tensor parallel size, instances per node, nodes per instance,
   max model length;
-* ``engine.*``: kind, version (when known), extra arguments; ``engine.sim.*`` (the emulator's
-  compute model) for the emulator;
+* ``engine.*``: kind, version (when known), extra arguments; ``engine.env.*``, the variables the
+  profile declares for the engine (secret values masked; the only ones besides kvgate's own that
+  reach it, see ``engines/cleanenv.py``), present only when some are declared, so a profile
+  without any keeps its older digest; ``engine.sim.*`` (the emulator's compute model) for the
+  emulator;
 * ``load.*``: the workload kind and every parameter of it, the concurrencies, prompts per point,
   warm-up, repetitions, loop mode and rate, seed, cold-restore protocol, request timeout; for a
   trace workload also ``load.trace_sha256``, the trace file's contents (two traces at one path
@@ -15,7 +18,7 @@ recorded by G2 equals the one the G3 run computes for the same arm from its own 
 * ``arm.*``: the arm's name, storage target, offload switch and LMCache settings;
 * ``nodes.platforms``: the accelerator platforms of the serving nodes (when the inventory is given).
 
-What never enters: descriptions, ports, hosts, environment variables (they may carry secrets),
+What never enters: descriptions, ports, hosts, the controller's environment variables,
 thresholds and overrides, the output identity sample size ``load.identity_sample`` and the
 expected-reuse LRU size ``load.lru_blocks`` (they change
 the judgement, not the figures: an older baseline recorded without them stays comparable).
@@ -93,6 +96,8 @@ def workload_fingerprint(profile: Profile, *, arm: str, inventory: Optional[Inve
     engine: dict[str, Any] = {"kind": profile.engine.kind, "version": engine_version,
                               # secrets masked: result.json is evidence (a changed key is no new workload)
                               "extra_args": redact_argv(list(profile.engine.extra_args))}
+    if profile.engine.env:
+        engine["env"] = redact_data(dict(profile.engine.env))
     if profile.engine.kind == "sim":
         engine["sim"] = _dump(profile.engine.sim)
     _flatten("engine", engine, out)

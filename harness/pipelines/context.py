@@ -12,6 +12,7 @@ from harness.config.gatespec import GateSpec
 from harness.config.inventory import Inventory, Node
 from harness.config.profile import Profile
 from harness.errors import InputError
+from harness.redact import redact_data
 from harness.remote.base import Executor, RemoteError
 from harness.store.campaign import Campaign, GateDir
 
@@ -187,6 +188,8 @@ def summary_of(run: GateRun) -> dict[str, Any]:
             "instances_per_node": prof.model.instances_per_node,
             "kv_bytes_per_token": prof.model.kv_geometry.bytes_per_token,
             "engine": prof.engine.kind,
+            # declared for every engine: with kvgate's own settings, all that reaches it (secrets masked)
+            "engine_env": redact_data(dict(prof.engine.env)),
             "arms": [{"name": a.name, "description": a.description, "storage": a.storage, "offload": a.offload,
                       "lmcache": a.lmcache.model_dump(mode="json", exclude_none=True) if a.offload else None}
                      for a in prof.arms],

@@ -329,6 +329,9 @@ def tested_summary(result: GateResult) -> list[tuple[str, str]]:
         (N_("Profile"), _pick(prof, "name")),
         (N_("Model"), _pick(prof, "model")),
         (N_("Engine"), _pick(prof, "engine")),
+        # declared variables are, besides kvgate's own settings, all that reaches the engine (values as
+        # stored: secrets masked)
+        (N_("Engine environment (declared)"), _declared_env(prof)),
         (N_("Engine version"), _versions(result, "engine", "vllm", "vllm_ascend") or _t("not recorded")),
         (N_("LMCache version"), _versions(result, "lmcache") or _t("not recorded")),
         (N_("Arms"), _described(_pick(prof, "arms"), skip=("name", "description", "lmcache"))
@@ -345,6 +348,15 @@ def tested_summary(result: GateResult) -> list[tuple[str, str]]:
             v = ", ".join(f"{a}={_scalar(b)}" for a, b in v.items() if not isinstance(b, (Mapping, list)))
         out.append((k, _scalar(v) if not isinstance(v, str) else v))
     return out
+
+
+def _declared_env(prof: Mapping[str, Any]) -> Optional[str]:
+    if "engine_env" not in prof:  # a result from before the record: no claim either way
+        return None
+    env = prof["engine_env"]
+    if not isinstance(env, Mapping) or not env:
+        return _t("none declared")
+    return ", ".join(f"{k}={_scalar(v)}" for k, v in sorted(env.items()))
 
 
 def provenance(result: GateResult) -> list[tuple[str, str]]:

@@ -443,3 +443,35 @@ def test_emulator_loses_the_in_process_disk_index_on_restart_as_lmcache_does(tmp
     assert one_request("both")[0] == 0  # first run of this arm: stores to the remote tier
     hits, read = one_request("both")
     assert hits == 1024 and read > 0  # the remote tier is found again after the restart
+
+
+def test_controller_lmcache_local_disk_no_longer_reaches_the_emulator(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 33: with LMCACHE_LOCAL_DISK=file:///dev/shm/x/ in the controller's environment, the
+    local executor passed it to the emulator, whose disk tier moved into RAM (G3 PASSed on it).
+    The engine now starts with only what its plan declares: the chunks land in the plan's tier."""
+    ram = tmp_path / "shm-x"
+    monkeypatch.setenv("LMCACHE_LOCAL_DISK", f"file://{ram}/")
+    monkeypatch.setenv("LMCACHE_MAX_LOCAL_DISK_SIZE", "5")
+    monkeypatch.setenv("HIP_VISIBLE_DEVICES", "7")
+    profile = _profile(tmp_path, kind="sim", command=None, port=free_port(), extra=[])
+    engine = get_engine("sim")
+    body = json.dumps({"model": "long-ctx", "prompt": " ".join(f"w{i}" for i in range(1024)), "max_tokens": 2})
+    with LocalExecutor("local") as ex:
+        plan = engine.plan(_node(tmp_path), profile, "disk", 0, workdir=str(tmp_path / "w"), python=sys.executable)
+        inst = engine.start(ex, plan)
+        try:
+            engine.wait_ready(inst, 20)
+            pid = inst.handle.pid  # the detached wrapper; the engine is its child
+            child = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()[0]
+            environ = Path(f"/proc/{child}/environ").read_bytes().split(b"\0")
+            assert b"harness.sim.cli" in Path(f"/proc/{child}/cmdline").read_bytes()
+            assert not [v for v in environ if v.startswith((b"LMCACHE_LOCAL_DISK", b"HIP_VISIBLE", b"LMCACHE_MAX"))]
+            assert f"LMCACHE_CONFIG_FILE={plan.env['LMCACHE_CONFIG_FILE']}".encode() in environ  # declared
+            assert http_request(inst, "/v1/completions", method="POST", body=body.encode())[0] == 200
+            _wait_stored(engine, inst, 1024)
+        finally:
+            engine.stop(inst)
+    assert not ram.exists()
+    assert len(list((tmp_path / "tier" / "kvgate-kv" / "e2e" / "disk").glob("*.kvchunk"))) == 4

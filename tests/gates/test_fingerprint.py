@@ -83,6 +83,7 @@ def test_every_field_and_value_is_exactly_as_documented() -> None:
         "model.tensor_parallel_size": 2, "engine.extra_args": ["--a"], "engine.kind": "sim",
         "engine.sim.decode_tokens_per_s": 10.0, "engine.sim.hbm_tokens": 512, "engine.sim.kv_scale": 0.5,
         "engine.sim.max_batch": 2, "engine.sim.prefill_tokens_per_s": 1000.0, "engine.version": "v9",
+        "engine.env.SECRET": "***",  # declared for the engine: it enters, its value masked
         "load.api": "completions", "load.burstiness": 1.0, "load.cold_restore": True, "load.concurrency": [1, 4],
         "load.hit_ratio": 1.0, "load.input_len": 300, "load.mode": "closed", "load.num_groups": 4,
         "load.num_rounds": 2, "load.output_len": 5, "load.prefix_len": 0, "load.prompts_per_point": 9,
@@ -177,3 +178,19 @@ def test_two_traces_at_one_path_are_different_workloads(tmp_path: Path) -> None:
     gone = workload_fingerprint(prof.model_copy(update={"load": load}), arm=prof.baseline)
     assert gone["load.trace_sha256"].startswith("(unreadable:")
     assert "load.trace_sha256" not in workload_fingerprint(prof, arm=prof.baseline)  # no trace, no field
+
+
+def test_declared_engine_variables_enter_the_fingerprint_with_secrets_masked() -> None:
+    """Issue 33 item 4: what the profile declares is all that reaches the engine besides kvgate's
+    own settings, so two runs with different declared variables are different workloads."""
+    prof, inv = _demo()
+    plain = workload_fingerprint(prof, arm=prof.baseline, inventory=inv)
+    env = {"VLLM_ATTENTION_BACKEND": "FLASH_ATTN", "HF_TOKEN": "hf_secret_value"}
+    declared = prof.model_copy(update={"engine": prof.engine.model_copy(update={"env": env})})
+    fp = workload_fingerprint(declared, arm=prof.baseline, inventory=inv)
+    assert fp["engine.env.VLLM_ATTENTION_BACKEND"] == "FLASH_ATTN"
+    assert "hf_secret_value" not in str(fp) and "engine.env.HF_TOKEN" in fp
+    assert ("engine.env.VLLM_ATTENTION_BACKEND", MISSING, "FLASH_ATTN") in fingerprint_diff(plain, fp)
+    other = declared.model_copy(update={"engine": declared.engine.model_copy(
+        update={"env": {**env, "VLLM_ATTENTION_BACKEND": "TORCH_SDPA"}})})
+    assert fingerprint_digest(workload_fingerprint(other, arm=prof.baseline, inventory=inv)) != fingerprint_digest(fp)

@@ -261,3 +261,19 @@ def test_odd_layouts_render_without_crashing(tmp_path: Path, measurements: dict[
     assert "<b>vllm</b>" not in html
     assert "<th>LMCache version</th><td>not recorded</td>" in html
     (d / "report.md").read_text()
+
+
+def test_declared_engine_environment_is_on_page_one(tmp_path: Path) -> None:
+    """Issue 33 item 4: the variables a profile declares are all that reach the engine besides
+    kvgate's own; the report names them (secrets as stored: masked), or says none were declared."""
+    result = make_result()
+    result.profile = {**result.profile, "engine_env": {"VLLM_X": "1", "HF_TOKEN": "***"}}
+    gate = write_gate(tmp_path / "c" / "G3", result)
+    render_gate_reports(gate)
+    first = _first_page((gate / "report.html").read_text())
+    tested = dict(re.findall(r"<tr><th>([^<]+)</th><td>([^<]*)</td></tr>", first))
+    assert tested["Engine environment (declared)"] == "HF_TOKEN=***, VLLM_X=1"
+    result.profile = {**result.profile, "engine_env": {}}
+    gate = write_gate(tmp_path / "d" / "G3", result)
+    render_gate_reports(gate)
+    assert "<th>Engine environment (declared)</th><td>none declared</td>" in (gate / "report.html").read_text()
