@@ -18,7 +18,7 @@ def _platform_schema(schema: dict[str, Any]) -> None:
 
 
 Role = Literal["server", "client", "storage"]
-StorageKind = Literal["local-nvme", "nvmeof-raid", "nfs", "tmpfs", "other"]
+StorageKind = Literal["local-nvme", "nvmeof-raid", "nfs", "tmpfs", "memory", "other"]
 RaidLevel = Literal["raid0", "raid1", "raid5", "raid6", "raid10", "none"]
 
 
@@ -48,6 +48,9 @@ class StorageTarget(StrictModel):
         default=False, description="Allow raw-device writes (fio on the device itself). Off by default."
     )
     min_free: Optional[Bytes] = Field(default=None, description="Refuse probes when less than this is free")
+    cache_size: Optional[Bytes] = Field(default=None, description="Cache in front of the media (array "
+                                        "controller, host page cache of a VM disk): read probes use a working "
+                                        "set of at least twice this size")
 
 
 class NetworkSpec(StrictModel):

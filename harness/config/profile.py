@@ -300,8 +300,14 @@ class FioSpec(StrictModel):
     job_sets: list[FioJobSet] = Field(default_factory=lambda: ["seq-read", "seq-write"], min_length=1,  # type: ignore[arg-type]
                                       description="Named fio job sets")
     size: Bytes = Field(default=4 * 2**30, description="File size per job")
-    runtime: Duration = Field(default=30.0, description="Runtime per job set")
-    ramp_time: Duration = Field(default=5.0, description="Ramp time excluded from results")
+    runtime: Duration = Field(default=30.0, description="Runtime of one measurement round of a job set "
+                              "(a bandwidth is measured in rounds until steady state, see max_rounds)")
+    ramp_time: Duration = Field(default=5.0, description="Ramp time excluded from each round")
+    max_rounds: int = Field(default=25, ge=5, le=1000, description="Round limit of the steady-state test (SNIA: "
+                            "the last 5 rounds within 20% range and 10% slope); a job set still not steady "
+                            "then is INCONCLUSIVE")
+    drain_timeout: Duration = Field(default=120.0, description="Longest wait for the node's writes to drain "
+                                    "before a measurement")
     numjobs: PositiveInt = Field(default=4, description="Parallel jobs")
     iodepth: PositiveInt = Field(default=32, description="Queue depth (sequential)")
     block_size: Bytes = Field(default=2**20, description="Block size (sequential)")

@@ -7,7 +7,9 @@ Rules (the report and the exit code follow from them):
 * A leaf is a number, a bool, or a measurement dict ``{"value", "text", "detail", "evidence",
   "samples", "caused_by_fault"}``; ``caused_by_fault: true`` marks a value that only records a
   fault the pipeline also recorded (a node that did not answer), so its FAIL is not measured
-  evidence against the system under test (see ``harness.gates.verdict``). ``value: None`` is
+  evidence against the system under test (see ``harness.gates.verdict``). ``inconclusive:
+  "<reason>"`` marks a measurement that ran but cannot decide (a bandwidth that never reached
+  steady state, or measured before the writes drained): INCONCLUSIVE whatever its figure. ``value: None`` is
   NOT_RUN with ``detail`` as the reason. A string value is parsed
   as a quantity in the metric's unit kind (a wrong unit is an ERROR naming both units).
 * When a leaf carries ``samples``, the estimate is computed from them (the same statistic the
@@ -145,6 +147,13 @@ def _observe(check: Check, path: str, leaf: Any, thr: _Threshold, rng: random.Ra
     if value is None and samples is None:
         return Observation(**base, measured_text=text or "not measured", verdict=Verdict.NOT_RUN,
                            reason=detail or "no measured value")
+
+    if isinstance(leaf, Mapping) and leaf.get("inconclusive"):
+        # The measurement ran but cannot decide (e.g. a bandwidth that never reached steady state):
+        # never PASS and never FAIL on it, whatever its figure says.
+        return Observation(**base, measured=value if isinstance(value, (int, float)) else None,
+                           measured_text=text or "measured", verdict=Verdict.INCONCLUSIVE,
+                           reason=f"{leaf['inconclusive']}; {detail}" if detail else str(leaf["inconclusive"]))
 
     if check.comparator in ("is_true", "is_false"):
         if not isinstance(value, bool):

@@ -2,7 +2,8 @@
 
 Steps, each recorded in the gate's resumable state (``--resume`` repeats nothing):
 
-1. ``soak/fio-before``: fio read bandwidth on the candidate's target.
+1. ``soak/fio-before``: fio read bandwidth on the candidate's target, under the gates' protocol
+   (``harness.probes.fio_rounds``: preconditioned, drained, rounds until steady state).
 2. ``soak/start``: the engine is started with the same launcher as G3 (candidate arm), then the
    node agent's soak mode, detached on the client node (``harness.load.soak``). When the engine
    runs on another node, that node first gets its own detached watchdog (``soak-watch``,
@@ -14,7 +15,9 @@ Steps, each recorded in the gate's resumable state (``--resume`` repeats nothing
    grace period; nothing pulled is ever lost (local files are exact prefixes of the node's).
 4. ``soak/finished``: the engine node's watchdog is stopped (it takes a last look) and pulled to
    its end, the engine's logs are collected into evidence, the engine is stopped.
-5. ``soak/fio-after``: the same fio job set on the same target: retention = after / before.
+5. ``soak/fio-after``: the same fio job set on the same target under the same protocol, so it
+   starts only once the soak's writes have drained: retention = after / before, decided on the
+   interval of the ratio of the two steady windows (``soakdata.retention_leaf``).
 
 The measured results come from ``soakdata.soak_measured``; every check is decided by the gate
 evaluator from ``gates/G4.yaml``.
@@ -55,7 +58,7 @@ from harness.pipelines.soakverify import WindowCheck, verify_windows
 from harness.pipelines.sweep import _start_instances, _stop_instances
 from harness.pipelines.sweepdata import measurement
 from harness.platforms import get_platform
-from harness.probes.fio_run import run_fio_probe
+from harness.probes.fio_rounds import MemoryBackedTarget, run_fio_rounds
 from harness.probes.measured import FIO_METRICS, fio_leaf
 from harness.progress import Progress
 from harness.remote.base import RemoteError
@@ -114,8 +117,10 @@ def _fio(run: GateRun, node: Node, target: StorageTarget, side: str) -> dict[str
     out_dir = Path(run.gate_dir.evidence_path(f"fio/{side}/{node.name}/{target.name}"))
     with Progress(f"G4 fio {side} {node.name}/{target.name}", enabled=run.progress) as p:
         try:
-            res = run_fio_probe(run.executor(node.name), target, run.profile.probes.fio, out_dir,
-                                job_sets=["seq-read"], progress=p)
+            res = run_fio_rounds(run.executor(node.name), target, run.profile.probes.fio, out_dir,
+                                 job_sets=["seq-read"], progress=p, owner=run.campaign.id)
+        except MemoryBackedTarget:
+            raise
         except (InfraError, InputError) as exc:
             run.fault(f"{node.name}: fio {side} the soak on target {target.name} failed", exc)
             return measurement(None, detail=f"fio did not run: {exc}")

@@ -11,7 +11,7 @@ from harness.config.inventory import Node, StorageTarget
 from harness.errors import InfraError, InputError
 from harness.pipelines.context import GateRun
 from harness.pipelines.sweepdata import measurement
-from harness.probes.fio_run import run_fio_probe
+from harness.probes.fio_rounds import MemoryBackedTarget, run_fio_rounds
 from harness.probes.measured import FIO_METRICS, fio_leaf
 from harness.probes.registry import get_probe, run_probe_on
 from harness.progress import Progress
@@ -20,8 +20,10 @@ from harness.remote.scratch import remove_stale_dirs
 
 def fio_step(run: GateRun, node: Node, target: StorageTarget, *, job_sets: Optional[list[str]] = None,
              key: Optional[str] = None) -> dict[str, Any]:
-    """fio on one target; returns ``{"seq_read_bw": leaf, "seq_write_bw": leaf}`` (leaves per the
-    measured-results contract), from the state when the step already ran."""
+    """fio on one target under the gates' protocol (``harness.probes.fio_rounds``: preconditioned,
+    drained, in rounds until steady state); returns ``{"seq_read_bw": leaf, "seq_write_bw": leaf}``
+    (leaves per the measured-results contract), from the state when the step already ran. A
+    memory-backed target raises ``MemoryBackedTarget`` (exit 2)."""
     key = key or f"fio/{node.name}/{target.name}"
     done = run.gate_dir.step_done(key)
     if done is not None:
@@ -31,8 +33,10 @@ def fio_step(run: GateRun, node: Node, target: StorageTarget, *, job_sets: Optio
     with Progress(f"{run.gate} fio {node.name}/{target.name}", enabled=run.progress) as p:
         try:
             _remove_stale_scratch(run, node, target)
-            res = run_fio_probe(run.executor(node.name), target, run.profile.probes.fio, out_dir,
-                                job_sets=sets, progress=p, owner=run.campaign.id)
+            res = run_fio_rounds(run.executor(node.name), target, run.profile.probes.fio, out_dir,
+                                 job_sets=sets, progress=p, owner=run.campaign.id)
+        except MemoryBackedTarget:
+            raise  # exit 2 before any load runs on it: the target is wrong, not the node
         except (InfraError, InputError) as exc:
             run.fault(f"{node.name}: fio on target {target.name} failed", exc)
             reason = f"fio did not run: {exc}"

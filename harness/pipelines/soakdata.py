@@ -464,6 +464,36 @@ def engine_restarts(events: Sequence[dict[str, Any]], *, engine_watched: bool,
     return _m(len(restarts), text, detail=(detail or kept) + health, evidence=evidence)
 
 
+def retention_leaf(fio_before: Optional[dict[str, Any]], fio_after: Optional[dict[str, Any]]) -> dict[str, Any]:
+    """Read bandwidth after the soak / before it. Both sides are measured under the same protocol
+    (``harness.probes.fio_rounds``); the leaf carries both steady windows as samples, so the gate
+    decides on the interval of the ratio of their means (Welch t on the log ratio,
+    ``harness.gates.stats``). Either side unsignable (not steady, not drained) makes it
+    INCONCLUSIVE; either side missing, NOT_RUN."""
+    before = (fio_before or {}).get("value")
+    after = (fio_after or {}).get("value")
+    if not (isinstance(before, (int, float)) and isinstance(after, (int, float)) and before > 0):
+        missing = [f"{side}: {(leaf or {}).get('detail') or 'not measured'}"
+                   for side, leaf, v in (("before", fio_before, before), ("after", fio_after, after))
+                   if not isinstance(v, (int, float)) or not v]
+        return _m(None, detail="; ".join(missing) or "no fio figure")
+    assert fio_before is not None and fio_after is not None
+    leaf = _m(after / before, f"{after / before * 100:.1f}%",
+              detail=f"fio read {fio_after.get('text')} after / {fio_before.get('text')} before (same job set, "
+                     "target and protocol)",
+              evidence=list(fio_before.get("evidence") or []) + list(fio_after.get("evidence") or []))
+    xa = (fio_after.get("samples") or {}).get("x")
+    xb = (fio_before.get("samples") or {}).get("x")
+    if xa and xb:
+        leaf["samples"] = {"kind": "ratio", "a": list(xa), "b": list(xb), "stat": "mean", "transform": "ratio"}
+    why = [f"{side}: {leaf_side['inconclusive']}" for side, leaf_side in (("before", fio_before),
+                                                                          ("after", fio_after))
+           if leaf_side.get("inconclusive")]
+    if why:
+        leaf["inconclusive"] = "; ".join(why)
+    return leaf
+
+
 def soak_measured(local: Path, *, duration_target_s: float, window_s: float, nvme: Sequence[str] = (),
                   md_arrays: Sequence[str] = (), fio_before: Optional[dict[str, Any]] = None,
                   fio_after: Optional[dict[str, Any]] = None, engine_watched: bool = True,
@@ -537,19 +567,7 @@ def soak_measured(local: Path, *, duration_target_s: float, window_s: float, nvm
     soak["load_level"] = load_level(full, concurrency=concurrency, request_rate=request_rate, warmup_note=note)
     if instances > 1:
         soak["instance_drift"] = instance_drift(full, instances, note)
-    before = (fio_before or {}).get("value")
-    after = (fio_after or {}).get("value")
-    if isinstance(before, (int, float)) and isinstance(after, (int, float)) and before > 0:
-        soak["read_bw_retention"] = _m(after / before, f"{after / before * 100:.1f}%",
-                                       detail=f"fio read {fio_after.get('text')} after / {fio_before.get('text')} "
-                                       "before (same job set, same target)" if fio_after and fio_before else "",
-                                       evidence=list((fio_before or {}).get("evidence") or [])
-                                       + list((fio_after or {}).get("evidence") or []))
-    else:
-        missing = [f"{side}: {(leaf or {}).get('detail') or 'not measured'}"
-                   for side, leaf, v in (("before", fio_before, before), ("after", fio_after, after))
-                   if not isinstance(v, (int, float)) or not v]
-        soak["read_bw_retention"] = _m(None, detail="; ".join(missing) or "no fio figure")
+    soak["read_bw_retention"] = retention_leaf(fio_before, fio_after)
     load_health, load_ev = health, f"evidence/soak/{HEALTH}"
     health_ev = load_ev
     if health_from_watch:  # the load's node says nothing of the engine node's storage or accelerators

@@ -174,6 +174,18 @@ def build_jobfile(
     )
 
 
+def build_precondition_jobfile(spec: FioSpec, *, engine: str, directory: str) -> str:
+    """One sequential write pass over the probe's whole working set (the same files the job sets use,
+    ``numjobs`` x ``size``), direct I/O, not time-based: SNIA's workload-independent
+    preconditioning, so the rounds after it neither read holes nor fresh-out-of-box flash."""
+    fio_safe_path(directory, what="fio directory")
+    return "\n".join([
+        "[global]", f"ioengine={engine}", "direct=1", "group_reporting=1", f"numjobs={spec.numjobs}",
+        f"size={int(spec.size)}", f"directory={directory}", "filename_format=kvgate.$jobnum.$filenum",
+        "", "[precondition]", "rw=write", f"bs={int(spec.block_size)}", f"iodepth={spec.iodepth}",
+    ]) + "\n"
+
+
 # --------------------------------------------------------------------------------------------
 # Checks on the node, through the executor
 

@@ -15,11 +15,12 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Optional, Union
+from typing import TYPE_CHECKING, Optional, Union
 
 from harness.config.inventory import StorageTarget
 from harness.config.profile import FioSpec
 from harness.errors import InputError
+from harness.probes.backing import check_backing
 from harness.probes.errors import ProbeError, ProbeRefused
 from harness.probes.fio_jobs import (
     FioJobFile,
@@ -44,6 +45,9 @@ from harness.progress import Progress
 from harness.remote.base import DetachedHandle, Executor, RemoteError
 from harness.remote.fleet import Fleet
 from harness.remote.scratch import create_owned_dir, remove_owned_dir
+
+if TYPE_CHECKING:
+    from harness.probes.fio_rounds import RoundsRecord
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +82,7 @@ class JobSetResult:
     write: Optional[DirectionSummary]
     errors: int
     steady_state: Optional[SteadyState]
+    rounds: Optional[RoundsRecord] = None  # measured in rounds (harness.probes.fio_rounds)
 
     @classmethod
     def from_group(cls, name: str, group: GroupSummary, steady: Optional[SteadyState]) -> JobSetResult:
@@ -103,6 +108,7 @@ class JobSetResult:
             "write": self.write.to_json() if self.write else None,
             "errors": self.errors,
             "steady_state": self.steady_state.to_json() if self.steady_state else None,
+            **({"rounds": self.rounds.to_json()} if self.rounds is not None else {}),
         }
 
 
@@ -225,6 +231,8 @@ def run_fio_probe(
     stem = f"fio-{_safe(node)}-{_safe(target.name)}"
     fio = _fio_path(executor, target.name)
     info = inspect_target(executor, target.path)
+    if info.exists:
+        check_backing(executor, target)  # a memory-backed target is refused before anything is written
     check_target(executor, target, sets, int(spec.size) * spec.numjobs, info)
     raw_device = info.is_block_device or target.path.startswith("/dev/")
     scratch = f"/tmp/kvgate-fio-{run_id}" if raw_device else f"{target.path.rstrip('/')}/kvgate-fio-{run_id}"

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Optional
 
 from harness.probes.checkpoint import CheckpointResult
+from harness.probes.fio_rounds import RoundsRecord
 from harness.probes.fio_run import FioProbeResult
 from harness.probes.modelload import ModelLoadResult
 from harness.units import UnitKind, format_quantity
@@ -56,6 +57,8 @@ def fio_leaf(
             "evidence": evidence,
             "detail": f"fio job set {job_set} moved no data in direction {direction}",
         }
+    if js.rounds is not None:
+        return rounds_leaf(result, js.rounds, job_set, direction, bw, evidence, errors=js.errors)
     steady = js.steady_state
     steady_text = (
         "steady state not judged"
@@ -69,6 +72,45 @@ def fio_leaf(
         f"direct=1, {result.fio_version or 'fio'}; {steady_text}; errors {js.errors}",
         "evidence": evidence,
     }
+
+
+def unsignable(record: RoundsRecord) -> Optional[str]:
+    """Why a figure measured in rounds cannot decide a check (it is INCONCLUSIVE), or None."""
+    reasons = []
+    if not record.steady.steady:
+        reasons.append(f"steady state NOT reached in {record.rounds} rounds (limit {record.max_rounds}): "
+                       f"{record.steady.reason}")
+    if not record.drain.drained:
+        reasons.append(f"measured before the node's writes drained ({record.drain.describe()})")
+    if record.cache_problem:
+        reasons.append(record.cache_problem)
+    return "; ".join(reasons) or None
+
+
+def rounds_leaf(result: FioProbeResult, record: RoundsRecord, job_set: str, direction: str, bw: float,
+                evidence: list[str], *, errors: int = 0) -> Leaf:
+    """A bandwidth measured in rounds: the median of the steady-state window, the window's rounds as
+    samples (the gate's interval), and ``inconclusive`` with the reason when the figure cannot be
+    signed (never steady, not drained, working set within the cache)."""
+    window = list(record.window(direction))
+    tier = " (a RAM tier, declared kind: memory)" if record.memory_tier else ""
+    rounds = ", ".join(format_quantity(v, UnitKind.BANDWIDTH) for v in record.series.get(direction, ()))
+    leaf: Leaf = {
+        "value": bw,
+        "text": format_quantity(bw, UnitKind.BANDWIDTH) + tier,
+        "samples": {"kind": "percentile", "x": window, "q": 50},
+        "detail": f"fio {job_set} {direction} on {result.node}/{result.target}{tier}, engine {result.engine}, "
+        f"O_DIRECT, {result.fio_version or 'fio'}; median of the last {len(window)} of {record.rounds} rounds of "
+        f"{record.round_s:g} s ({rounds}); steady state {'reached' if record.steady.steady else 'NOT reached'} "
+        f"({record.steady.reason}); {record.precondition}; writes {record.drain.describe()}; "
+        f"{record.cache_note}; backing {record.backing}; errors {errors}",
+        "evidence": evidence,
+        "protocol": record.to_json(),
+    }
+    why = unsignable(record)
+    if why:
+        leaf["inconclusive"] = why
+    return leaf
 
 
 def fio_tree(results: Sequence[FioProbeResult], base: Optional[Path] = None) -> dict[str, object]:

@@ -67,11 +67,17 @@ def _good_facts() -> NodeFacts:
     )
 
 
+def _rounds(bw: float) -> dict[str, Any]:
+    """A fio leaf as the rounds protocol writes it: the median and five steady rounds."""
+    return {"value": bw, "samples": {"kind": "percentile", "x": [bw * f for f in (0.99, 1.0, 1.01, 1.0, 1.0)],
+                                     "q": 50}}
+
+
 def _g1(node: Node, facts: NodeFacts) -> dict[str, Any]:
     sub = compare_facts(node, facts)
     sub["reachable"] = True
-    sub["storage"]["fx100"]["fio"] = {"seq_read_bw": 5.2e9, "seq_write_bw": 4.1e9}
-    sub["storage"]["nfs"]["fio"] = {"seq_read_bw": 1.1e9, "seq_write_bw": 0.9e9}
+    sub["storage"]["fx100"]["fio"] = {"seq_read_bw": _rounds(5.2e9), "seq_write_bw": _rounds(4.1e9)}
+    sub["storage"]["nfs"]["fio"] = {"seq_read_bw": _rounds(1.1e9), "seq_write_bw": _rounds(0.9e9)}
     return {"nodes": {node.name: sub}}
 
 

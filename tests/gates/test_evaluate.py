@@ -186,7 +186,8 @@ def test_overrides_are_applied_and_listed() -> None:
     ov = ThresholdOverride(gate="G3", check="read_bandwidth", threshold="3 GB/s",
                            reason="customer's 2-drive pilot system, agreed in the kickoff")
     other = ThresholdOverride(gate="G2", check="whatever", threshold="1%", reason="not this gate at all")
-    measured = {"candidate": {"fio": {"seq_read_bw": 4e9}}}
+    measured = {"candidate": {"fio": {"seq_read_bw": {"value": 4e9, "samples": {"kind": "percentile",
+                                                                           "x": [4e9] * 5, "q": 50}}}}}
     res = {c.id: c for c in evaluate_gate(spec, measured, overrides=[ov, other])}
     rb = res["read_bandwidth"]
     assert rb.verdict is Verdict.PASS and rb.threshold == "3 GB/s" and rb.threshold_value == 3e9

@@ -117,7 +117,8 @@ def test_build_gate_result_from_an_evaluated_gate() -> None:
     assert (res.verdict, res.exit_code, res.git_commit, res.operator) == (Verdict.NOT_RUN, 1, "a" * 40, "bob")
     res = build_gate_result(spec, checks, campaign="c", started_at="s", faults=["node1: engine did not start"])
     assert res.exit_code == ExitCode.INFRA_FAULT and res.faults == ["node1: engine did not start"]
-    failing = evaluate_gate(spec, {"candidate": {"fio": {"seq_read_bw": 1e9}}})
+    rounds = {"kind": "percentile", "x": [1e9] * 5, "q": 50}  # five steady rounds, all below 5 GB/s
+    failing = evaluate_gate(spec, {"candidate": {"fio": {"seq_read_bw": {"value": 1e9, "samples": rounds}}}})
     res = build_gate_result(spec, failing, campaign="c", started_at="s", faults=["a fault"])
     assert res.verdict is Verdict.FAIL and res.exit_code == ExitCode.GATE_FAILED
     assert type(res).model_validate_json(res.model_dump_json()) == res

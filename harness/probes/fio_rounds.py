@@ -1,0 +1,276 @@
+"""fio as the gates run it: preconditioned, drained, in rounds until steady state, never a cache.
+
+The protocol, the same for every bandwidth a gate decides (G1 fio, G2/G3 target read, G4 before and
+after the soak), so that two figures of it are like for like:
+
+1. **Backing.** The target's chain is resolved down to its devices (``harness.probes.backing``); a
+   chain that ends in memory is refused (:class:`MemoryBackedTarget`, exit 2) unless the inventory
+   declares the tier ``kind: memory``.
+2. **Working set.** ``size x numjobs``; with a declared ``cache_size`` it must be at least twice
+   the cache: the probe is sized up when the target has room, else the figure carries the reason
+   it cannot be signed (``cache_problem``, the check is INCONCLUSIVE). Without a declared cache the
+   figure says it may include cache.
+3. **Preconditioning.** One sequential direct write pass over the whole working set (the same files
+   every job set then uses), so no round reads holes or fresh flash (SNIA PTS, workload-independent
+   preconditioning). A raw device is not written unless the inventory allows it.
+4. **Drain** before each job set (``harness.probes.drain``), recorded.
+5. **Rounds.** The job set runs ``runtime`` seconds per round (one fio run, its JSON kept as
+   evidence), until the last :data:`WINDOW` rounds meet SNIA's steady-state criterion (range within
+   20% of their mean, least-squares excursion within 10%) or ``max_rounds`` is reached. The figure
+   is the median of those last rounds; the gate's interval is built on them. A job set that never
+   reached steady state carries that as its reason to be INCONCLUSIVE, never PASS.
+
+Every read and write is ``direct=1`` (O_DIRECT): the node's page cache is out of the figure whether
+or not kvgate may drop it; a cache below the node (a VM host, an array controller) is what the
+working-set rule is for.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+from harness.config.inventory import StorageTarget
+from harness.config.profile import FioSpec
+from harness.probes.backing import Backing, MemoryBackedTarget, check_backing
+from harness.probes.drain import DrainRecord, wait_drained
+from harness.probes.errors import ProbeError
+from harness.probes.fio_jobs import (
+    FREE_SPACE_MARGIN,
+    build_jobfile,
+    build_precondition_jobfile,
+    check_target,
+    choose_engine,
+    describe_command,
+    fio_command,
+    fio_safe_path,
+    inspect_target,
+)
+from harness.probes.fio_parse import GroupSummary, parse_fio_file, summarise_groups
+from harness.probes.fio_run import (
+    LAYOUT_FLOOR_BYTES_PER_S,
+    FioProbeResult,
+    JobSetResult,
+    ProgressLike,
+    _cleanup,
+    _fio_path,
+    _make_scratch,
+    _run_fio,
+    _safe,
+    _say,
+)
+from harness.probes.steady import SteadyState, check_steady_state
+from harness.remote.base import Executor
+
+WINDOW = 5  # SNIA's measurement window: the last 5 rounds
+
+
+@dataclass(frozen=True)
+class RoundsRecord:
+    """How one job set's figure was measured (the protocol in the module docstring)."""
+
+    round_s: float
+    max_rounds: int
+    series: dict[str, tuple[float, ...]]  # direction -> bytes/s of every round, in order
+    steady: SteadyState  # judged on the last WINDOW rounds (read + write summed)
+    drain: DrainRecord
+    precondition: str
+    working_set_bytes: int
+    cache_note: str
+    cache_problem: Optional[str]
+    backing: str
+    memory_tier: bool
+    outputs: tuple[Path, ...] = field(default=())
+
+    def window(self, direction: str) -> tuple[float, ...]:
+        return self.series.get(direction, ())[-WINDOW:]
+
+    @property
+    def rounds(self) -> int:
+        return max((len(v) for v in self.series.values()), default=0)
+
+    def to_json(self) -> dict[str, object]:
+        return {"round_s": self.round_s, "max_rounds": self.max_rounds, "rounds": self.rounds,
+                "series": {k: list(v) for k, v in self.series.items()}, "steady_state": self.steady.to_json(),
+                "drain": self.drain.to_json(), "precondition": self.precondition,
+                "working_set_bytes": self.working_set_bytes, "cache_note": self.cache_note,
+                "cache_problem": self.cache_problem, "backing": self.backing, "memory_tier": self.memory_tier,
+                "outputs": [p.name for p in self.outputs]}
+
+
+def size_working_set(spec: FioSpec, target: StorageTarget, free_bytes: Optional[int]
+                     ) -> tuple[FioSpec, str, Optional[str]]:
+    """(spec, what the report says about cache, reason the figure cannot be signed or None)."""
+    ws = int(spec.size) * spec.numjobs
+    cache = int(target.cache_size) if target.cache_size is not None else None
+    if cache is None:
+        return spec, (f"no cache_size declared for target {target.name}: the figure may include cache "
+                      f"(working set {ws / 2**20:.0f} MiB)"), None
+    if ws >= 2 * cache:
+        return spec, f"working set {ws / 2**20:.0f} MiB >= 2x the declared cache {cache / 2**20:.0f} MiB", None
+    block = int(spec.block_size)
+    per_job = math.ceil(2 * cache / spec.numjobs / block) * block
+    keep = int(target.min_free) if target.min_free is not None else FREE_SPACE_MARGIN
+    if free_bytes is not None and free_bytes >= per_job * spec.numjobs + keep:
+        sized = spec.model_copy(update={"size": per_job})
+        return sized, (f"working set sized up from {ws / 2**20:.0f} to {per_job * spec.numjobs / 2**20:.0f} MiB, "
+                       f"2x the declared cache {cache / 2**20:.0f} MiB"), None
+    problem = (f"the working set {ws / 2**20:.0f} MiB is below 2x the declared cache {cache / 2**20:.0f} MiB and "
+               f"target {target.name} has no room for {per_job * spec.numjobs / 2**20:.0f} MiB: the figure "
+               "would include cache")
+    return spec, problem, problem
+
+
+def run_fio_rounds(executor: Executor, target: StorageTarget, spec: FioSpec, out_dir: Path, *,
+                   job_sets: Optional[Sequence[str]] = None, progress: ProgressLike = None,
+                   run_id: Optional[str] = None, owner: Optional[str] = None) -> FioProbeResult:
+    """The protocol of the module docstring on ``target``; files under ``<path>/kvgate-fio-<id>/``,
+    removed afterwards, also on failure."""
+    node = executor.node
+    sets = list(job_sets or spec.job_sets)
+    run_id = run_id or time.strftime("%Y%m%d-%H%M%S") + "-" + uuid.uuid4().hex[:6]
+    out_dir.mkdir(parents=True, exist_ok=True)
+    stem = f"fio-{_safe(node)}-{_safe(target.name)}"
+    fio = _fio_path(executor, target.name)
+    info = inspect_target(executor, target.path)
+    if not info.exists:
+        check_target(executor, target, sets, 0, info)  # raises, naming the missing path
+    backing = check_backing(executor, target)
+    sized, cache_note, cache_problem = size_working_set(spec, target, info.free_bytes)
+    check_target(executor, target, sets, int(sized.size) * sized.numjobs, info)
+    raw = info.is_block_device or target.path.startswith("/dev/")
+    scratch = f"/tmp/kvgate-fio-{run_id}" if raw else f"{target.path.rstrip('/')}/kvgate-fio-{run_id}"
+    fio_safe_path(scratch, what=f"scratch directory of target {target.name}")
+    owner = owner or f"kvgate-fio-{run_id}"
+    _make_scratch(executor, scratch, owner, target.name)
+    try:
+        engine = choose_engine(executor, target.path if raw else f"{scratch}/kvgate-engine-probe",
+                               target=target.name, preferred=sized.ioengine, fio=fio, remove_probe_file=not raw)
+        ctx = _Ctx(executor, target, sized, fio, engine, scratch, stem, out_dir, raw)
+        pre = _precondition(ctx, progress)
+        results: dict[str, JobSetResult] = {}
+        for name in sets:
+            drain = wait_drained(executor, target.path if raw else scratch, backing.devices,
+                                 timeout_s=float(sized.drain_timeout))
+            _say(progress, f"{node}/{target.name}: {name} in rounds of {float(sized.runtime):g} s "
+                           f"(writes {drain.describe()})")
+            results[name] = _rounds(ctx, name, drain, pre, cache_note, cache_problem, backing, progress)
+        last = next(reversed(results.values())).rounds
+        outputs = last.outputs if last else ()
+        return FioProbeResult(node=node, target=target.name, engine=engine, fio_version=ctx.fio_version,
+                              job_sets=results, raw_output=outputs[-1], jobfile=ctx.jobfiles[-1],
+                              command=ctx.command, bw_logs=tuple(p for r in results.values() if r.rounds
+                                                                 for p in r.rounds.outputs))
+    finally:
+        _cleanup(executor, scratch, owner)
+
+
+@dataclass
+class _Ctx:
+    executor: Executor
+    target: StorageTarget
+    spec: FioSpec
+    fio: str
+    engine: str
+    scratch: str
+    stem: str
+    out_dir: Path
+    raw: bool
+    fio_version: Optional[str] = None
+    command: str = ""
+    jobfiles: list[Path] = field(default_factory=list)
+
+
+def _precondition(ctx: _Ctx, progress: ProgressLike) -> str:
+    """One direct sequential write pass over the working set; what was done, as text."""
+    if ctx.raw:
+        return "not preconditioned: a raw device is never written for preconditioning; precondition it before the gate"
+    ws = int(ctx.spec.size) * ctx.spec.numjobs
+    text = build_precondition_jobfile(ctx.spec, engine=ctx.engine, directory=ctx.scratch)
+    remote_job = f"{ctx.scratch}/{ctx.stem}-precondition.fio"
+    ctx.executor.write_file(remote_job, text.encode())
+    (ctx.out_dir / f"{ctx.stem}-precondition.fio").write_text(text)
+    remote_out = f"{ctx.scratch}/{ctx.stem}-precondition.json"
+    argv = fio_command(ctx.fio, remote_job, remote_out)
+    _say(progress, f"{ctx.executor.node}/{ctx.target.name}: preconditioning, writing {ws / 2**20:.0f} MiB")
+    started = time.monotonic()
+    local = _run_fio(ctx.executor, argv, remote_out, ctx.out_dir / f"{ctx.stem}-precondition.json",
+                     ws / LAYOUT_FLOOR_BYTES_PER_S + 300.0, target=ctx.target.name, command=describe_command(argv))
+    took = time.monotonic() - started
+    return (f"preconditioned: one sequential direct write pass over the {ws / 2**20:.0f} MiB working set in "
+            f"{took:.1f} s (evidence {local.name})")
+
+
+def _group(path: Path, name: str, node: str, target: str) -> tuple[GroupSummary, Optional[str]]:
+    parsed = parse_fio_file(path, node=node)
+    groups = {g.name: g for g in summarise_groups(parsed.final.jobs)}
+    if name not in groups:
+        raise ProbeError(f"fio output {path.name} has no result for job set {name!r}", node=node, target=target)
+    return groups[name], parsed.final.fio_version
+
+
+def _rounds(ctx: _Ctx, name: str, drain: DrainRecord, pre: str, cache_note: str, cache_problem: Optional[str],
+            backing: Backing, progress: ProgressLike) -> JobSetResult:
+    ex, node = ctx.executor, ctx.executor.node
+    round_spec = ctx.spec.model_copy(update={"job_sets": [name]})
+    job = build_jobfile(round_spec, job_sets=[name], engine=ctx.engine,
+                        directory=None if ctx.raw else ctx.scratch, filename=ctx.target.path if ctx.raw else None)
+    remote_job = f"{ctx.scratch}/{ctx.stem}-{name}.fio"
+    ex.write_file(remote_job, job.text.encode())
+    local_job = ctx.out_dir / f"{ctx.stem}-{name}.fio"
+    local_job.write_text(job.text)
+    ctx.jobfiles.append(local_job)
+    series: dict[str, list[float]] = {}
+    outputs: list[Path] = []
+    totals: list[float] = []
+    steady = check_steady_state([], source="no round")
+    group: Optional[GroupSummary] = None
+    budget = float(ctx.spec.runtime) + float(ctx.spec.ramp_time) + 120.0
+    for i in range(1, int(ctx.spec.max_rounds) + 1):
+        remote_out = f"{ctx.scratch}/{ctx.stem}-{name}-r{i:02d}.json"
+        argv = fio_command(ctx.fio, remote_job, remote_out)
+        ctx.command = describe_command(argv)
+        local = _run_fio(ex, argv, remote_out, ctx.out_dir / f"{ctx.stem}-{name}-r{i:02d}.json", budget,
+                         target=ctx.target.name, command=ctx.command)
+        outputs.append(local)
+        group, ctx.fio_version = _group(local, name, node, ctx.target.name)
+        total = 0.0
+        for direction, summary in (("read", group.read), ("write", group.write)):
+            if summary is not None:
+                series.setdefault(direction, []).append(summary.bw_bytes)
+                total += summary.bw_bytes
+        totals.append(total)
+        if i >= WINDOW:
+            steady = check_steady_state(totals[-WINDOW:], source=f"last {WINDOW} of {i} rounds of "
+                                        f"{float(ctx.spec.runtime):g} s")
+            _say(progress, f"{node}/{ctx.target.name}: {name} round {i}: {steady.reason}")
+            if steady.steady:
+                break
+    assert group is not None  # max_rounds >= WINDOW >= 1
+    record = RoundsRecord(float(ctx.spec.runtime), int(ctx.spec.max_rounds),
+                          {k: tuple(v) for k, v in series.items()}, steady, drain, pre,
+                          int(ctx.spec.size) * ctx.spec.numjobs, cache_note, cache_problem, backing.describe(),
+                          ctx.target.kind == "memory", tuple(outputs))
+    return _result(name, group, record)
+
+
+def _result(name: str, group: GroupSummary, record: RoundsRecord) -> JobSetResult:
+    """The job set's figures: bandwidth = median of the window's rounds; the rest from the last round."""
+    def med(direction: str) -> Optional[float]:
+        window = record.window(direction)
+        return statistics.median(window) if window else None
+
+    base = JobSetResult.from_group(name, group, record.steady)
+    return JobSetResult(name=name, read_bw_bytes=med("read"), write_bw_bytes=med("write"),
+                        read_iops=base.read_iops, write_iops=base.write_iops, read=base.read, write=base.write,
+                        errors=base.errors, steady_state=record.steady, rounds=record)
+
+
+__all__ = ["MemoryBackedTarget", "RoundsRecord", "WINDOW", "check_backing", "run_fio_rounds",
+           "size_working_set"]

@@ -1,0 +1,90 @@
+"""A storage target's backing, followed through the stack on this machine: ext4 on a loop device whose
+file lives in /dev/shm is RAM, and is refused (exit 2, target and chain named) unless declared
+``kind: memory``. The loop device is created here, as root, and removed afterwards."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from harness.config.inventory import StorageTarget
+from harness.probes.backing import resolve_backing
+from harness.probes.fio_rounds import MemoryBackedTarget, check_backing
+from harness.remote.local import LocalExecutor
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _sh(*argv: str) -> str:
+    return subprocess.run(argv, check=True, capture_output=True, text=True).stdout.strip()  # noqa: S603
+
+
+@pytest.fixture
+def ram_backed_mount(tmp_path: Path) -> Iterator[tuple[Path, str, str]]:
+    """ext4 on /dev/loopN on a file in /dev/shm, mounted under tmp_path: (mount point, loop, file)."""
+    image = f"/dev/shm/kvgate-test-{uuid.uuid4().hex[:8]}.img"
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    loop = ""
+    mounted = False
+    try:
+        _sh("truncate", "-s", "32M", image)
+        loop = _sh("losetup", "-f", "--show", image)
+        _sh("mkfs.ext4", "-q", loop)
+        _sh("mount", loop, str(mnt))
+        mounted = True
+        yield mnt, loop, image
+    finally:
+        if mounted:
+            subprocess.run(["umount", str(mnt)], check=False)  # noqa: S603
+        if loop:
+            subprocess.run(["losetup", "-d", loop], check=False)  # noqa: S603
+        Path(image).unlink(missing_ok=True)
+
+
+def test_a_loop_device_on_a_tmpfs_file_is_memory(ram_backed_mount: tuple[Path, str, str]) -> None:
+    mnt, loop, image = ram_backed_mount
+    backing = resolve_backing(LocalExecutor("n1"), str(mnt))
+    name = loop.rsplit("/", 1)[1]
+    assert backing.memory is not None and "tmpfs" in backing.memory
+    assert backing.chain == [f"{mnt} (ext2/ext3)", f"{name} (loop, backing file {image})", f"{image} (tmpfs)"]
+    assert backing.devices == [name]
+    with pytest.raises(MemoryBackedTarget) as refused:
+        check_backing(LocalExecutor("n1"), StorageTarget(name="ramdisk", path=str(mnt)))
+    assert "ramdisk" in str(refused.value) and f"{name} (loop, backing file {image})" in str(refused.value)
+    # declared as a RAM tier on purpose: accepted, and its chain still recorded
+    declared = check_backing(LocalExecutor("n1"), StorageTarget(name="ramdisk", path=str(mnt), kind="memory"))
+    assert declared.memory is not None
+
+
+def test_a_disk_directory_is_not_memory(tmp_path: Path) -> None:
+    backing = resolve_backing(LocalExecutor("n1"), str(tmp_path))
+    assert backing.memory is None and backing.devices and "(disk)" in backing.chain[-1]
+
+
+def test_g1_refuses_a_ram_backed_target_with_exit_2(ram_backed_mount: tuple[Path, str, str],
+                                                      tmp_path: Path) -> None:
+    mnt, loop, image = ram_backed_mount
+    inv = tmp_path / "inv.yaml"
+    inv.write_text(yaml.safe_dump({"cluster": "t", "nodes": [{
+        "name": "local", "host": "localhost", "connection": "local", "platform": "cpu",
+        "roles": ["server", "client", "storage"],
+        "storage": [{"name": "ramdisk", "path": str(mnt)}]}]}))
+    prof = yaml.safe_load((ROOT / "profiles" / "demo.yaml").read_text())
+    prof["arms"][1]["storage"] = "ramdisk"
+    prof["probes"]["fio"].update({"size": "4 MiB", "runtime": "300ms", "max_rounds": 5})
+    prof_path = tmp_path / "prof.yaml"
+    prof_path.write_text(yaml.safe_dump(prof))
+    res = subprocess.run([sys.executable, "-m", "harness.cli.main", "gate", "G1", "--inventory", str(inv),  # noqa: S603
+                          "--profile", str(prof_path), "--campaign", "ram", "--reports", str(tmp_path / "r"),
+                          "--no-progress"], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert res.returncode == 2, res.stdout + res.stderr
+    name = loop.rsplit("/", 1)[1]
+    assert "target ramdisk" in res.stderr and f"{name} (loop, backing file {image})" in res.stderr
+    assert f"{image} (tmpfs)" in res.stderr

@@ -1,0 +1,173 @@
+"""The gates' storage protocol on real fio (temp files on the disk, LocalExecutor): preconditioning,
+the drain wait, the round loop to steady state, and the interval decision of the gate checks."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.config.gatespec import GateSpec
+from harness.config.inventory import StorageTarget
+from harness.config.loader import load_gate
+from harness.config.profile import FioSpec
+from harness.gates.evaluate import evaluate_check
+from harness.gates.outcome import Verdict
+from harness.paths import gates_dir
+from harness.pipelines.soakdata import retention_leaf
+from harness.probes.backing import resolve_backing
+from harness.probes.drain import wait_drained
+from harness.probes.fio_rounds import WINDOW, RoundsRecord, run_fio_rounds, size_working_set
+from harness.probes.fio_run import FioProbeResult
+from harness.probes.measured import fio_leaf, rounds_leaf
+from harness.probes.steady import check_steady_state
+from harness.remote.local import LocalExecutor
+
+pytestmark = pytest.mark.fio
+
+SPEC = FioSpec(job_sets=["seq-read"], size="4 MiB", runtime="300ms", ramp_time="0s", numjobs=2, iodepth=8,
+               max_rounds=WINDOW, drain_timeout="30s")
+
+
+def _gate(gate: str) -> GateSpec:
+    base = gates_dir()
+    assert base is not None
+    return load_gate(Path(base) / f"{gate}.yaml")
+
+
+@pytest.fixture(scope="module")
+def probed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[FioProbeResult, Path]]:
+    root = tmp_path_factory.mktemp("rounds")
+    tier = root / "tier"
+    tier.mkdir()
+    res = run_fio_rounds(LocalExecutor("n1"), StorageTarget(name="t1", path=str(tier)), SPEC, root / "out")
+    yield res, tier
+
+
+def test_a_probe_is_preconditioned_drained_and_measured_in_rounds(probed: tuple[FioProbeResult, Path]) -> None:
+    res, tier = probed
+    js = res.job_sets["seq-read"]
+    rec = js.rounds
+    assert rec is not None
+    # the round limit was the window itself: exactly WINDOW rounds, each its own fio run kept as evidence
+    assert rec.rounds == WINDOW and len(rec.outputs) == WINDOW and all(p.exists() for p in rec.outputs)
+    assert rec.series["read"] == tuple(sorted(rec.series["read"], key=rec.series["read"].index))
+    assert js.read_bw_bytes == sorted(rec.window("read"))[WINDOW // 2]  # the median of the window
+    assert rec.precondition.startswith("preconditioned") and rec.working_set_bytes == 8 * 2**20
+    assert (res.raw_output.parent / "fio-n1-t1-precondition.json").exists()
+    assert rec.drain.drained and rec.drain.last.pending_bytes <= rec.drain.idle_bytes
+    assert rec.steady.samples == WINDOW and rec.steady.source.startswith(f"last {WINDOW} of {WINDOW} rounds")
+    assert "may include cache" in rec.cache_note
+    assert list(tier.iterdir()) == []  # the scratch directory is gone
+
+
+def _with_series(res: FioProbeResult, values: list[float]) -> tuple[FioProbeResult, RoundsRecord]:
+    rec = res.job_sets["seq-read"].rounds
+    assert rec is not None
+    steady = check_steady_state(values[-WINDOW:], source="test series")
+    return res, dataclasses.replace(rec, series={"read": tuple(values)}, steady=steady)
+
+
+def _decide(gate: str, check_id: str, leaf: dict[str, Any], path: str, threshold: str | None = None) -> Verdict:
+    measured: dict[str, Any] = {}
+    node = measured
+    parts = path.split(".")
+    for p in parts[:-1]:
+        node = node.setdefault(p, {})
+    node[parts[-1]] = leaf
+    check = _gate(gate).check(check_id)
+    return evaluate_check(check, measured, threshold=threshold).verdict
+
+
+G3_PATH = "candidate.fio.seq_read_bw"
+
+
+def test_interval_decides_read_bandwidth(probed: tuple[FioProbeResult, Path]) -> None:
+    res, _ = probed
+    steady_high = [6.1e9, 6.0e9, 6.2e9, 6.0e9, 6.1e9]
+    steady_low = [4.0e9, 4.1e9, 4.0e9, 4.2e9, 4.1e9]
+    straddling = [4.7e9, 5.3e9, 4.8e9, 5.4e9, 5.0e9]
+    for values, want in ((steady_high, Verdict.PASS), (steady_low, Verdict.FAIL), (straddling, Verdict.INCONCLUSIVE)):
+        r, rec = _with_series(res, values)
+        leaf = rounds_leaf(r, rec, "seq-read", "read", sorted(values)[2], [])
+        assert rec.steady.steady
+        assert _decide("G3", "read_bandwidth", leaf, G3_PATH) is want, values
+
+
+def test_a_probe_never_steady_is_inconclusive_even_far_above_the_threshold(probed: tuple[FioProbeResult, Path]) -> None:
+    res, _ = probed
+    climbing = [6e9, 7e9, 8e9, 9e9, 10e9, 11e9]  # every round clears 5 GB/s, but it is still warming up
+    r, rec = _with_series(res, climbing)
+    leaf = rounds_leaf(r, rec, "seq-read", "read", 9e9, [])
+    assert not rec.steady.steady and "steady state NOT reached" in leaf["inconclusive"]
+    assert _decide("G3", "read_bandwidth", leaf, G3_PATH) is Verdict.INCONCLUSIVE
+    assert _decide("G1", "fio_read", leaf, "nodes.n1.storage.t1.fio.seq_read_bw") is Verdict.INCONCLUSIVE
+
+
+def test_a_probe_measured_before_the_writes_drained_is_inconclusive(probed: tuple[FioProbeResult, Path]) -> None:
+    res, _ = probed
+    r, rec = _with_series(res, [6.1e9, 6.0e9, 6.2e9, 6.0e9, 6.1e9])
+    rec = dataclasses.replace(rec, drain=dataclasses.replace(rec.drain, drained=False))
+    leaf = rounds_leaf(r, rec, "seq-read", "read", 6.1e9, [])
+    assert "drained" in leaf["inconclusive"]
+    assert _decide("G3", "read_bandwidth", leaf, G3_PATH) is Verdict.INCONCLUSIVE
+
+
+def test_before_and_after_under_the_same_protocol_decide_retention(tmp_path: Path,
+                                                                   probed: tuple[FioProbeResult, Path]) -> None:
+    before, tier = probed
+    after = run_fio_rounds(LocalExecutor("n1"), StorageTarget(name="t1", path=str(tier)), SPEC, tmp_path / "after")
+    rb, ra = before.job_sets["seq-read"].rounds, after.job_sets["seq-read"].rounds
+    assert rb is not None and ra is not None
+    same = ("round_s", "max_rounds", "working_set_bytes", "backing")
+    assert {k: getattr(rb, k) for k in same} == {k: getattr(ra, k) for k in same}
+    assert ra.precondition.startswith("preconditioned") and ra.drain.drained
+    b_leaf, a_leaf = fio_leaf(before, "seq-read", "read"), fio_leaf(after, "seq-read", "read")
+    assert b_leaf is not None and a_leaf is not None
+    leaf = retention_leaf(b_leaf, a_leaf)
+    assert leaf["samples"] == {"kind": "ratio", "a": list(ra.window("read")), "b": list(rb.window("read")),
+                               "stat": "mean", "transform": "ratio"}
+    verdict = _decide("G4", "bandwidth_retention", leaf, "soak.read_bw_retention")
+    if b_leaf.get("inconclusive") or a_leaf.get("inconclusive"):
+        assert verdict is Verdict.INCONCLUSIVE  # a loaded machine: never a PASS on unsteady rounds
+    # an after-side with the same steady rounds passes; one that lost half of them fails
+    r, steady = _with_series(before, [1.0e9, 1.02e9, 0.99e9, 1.01e9, 1.0e9])
+    ok = rounds_leaf(r, steady, "seq-read", "read", 1.0e9, [])
+    _, halved = _with_series(before, [0.5e9, 0.51e9, 0.49e9, 0.5e9, 0.5e9])
+    lost = rounds_leaf(r, halved, "seq-read", "read", 0.5e9, [])
+    assert _decide("G4", "bandwidth_retention", retention_leaf(ok, ok), "soak.read_bw_retention") is Verdict.PASS
+    assert _decide("G4", "bandwidth_retention", retention_leaf(ok, lost), "soak.read_bw_retention") is Verdict.FAIL
+
+
+def test_drain_waits_for_dirty_pages_and_records_them(tmp_path: Path) -> None:
+    ex = LocalExecutor("n1")
+    devices = resolve_backing(ex, str(tmp_path)).devices
+    assert devices  # the temp directory is on a block device of this machine
+    with open(tmp_path / "dirty", "wb") as fh:  # buffered, never fsync'd: dirty pages
+        fh.write(os.urandom(2**20) * 96)
+    rec = wait_drained(ex, str(tmp_path), devices, timeout_s=60)
+    assert rec.first.pending_bytes >= 64 * 2**20
+    assert rec.drained and rec.last.quiet(rec.idle_bytes) and rec.sync.startswith("sync")
+    assert rec.to_json()["first"]["dirty_bytes"] == rec.first.dirty_bytes
+
+
+def test_drain_is_bounded_and_says_when_it_did_not_drain(tmp_path: Path) -> None:
+    # a device whose in-flight count cannot be read keeps the node "busy": the wait ends at its bound
+    rec = wait_drained(LocalExecutor("n1"), str(tmp_path), ["kvgate-no-such-dev"], timeout_s=0.5)
+    assert not rec.drained and 0.5 <= rec.waited_s < 10 and "NOT drained within 0.5 s" in rec.describe()
+
+
+def test_working_set_is_at_least_twice_the_declared_cache() -> None:
+    spec = FioSpec(size="64 MiB", numjobs=2)
+    plain = StorageTarget(name="t", path="/x")
+    cached = StorageTarget(name="t", path="/x", cache_size="256 MiB")
+    same, note, problem = size_working_set(spec, plain, 10 * 2**30)
+    assert same is spec and "may include cache" in note and problem is None
+    sized, note, problem = size_working_set(spec, cached, 10 * 2**30)
+    assert int(sized.size) * sized.numjobs >= 512 * 2**20 and "sized up" in note and problem is None
+    _, _, problem = size_working_set(spec, cached, 300 * 2**20)
+    assert problem is not None and "no room" in problem
