@@ -33,9 +33,18 @@ def likely_cause(arm: Mapping[str, Any], predicted_ms: float, measured_ms: float
     if offload and recompute_ms is not None and abs(measured_ms / recompute_ms - 1) < 0.25:
         return "measured like the recompute prediction: no KV hits, the context was recomputed"
     if offload:
-        return ("measured far slower than predicted: the tier delivered less than its fio bandwidth (small "
-                "reads, no parallelism, a busy device) or the context was partly recomputed")
+        return (f"measured {measured_ms / predicted_ms:.1f}x slower than predicted from {_bw_source(arm)}: the "
+                "engine's restore got less than its fio bandwidth from the tier (smaller reads and fewer in "
+                "flight than fio's, or a busy device) or recomputed part of the context; advisory: no verdict "
+                "depends on it, the TTFT checks stand on what was measured")
     return "recompute measured far slower than predicted: the efficiency or peak figure is too high"
+
+
+def _bw_source(arm: Mapping[str, Any]) -> str:
+    """The probe the prediction rests on, e.g. "1.02 GB/s (fio seq-read of fast-disk in G3)"."""
+    bw = arm.get("read_bw")
+    source = arm.get("read_bw_source") or "the tier's read bandwidth"
+    return f"{bw / 1e9:.2f} GB/s ({source})" if isinstance(bw, (int, float)) and bw > 0 else str(source)
 
 
 def expected_vs_measured(estimate: Mapping[str, Any], sweeps: Mapping[str, Mapping[str, Mapping[str, Any]]],

@@ -30,7 +30,6 @@ from __future__ import annotations
 import math
 import statistics
 import time
-import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,7 +49,6 @@ from harness.probes.fio_jobs import (
     describe_command,
     fio_command,
     fio_safe_path,
-    inspect_target,
 )
 from harness.probes.fio_parse import GroupSummary, parse_fio_file, summarise_groups
 from harness.probes.fio_run import (
@@ -59,11 +57,10 @@ from harness.probes.fio_run import (
     JobSetResult,
     ProgressLike,
     _cleanup,
-    _fio_path,
     _make_scratch,
     _run_fio,
-    _safe,
     _say,
+    probe_setup,
 )
 from harness.probes.steady import SteadyState, check_steady_state
 from harness.remote.base import Executor
@@ -86,7 +83,13 @@ class RoundsRecord:
     cache_problem: Optional[str]
     backing: str
     memory_tier: bool
-    outputs: tuple[Path, ...] = field(default=())
+    outputs: tuple[Path, ...] = field(default=())  # every round's fio JSON, in order
+    jobfile: Optional[Path] = None
+
+    @property
+    def window_outputs(self) -> tuple[Path, ...]:
+        """The fio outputs of the rounds the figure and its interval come from."""
+        return self.outputs[-WINDOW:]
 
     def window(self, direction: str) -> tuple[float, ...]:
         return self.series.get(direction, ())[-WINDOW:]
@@ -133,12 +136,7 @@ def run_fio_rounds(executor: Executor, target: StorageTarget, spec: FioSpec, out
     """The protocol of the module docstring on ``target``; files under ``<path>/kvgate-fio-<id>/``,
     removed afterwards, also on failure."""
     node = executor.node
-    sets = list(job_sets or spec.job_sets)
-    run_id = run_id or time.strftime("%Y%m%d-%H%M%S") + "-" + uuid.uuid4().hex[:6]
-    out_dir.mkdir(parents=True, exist_ok=True)
-    stem = f"fio-{_safe(node)}-{_safe(target.name)}"
-    fio = _fio_path(executor, target.name)
-    info = inspect_target(executor, target.path)
+    sets, run_id, stem, fio, info = probe_setup(executor, target, spec, out_dir, job_sets, run_id)
     if not info.exists:
         check_target(executor, target, sets, 0, info)  # raises, naming the missing path
     backing = check_backing(executor, target)
@@ -256,7 +254,7 @@ def _rounds(ctx: _Ctx, name: str, drain: DrainRecord, pre: str, cache_note: str,
     record = RoundsRecord(float(ctx.spec.runtime), int(ctx.spec.max_rounds),
                           {k: tuple(v) for k, v in series.items()}, steady, drain, pre,
                           int(ctx.spec.size) * ctx.spec.numjobs, cache_note, cache_problem, backing.describe(),
-                          ctx.target.kind == "memory", tuple(outputs))
+                          ctx.target.kind == "memory", tuple(outputs), local_job)
     return _result(name, group, record)
 
 

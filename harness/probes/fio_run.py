@@ -24,6 +24,7 @@ from harness.probes.backing import check_backing
 from harness.probes.errors import ProbeError, ProbeRefused
 from harness.probes.fio_jobs import (
     FioJobFile,
+    TargetInfo,
     build_jobfile,
     check_target,
     choose_engine,
@@ -199,6 +200,18 @@ def _fio_path(executor: Executor, target: str) -> str:
     return fio
 
 
+def probe_setup(executor: Executor, target: StorageTarget, spec: FioSpec, out_dir: Path,
+                job_sets: Optional[Sequence[str]], run_id: Optional[str]
+                ) -> tuple[list[str], str, str, str, TargetInfo]:
+    """(job sets, run id, evidence file stem, fio path, target info): what every one-node probe
+    settles before it checks the target."""
+    sets = list(job_sets or spec.job_sets)
+    run_id = run_id or time.strftime("%Y%m%d-%H%M%S") + "-" + uuid.uuid4().hex[:6]
+    out_dir.mkdir(parents=True, exist_ok=True)
+    stem = f"fio-{_safe(executor.node)}-{_safe(target.name)}"
+    return sets, run_id, stem, _fio_path(executor, target.name), inspect_target(executor, target.path)
+
+
 def run_fio_probe(
     executor: Executor,
     target: StorageTarget,
@@ -225,12 +238,7 @@ def run_fio_probe(
     if steady_state not in ("log", "fio", "off"):
         raise ValueError(f"steady_state must be 'log', 'fio' or 'off', not {steady_state!r}")
     node = executor.node
-    sets = list(job_sets or spec.job_sets)
-    run_id = run_id or time.strftime("%Y%m%d-%H%M%S") + "-" + uuid.uuid4().hex[:6]
-    out_dir.mkdir(parents=True, exist_ok=True)
-    stem = f"fio-{_safe(node)}-{_safe(target.name)}"
-    fio = _fio_path(executor, target.name)
-    info = inspect_target(executor, target.path)
+    sets, run_id, stem, fio, info = probe_setup(executor, target, spec, out_dir, job_sets, run_id)
     if info.exists:
         check_backing(executor, target)  # a memory-backed target is refused before anything is written
     check_target(executor, target, sets, int(spec.size) * spec.numjobs, info)

@@ -58,7 +58,8 @@ def fio_leaf(
             "detail": f"fio job set {job_set} moved no data in direction {direction}",
         }
     if js.rounds is not None:
-        return rounds_leaf(result, js.rounds, job_set, direction, bw, evidence, errors=js.errors)
+        files = [*js.rounds.window_outputs, *([js.rounds.jobfile] if js.rounds.jobfile else [])]
+        return rounds_leaf(result, js.rounds, job_set, direction, bw, _rel(files, base), errors=js.errors)
     steady = js.steady_state
     steady_text = (
         "steady state not judged"

@@ -129,6 +129,15 @@ def test_slower_than_the_tier_names_the_bandwidth_below_fio() -> None:
     assert check.verdict is Verdict.FAIL
 
 
+def test_slower_than_the_tier_names_the_probe_the_prediction_rests_on() -> None:
+    est = _est(1.0)
+    est["arms"]["candidate"].update(read_bw=1.02e9, read_bw_source="fio seq-read of its target in this campaign")
+    table = expected_vs_measured(est, {"candidate": {"4": {"ttft_p50_ms": 2500.0}}}, arms=["candidate"])
+    cause = table["rows"][0]["cause"]
+    assert "2.5x slower than predicted from 1.02 GB/s (fio seq-read of its target in this campaign)" in cause
+    assert "no verdict depends on it" in cause
+
+
 def test_recompute_arm_far_off_names_the_compute_figures() -> None:
     est = {"arms": {"recompute": {"offload": False, "points": {"4": {"ttft_s": 10.0, "output_tokens_per_s": 1.0}}}}}
     slow = expected_vs_measured(est, {"recompute": {"4": {"ttft_p50_ms": 50_000.0}}})

@@ -11,6 +11,7 @@ import json
 import os
 import re
 import signal
+import statistics
 import subprocess
 import sys
 import time
@@ -78,11 +79,15 @@ def test_g1_g2_g3_pass_with_real_disk_reads(tmp_path: Path, local_inventory: Pat
     assert g1["emulated"] is False  # G1 runs no engine: its figures are real
     fio = check(g1, "fio_read")["observations"][0]
     assert fio["verdict"] == "PASS" and fio["measured"] > 1e6
-    # the figure reported is fio's own bw_bytes from the raw JSON kept as evidence
-    raw = reports / "c1" / "G1" / fio["evidence"][0]
-    doc = json.loads(raw.read_text()[raw.read_text().index("{"):])
-    fio_bw = sum(j["read"]["bw_bytes"] for j in doc["jobs"] if j["jobname"].startswith("seq-read"))
-    assert fio["measured"] == pytest.approx(fio_bw, rel=1e-6)
+    # the figure reported is the median of fio's own bw_bytes in the raw JSON of the steady rounds,
+    # every one kept as evidence
+    rounds = [reports / "c1" / "G1" / e for e in fio["evidence"] if e.endswith(".json")]
+    assert len(rounds) == 5
+    docs = [json.loads(raw.read_text()[raw.read_text().index("{"):]) for raw in rounds]
+    fio_bw = [sum(j["read"]["bw_bytes"] for j in doc["jobs"] if j["jobname"].startswith("seq-read")) for doc in docs]
+    assert fio["measured"] == pytest.approx(statistics.median(fio_bw), rel=1e-6)
+    interval = fio["interval"]  # five rounds: the bootstrap interval of their median is [min, max]
+    assert (interval["low"], interval["high"]) == pytest.approx((min(fio_bw), max(fio_bw)))
 
     g2 = result(reports, "c1", "G2")
     assert g2["verdict"] == "PASS"
