@@ -131,8 +131,11 @@ class LMCacheSettings(StrictModel):
 
     chunk_size: PositiveInt = Field(default=256, description="Tokens per KV chunk")
     local_cpu: bool = Field(default=False, description="Use the CPU DRAM tier")
-    max_local_cpu_size: float = Field(default=5.0, ge=0, description="CPU tier size in GB")
-    max_local_disk_size: float = Field(default=100.0, ge=0, description="Disk tier size in GB")
+    max_local_cpu_size: float = Field(default=5.0, ge=0,
+                                      description="CPU tier size in GiB (LMCache counts 1024**3 bytes per GB)")
+    max_local_disk_size: float = Field(default=100.0, ge=0,
+                                       description="Disk tier size in GiB (LMCache counts 1024**3 bytes per GB); "
+                                       "multiprocess: the L2 capacity, enforced by LRU eviction")
     remote_url: Optional[str] = Field(default=None, description="Remote tier, e.g. lm://host:port")
     remote_serde: Optional[str] = Field(default=None, description="Remote serializer, e.g. naive")
     save_unfull_chunk: Optional[bool] = Field(default=None, description="Save a last partial chunk")
@@ -148,7 +151,7 @@ class LMCacheSettings(StrictModel):
     )
     mp_port: int = Field(default=5555, ge=1, le=65000, description="multiprocess: first port of instance 0's "
                          "LMCache server (request; +1 HTTP API and /metrics; instance i adds 2*i)")
-    mp_l1_size_gb: float = Field(default=1.0, gt=0, description="multiprocess: L1 (server memory) size in GB")
+    mp_l1_size_gb: float = Field(default=1.0, gt=0, description="multiprocess: L1 (server memory) size in GiB")
     mp_l2: Literal["fs_native", "none"] = Field(
         default="fs_native", description="multiprocess: L2 adapter on the arm's storage target"
     )

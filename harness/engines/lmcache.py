@@ -1,7 +1,8 @@
 """LMCache's configuration for an arm, written as the YAML file ``LMCACHE_CONFIG_FILE`` names,
 and the ``--kv-transfer-config`` that makes vLLM load the connector.
 
-Keys and units follow ``lmcache/v1/config.py``: sizes in GB, ``local_disk`` as a ``file://`` URL.
+Keys and units follow ``lmcache/v1/config.py``: sizes in GB of 1024**3 bytes (GiB: LMCache
+multiplies by ``1024**3``, ``local_disk_backend.py``), ``local_disk`` as a ``file://`` URL.
 Values are written as JSON scalars (valid YAML), one flat key per line, ``extra_config`` nested
 one level: the form LMCache reads and the emulator's stdlib reader accepts.
 """
@@ -107,6 +108,9 @@ def mp_server_argv(settings: LMCacheSettings, *, host: str, port: int, http_port
         if odirect is not None:
             adapter["use_odirect"] = bool(odirect)
         if settings.max_local_disk_size > 0:
-            adapter["max_capacity_gb"] = float(settings.max_local_disk_size)
+            adapter["max_capacity_gb"] = float(settings.max_local_disk_size)  # GiB: LMCache counts 1024**3
+            # without an eviction block fs_native only accounts the capacity and never evicts
+            # (lmcache 0.5.6 l2_adapters/fs_native_l2_adapter.py, config.py _parse_eviction_config)
+            adapter["eviction"] = {"eviction_policy": "LRU"}
         argv += ["--l2-adapter", json.dumps(adapter, separators=(",", ":"))]
     return argv

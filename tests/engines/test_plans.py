@@ -81,6 +81,8 @@ def test_rocm_mi308x_tp8_candidate_multiprocess_lmcache() -> None:
         "base_path": "/mnt/fx100/kvgate-kv/moe-480b-tp8/candidate",
         "use_odirect": True,
         "max_capacity_gb": 12000.0,
+        # fs_native only accounts max_capacity_gb without it (lmcache 0.5.6 fs_native_l2_adapter.py)
+        "eviction": {"eviction_policy": "LRU"},
     }
     assert plan.kv_dirs == ("/mnt/fx100/kvgate-kv/moe-480b-tp8/candidate",)
     assert plan.devices == tuple(range(8)) and plan.endpoint_url == "http://127.0.0.1:8000"
@@ -111,6 +113,23 @@ def test_in_process_disk_size_is_per_rank_and_capacity_checked() -> None:
     small = node.model_copy(update={"storage": [target.model_copy(update={"capacity": 1e12})]})
     with pytest.raises(InputError, match="exceeds storage target 'fx100'"):
         get_engine("vllm").plan(small, profile, arm, 0)
+
+
+def test_capacity_is_counted_in_gib_as_lmcache_counts_it() -> None:
+    """LMCache sizes its tiers as GB x 1024**3 (local_disk_backend.py; the L2 adapters): 950 "GB"
+    is 1.02e12 bytes and does not fit a 1e12-byte target, which a 1e9-byte GB let through."""
+    node, profile = _node("mi308x-8gpu.example.yaml", "node1"), _profile("moe-480b-tp8.yaml")
+    target = node.target("fx100")
+    assert target is not None
+    small = node.model_copy(update={"storage": [target.model_copy(update={"capacity": 1e12})]})
+    for gib, fits in ((950.0, False), (931.0, True)):  # 931 GiB = 0.9997e12 bytes
+        arm = profile.arm("candidate").model_copy(update={"lmcache": profile.arm("candidate").lmcache.model_copy(
+            update={"max_local_disk_size": gib})})
+        if fits:
+            get_engine("vllm").plan(small, profile, arm, 0)
+        else:
+            with pytest.raises(InputError, match="950 GiB x 1 instance.*LMCache counts 1024\\*\\*3"):
+                get_engine("vllm").plan(small, profile, arm, 0)
 
 
 def test_unsafe_cold_restores_are_refused_before_any_node_is_touched() -> None:
