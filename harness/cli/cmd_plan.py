@@ -85,6 +85,9 @@ def _print(d: dict[str, Any]) -> None:
     if ray:
         for node, argv in ray["commands"]:
             print(f"ray:     [{node}] {shlex.join(argv)}")
+        for node, items in ray["env"]:  # what every raylet, so every Ray worker, inherits
+            for k, v in items:
+                print(f"  ray env [{node}] {k}={v}")
     for path, content in d["files"].items():
         print(f"file:    {path}")
         for line in str(content).splitlines():

@@ -223,6 +223,8 @@ class EngineLifecycle:
             ensure_workdir(ex, plan.instance_dir)
             for d in plan.kv_dirs:
                 create_owned_dir(ex, d, ENGINE_OWNER)
+            if prom and plan.ray is not None and "PROMETHEUS_MULTIPROC_DIR" in plan.ray.env_for(peer):
+                _fresh_prometheus_dir(ex, plan, prom)  # the workers there write their metrics into it
             for path, content in plan.files.items():
                 ex.write_file(path, content.encode(), mode=0o600)
             log.info("%s: wrote %d file(s) and KV directories for the Ray worker", peer, len(plan.files))

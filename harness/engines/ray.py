@@ -4,6 +4,7 @@ backend; kvgate does not invent one)."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 
 from harness.config.inventory import Node
@@ -62,6 +63,26 @@ def plan_ray_cluster(
         env=tuple(env),
         stop_argv=(ray, "stop", "--force"),
     )
+
+
+# What a Ray worker's LMCache must see as the head's engine does. vLLM forwards LMCACHE_* to its Ray
+# workers only since early 2026 and never PROMETHEUS_MULTIPROC_DIR or PYTHONHASHSEED; a worker
+# without them runs LMCache's defaults (5 GB CPU tier, no disk, a random hash seed, so chunk keys
+# differ between ranks). The raylet's environment is what its workers inherit: it is set at `ray start`.
+FORWARDED = ("PYTHONHASHSEED", "PROMETHEUS_MULTIPROC_DIR")
+
+
+def forwarded_env(engine_env: Mapping[str, str]) -> dict[str, str]:
+    return {k: v for k, v in engine_env.items() if k.startswith("LMCACHE_") or k in FORWARDED}
+
+
+def with_engine_env(plan: RayClusterPlan, engine_env: Mapping[str, str]) -> RayClusterPlan:
+    """``plan`` whose ``ray start`` on every node also carries the engine's LMCache settings."""
+    extra = forwarded_env(engine_env)
+    if not extra:
+        return plan
+    env = tuple((node, tuple(sorted({**dict(items), **extra}.items()))) for node, items in plan.env)
+    return dataclasses.replace(plan, env=env)
 
 
 def interface_env(platform: str, node: Node) -> dict[str, str]:

@@ -31,7 +31,7 @@ from harness.engines.base import (
 from harness.engines.coldrestore import cold_restore_plan, unlike_settings
 from harness.engines.lifecycle import EngineLifecycle, evict_like_vllm
 from harness.engines.planning import Common, plan_common
-from harness.engines.ray import plan_ray_cluster
+from harness.engines.ray import plan_ray_cluster, with_engine_env
 from harness.engines.secretargs import move_secret_args
 from harness.errors import InputError
 
@@ -110,8 +110,9 @@ class VllmEngine(EngineLifecycle):
         extra, secret_env, secret_notes = move_secret_args(profile.engine.extra_args)  # secrets by env (i17)
         argv += extra
         env = {**c.env, **secret_env}
-        if ray is not None:  # the engine process on the head node needs the head's settings too
-            env = {**ray.env_for(node.name), **env}
+        if ray is not None:
+            ray = with_engine_env(ray, c.env)  # every raylet, so every Ray worker, gets LMCache's settings
+            env = {**ray.env_for(node.name), **env}  # the engine process on the head needs the head's too
         return EnginePlan(
             kind=self.kind, node=node.name, profile=profile.name, arm=c.arm.name, instance_index=instance_index,
             argv=tuple(argv), env=env, files=c.files, host=profile.engine.host, port=c.port,

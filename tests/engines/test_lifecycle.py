@@ -475,3 +475,32 @@ def test_controller_lmcache_local_disk_no_longer_reaches_the_emulator(
             engine.stop(inst)
     assert not ram.exists()
     assert len(list((tmp_path / "tier" / "kvgate-kv" / "e2e" / "disk").glob("*.kvchunk"))) == 4
+
+
+def test_ray_start_carries_lmcache_settings_and_nothing_inherited(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each raylet (whose environment every Ray worker inherits) gets the engine's LMCache settings
+    and none of the controller's engine variables (a fake `ray` prints what it was given)."""
+    from harness.engines.ray import plan_ray_cluster, start_ray_cluster, with_engine_env
+
+    calls = tmp_path / "calls.log"
+    fake = tmp_path / "ray"
+    line = "$KVGATE_NODE cfg=$LMCACHE_CONFIG_FILE seed=$PYTHONHASHSEED disk=$LMCACHE_LOCAL_DISK"
+    fake.write_text(f'#!/bin/sh\necho "{line}" >> {calls}\n')
+    fake.chmod(0o755)
+    monkeypatch.setenv("LMCACHE_LOCAL_DISK", "file:///dev/shm/x/")
+    monkeypatch.setenv("PYTHONHASHSEED", "77")
+
+    class Tagged(LocalExecutor):
+        def run(self, argv: Any, *, env: Any = None, **kw: Any) -> Any:
+            return super().run(argv, env={**(env or {}), "KVGATE_NODE": self.node}, **kw)
+
+    def mk(name: str, host: str) -> Node:
+        return Node.model_validate({"name": name, "host": host, "platform": "cpu"})
+
+    plan = plan_ray_cluster(mk("n1", "10.0.0.11"), [mk("n2", "10.0.0.12")], platform="cpu", devices_per_node=1,
+                            ray=str(fake))
+    plan = with_engine_env(plan, {"LMCACHE_CONFIG_FILE": "/w/lmcache.yaml", "PYTHONHASHSEED": "0", "OTHER": "x"})
+    start_ray_cluster(plan, {n: Tagged(n) for n in ("n1", "n2")})
+    assert calls.read_text().splitlines() == ["n1 cfg=/w/lmcache.yaml seed=0 disk=",
+                                              "n2 cfg=/w/lmcache.yaml seed=0 disk="]

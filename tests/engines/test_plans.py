@@ -410,3 +410,42 @@ def test_arms_that_are_not_like_for_like_are_reported() -> None:
                      "lmcache.extra_config.use_odirect: baseline None vs candidate True"]
     plan = get_engine("vllm").plan(node, odd, "candidate", 0)
     assert sum(n.startswith("NOT like for like") for n in plan.notes) == 2
+
+
+def test_ray_workers_get_lmcache_settings_through_ray_start() -> None:
+    """Issue 33 item 5/8: vLLM forwards LMCACHE_* to Ray workers only since early 2026 and never
+    PROMETHEUS_MULTIPROC_DIR or PYTHONHASHSEED: without them a worker runs LMCache's defaults
+    (5 GB CPU tier, no disk, a random hash seed). The raylet of every node carries them."""
+    inv = load_inventory(REPO / "inventory" / "mi308x-8gpu.example.yaml")
+    head = inv.node("node1")
+    peer = head.model_copy(update={"name": "node2", "host": "10.0.0.12"})
+    profile = _spanning(_profile("moe-480b-tp8.yaml"))
+    lm = profile.arm("candidate").lmcache.model_copy(update={"mode": "in_process", "local_cpu": False})
+    arm = profile.arm("candidate").model_copy(update={"lmcache": lm})
+    plan = get_engine("vllm").plan(head, profile, arm, 0, peers=[peer])
+    assert plan.ray is not None
+    for node in ("node1", "node2"):
+        env = plan.ray.env_for(node)
+        for key in ("LMCACHE_CONFIG_FILE", "PROMETHEUS_MULTIPROC_DIR", "PYTHONHASHSEED"):
+            assert env[key] == plan.env[key], (node, key)
+    mp = get_engine("vllm").plan(head, profile, "candidate", 0, peers=[peer])  # multiprocess: the seed
+    assert mp.ray is not None and mp.ray.env_for("node2")["PYTHONHASHSEED"] == "0"
+
+
+def test_kvgate_plan_shows_the_ray_start_environment(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from harness.cli.main import run
+
+    data = yaml.safe_load((REPO / "profiles" / "moe-480b-tp8.yaml").read_text())
+    data["model"]["nodes_per_instance"] = 2
+    for arm in data["arms"]:
+        if arm.get("lmcache", {}).get("mode") == "multiprocess":
+            arm["lmcache"]["mp_bind"] = "node"
+    inv = yaml.safe_load((REPO / "inventory" / "mi308x-8gpu.example.yaml").read_text())
+    second = {**inv["nodes"][0], "name": "node2", "host": "10.0.0.12"}
+    inv["nodes"] = [inv["nodes"][0], second]
+    (tmp_path / "p.yaml").write_text(yaml.safe_dump(data))
+    (tmp_path / "i.yaml").write_text(yaml.safe_dump(inv))
+    assert run(["plan", "--inventory", str(tmp_path / "i.yaml"), "--profile", str(tmp_path / "p.yaml"),
+                "--arm", "candidate"]) == 0
+    out = capsys.readouterr().out
+    assert "ray env [node2] PYTHONHASHSEED=0" in out and "ray env [node1] PYTHONHASHSEED=0" in out
