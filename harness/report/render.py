@@ -23,7 +23,7 @@ from harness.report.i18n import DEFAULT_LANG, N_, check_lang, language, suffix, 
 from harness.report.junit import junit_xml
 from harness.report.loader import RESULT_FILE, ResultFileError, load_gate_result
 from harness.report.manifest import MANIFEST
-from harness.report.tables import evidence_files, point_rows, probe_rows
+from harness.report.tables import evidence_files, point_rows, probe_rows, tier_point_rows
 from harness.report.view import (
     EMULATION_NOTICE,
     GateView,
@@ -107,7 +107,8 @@ def render_gate_html(result: GateResult, gate_dir: Path | None = None, lang: str
     files, problems = evidence_files(gate_dir)
     return _environment(html=True, lang=lang).get_template("gate.html.j2").render(
         r=result, v=view, charts=charts, forest=forest, points=point_rows(result.measurements, gate_dir),
-        probes=probe_rows(result.measurements), evidence_files=files, evidence_problems=problems,
+        probes=probe_rows(result.measurements), tier_points=tier_point_rows(result.measurements),
+        evidence_files=files, evidence_problems=problems,
         sweep_rows=sweep_rows(result.measurements), fio_rows=fio_rows(result.measurements),
         signoff_roles=SIGNOFF_ROLES, baseline_rows=baseline_rows(result))
 

@@ -212,3 +212,36 @@ def evidence_files(gate_dir: Optional[Path]) -> tuple[list[EvidenceFile], list[s
         files.append(EvidenceFile(f"{EVIDENCE}/{rel}", format_quantity(float(size), UnitKind.BYTES), digest,
                                   quote(f"{EVIDENCE}/{rel}", safe="/._-~")))
     return files, problems
+
+
+@dataclass
+class TierPoint:
+    """The per-tier hit shares of one arm at one concurrency, means over its repetitions."""
+
+    arm: str
+    concurrency: str
+    repetitions: int
+    queried: str
+    rates: dict[str, str]
+
+
+TIER_KEYS = ("hbm", "local_cpu", "local_disk", "remote", "offload", "total")
+
+
+def tier_point_rows(measurements: Mapping[str, Any]) -> list[TierPoint]:
+    """``measurements.tier_hits`` (a row per repetition) as a row per arm x concurrency: the
+    printed table (the HTML keeps every repetition)."""
+    tiers = measurements.get("tier_hits")
+    out: list[TierPoint] = []
+    if not isinstance(tiers, Mapping):
+        return out
+    for arm in tiers:
+        for conc, rows in sorted(_tier_points(measurements, str(arm)).items()):
+            queried = [q for q in (_num(r.get("queried")) for r in rows) if q is not None]
+            rates: dict[str, str] = {}
+            for key in TIER_KEYS:
+                vals = [v for v in (_num((r.get("rates") or {}).get(key)) for r in rows) if v is not None]
+                rates[key] = f"{statistics.fmean(vals) * 100:.1f}%" if vals else "-"
+            out.append(TierPoint(str(arm), str(conc), len(rows),
+                                 f"{statistics.fmean(queried):,.0f}" if queried else "-", rates))
+    return out

@@ -93,6 +93,7 @@ class ObsRow:
     reason: str
     evidence: list[tuple[str, Optional[str]]]  # (text, href or None when not a safe relative path)
     interval_bare: str = "-"  # without its confidence level (a table whose check states the level)
+    note: str = ""  # the reason without what the check's own row already says (observations table)
 
 
 @dataclass
@@ -159,11 +160,22 @@ def check_row(check: CheckResult, find_evidence: Optional[Callable[[str], list[s
         row.observations.append(ObsRow(
             label=obs_label(check, o), path=o.path, measured=obs_measured(o, check.unit_kind),
             expected=o.expected_text or row.expected, interval=fmt_interval(o.interval, check.unit_kind),
-            interval_bare=fmt_interval(o.interval, check.unit_kind, confidence=False),
+            interval_bare=fmt_interval(o.interval, check.unit_kind, confidence=False), note=_note(check, o),
             samples=_samples(o), verdict=o.verdict, reason=o.reason,
             evidence=[(e, evidence_href(e)) for e in (o.evidence or (find_evidence(o.path) if find_evidence
                                                                       else []))]))
     return row
+
+
+_POINT_REASON = "point estimate, no confidence interval"
+
+
+def _note(check: CheckResult, o: Observation) -> str:
+    """An observation's reason without the words every point observation carries (its check's
+    row says "point estimate" once)."""
+    if check.statistic == "point" and o.reason.startswith(_POINT_REASON):
+        return o.reason[len(_POINT_REASON):].lstrip("; ")
+    return o.reason
 
 
 def evidence_href(path: str) -> Optional[str]:

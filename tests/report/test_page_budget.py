@@ -1,0 +1,97 @@
+"""The sign-off PDF is a document, not a printout: the demo's G3 fits in 8 pages and a G3 of 3 arms
+x 3 concurrencies with its baseline in 12, in English and in Chinese, and no page but a section's
+last is less than a third full. Real WeasyPrint PDFs, read with poppler (pdfinfo, pdftotext);
+each PDF is rendered once per module (layout is the slow part)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from harness.report import render_gate_reports
+from harness.report.pdf import write_pdf
+
+from .budget import demo_result, grown_result, write_gate_dir
+
+BUDGET = {"demo": 8, "3x3": 12}
+# headings that open a section on a new page: the page before each is a section's last page
+SECTION_STARTS = {"en": ("Checks at a glance", "Appendix: evidence files"), "zh": ("检查结果一览", "附录：证据文件")}
+MARGIN_PT = 40.0  # running header and page number (WeasyPrint's A4 margins are 11-12 mm)
+
+
+def _run(*argv: str) -> str:
+    return subprocess.run(argv, capture_output=True, text=True, timeout=120, check=True).stdout  # noqa: S603
+
+
+@pytest.fixture(scope="module")
+def pdfs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[tuple[str, str], Path]]:
+    root = tmp_path_factory.mktemp("budget")
+    out: dict[tuple[str, str], Path] = {}
+    for name, result in (("demo", demo_result()), ("3x3", grown_result())):
+        gate = write_gate_dir(root / name / "G3", result)
+        for lang in ("en", "zh"):
+            render_gate_reports(gate, lang)
+            out[(name, lang)] = write_pdf(gate, lang)
+    yield out
+
+
+def _pages(pdf: Path) -> int:
+    return int(re.search(r"^Pages:\s+(\d+)", _run("pdfinfo", str(pdf)), re.M).group(1))  # type: ignore[union-attr]
+
+
+def _fill(pdf: Path) -> list[float]:
+    """Per page: how far down the body's lowest word reaches, as a share of the body's height
+    (running header and page number left out)."""
+    html = _run("pdftotext", "-bbox", str(pdf), "-")
+    fills = []
+    for page in re.findall(r"<page width=\"([\d.]+)\" height=\"([\d.]+)\">(.*?)</page>", html, re.S):
+        height = float(page[1])
+        ys = [float(y) for y in re.findall(r'yMax="([\d.]+)"', page[2])]
+        body = [y for y in ys if MARGIN_PT < y < height - MARGIN_PT]
+        fills.append((max(body) - MARGIN_PT) / (height - 2 * MARGIN_PT) if body else 0.0)
+    return fills
+
+
+def _section_last(pdf: Path, lang: str) -> set[int]:
+    """0-based indexes of pages that end a section: the last page, and each page followed by a
+    page that opens a section."""
+    pages = _run("pdftotext", "-layout", str(pdf), "-").split("\f")[:-1]
+    last = {len(pages) - 1}
+    for i, text in enumerate(pages[1:], 1):
+        lines = [line for line in text.splitlines() if line.strip()]
+        if len(lines) > 1 and any(h in lines[1] for h in SECTION_STARTS[lang]):  # first below the running header
+            last.add(i - 1)
+    return last
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+@pytest.mark.parametrize("name", ["demo", "3x3"])
+def test_page_budget(pdfs: dict[tuple[str, str], Path], name: str, lang: str) -> None:
+    assert _pages(pdfs[(name, lang)]) <= BUDGET[name]
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+@pytest.mark.parametrize("name", ["demo", "3x3"])
+def test_no_page_but_a_sections_last_is_nearly_empty(pdfs: dict[tuple[str, str], Path], name: str,
+                                                     lang: str) -> None:
+    pdf = pdfs[(name, lang)]
+    fills = _fill(pdf)
+    exempt = _section_last(pdf, lang)
+    assert 0 in exempt and len(exempt) >= 2, exempt  # page one, the details, the appendix
+    thin = [(i + 1, round(f, 2)) for i, f in enumerate(fills) if i not in exempt and f < 1 / 3]
+    assert thin == [], f"pages less than a third full: {thin} of {len(fills)}"
+
+
+def test_forest_plot_and_tables_are_on_the_page(pdfs: dict[tuple[str, str], Path]) -> None:
+    text = _run("pdftotext", "-layout", str(pdfs[("3x3", "en")]), "-")
+    assert "Checks: estimate and interval against each threshold" in text
+    assert text.count("estimate and interval against the threshold") == 0  # no per-check plots
+    assert "Appendix: evidence files" in text and "evidence/sweep/candidate-2/c16/rep5/measure/records.jsonl" in text
+    # measurements read as tables, not as dotted JSON paths
+    for path in ("baseline[0].point", "candidate[1].rates.offload", "recompute.cold_restore.offload_hit_tokens.c2"):
+        assert path not in text
+    assert re.search(r"candidate-2\s+16\s", text)  # a per arm x concurrency row
