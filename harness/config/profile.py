@@ -326,6 +326,9 @@ class CheckpointSpec(StrictModel):
     files: PositiveInt = Field(default=8, description="Files in one snapshot")
     writers: PositiveInt = Field(default=8, description="Parallel writers")
     read_back: bool = Field(default=False, description="Read the snapshot back cold")
+    max_rounds: int = Field(default=10, ge=5, le=100, description="The snapshot is written in rounds until the "
+                            "last 5 are steady (SNIA: range within 20%, slope within 10%) or this many; never "
+                            "steady is INCONCLUSIVE")
     target: Optional[str] = Field(default=None, description="Storage target; default the candidate's")
 
 

@@ -3,6 +3,11 @@
 sustained bandwidth (bytes / time until the directory fsync returned). Optionally read the snapshot
 back cold: page cache dropped when root, else O_DIRECT.
 
+Like fio in the gates (``harness.probes.fio_rounds``): a memory-backed target is refused, the node's
+writes are drained first (recorded), and the snapshot is written in rounds until the last 5 are
+steady (SNIA) or ``max_rounds``; the result's figures are the median round of that window, and the
+gate decides on the window's interval (a snapshot never steady is INCONCLUSIVE).
+
 The work runs on the node through the stdlib helper of ``node_io``; the helper's JSON output is kept
 as evidence. The snapshot lives under ``<target.path>/kvgate-ckpt-<run-id>/`` and is removed
 afterwards, also on failure.
@@ -21,9 +26,12 @@ from typing import Any, Optional
 
 from harness.config.inventory import StorageTarget
 from harness.config.profile import CheckpointSpec
+from harness.probes.backing import check_backing
+from harness.probes.drain import DrainRecord, wait_drained
 from harness.probes.errors import ProbeError, ProbeRefused
 from harness.probes.fio_jobs import check_target, inspect_target
 from harness.probes.node_io import DEFAULT_BLOCK, find_python, run_helper
+from harness.probes.steady import STEADY_WINDOW, SteadyState, check_steady_state
 from harness.remote.base import Executor, RemoteError
 from harness.remote.scratch import create_owned_dir, remove_owned_dir
 
@@ -77,6 +85,13 @@ class CheckpointResult:
     per_file: tuple[FileTiming, ...]
     read_back: Optional[ColdRead]
     evidence: Path
+    rounds: tuple[float, ...] = ()  # write bandwidth of every round, in order
+    steady: Optional[SteadyState] = None  # on the last STEADY_WINDOW rounds
+    drain: Optional[DrainRecord] = None  # the node's writes before the first round
+
+    @property
+    def window(self) -> tuple[float, ...]:
+        return self.rounds[-STEADY_WINDOW:]
 
     @property
     def write_gb_s(self) -> float:
@@ -100,6 +115,9 @@ class CheckpointResult:
             "per_file": [vars(f) for f in self.per_file],
             "read_back": self.read_back.to_json() if self.read_back else None,
             "evidence": str(self.evidence),
+            "rounds": list(self.rounds),
+            "steady_state": self.steady.to_json() if self.steady else None,
+            "drain": self.drain.to_json() if self.drain else None,
         }
 
 
@@ -219,6 +237,7 @@ def run_checkpoint_probe(
             target=target.name,
         )
     check_target(executor, target, ["seq-write"], total, info)
+    backing = check_backing(executor, target)
     py = find_python(executor, python)
     run_id = run_id or time.strftime("%Y%m%d-%H%M%S") + "-" + uuid.uuid4().hex[:6]
     directory = f"{target.path.rstrip('/')}/kvgate-ckpt-{run_id}"
@@ -232,16 +251,10 @@ def run_checkpoint_probe(
     owner = f"kvgate-ckpt-{run_id}"
     make_tree(executor, directory, owner, target=target.name)
     try:
-        write = run_helper(
-            executor,
-            py,
-            ["write", directory, str(spec.files), str(total), str(spec.writers), str(DEFAULT_BLOCK)],
-            target=target.name,
-        )
-        evidence["write"] = write
+        drain = wait_drained(executor, directory, backing.devices)
+        evidence["drain"] = drain.to_json()
+        write, bws, steady = _write_rounds(executor, py, directory, spec, target.name, evidence)
         total_s = float(write["total_s"])
-        if total_s <= 0:
-            raise ProbeError("the checkpoint write took no measurable time", node=node, target=target.name)
         read_back = None
         if spec.read_back:
             paths = [str(f["path"]) for f in write["per_file"]]
@@ -264,4 +277,35 @@ def run_checkpoint_probe(
         per_file=_per_file(write["per_file"]),
         read_back=read_back,
         evidence=path,
+        rounds=tuple(bws),
+        steady=steady,
+        drain=drain,
     )
+
+
+def _write_rounds(executor: Executor, py: str, directory: str, spec: CheckpointSpec, target: str,
+                  evidence: dict[str, Any]) -> tuple[Mapping[str, Any], list[float], SteadyState]:
+    """Write the snapshot (the same files, overwritten) round after round until the last
+    STEADY_WINDOW rounds are steady or ``spec.max_rounds``; returns the median round of the window
+    (its figures are the result's), every round's bandwidth and the steady-state verdict."""
+    writes: list[Mapping[str, Any]] = []
+    bws: list[float] = []
+    steady = check_steady_state([], source="no round")
+    for i in range(1, spec.max_rounds + 1):
+        write = run_helper(executor, py, ["write", directory, str(spec.files), str(int(spec.size)),
+                                          str(spec.writers), str(DEFAULT_BLOCK)], target=target)
+        if float(write["total_s"]) <= 0:
+            raise ProbeError("the checkpoint write took no measurable time", node=executor.node, target=target)
+        writes.append(write)
+        bws.append(int(write["total_bytes"]) / float(write["total_s"]))
+        if i >= STEADY_WINDOW:
+            steady = check_steady_state(bws[-STEADY_WINDOW:], source=f"last {STEADY_WINDOW} of {i} snapshot writes")
+            if steady.steady:
+                break
+    window = list(range(len(bws)))[-STEADY_WINDOW:]
+    median = sorted(window, key=lambda k: bws[k])[len(window) // 2]
+    evidence["write"] = writes[median]
+    evidence["rounds"] = [{"round": k + 1, "total_bytes": w["total_bytes"], "total_s": w["total_s"],
+                           "bw_bytes": bws[k]} for k, w in enumerate(writes)]
+    evidence["steady_state"] = steady.to_json()
+    return writes[median], bws, steady

@@ -62,10 +62,10 @@ from harness.probes.fio_run import (
     _say,
     probe_setup,
 )
-from harness.probes.steady import SteadyState, check_steady_state
+from harness.probes.steady import STEADY_WINDOW, SteadyState, check_steady_state
 from harness.remote.base import Executor
 
-WINDOW = 5  # SNIA's measurement window: the last 5 rounds
+WINDOW = STEADY_WINDOW
 
 
 @dataclass(frozen=True)

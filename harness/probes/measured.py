@@ -129,7 +129,26 @@ def fio_tree(results: Sequence[FioProbeResult], base: Optional[Path] = None) -> 
 
 
 def checkpoint_leaf(result: CheckpointResult, base: Optional[Path] = None) -> Leaf:
-    """Sustained checkpoint write bandwidth (``*.checkpoint.write_bw``)."""
+    """Sustained checkpoint write bandwidth (``*.checkpoint.write_bw``): the median round of the
+    steady window, with the window's rounds as samples (the gate's interval)."""
+    leaf = _checkpoint_point(result, base)
+    if result.rounds and result.steady is not None:
+        leaf["samples"] = {"kind": "percentile", "x": list(result.window), "q": 50}
+        rounds = ", ".join(format_quantity(v, UnitKind.BANDWIDTH) for v in result.rounds)
+        state = "reached" if result.steady.steady else "NOT reached"
+        leaf["detail"] = (f"{leaf['detail']}; median of the last {len(result.window)} of {len(result.rounds)} "
+                          f"snapshot writes ({rounds}); steady state {state} ({result.steady.reason})"
+                          + (f"; writes {result.drain.describe()}" if result.drain else ""))
+        why = [] if result.steady.steady else [f"steady state NOT reached in {len(result.rounds)} snapshot writes: "
+                                                f"{result.steady.reason}"]
+        if result.drain is not None and not result.drain.drained:
+            why.append(f"written before the node's writes drained ({result.drain.describe()})")
+        if why:
+            leaf["inconclusive"] = "; ".join(why)
+    return leaf
+
+
+def _checkpoint_point(result: CheckpointResult, base: Optional[Path]) -> Leaf:
     return {
         "value": result.write_bw_bytes,
         "text": format_quantity(result.write_bw_bytes, UnitKind.BANDWIDTH),

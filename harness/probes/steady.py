@@ -12,6 +12,7 @@ from dataclasses import dataclass
 RANGE_TOLERANCE = 0.20
 SLOPE_TOLERANCE = 0.10
 MIN_SAMPLES = 3
+STEADY_WINDOW = 5  # SNIA's measurement window: the last 5 rounds of a probe run in rounds
 
 
 @dataclass(frozen=True)

@@ -6,25 +6,31 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import statistics
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from harness.config.inventory import StorageTarget
+from harness.config.loader import load_gate
 from harness.config.profile import CheckpointSpec, ModelLoadSpec
 from harness.errors import InputError
+from harness.gates.evaluate import evaluate_check
+from harness.gates.outcome import Verdict
 from harness.probes.checkpoint import cold_read, run_checkpoint_probe
 from harness.probes.errors import ProbeRefused
 from harness.probes.measured import checkpoint_leaf, modelload_leaf
 from harness.probes.modelload import run_modelload_probe
 from harness.probes.node_io import find_python, run_helper
+from harness.probes.steady import check_steady_state
 from harness.remote.base import Executor
 from harness.remote.connect import executor_for
 from harness.remote.local import LocalExecutor
 from tests.support.sshd import SshCluster
 
 MiB = 2**20
+ROOT_DIR = Path(__file__).resolve().parents[2]
 ROOT = os.geteuid() == 0
 
 
@@ -50,6 +56,27 @@ def test_checkpoint_writes_times_and_removes(tmp_path: Path) -> None:
     assert evidence["write"]["total_s"] == res.total_s and evidence["write"]["files"] == 5
     leaf = checkpoint_leaf(res, tmp_path / "out")
     assert leaf["value"] == res.write_bw_bytes and leaf["evidence"] == [res.evidence.name]
+
+
+def test_checkpoint_is_written_in_rounds_after_a_drain_and_decided_on_their_interval(tmp_path: Path) -> None:
+    spec = CheckpointSpec(size="4 MiB", files=2, writers=2, max_rounds=5)
+    res = run_checkpoint_probe(LocalExecutor("n1"), _tier(tmp_path), spec, tmp_path / "out")
+    assert len(res.rounds) == 5 and res.write_bw_bytes == pytest.approx(statistics.median(res.rounds))
+    assert res.drain is not None and res.drain.drained and res.steady is not None
+    evidence = json.loads(res.evidence.read_text())
+    assert [r["bw_bytes"] for r in evidence["rounds"]] == pytest.approx(list(res.rounds))
+    assert evidence["drain"]["drained"] is True
+    leaf = checkpoint_leaf(res)
+    assert leaf["samples"] == {"kind": "percentile", "x": list(res.rounds), "q": 50}
+    assert ("inconclusive" in leaf) is (not res.steady.steady)
+    check = load_gate(ROOT_DIR / "gates" / "G2.yaml").check("checkpoint_write")
+    steady = dataclasses.replace(res, rounds=(1.0e9, 1.01e9, 0.99e9, 1.0e9, 1.02e9),
+                                 steady=check_steady_state([1.0e9, 1.01e9, 0.99e9, 1.0e9, 1.02e9], source="t"))
+    climbing = [0.5e9, 0.7e9, 0.9e9, 1.1e9, 1.3e9]  # still warming up: never a figure to sign
+    unsteady = dataclasses.replace(res, rounds=tuple(climbing), steady=check_steady_state(climbing, source="t"))
+    decide = {name: evaluate_check(check, {"baseline": {"checkpoint": {"write_bw": checkpoint_leaf(r)}}}).verdict
+              for name, r in (("steady", steady), ("unsteady", unsteady))}
+    assert decide == {"steady": Verdict.PASS, "unsteady": Verdict.INCONCLUSIVE}
 
 
 def test_checkpoint_read_back_with_odirect_when_cache_not_dropped(tmp_path: Path) -> None:
