@@ -39,6 +39,10 @@ def arm_problems(profile: Profile, arm: Arm, platforms: Iterable[str] = ()) -> l
     if not arm.offload:
         return out
     lm = arm.lmcache
+    if lm.gds_on and profile.engine.kind == "sim":
+        out.append((("lmcache", "use_gds" if lm.use_gds else "gds_path"),
+                    f"arm {arm.name!r}: the KV emulator has no GDS backend (it would measure recompute): use "
+                    "engine.kind vllm, or a disk tier without GDS"))
     if lm.mode == "multiprocess":
         if any(p in PLATFORMS and not PLATFORMS[p].lmcache_multiprocess for p in platforms):
             out.append((("lmcache", "mode"), multiprocess_on_ascend(arm.name)))

@@ -140,8 +140,15 @@ class LMCacheSettings(StrictModel):
     remote_serde: Optional[str] = Field(default=None, description="Remote serializer, e.g. naive")
     save_unfull_chunk: Optional[bool] = Field(default=None, description="Save a last partial chunk")
     enable_async_loading: Optional[bool] = Field(default=None, description="Asynchronous loading")
-    use_gds: Optional[bool] = Field(default=None, description="GPUDirect Storage")
-    gds_path: Optional[str] = Field(default=None, description="GDS path")
+    use_gds: Optional[bool] = Field(default=None, description="GPUDirect Storage (in-process): true puts the tier "
+                                    "in LMCache's GDS backend instead of its local-disk backend, in the arm's "
+                                    "directory on its storage target unless gds_path names one")
+    gds_path: OptionalNodePath = Field(default=None, description="GDS directory on the node (in-process; default "
+                                       "with use_gds: the arm's directory on its storage target); created, marked "
+                                       "and cleaned by kvgate as a disk tier")
+    gds_backend: Optional[Literal["cufile", "hipfile"]] = Field(
+        default=None, description="GDS library LMCache loads (lmcache gds_backend): default hipfile on ROCm "
+        "platforms, cufile elsewhere (LMCache's own default is cufile, which MI308X cannot load)")
     cache_policy: Optional[str] = Field(default=None, description="Eviction policy, e.g. LRU")
     extra_config: dict[str, object] = Field(default_factory=dict, description="extra_config, e.g. use_odirect")
     mode: Literal["in_process", "multiprocess"] = Field(
@@ -164,6 +171,21 @@ class LMCacheSettings(StrictModel):
         default=False, description="multiprocess, several instances per node: every instance's LMCache server "
         "uses one fs_native L2 directory, so a prefix stored through one instance is restored through another "
         "(R4); requests are then routed so that each restore goes through another instance than its populate")
+
+    @property
+    def gds_on(self) -> bool:
+        """Does LMCache create its GDS backend (it does whenever gds_path is set, lmcache 0.5.6
+        storage_backend/__init__.py), so that the tier under test is GDS, not the local disk?"""
+        return self.gds_path is not None or self.use_gds is True
+
+    @model_validator(mode="after")
+    def _gds_in_process(self) -> LMCacheSettings:
+        if self.gds_on and self.mode != "in_process":
+            raise ValueError("use_gds / gds_path configure in-process LMCache's GDS backend: the multiprocess server "
+                             "takes L2 adapters instead (mode: in_process, or drop the GDS settings)")
+        if self.gds_backend is not None and not self.gds_on:
+            raise ValueError("gds_backend is set but GDS is off: set use_gds: true (or gds_path)")
+        return self
 
     @model_validator(mode="after")
     def _shared_needs_multiprocess(self) -> LMCacheSettings:

@@ -9,7 +9,8 @@ A cold restore empties everything above the tier under test without losing what 
   them after a restart.
 - LMCache in-process mode: its local-disk backend keeps its index in the engine's memory only (no
   directory scan at start), so a restart of vLLM loses the disk tier. Valid only when no restart
-  is needed (no CPU tier and the reset endpoint served) or when the tier under test is remote.
+  is needed (no CPU tier and the reset endpoint served) or when the tier under test is remote or
+  LMCache's GDS backend (which rescans its directory at start).
 Where no safe way exists the plan refuses (``UnsafeColdRestore``), naming why.
 """
 
@@ -59,7 +60,9 @@ def cold_restore_plan(profile: Profile, arm: Arm) -> ColdRestorePlan:
                 "which the cold restore clears: the measurement would be recompute. Set lmcache.mp_l2: fs_native"
             )
         return ColdRestorePlan(arm.name, "multiprocess", (vllm_step, L1_CLEAR, DROP), not dev)
-    if lm.remote_url:
+    if lm.remote_url or lm.gds_on:
+        # a remote tier lives outside the engine; the GDS backend rescans its directory at start
+        # (lmcache 0.5.6 gds_backend.py _scan_metadata): both keep what they hold across a restart
         return ColdRestorePlan(arm.name, "in_process", (RESTART, DROP), True)
     if lm.local_cpu:
         raise UnsafeColdRestore(

@@ -41,25 +41,30 @@ def _scalar(value: object) -> str:
     return json.dumps(value)
 
 
-def lmcache_config(settings: LMCacheSettings, *, local_disk_dir: Optional[str], ranks: int = 1) -> dict[str, object]:
+def lmcache_config(settings: LMCacheSettings, *, local_disk_dir: Optional[str], ranks: int = 1,
+                   gds_dir: Optional[str] = None, gds_backend: Optional[str] = None) -> dict[str, object]:
     """The config as a dict (only keys set for the arm, plus the disk tier when it has storage).
 
     In-process LMCache runs one engine per TP rank and applies ``max_local_disk_size`` to each, so
-    the arm's per-instance size is divided by ``ranks`` (8 x 12000 GB would overrun a 14 TB array)."""
+    the arm's per-instance size is divided by ``ranks`` (8 x 12000 GB would overrun a 14 TB array).
+    With GDS (``gds_dir``) the tier is LMCache's GDS backend alone: LMCache creates a LocalDiskBackend
+    whenever ``local_disk`` is set too, which would write every chunk twice and be read first."""
     cfg: dict[str, object] = {"chunk_size": settings.chunk_size, "local_cpu": settings.local_cpu}
     # written even without the CPU tier, as LMCache's disk-tier example does: the evidence then shows
     # the value in force (LMCache's default is 5 GB)
     cfg["max_local_cpu_size"] = float(settings.max_local_cpu_size)
-    if local_disk_dir is not None:
+    if local_disk_dir is not None and gds_dir is None:
         cfg["local_disk"] = "file://" + local_disk_dir.rstrip("/") + "/"
         cfg["max_local_disk_size"] = float(settings.max_local_disk_size) / max(ranks, 1)  # never rounded to 0
+    if gds_dir is not None:
+        cfg["gds_path"] = gds_dir
+        cfg["use_gds"] = settings.use_gds if settings.use_gds is not None else True
+        cfg["gds_backend"] = gds_backend or settings.gds_backend or "cufile"
     for key in (
         "remote_url",
         "remote_serde",
         "save_unfull_chunk",
         "enable_async_loading",
-        "use_gds",
-        "gds_path",
         "cache_policy",
     ):
         value = getattr(settings, key)

@@ -89,6 +89,19 @@ def instance_kv_dir(node: Node, profile: Profile, arm: Arm, instance_index: int)
     return posixpath.join(disk, f"instance-{instance_index}")
 
 
+def gds_dir_for(arm: Arm, disk: Optional[str], instance_index: int, instances: int) -> Optional[str]:
+    """The GDS directory of one instance (None: GDS off): the arm's ``gds_path`` (one subdirectory per
+    instance when a node runs several), else its directory on the storage target."""
+    if not arm.lmcache.gds_on:
+        return None
+    if arm.lmcache.gds_path is None:
+        if disk is None:
+            raise InputError(f"arm {arm.name!r}: use_gds needs a storage target or lmcache.gds_path")
+        return disk
+    return arm.lmcache.gds_path if instances <= 1 else posixpath.join(arm.lmcache.gds_path,
+                                                                       f"instance-{instance_index}")
+
+
 def shares_tier(arm: Arm) -> bool:
     """Do the instances of a node share ``arm``'s storage tier? Only where the integration really
     shares: LMCache multiprocess servers with one fs_native L2 directory (files found by name)."""
@@ -153,12 +166,16 @@ def plan_common(
         )
     elif arm.offload:
         disk = instance_kv_dir(node, profile, arm, instance_index)
-        kv_dirs = (disk,) if disk else ()
+        gds = gds_dir_for(arm, disk, instance_index, profile.model.instances_per_node)
+        kv_dirs = (gds,) if gds else (disk,) if disk else ()
         remote = arm.lmcache.remote_url
         if remote and remote.startswith("fs://"):
             # LMCache's fs connector writes its files there: created, marked and cleaned like a disk tier
             kv_dirs += (fs_url_path(remote).rstrip("/") or "/",)
-        cfg = lmcache_config(arm.lmcache, local_disk_dir=disk, ranks=model.tensor_parallel_size)
+        cfg = lmcache_config(arm.lmcache, local_disk_dir=disk, ranks=model.tensor_parallel_size, gds_dir=gds,
+                             gds_backend=arm.lmcache.gds_backend or get_platform(platform).gds_backend)
+        if gds:
+            notes.append(f"LMCache GDS backend ({cfg['gds_backend']}) in {gds}, no local-disk backend")
         yaml_path = posixpath.join(instance_dir, "lmcache.yaml")
         files[yaml_path] = render_yaml(
             cfg,

@@ -68,6 +68,8 @@ class Platform:
     defaults: PlatformDefaults = field(default_factory=PlatformDefaults)
     # can LMCache's multiprocess server (`lmcache server` + LMCacheMPConnector) run here?
     lmcache_multiprocess: bool = True
+    # the GDS library LMCache loads here (lmcache gds_backend; its own default, cufile, is NVIDIA's)
+    gds_backend: str = "cufile"
 
     def connector(self, software: Mapping[str, str], override: Optional[str] = None) -> tuple[str, Optional[str]]:
         """The connector choice for a node (and a note saying why, when there is a choice to make)."""

@@ -34,6 +34,7 @@ PLATFORM = Platform(
     collect_accelerators=collect_accelerators,
     software_key="rocm",
     collect_software_version=collect_rocm_version,
+    gds_backend="hipfile",  # lmcache storage_backend/gds_backend.py loads hipfile_shim for it
     defaults=PlatformDefaults(accelerator_model="MI308X", accelerator_count=8, accelerator_memory="192 GB",
                               software={"rocm": "*", "vllm": "*", "lmcache": "*"}),
 )

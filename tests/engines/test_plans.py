@@ -449,3 +449,46 @@ def test_kvgate_plan_shows_the_ray_start_environment(tmp_path: Path, capsys: pyt
                 "--arm", "candidate"]) == 0
     out = capsys.readouterr().out
     assert "ray env [node2] PYTHONHASHSEED=0" in out and "ray env [node1] PYTHONHASHSEED=0" in out
+
+
+def _gds_arm(profile: Profile, **lm: object) -> Arm:
+    base = profile.arm("candidate")
+    settings = base.lmcache.model_copy(update={"mode": "in_process", "local_cpu": True, **lm})
+    return Arm.model_validate({**base.model_dump(), "lmcache": settings.model_dump()})  # validated
+
+
+def test_gds_arm_has_no_local_disk_backend_and_the_platform_gds_library() -> None:
+    """lmcache 0.5.6 creates a LocalDiskBackend whenever local_disk is set and a GdsBackend whenever
+    gds_path is: both at once wrote every chunk twice and read the local disk first. LMCache's default
+    gds_backend is cufile, which MI308X cannot load (hipfile)."""
+    node, profile = _node("mi308x-8gpu.example.yaml", "node1"), _profile("moe-480b-tp8.yaml")
+    plan = get_engine("vllm").plan(node, profile, _gds_arm(profile, use_gds=True), 0)
+    data = _yaml_of(plan)
+    tier = "/mnt/fx100/kvgate-kv/moe-480b-tp8/candidate"
+    assert "local_disk" not in data and "max_local_disk_size" not in data
+    assert data["gds_path"] == tier and data["use_gds"] is True and data["gds_backend"] == "hipfile"
+    assert plan.kv_dirs == (tier,)  # created, marked and cleaned as a disk tier
+    cuda = node.model_copy(update={"platform": "cuda"})
+    on_cuda = get_engine("vllm").plan(cuda, profile, _gds_arm(profile, use_gds=True), 0)
+    assert _yaml_of(on_cuda)["gds_backend"] == "cufile"
+    mine = _gds_arm(profile, gds_path="/mnt/gds", gds_backend="cufile")
+    own = _yaml_of(get_engine("vllm").plan(node, profile, mine, 0))
+    assert own["gds_path"] == "/mnt/gds" and own["gds_backend"] == "cufile" and "local_disk" not in own
+
+
+def test_gds_tier_keeps_a_cpu_tier_across_a_restart_and_is_refused_where_it_cannot_work() -> None:
+    """The GDS backend rescans its directory at start (gds_backend.py _scan_metadata), so a restart
+    is a valid evict with a CPU tier; the local-disk backend's index would be lost."""
+    from pydantic import ValidationError
+
+    from harness.engines.coldrestore import cold_restore_plan
+
+    profile = _profile("moe-480b-tp8.yaml")
+    restore = cold_restore_plan(profile, _gds_arm(profile, use_gds=True))
+    assert restore.restarts_engine and restore.steps[0].startswith("restart vLLM")
+    with pytest.raises(ValidationError, match="multiprocess server takes L2 adapters"):
+        _gds_arm(profile, use_gds=True, mode="multiprocess")
+    with pytest.raises(ValidationError, match="gds_backend is set but GDS is off"):
+        _gds_arm(profile, gds_backend="hipfile")
+    with pytest.raises(ValidationError, match="contains '..'"):
+        _gds_arm(profile, gds_path="/mnt/x/../victim")
