@@ -149,6 +149,11 @@ def plan_common(
     kv_transfer: Optional[str] = None
     notes: list[str] = []
     env.update(get_platform(platform).engine_env)
+    if "HIP_VISIBLE_DEVICES" in get_platform(platform).device_vars:
+        # ROCm applies ROCR_VISIBLE_DEVICES first and numbers HIP devices within it: an inherited one
+        # would remap kvgate's indices. Cleared (engines/cleanenv.py), never honoured: recorded here.
+        notes.append("ROCR_VISIBLE_DEVICES: an inherited value is cleared at start, so HIP_VISIBLE_DEVICES="
+                     f"{env.get('HIP_VISIBLE_DEVICES', '')} names the node's physical devices")
     sidecar: Optional[SidecarPlan] = None
     mode = arm.lmcache.mode if arm.offload else "none"
     _check_capacity(node, profile, arm)

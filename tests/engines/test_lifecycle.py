@@ -455,6 +455,7 @@ def test_controller_lmcache_local_disk_no_longer_reaches_the_emulator(
     monkeypatch.setenv("LMCACHE_LOCAL_DISK", f"file://{ram}/")
     monkeypatch.setenv("LMCACHE_MAX_LOCAL_DISK_SIZE", "5")
     monkeypatch.setenv("HIP_VISIBLE_DEVICES", "7")
+    monkeypatch.setenv("ROCR_VISIBLE_DEVICES", "3")  # ROCm would number HIP devices within it
     profile = _profile(tmp_path, kind="sim", command=None, port=free_port(), extra=[])
     engine = get_engine("sim")
     body = json.dumps({"model": "long-ctx", "prompt": " ".join(f"w{i}" for i in range(1024)), "max_tokens": 2})
@@ -467,7 +468,8 @@ def test_controller_lmcache_local_disk_no_longer_reaches_the_emulator(
             child = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()[0]
             environ = Path(f"/proc/{child}/environ").read_bytes().split(b"\0")
             assert b"harness.sim.cli" in Path(f"/proc/{child}/cmdline").read_bytes()
-            assert not [v for v in environ if v.startswith((b"LMCACHE_LOCAL_DISK", b"HIP_VISIBLE", b"LMCACHE_MAX"))]
+            leaked = (b"LMCACHE_LOCAL_DISK", b"HIP_VISIBLE", b"ROCR_VISIBLE", b"LMCACHE_MAX")
+            assert not [v for v in environ if v.startswith(leaked)]
             assert f"LMCACHE_CONFIG_FILE={plan.env['LMCACHE_CONFIG_FILE']}".encode() in environ  # declared
             assert http_request(inst, "/v1/completions", method="POST", body=body.encode())[0] == 200
             _wait_stored(engine, inst, 1024)

@@ -492,3 +492,14 @@ def test_gds_tier_keeps_a_cpu_tier_across_a_restart_and_is_refused_where_it_cann
         _gds_arm(profile, gds_backend="hipfile")
     with pytest.raises(ValidationError, match="contains '..'"):
         _gds_arm(profile, gds_path="/mnt/x/../victim")
+
+
+def test_rocm_plans_record_that_an_inherited_rocr_visible_devices_is_cleared() -> None:
+    node, profile = _node("mi308x-8gpu.example.yaml", "node1"), _profile("tp4x2.yaml")
+    plan = get_engine("vllm").plan(node, profile, "candidate", 1)
+    assert any(n.startswith("ROCR_VISIBLE_DEVICES: an inherited value is cleared") and "=4,5,6,7 " in n
+               for n in plan.notes)
+    assert "ROCR_VISIBLE_DEVICES" not in plan.env  # cleared, not set
+    atlas = _node("atlas-910b.example.yaml", "atlas1")
+    assert not any("ROCR" in n for n in get_engine("vllm").plan(atlas, _profile("deepseek-load-910b.yaml"),
+                                                                 "candidate", 0).notes)
