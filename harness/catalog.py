@@ -58,6 +58,16 @@ _METRICS: list[MetricInfo] = [
                "offload-tier hit share / the share the workload should hit (lowest repetition)"),
     MetricInfo("baseline.cold_restore.engine_prefix_hit_excess.*", UnitKind.COUNT, "G2", "pipeline.G2",
                "engine prefix-cache hit tokens beyond what measured requests share (highest repetition)"),
+    MetricInfo("baseline.cold_restore.memory_tier_hit_requests.*", UnitKind.COUNT, "G2", "pipeline.G2",
+               "measured requests served from a host-memory tier (CPU tier, LMCache L1), highest repetition"),
+    MetricInfo("baseline.cold_restore.restore_bandwidth_ratio.*", UnitKind.RATIO, "G2", "pipeline.G2",
+               "restored KV per request / TTFT p50 over the upper end of what the tier's own chunk files "
+               "deliver with O_DIRECT (highest repetition)"),
+    MetricInfo("candidate.cold_restore.memory_tier_hit_requests.*", UnitKind.COUNT, "G3", "pipeline.G3",
+               "measured requests served from a host-memory tier (CPU tier, LMCache L1), highest repetition"),
+    MetricInfo("candidate.cold_restore.restore_bandwidth_ratio.*", UnitKind.RATIO, "G3", "pipeline.G3",
+               "restored KV per request / TTFT p50 over the upper end of what the tier's own chunk files "
+               "deliver with O_DIRECT (highest repetition)"),
     MetricInfo("candidate.cold_restore.offload_hit_tokens.*", UnitKind.COUNT, "G3", "pipeline.G3",
                "prompt tokens served by the KV offload tiers during the measurement (lowest repetition)"),
     MetricInfo("candidate.cold_restore.offload_hit_vs_expected.*", UnitKind.RATIO, "G3", "pipeline.G3",

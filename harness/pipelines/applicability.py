@@ -58,6 +58,10 @@ def not_applicable(gate: str, inventory: Inventory, profile: Profile) -> dict[st
             why = f"the baseline arm {arm.name!r} offloads no KV (offload: false)"
             out["baseline.cold_restore.offload_hit_tokens.*"] = why
             out["baseline.cold_restore.offload_hit_vs_expected.*"] = why
+            out["baseline.cold_restore.restore_bandwidth_ratio.*"] = why
+        if not profile.load.cold_restore:
+            out.setdefault("baseline.cold_restore.restore_bandwidth_ratio.*",
+                           "no cold restore (load.cold_restore: false): nothing was restored from storage")
         if profile.probes.checkpoint is None:
             out.setdefault("baseline.checkpoint.write_bw", "the profile has no checkpoint probe")
         if profile.probes.modelload is None:
@@ -65,6 +69,9 @@ def not_applicable(gate: str, inventory: Inventory, profile: Profile) -> dict[st
     elif gate == "G3":
         # A candidate without a storage target is an input error (pipelines.g3.check_g3_inputs), never
         # a reason to skip the storage checks.
+        if not profile.load.cold_restore:
+            out["candidate.cold_restore.restore_bandwidth_ratio.*"] = (
+                "no cold restore (load.cold_restore: false): nothing was restored from storage")
         if profile.recompute is None:
             out["compare.recompute_speedup.*"] = "the profile has no recompute arm"
             out["recompute.cold_restore.offload_hit_tokens.*"] = "the profile has no recompute arm"
@@ -148,6 +155,10 @@ def expected_leaves(gate: str, inventory: Inventory, profile: Profile) -> dict[s
             if arm.offload:
                 out[f"baseline.cold_restore.offload_hit_tokens.{key}"] = f"offload hits at concurrency {key[1:]}"
                 out[f"baseline.cold_restore.offload_hit_vs_expected.{key}"] = f"hit share at concurrency {key[1:]}"
+                if profile.load.cold_restore:
+                    out[f"baseline.cold_restore.restore_bandwidth_ratio.{key}"] = (
+                        f"restore plausibility at concurrency {key[1:]}")
+            out[f"baseline.cold_restore.memory_tier_hit_requests.{key}"] = f"memory-tier hits at concurrency {key[1:]}"
     elif gate == "G3":
         for key in _point_keys(profile):
             c = key[1:]
@@ -156,6 +167,9 @@ def expected_leaves(gate: str, inventory: Inventory, profile: Profile) -> dict[s
             out[f"compare.throughput_gain.{key}"] = f"the throughput gain at concurrency {c}"
             out[f"candidate.cold_restore.offload_hit_tokens.{key}"] = f"candidate offload hits at concurrency {c}"
             out[f"candidate.cold_restore.offload_hit_vs_expected.{key}"] = f"candidate hit share at concurrency {c}"
+            out[f"candidate.cold_restore.memory_tier_hit_requests.{key}"] = f"memory-tier hits at concurrency {c}"
+            if profile.load.cold_restore:
+                out[f"candidate.cold_restore.restore_bandwidth_ratio.{key}"] = f"restore plausibility at c{c}"
             # Also without cold_restore: a gate on storage never passes on prompts the engine kept.
             out[f"candidate.cold_restore.engine_prefix_hit_excess.{key}"] = f"eviction at concurrency {c}"
             if profile.recompute is not None:

@@ -10,7 +10,8 @@ from harness.pipelines.coldrestore import cold_restore_measured, expectation
 from harness.pipelines.context import GateRun
 from harness.pipelines.loadpoint import expected_reuse_table, point_workload
 from harness.pipelines.probesteps import fio_step, probe_step
-from harness.pipelines.sweep import run_arm_sweep
+from harness.pipelines.restoreprobe import kv_bytes_per_token, restore_bandwidth_measured
+from harness.pipelines.sweep import probe_key, run_arm_sweep
 from harness.pipelines.sweepdata import Sweep, baseline_measured, measurement, sweep_table
 from harness.pipelines.tierhits import sweep_tier_rows
 from harness.probes.registry import PROBES
@@ -49,7 +50,12 @@ def arm_cold_restore(run: GateRun, arm_name: str, sweep: Sweep) -> dict[str, Any
     arm = run.profile.arm(arm_name)
     workload = point_workload(run.profile)
     exp = expectation(workload.populate, workload.measure, arm.lmcache.chunk_size)
-    return cold_restore_measured(sweep, run.profile.load.concurrency, exp, offload=arm.offload)
+    out = cold_restore_measured(sweep, run.profile.load.concurrency, exp, offload=arm.offload)
+    if arm.offload and run.profile.load.cold_restore:
+        bpt, how = kv_bytes_per_token(run.profile)
+        out["restore_bandwidth_ratio"] = restore_bandwidth_measured(
+            sweep, run.profile.load.concurrency, run.gate_dir.step_done(probe_key(arm.name)), bpt, how)
+    return out
 
 
 def run_g2(run: GateRun) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -29,6 +29,7 @@ from harness.pipelines.drain import cold_evict
 from harness.pipelines.enospc import DiskFullWatch
 from harness.pipelines.instances import cross_instance, measure_offset
 from harness.pipelines.loadpoint import point_workload, run_point
+from harness.pipelines.restoreprobe import WORKERS, probe_tier_files
 from harness.pipelines.sweepdata import Repetition, Sweep
 from harness.pipelines.tierhits import memory_hit_requests, tier_hits
 from harness.progress import Progress
@@ -177,6 +178,21 @@ def _evict_cold(run: GateRun, engine: Engine, instances: list[EngineInstance], a
     return cold_evict(engine, instances, protocol, restarted)
 
 
+def probe_key(arm: str) -> str:
+    return f"restoreprobe/{arm}"
+
+
+def _probe_tier(run: GateRun, arm: Arm, inst: EngineInstance, progress: Progress) -> None:
+    """Read the tier's own chunk files as the restores did (harness.pipelines.restoreprobe), once
+    per arm, after its last measurement (recorded in the gate's state)."""
+    if run.gate_dir.step_done(probe_key(arm.name)):
+        return
+    progress.status(f"reading the tier's chunk files as a restore does ({WORKERS} readers, O_DIRECT)")
+    got = probe_tier_files(inst).to_json()
+    run.gate_dir.write_evidence_json(f"sweep/{arm.name}/restore-probe.json", got)
+    run.gate_dir.mark_step_done(probe_key(arm.name), got)
+
+
 def _no_memory_tier(arm: Arm, protocol: dict[str, Any]) -> Optional[str]:
     """Why the arm cannot have served KV from host memory, when its engine does not split hits."""
     if not arm.offload:
@@ -280,6 +296,8 @@ def run_arm_sweep(run: GateRun, arm_name: str, *, label: Optional[str] = None) -
             progress.update(1, f"c{conc} rep{rep}: {point.summary.get('completed')} ok, "
                                f"{point.summary.get('failed')} failed, TTFT p50 {p50:.0f} ms, "
                                f"{float(point.summary.get('output_throughput') or 0):.1f} tok/s")
+        if profile.load.cold_restore and arm.offload and instances:
+            _probe_tier(run, arm, instances[0], progress)
     finally:
         _stop_instances(run, engine, instances, arm)
         progress.finish(f"arm {arm.name} done")

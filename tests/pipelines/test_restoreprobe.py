@@ -1,0 +1,100 @@
+"""restore_within_storage_bandwidth (issue 33 item 3): the bandwidth a restore implies against what
+the tier's own chunk files deliver with O_DIRECT after the same drain (real emulator, real fio).
+
+The scenario the issue found: the engine's disk tier redirected to /dev/shm (``LMCACHE_LOCAL_DISK``)
+while the arm declares a disk. Its TTFT beat the honest disk's and G3 passed; now the declared
+tier directories hold no chunk file and the check cannot PASS. The honest arm still does."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import time
+import uuid
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from harness.engines import get_engine
+from harness.engines.base import EngineInstance
+from harness.engines.lifecycle import http_request
+from harness.gates.stats import percentile
+from harness.pipelines.drain import cold_evict
+from harness.pipelines.restoreprobe import probe_tier_files, restore_bandwidth_measured
+from harness.pipelines.sweepdata import Repetition
+from harness.remote.local import LocalExecutor
+from tests.real_engine.conftest import free_ports, local_node, real_profile
+
+DISK = {"name": "disk", "storage": "fast",
+        "lmcache": {"mode": "in_process", "chunk_size": 256, "local_cpu": False, "max_local_disk_size": 1}}
+BYTES_PER_TOKEN = 2 * 2 * 4 * 32 * 4  # real_profile's geometry (2 layers, 4 KV heads, 32 dims, fp32)
+
+
+def _restore(tmp: Path, env: dict[str, str]) -> tuple[Repetition, dict[str, Any]]:
+    """Populate 4 documents, drain/evict, restore them; then probe the declared tier's files."""
+    port = free_ports(3)
+    profile = real_profile(tmp, port=port, mp_port=port + 1, kind="sim", more_arms=[DISK])
+    engine = get_engine("sim")
+    docs = [" ".join(f"d{d}w{i}" for i in range(2048)) for d in range(4)]
+    with LocalExecutor("local") as ex:
+        plan = engine.plan(local_node(tmp / "tier"), profile, "disk", 0, workdir=str(tmp / "w"), python=sys.executable)
+        inst: EngineInstance = engine.start(ex, replace(plan, env={**plan.env, **env}))
+        try:
+            engine.wait_ready(inst)
+            for doc in docs:
+                _complete(inst, doc)
+            instances = [inst]
+            assert cold_evict(engine, instances, {}, lambda i, new: None) is None
+            inst = instances[0]
+            before = engine.scrape_metrics(inst)
+            ttft = [_complete(inst, doc) for doc in docs]
+            hits = (engine.scrape_metrics(inst).value("vllm:external_prefix_cache_hits") or 0) - (
+                before.value("vllm:external_prefix_cache_hits") or 0)
+            probe = probe_tier_files(inst).to_json()
+        finally:
+            engine.stop(inst, remove_kv_files=True)
+    rep = Repetition("disk", 1, 1, {"completed": len(docs)}, ttft, [], {"offload_hit_tokens": hits})
+    return rep, probe
+
+
+def _complete(inst: EngineInstance, prompt: str) -> float:
+    """One request of 2 tokens; its whole time in ms (an upper bound of its TTFT)."""
+    body = json.dumps({"model": inst.plan.served_model_name, "prompt": prompt, "max_tokens": 2}).encode()
+    start = time.perf_counter()
+    status, answer = http_request(inst, "/v1/completions", method="POST", body=body, timeout=120.0)
+    assert status == 200, answer[:300]
+    return (time.perf_counter() - start) * 1000.0
+
+
+def test_the_honest_disk_restore_is_within_what_its_files_deliver(tmp_path: Path) -> None:
+    rep, probe = _restore(tmp_path, {})
+    assert probe["files"] >= 32 and len(probe["rounds_bps"]) == 3, probe
+    leaf = restore_bandwidth_measured({1: [rep]}, [1], probe, BYTES_PER_TOKEN, "geometry")["c1"]
+    assert leaf["value"] is not None and leaf["value"] <= 1.25, leaf
+    assert "GB/s" in leaf["text"] and percentile(rep.ttft_ms, 50) > 0
+
+
+def test_a_tier_redirected_to_ram_cannot_pass(tmp_path: Path) -> None:
+    shm = Path("/dev/shm") / f"kvgate-test-{uuid.uuid4().hex[:8]}"
+    try:
+        rep, probe = _restore(tmp_path, {"LMCACHE_LOCAL_DISK": f"file://{shm}/"})
+        assert any(shm.iterdir())  # the engine really wrote its KV to RAM
+    finally:
+        shutil.rmtree(shm, ignore_errors=True)
+    assert (rep.counters["offload_hit_tokens"] or 0) > 0  # and restored from there
+    leaf = restore_bandwidth_measured({1: [rep]}, [1], probe, BYTES_PER_TOKEN, "geometry")["c1"]
+    assert leaf["value"] is None and "no chunk file" in leaf["detail"], leaf
+
+
+def test_a_restore_faster_than_its_storage_fails_naming_both_figures() -> None:
+    # 4 requests restored 8192 tokens each at 10 ms TTFT: 3.4 GB/s implied against files read at 1 GB/s
+    rep = Repetition("disk", 1, 1, {"completed": 4}, [10.0] * 4, [], {"offload_hit_tokens": 4 * 8192})
+    probe = {"rounds_bps": [0.9e9, 1.0e9, 0.95e9], "files": 128}
+    leaf = restore_bandwidth_measured({1: [rep]}, [1], probe, 4096, "geometry")["c1"]
+    assert leaf["value"] > 1.25
+    assert "implied restore 3.36 GB/s" in leaf["text"] and "0.90-1.00 GB/s" in leaf["text"], leaf
+    # no probe figure: never a value
+    assert restore_bandwidth_measured({1: [rep]}, [1], None, 1024, "g")["c1"]["value"] is None
+    empty = {"rounds_bps": [], "reason": "x"}
+    assert restore_bandwidth_measured({1: [rep]}, [1], empty, 1024, "g")["c1"]["value"] is None
