@@ -102,9 +102,16 @@ def test_no_heading_stranded_and_no_chart_split(rendered: dict[str, Path]) -> No
 
 def test_campaign_pdf(rendered: dict[str, Path]) -> None:
     pdf = write_pdf(rendered["campaign"])
-    first = _pages(pdf)[0]
+    pages = _pages(pdf)
+    first = pages[0]
     assert "kvgate campaign camp-1" in first and "Sign-off" in first and "G1" in first and "G3" in first
     assert "Threshold overrides" in first and "Customer contract 2026-11" in first and "Baselines" in first
+    # then one page per gate summary, each with every one of its checks
+    assert len(pages) == 3, len(pages)
+    for page, gate in zip(pages[1:], ("G1", "G3")):
+        assert re.search(rf"^\s*{gate}: Main gate", page, re.M), page[:300]
+        assert "ttft_p50_reduction" in page and "throughput_gain_plausible" in page
+        assert "kvgate campaign camp-1" not in page
 
 
 def test_both_parties_sign_the_pdf_then_the_manifest(rendered: dict[str, Path],
