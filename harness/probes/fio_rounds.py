@@ -62,49 +62,9 @@ from harness.probes.fio_run import (
     _say,
     probe_setup,
 )
-from harness.probes.steady import STEADY_WINDOW, SteadyState, check_steady_state
+from harness.probes.roundsrecord import WINDOW, RoundsRecord
+from harness.probes.steady import check_steady_state
 from harness.remote.base import Executor
-
-WINDOW = STEADY_WINDOW
-
-
-@dataclass(frozen=True)
-class RoundsRecord:
-    """How one job set's figure was measured (the protocol in the module docstring)."""
-
-    round_s: float
-    max_rounds: int
-    series: dict[str, tuple[float, ...]]  # direction -> bytes/s of every round, in order
-    steady: SteadyState  # judged on the last WINDOW rounds (read + write summed)
-    drain: DrainRecord
-    precondition: str
-    working_set_bytes: int
-    cache_note: str
-    cache_problem: Optional[str]
-    backing: str
-    memory_tier: bool
-    outputs: tuple[Path, ...] = field(default=())  # every round's fio JSON, in order
-    jobfile: Optional[Path] = None
-
-    @property
-    def window_outputs(self) -> tuple[Path, ...]:
-        """The fio outputs of the rounds the figure and its interval come from."""
-        return self.outputs[-WINDOW:]
-
-    def window(self, direction: str) -> tuple[float, ...]:
-        return self.series.get(direction, ())[-WINDOW:]
-
-    @property
-    def rounds(self) -> int:
-        return max((len(v) for v in self.series.values()), default=0)
-
-    def to_json(self) -> dict[str, object]:
-        return {"round_s": self.round_s, "max_rounds": self.max_rounds, "rounds": self.rounds,
-                "series": {k: list(v) for k, v in self.series.items()}, "steady_state": self.steady.to_json(),
-                "drain": self.drain.to_json(), "precondition": self.precondition,
-                "working_set_bytes": self.working_set_bytes, "cache_note": self.cache_note,
-                "cache_problem": self.cache_problem, "backing": self.backing, "memory_tier": self.memory_tier,
-                "outputs": [p.name for p in self.outputs]}
 
 
 def size_working_set(spec: FioSpec, target: StorageTarget, free_bytes: Optional[int]

@@ -15,7 +15,7 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional, Union
+from typing import Optional, Union
 
 from harness.config.inventory import StorageTarget
 from harness.config.profile import FioSpec
@@ -41,14 +41,12 @@ from harness.probes.fio_parse import (
     parse_fio_file,
     summarise_groups,
 )
+from harness.probes.roundsrecord import RoundsRecord
 from harness.probes.steady import SteadyState, check_steady_state
 from harness.progress import Progress
 from harness.remote.base import DetachedHandle, Executor, RemoteError
 from harness.remote.fleet import Fleet
 from harness.remote.scratch import create_owned_dir, remove_owned_dir
-
-if TYPE_CHECKING:
-    from harness.probes.fio_rounds import RoundsRecord
 
 log = logging.getLogger(__name__)
 

@@ -8,14 +8,14 @@ later read goes to the device. Which read mode was used is reported (``read_mode
 
 from __future__ import annotations
 
-import ctypes
 import errno
-import mmap
 import os
 import threading
 from typing import Any, Optional
 
 from harness.deletion import remove_file
+from harness.readbuffer import HUGE_PAGE as HUGE_PAGE  # re-exported: the buffer's alignment
+from harness.readbuffer import ReadBuffer
 
 ALIGN = 4096
 MAGIC = b"KVGATECHUNK1"
@@ -40,43 +40,16 @@ def chunk_payload(digest: bytes, size: int) -> bytes:
 
 
 _BUFFERS = threading.local()
-HUGE_PAGE = 2 << 20
-
-
-class _ReadBuffer:
-    """A private anonymous map with a window starting on a 2 MiB boundary, advised for transparent
-    huge pages. Why: a direct read's time follows how many pieces its destination is made of, and
-    4 KiB pages from a fragmented free list make a 4 MiB read 1,024 of them. On this project's VMs
-    (virtio-blk) the same 16 chunk reads took 17 ms into huge pages and 35-95 ms into 4 KiB ones,
-    by the luck of which pages a thread's buffer got, so the emulator's restore speed was an
-    allocation lottery, and a probe's threads and the emulator's differed 2-3x. Engines read into
-    pinned pools allocated once; this is the emulator's stand-in. Where huge pages are not granted
-    (THP off, no ``madvise``) it is a plain page-aligned buffer."""
-
-    def __init__(self, size: int) -> None:
-        self.raw = mmap.mmap(-1, size + HUGE_PAGE, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-        base = ctypes.addressof(ctypes.c_char.from_buffer(self.raw))
-        start = (-base) % HUGE_PAGE
-        if hasattr(mmap, "MADV_HUGEPAGE"):
-            try:
-                self.raw.madvise(mmap.MADV_HUGEPAGE, start, size)
-            except OSError:
-                pass  # THP compiled out or refused: 4 KiB pages, still page-aligned
-        self.view = memoryview(self.raw)[start:start + size]
-
-    def close(self) -> None:
-        self.view.release()
-        self.raw.close()
 
 
 def _buffer(size: int) -> memoryview:
     """A page-aligned buffer of at least ``size`` bytes, kept per thread: a fresh anonymous map per
     read would fault in and zero every page first (a few ms per 4 MiB chunk, on the restore path)."""
-    buf: _ReadBuffer | None = getattr(_BUFFERS, "buf", None)
+    buf: ReadBuffer | None = getattr(_BUFFERS, "buf", None)
     if buf is None or len(buf.view) < size:
         if buf is not None:
             buf.close()
-        buf = _ReadBuffer(aligned_size(size))
+        buf = ReadBuffer(aligned_size(size))
         _BUFFERS.buf = buf
     return buf.view
 

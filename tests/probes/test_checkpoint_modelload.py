@@ -4,6 +4,7 @@ real files (a few MiB), locally and on a loopback SSH node."""
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import json
 import os
 import statistics
@@ -22,8 +23,9 @@ from harness.probes.checkpoint import cold_read, run_checkpoint_probe
 from harness.probes.errors import ProbeRefused
 from harness.probes.measured import checkpoint_leaf, modelload_leaf
 from harness.probes.modelload import run_modelload_probe
-from harness.probes.node_io import find_python, run_helper
+from harness.probes.node_io import SCRIPT, find_python, run_helper
 from harness.probes.steady import check_steady_state
+from harness.readbuffer import ReadBuffer
 from harness.remote.base import Executor
 from harness.remote.connect import executor_for
 from harness.remote.local import LocalExecutor
@@ -124,6 +126,19 @@ def test_modelload_reads_a_weights_tree_with_odirect(tmp_path: Path) -> None:
     assert res.direct_io and not res.may_include_cached and not res.synthetic
     assert res.read_bw_bytes == pytest.approx(res.total_bytes / res.total_s)
     assert sorted(p.name for p in weights.rglob("*") if p.is_file()) == sorted(Path(n).name for n in sizes)
+
+
+def test_direct_reads_land_in_the_emulators_huge_page_buffers(tmp_path: Path) -> None:
+    # the helper carries harness.readbuffer's class itself (not a copy that could drift from it)
+    assert inspect.getsource(ReadBuffer) in SCRIPT
+    data = tmp_path / "shards"
+    data.mkdir()
+    for i in range(3):
+        (data / f"s{i}.bin").write_bytes(os.urandom(2 * MiB))
+    py = find_python(LocalExecutor("n1"), "python3")
+    out = run_helper(LocalExecutor("n1"), py, ["read", "direct", "3", str(2 * MiB), str(data)], target="t")
+    assert out["all_direct"] is True and out["total_bytes"] == 6 * MiB
+    assert out["buffers_on_huge_page"] is True  # every reader's buffer starts on a 2 MiB boundary
 
 
 def test_modelload_synthetic_shards(tmp_path: Path) -> None:
