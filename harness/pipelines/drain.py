@@ -12,9 +12,11 @@ the reads. So, per instance:
 1. **drain** (bounded, recorded): wait until every queued write completed and the figures hold
    still for ``SETTLE_S``. Sources, first found wins: the LMCache server's own figures
    (``lmcache_mp_num_inflight_l2_stores`` at 0 and ``l2_store_submitted_objects`` equal to
-   ``..._completed_objects``); the emulator's ``kvgate_sim:pending_tier_writes`` at 0; else the
-   tier directories' file count and bytes (read on the node) holding still. Past ``TIMEOUT_S``
-   the point is not a cold restore and is not counted.
+   ``..._completed_objects``, with ``lmcache_mp_l2_usage_bytes`` holding still); the emulator's
+   ``kvgate_sim:pending_tier_writes`` at 0; else the tier directories' file count and bytes (read
+   on the node) holding still. Past ``TIMEOUT_S``
+   the point is not a cold restore and is not counted. Then the node's write-back: ``sync -f``
+   on the tier and Dirty + Writeback idle (``harness.probes.drain``), recorded as evidence.
 2. the engine's evict; then drain again (its verification probes store KV of their own) and,
    where the memory tier is not empty, clear it alone (``clear_memory_tier``);
 3. **prove empty**: the memory tiers' usage after the evict: ``lmcache_mp_l1_memory_usage_bytes``
@@ -36,19 +38,22 @@ from harness.engines.base import Engine, EngineError, EngineInstance
 from harness.engines.lifecycle import http_request, sidecar_request
 from harness.engines.prometheus import MetricsSnapshot
 from harness.errors import InfraError
+from harness.probes.drain import DrainRecord, wait_drained
 
 __all__ = ["DrainResult", "EmptyResult", "all_drained", "clear_memory_tier", "cold_evict", "drain_writes",
-           "prove_memory_empty", "TIMEOUT_S", "SETTLE_S"]
+           "node_writeback", "prove_memory_empty", "TIMEOUT_S", "SETTLE_S"]
 
 TIMEOUT_S = 1800.0  # ~2 TB of backlog at 1.2 GB/s; past it the storage cannot keep up at all
 SETTLE_S = 1.0  # the figures must hold still this long (writes not yet submitted show up meanwhile)
 SETTLE_COUNTED_S = 0.5  # the same where the engine counts its pending writes itself
 POLL_S = 0.25
+NODE_WRITEBACK_S = 60.0
 
 MP_INFLIGHT = "lmcache_mp_num_inflight_l2_stores"
 MP_SUBMITTED = "lmcache_mp_l2_store_submitted_objects_chunks"
 MP_COMPLETED = "lmcache_mp_l2_store_completed_objects_chunks"
 MP_L1_USAGE = "lmcache_mp_l1_memory_usage_bytes"
+MP_L2_USAGE = "lmcache_mp_l2_usage_bytes"  # holding still too (read from lmcache 0.5.6's /metrics)
 SIM_PENDING = "kvgate_sim:pending_tier_writes"
 SIM_MEMORY = "kvgate_sim:memory_tier_chunks"
 
@@ -72,7 +77,7 @@ class DrainResult:
 def _engine_figures(snap: MetricsSnapshot) -> tuple[str, dict[str, Optional[float]], bool]:
     """(method, figures, all writes done) from the engine's own metrics; method '' when it has none."""
     if snap.value(MP_SUBMITTED) is not None or snap.value(MP_INFLIGHT) is not None:
-        figs = {n: snap.value(n) for n in (MP_INFLIGHT, MP_SUBMITTED, MP_COMPLETED)}
+        figs = {n: snap.value(n) for n in (MP_INFLIGHT, MP_SUBMITTED, MP_COMPLETED, MP_L2_USAGE)}
         inflight, sub, done = figs[MP_INFLIGHT], figs[MP_SUBMITTED], figs[MP_COMPLETED]
         ok = (inflight in (None, 0.0)) and (sub is None or (done or 0.0) >= sub)
         return "lmcache server L2 store counters", figs, ok
@@ -175,6 +180,13 @@ def clear_memory_tier(inst: EngineInstance) -> dict[str, Any]:
     return {"step": step, "status": status, "answer": body[:300].decode("utf-8", "replace")}
 
 
+def node_writeback(inst: EngineInstance) -> DrainRecord:
+    """``sync -f`` the instance's tier, then wait (bounded) for the node's Dirty + Writeback to be
+    idle (``harness.probes.drain``, the storage protocol's drained state)."""
+    path = inst.plan.kv_dirs[0] if inst.plan.kv_dirs else "/"
+    return wait_drained(inst.executor, path, [], timeout_s=NODE_WRITEBACK_S)
+
+
 def all_drained(results: Sequence[DrainResult]) -> Optional[str]:
     """Why the drain failed on some instance (None: every instance drained)."""
     bad = [r for r in results if not r.drained]
@@ -192,6 +204,9 @@ def cold_evict(engine: Engine, instances: list[EngineInstance], protocol: dict[s
     why = all_drained(drains)
     if why:
         return f"tier writes did not drain: {why}"
+    # then the node's own write-back (in-process buffered writes refill the page cache after a
+    # drop; sync first), recorded: a shared node's other writers count, so it is evidence, not a gate
+    protocol["node_writes"] = [node_writeback(inst).to_json() for inst in instances]
     evicted: list[dict[str, Any]] = []
     for i, inst in enumerate(instances):
         res = engine.evict(inst)

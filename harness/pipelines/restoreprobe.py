@@ -36,6 +36,7 @@ from harness.engines.base import EngineInstance
 from harness.errors import InputError, KvgateError
 from harness.estimate.loader import geometry_for_profile
 from harness.gates.stats import percentile
+from harness.pipelines.drain import node_writeback
 from harness.pipelines.sweepdata import Sweep, measurement, point_key
 from harness.probes.fio_parse import parse_fio_output
 
@@ -119,6 +120,7 @@ def probe_tier_files(inst: EngineInstance) -> TierProbe:
     rounds: list[float] = []
     dropped = False
     for _ in range(ROUNDS):
+        node_writeback(inst)  # the same drained state as before the restores
         dropped = drop_page_cache(inst.executor)
         res = inst.executor.run(argv, timeout=600.0, check=False)
         try:
