@@ -9,11 +9,12 @@ from pathlib import Path
 
 from harness.errors import InputError
 from harness.exitcodes import ExitCode
+from harness.report.campaignmanifest import CAMPAIGN_MANIFEST
 from harness.report.i18n import DEFAULT_LANG, LANGS
 from harness.report.manifest import SIGNATURES
 from harness.report.pdf import pdf_name, write_pdf
 from harness.report.pdfsign import sign_pdf
-from harness.report.sign import ROLES, sign
+from harness.report.sign import ROLES, is_campaign_dir, sign, sign_campaign
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -26,7 +27,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "Any key OpenSSH signs with works: a private key file (make one with ssh-keygen -t ed25519 "
         "-f FILE), a public key file whose private key is in ssh-agent, or a hardware key "
         "(sk-ssh-ed25519). The signer id (printed) is the principal '<signer-id>@<role>' the "
-        "other party puts in its allowed_signers file. The passphrase is never printed.",
+        "other party puts in its allowed_signers file. The passphrase is never printed. "
+        "A campaign directory (reports/<campaign>) signs its set of gates: campaign.manifest lists each gate "
+        "with the sha256 of its MANIFEST.sha256 and its verdict, and is signed the same way.",
     )
     p.add_argument("gate_dir", metavar="GATE_DIR", type=Path, help="e.g. reports/<campaign>/G3")
     p.add_argument("--key", type=Path, metavar="FILE",
@@ -61,6 +64,16 @@ def run(args: argparse.Namespace) -> int:
     if args.key is None:
         raise InputError("--key FILE is needed to sign the manifest (or --pdf with --p12 / --key-pem "
                          "and --cert to sign the PDF)")
+    if is_campaign_dir(args.gate_dir):
+        path = sign_campaign(args.gate_dir, args.key, args.signer, args.role, signer_id_=args.signer_id,
+                             passphrase=passphrase)
+        sid = path.name[len(args.role) + 1:-len(".sig")]
+        manifest = args.gate_dir / CAMPAIGN_MANIFEST
+        print(f"signed    {args.gate_dir} (its set of gates, {manifest}) as {args.role} {args.signer} "
+              f"(principal {sid}@{args.role})")
+        print(f"check     (cd {args.gate_dir} && sha256sum -c {CAMPAIGN_MANIFEST}) && ssh-keygen -Y verify -f "
+              f"allowed_signers -I {sid}@{args.role} -n kvgate-report@v1 -s {path} < {manifest}")
+        return int(ExitCode.OK)
     path = sign(args.gate_dir, args.key, args.signer, args.role, signer_id_=args.signer_id,
                 passphrase=passphrase, progress=True)
     sid = path.name[len(args.role) + 1:-len(".sig")]

@@ -11,6 +11,8 @@ from typing import Any
 
 from harness.errors import InputError
 from harness.exitcodes import ExitCode
+from harness.report.campaignmanifest import CAMPAIGN_MANIFEST
+from harness.report.campaignverify import CampaignCheck, verify_campaign
 from harness.report.documents import campaign_document_problems, pdf_problems
 from harness.report.loader import RESULT_FILE
 from harness.report.render import gate_dirs
@@ -77,6 +79,7 @@ def run(args: argparse.Namespace) -> int:
     if not target.is_dir():
         raise InputError(f"{target}: not a directory")
     campaign_problems: list[str] = []
+    custody: CampaignCheck | None = None
     if (target / RESULT_FILE).is_file():
         reports = [verify(target, anchors=anchors, roles=roles, progress=not args.json)]
     else:
@@ -90,23 +93,31 @@ def run(args: argparse.Namespace) -> int:
             for r in reports:
                 r.problems.append(f"gates of different campaigns in one directory: {sorted(map(str, campaigns))}")
         campaign_problems = campaign_document_problems(target) + pdf_problems(target, roles, args.pdf_trust)
+        custody = verify_campaign(target, anchors, roles)
+        campaign_problems += custody.problems
     for r in reports:
         r.problems += pdf_problems(Path(r.gate_dir), roles, args.pdf_trust)
     if args.json:
         doc: Any = [r.to_dict() for r in reports] if len(reports) > 1 else reports[0].to_dict()
-        if len(reports) > 1:
-            doc = {"gates": doc, "campaign_problems": campaign_problems}
+        if custody is not None and len(reports) > 1:
+            doc = {"gates": doc, "campaign_problems": campaign_problems, "campaign_notes": custody.notes}
+        elif custody is not None:
+            doc.update(campaign_problems=campaign_problems, campaign_notes=custody.notes)
         print(json.dumps(doc, indent=2, ensure_ascii=False))
     else:
         for r in reports:
             print("\n".join(r.lines()))
-        if len(reports) > 1:
+        if custody is not None:
             for p in campaign_problems:
-                print(f"PROBLEM  {p}")
+                if p not in custody.problems:
+                    print(f"PROBLEM  {p}")
+            print("\n".join(custody.lines()))
             bad = [f"{Path(r.gate_dir).name} ({r.status})" for r in reports if not r.ok]
-            bad += ["the campaign page"] if campaign_problems else []
+            bad += ["the campaign page"] if [p for p in campaign_problems if p not in custody.problems] else []
+            bad += [f"the set of gates ({CAMPAIGN_MANIFEST})"] if custody.problems else []
             print(f"campaign {target}: " + ("VERIFIED (every gate and the campaign page)" if not bad else
-                                             "NOT VERIFIED: " + ", ".join(bad)))
+                                             "NOT VERIFIED: " + ", ".join(bad))
+                  + ("" if bad or custody.signatures else f"; {CAMPAIGN_MANIFEST} is not signed"))
     if campaign_problems:
         return int(ExitCode.GATE_FAILED)
     return int(_exit(reports))

@@ -15,6 +15,12 @@ import jinja2
 import markupsafe
 
 from harness.errors import InputError
+from harness.report.campaignmanifest import (
+    CAMPAIGN_MANIFEST,
+    KEYWORD,
+    campaign_manifest_sha256,
+    write_campaign_manifest,
+)
 from harness.report.charts import gate_charts
 from harness.report.cliffchart import cliff_charts
 from harness.report.evidence import finder as evidence_finder
@@ -202,7 +208,9 @@ def _campaign_documents(campaign_dir: Path, lang: str) -> tuple[str, str, bytes]
         emulated=[v.result.gate for v in views if v.emulated],
         overrides=[(v.result.gate, c) for v in views for c in v.overrides],
         baselines=[(v.result.gate, b) for v in views for b in baseline_rows(v.result)],
-        provenance=campaign_provenance(campaign_dir.name, results), signoff_roles=SIGNOFF_ROLES)
+        provenance=campaign_provenance(campaign_dir.name, results), signoff_roles=SIGNOFF_ROLES,
+        campaign_manifest=CAMPAIGN_MANIFEST, campaign_manifest_sha256=campaign_manifest_sha256(campaign_dir),
+        manifest_keyword=KEYWORD)
     html = _environment(html=True, lang=lang).get_template("campaign.html.j2").render(**context)
     md = _environment(html=False, lang=lang).get_template("campaign.md.j2").render(**context)
     return html, md, junit_xml(results)
@@ -211,6 +219,7 @@ def _campaign_documents(campaign_dir: Path, lang: str) -> tuple[str, str, bytes]
 def render_campaign_report(campaign_dir: Path, lang: str = DEFAULT_LANG) -> list[Path]:
     """Write the campaign's HTML and Markdown pages in ``lang`` and ``junit.xml`` at its root."""
     lang = check_lang(lang)
+    write_campaign_manifest(campaign_dir)  # the set of gates the page shows (issue 27)
     html, md, junit = campaign_documents(campaign_dir, lang)
     html_name, md_name = report_names(lang)
     return [

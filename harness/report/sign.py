@@ -47,6 +47,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from harness.errors import InputError
 from harness.report import legacy, sshsig
+from harness.report.campaignmanifest import CAMPAIGN_MANIFEST, expected_entries, write_campaign_manifest
+from harness.report.campaignmanifest import text as campaign_text
 from harness.report.loader import RESULT_FILE, ResultFileError, load_gate_result
 from harness.report.manifest import (
     MANIFEST,
@@ -155,7 +157,50 @@ def sign(gate_dir: Path, key_file: Path, signer: str, role: str, *, signer_id_: 
                 "(run kvgate verify for details)")
     else:
         write_manifest(gate_dir, progress=progress, strict=True)
-    message = read_regular(manifest_path)
+    path = sign_file(gate_dir, MANIFEST, rel_sig, key_file, name, sid, role, passphrase=passphrase, now=now)
+    parent = gate_dir.resolve().parent
+    if is_campaign_dir(parent):
+        write_campaign_manifest(parent)  # signing a gate updates the campaign's set (unless that is signed)
+    return path
+
+
+def is_campaign_dir(path: Path) -> bool:
+    """A campaign directory: no result.json of its own; a campaign.json, a campaign manifest or a
+    gate directory in it."""
+    path = Path(path)
+    if not path.is_dir() or path.is_symlink() or (path / RESULT_FILE).exists():
+        return False
+    return ((path / "campaign.json").is_file() or (path / CAMPAIGN_MANIFEST).is_file()
+            or any((d / RESULT_FILE).is_file() for d in path.iterdir() if d.is_dir() and not d.is_symlink()))
+
+
+def sign_campaign(campaign_dir: Path, key_file: Path, signer: str, role: str, *,
+                  signer_id_: Optional[str] = None, passphrase: Optional[bytes] = None,
+                  now: Optional[_dt.datetime] = None) -> Path:
+    """Sign the campaign's set of gates: write ``campaign.manifest`` (unless it is signed
+    already, then it must still be the set present) and sign it like a gate's manifest."""
+    campaign_dir = Path(campaign_dir)
+    name, sid = check_name(signer), check_id(signer_id_) if signer_id_ else signer_id(check_name(signer))
+    check_role(role)
+    scan = expected_entries(campaign_dir)
+    if scan.problems:
+        raise SignError(f"{campaign_dir}: cannot be signed: {'; '.join(scan.problems)}")
+    if not scan.entries:
+        raise SignError(f"{campaign_dir}: no gate to sign (no gate directory with a {RESULT_FILE})")
+    wanted = campaign_text(campaign_dir.resolve().name, scan.entries).encode("utf-8")
+    path = campaign_dir / CAMPAIGN_MANIFEST
+    if write_campaign_manifest(campaign_dir) is None or read_regular(path) != wanted:
+        raise SignError(f"{campaign_dir}: {CAMPAIGN_MANIFEST} is signed already and the gates changed since; "
+                        "refusing to sign (run kvgate verify for details)")
+    return sign_file(campaign_dir, CAMPAIGN_MANIFEST, f"{SIGNATURES}/{role}-{sid}.sig", key_file, name, sid,
+                     role, passphrase=passphrase, now=now)
+
+
+def sign_file(base: Path, rel_message: str, rel_sig: str, key_file: Path, name: str, sid: str, role: str, *,
+              passphrase: Optional[bytes] = None, now: Optional[_dt.datetime] = None) -> Path:
+    """Sign the bytes of ``base/rel_message`` (a gate's manifest, a campaign's manifest) with
+    SSHSIG in namespace ``kvgate-report@v1``; write ``base/rel_sig`` and its ``.json`` metadata."""
+    message = read_regular(base / rel_message)
     try:
         pem = _pem_key(key_file, passphrase)
         armored = (sshsig.sign_ed25519(message, pem) if pem is not None
@@ -173,7 +218,7 @@ def sign(gate_dir: Path, key_file: Path, signer: str, role: str, *, signer_id_: 
             "namespace": sshsig.NAMESPACE,
             "manifest_sha256": hashlib.sha256(message).hexdigest(),
             "note": "unsigned metadata; the signature is the .sig file beside this one"}
-    sig_path = gate_dir / rel_sig
+    sig_path = base / rel_sig
     write_atomic(sig_path, armored.encode("ascii"))
     write_atomic(sig_path.with_suffix(".json"),
                  (json.dumps(meta, indent=2, ensure_ascii=False) + "\n").encode("utf-8"))

@@ -11,16 +11,15 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 import yaml
 
-from harness.cli.main import run
 from harness.report.manifest import compute, manifest_text, scan
 from tests.integrity.test_false_pass import FROM_BASE, Base, gate_argv, kvgate, result
 from tests.support.campaign import PassedBaseline
+from tests.support.signing import cli, ssh_key
 
 pytestmark = [pytest.mark.fio, pytest.mark.slow]
 REPO = Path(__file__).resolve().parents[2]
@@ -31,24 +30,11 @@ def base(tmp_path: Path, passed_baseline: PassedBaseline) -> Base:
     return Base(tmp_path / "custody", passed_baseline)
 
 
-def cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
-    code = run(list(argv))
-    out = capsys.readouterr()
-    return code, out.out + out.err
-
-
-def _key(tmp: Path, name: str) -> Path:
-    path = tmp / f"key-{name}"
-    argv = ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", name, "-f", str(path)]
-    subprocess.run(argv, check=True)  # noqa: S603 - fixed argv, test-made path
-    return path
-
-
 def _sign_both(capsys: pytest.CaptureFixture[str], gate_dir: Path, tmp: Path,
                customer_role: str = "customer") -> Path:
     """Sign ``gate_dir`` as vendor and customer with fresh keys; return an allowed_signers file
     binding the vendor key to vendor and the customer key to ``customer_role``."""
-    vendor, customer = _key(tmp, "vendor"), _key(tmp, "customer")
+    vendor, customer = ssh_key(tmp, "vendor"), ssh_key(tmp, "customer")
     assert cli(capsys, "sign", str(gate_dir), "--key", str(vendor), "--signer", "Vera", "--role", "vendor")[0] == 0
     assert cli(capsys, "sign", str(gate_dir), "--key", str(customer), "--signer", "Carl",
                   "--role", "customer")[0] == 0

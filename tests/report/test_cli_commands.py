@@ -22,6 +22,7 @@ def campaign(tmp_path: Path) -> Path:
     for gate in ("G1", "G2", "G3"):
         r = make_result()
         r.gate = gate
+        r.campaign = camp.name  # an untouched campaign: its results name its directory
         write_gate(camp / gate, r)
     return camp
 

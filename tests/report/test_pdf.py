@@ -200,8 +200,9 @@ def test_campaign_pdf_signed_and_verified(rendered: dict[str, Path], capsys: pyt
     for cert, name, role in ((vendor, "Jane Doe", "vendor"), (customer, "Carl", "customer")):
         assert run(["sign", str(camp), "--pdf", "--key-pem", str(cert["key"]), "--cert", str(cert["crt"]),
                     "--signer", name, "--role", role]) == 0
+    # a campaign's set of gates (campaign.manifest) is signed with an SSH key, not a PDF certificate's
     assert run(["sign", str(camp), "--key", str(vendor["key"]), "--signer", "x", "--role", "vendor"]) == 2
-    assert "a campaign's page is signed as a PDF" in capsys.readouterr().err
+    assert "PEM keys must be Ed25519" in capsys.readouterr().err
     trust = ["--pdf-trust", str(vendor["crt"]), "--pdf-trust", str(customer["crt"])]
     # the gates here are unsigned: the campaign does not verify, and says which parts fail; its
     # page and signed PDF are fine

@@ -1,0 +1,138 @@
+"""``kvgate verify CAMPAIGN``'s campaign-level checks (issue 27): the gates present are the ones
+``campaign.manifest`` lists (none removed, added or replaced, verdicts as listed), every gate's
+``result.json`` is a regular file of this campaign (its name is the directory's), the manifest's
+signatures are valid (and, with trust anchors, by keys trusted for their roles), and each campaign
+PDF names this manifest's sha256 (a signed PDF of another set of gates does not pass for this one).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import io
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+from harness.report.campaignmanifest import (
+    CAMPAIGN_MANIFEST,
+    KEYWORD,
+    GateEntry,
+    campaign_signatures,
+    expected_entries,
+    parse,
+)
+from harness.report.i18n import LANGS
+from harness.report.manifest import ManifestError, read_regular
+from harness.report.pdf import pdf_name
+from harness.report.sign import SignatureCheck, _check_sig, _trust
+from harness.report.trust import Anchor
+
+__all__ = ["CampaignCheck", "verify_campaign"]
+
+
+@dataclass
+class CampaignCheck:
+    problems: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    signatures: list[SignatureCheck] = field(default_factory=list)
+    roles_satisfied: dict[str, str] = field(default_factory=dict)
+
+    def lines(self) -> list[str]:
+        out = [f"PROBLEM  {p}" for p in self.problems]
+        for s in self.signatures:
+            who = f"{s.role or '?'} {s.signer or s.signer_id or '?'} ({s.fingerprint or 'no key'})"
+            state = "ok      " if s.valid and s.trusted is not False else "BAD     "
+            reason = s.reason or s.trust_reason
+            out.append(f"{state} {CAMPAIGN_MANIFEST} {s.file}: {who}" + (f": {reason}" if reason else ""))
+        out += [f"NOTE     {n}" for n in self.notes]
+        return out
+
+
+def _set_problems(campaign_dir: Path, recorded: dict[str, GateEntry], present: list[GateEntry]) -> list[str]:
+    now = {e.gate: e for e in present}
+    out = [f"gate {g} removed: {CAMPAIGN_MANIFEST} lists it ({e.verdict}) but {campaign_dir / g} has no "
+           "readable gate" for g, e in recorded.items() if g not in now]
+    out += [f"gate {g} added: it is not in {CAMPAIGN_MANIFEST}" for g in now if g not in recorded]
+    for g, e in now.items():
+        if g in recorded and recorded[g].manifest_sha256 != e.manifest_sha256:
+            out.append(f"gate {g} replaced: its MANIFEST.sha256 has sha256 {e.manifest_sha256 or '(none)'}, "
+                       f"{CAMPAIGN_MANIFEST} lists {recorded[g].manifest_sha256 or '(none)'}")
+        elif g in recorded and recorded[g].verdict != e.verdict:
+            out.append(f"gate {g}: verdict {e.verdict}, {CAMPAIGN_MANIFEST} lists {recorded[g].verdict}")
+    return out
+
+
+def pdf_manifest_digest(pdf: Path) -> Optional[str]:
+    """The campaign manifest sha256 a campaign PDF names in its keywords (None: it names none)."""
+    from pyhanko.pdf_utils.reader import PdfFileReader
+
+    try:
+        meta = PdfFileReader(io.BytesIO(read_regular(pdf)), strict=False).document_meta_view
+    except Exception:  # noqa: BLE001 - any unreadable PDF: it names nothing
+        return None
+    for word in meta.keywords or []:
+        if str(word).startswith(KEYWORD):
+            return str(word)[len(KEYWORD):]
+    return None
+
+
+def _pdf_problems(campaign_dir: Path, digest: str) -> list[str]:
+    out = []
+    for lang in LANGS:
+        pdf = campaign_dir / pdf_name(lang)
+        if not pdf.is_file() or pdf.is_symlink():
+            continue
+        named = pdf_manifest_digest(pdf)
+        if named is None:
+            out.append(f"{pdf} names no campaign manifest: it does not say which gates it covers")
+        elif named != digest:
+            out.append(f"{pdf} belongs to another campaign manifest (sha256 {named}), not to "
+                       f"{CAMPAIGN_MANIFEST} as it is (sha256 {digest or 'none'})")
+    return out
+
+
+def _signature_findings(campaign_dir: Path, message: bytes, check: CampaignCheck,
+                        anchors: Optional[Sequence[Anchor]], roles: Sequence[str]) -> None:
+    check.signatures = [_check_sig(campaign_dir, rel, message) for rel in campaign_signatures(campaign_dir)]
+    check.problems += [f"{CAMPAIGN_MANIFEST} {s.file}: {s.reason}" for s in check.signatures if not s.valid]
+    if not check.signatures:
+        check.notes.append(f"{CAMPAIGN_MANIFEST} is not signed (kvgate sign {campaign_dir} --key ... --role ...): "
+                           "the set of gates is bound only by a signed campaign PDF, if there is one")
+        return
+    if anchors is None:
+        check.notes.append(f"no trust anchors given: who signed {CAMPAIGN_MANIFEST} is not checked")
+        return
+    check.roles_satisfied = _trust(check.signatures, anchors, roles, _dt.datetime.now(_dt.timezone.utc))
+    check.problems += [f"{CAMPAIGN_MANIFEST} {s.file}: {s.trust_reason}" for s in check.signatures
+                       if s.valid and s.trusted is False]
+    check.problems += [f"{CAMPAIGN_MANIFEST}: role {r} has no valid signature by a key trusted for it"
+                       for r in roles if r not in check.roles_satisfied]
+
+
+def verify_campaign(campaign_dir: Path, anchors: Optional[Sequence[Anchor]],
+                    roles: Sequence[str]) -> CampaignCheck:
+    campaign_dir = Path(campaign_dir)
+    check = CampaignCheck()
+    scan = expected_entries(campaign_dir)
+    check.problems += scan.problems
+    name = campaign_dir.resolve().name
+    check.problems += [f"{g}/result.json is of campaign {c!r} but the directory is named {name!r}"
+                       for g, c in scan.campaigns.items() if c != name]
+    path = campaign_dir / CAMPAIGN_MANIFEST
+    try:
+        message = read_regular(path)
+    except (OSError, ManifestError):
+        check.problems.append(f"{path}: missing or not a regular file: which gates this campaign has is "
+                              "recorded nowhere (kvgate report writes it)")
+        return check
+    recorded_name, recorded, problems = parse(message.decode("utf-8", "replace"))
+    check.problems += problems
+    if recorded_name != name:
+        check.problems.append(f"{CAMPAIGN_MANIFEST} names campaign {recorded_name!r} but the directory is "
+                              f"named {name!r}")
+    check.problems += _set_problems(campaign_dir, recorded, scan.entries)
+    check.problems += _pdf_problems(campaign_dir, hashlib.sha256(message).hexdigest())
+    _signature_findings(campaign_dir, message, check, anchors, roles)
+    return check
