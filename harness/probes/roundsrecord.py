@@ -51,4 +51,6 @@ class RoundsRecord:
                 "drain": self.drain.to_json(), "precondition": self.precondition,
                 "working_set_bytes": self.working_set_bytes, "cache_note": self.cache_note,
                 "cache_problem": self.cache_problem, "backing": self.backing, "memory_tier": self.memory_tier,
+                # the node's page cache is out of the figure whether or not kvgate may drop it
+                "page_cache": "bypassed: every read and write is O_DIRECT (fio direct=1)",
                 "outputs": [p.name for p in self.outputs]}

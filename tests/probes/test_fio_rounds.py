@@ -62,6 +62,8 @@ def test_a_probe_is_preconditioned_drained_and_measured_in_rounds(probed: tuple[
     assert rec.drain.drained and rec.drain.last.pending_bytes <= rec.drain.idle_bytes
     assert rec.steady.samples == WINDOW and rec.steady.source.startswith(f"last {WINDOW} of {WINDOW} rounds")
     assert "may include cache" in rec.cache_note
+    assert rec.to_json()["page_cache"] == "bypassed: every read and write is O_DIRECT (fio direct=1)"
+    assert "direct=1" in (res.raw_output.parent / "fio-n1-t1-seq-read.fio").read_text().splitlines()
     assert list(tier.iterdir()) == []  # the scratch directory is gone
 
 
