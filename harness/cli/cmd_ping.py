@@ -8,7 +8,7 @@ import sys
 
 from harness.cli.table import render_table
 from harness.config.loader import load_inventory
-from harness.remote.ping import PingResult, ping_inventory, raise_for_unreachable
+from harness.remote.ping import PingResult, ping_inventory, raise_for_unreachable, ray_mapping, unclaimed_lines
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -17,8 +17,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         help="check every node of an inventory: reachability, latency, OS, python, fio, clock",
         description="Connect to every node of the inventory in parallel and print: node, reachable, "
         "round-trip latency of a trivial command, user, OS, python version, fio, and the node's clock "
-        "offset against this controller. Host keys are verified against known_hosts. Exit 4 when any "
-        "node is unreachable (each one named with its reason).",
+        "offset against this controller. Host keys are verified against known_hosts. For `connection: "
+        "ray` nodes, also the Ray node each one maps to; a node no live Ray node matches is unreachable, "
+        "and Ray nodes no inventory node claims are named. Exit 4 when any node is unreachable (each one "
+        "named with its reason).",
     )
     p.add_argument("--inventory", "-i", required=True, metavar="FILE", help="inventory YAML file")
     p.add_argument("--json", action="store_true", help="print JSON (one object per node) instead of a table")
@@ -37,14 +39,16 @@ def _fmt(value: float | None, digits: int = 1) -> str | None:
 
 def _table(results: list[PingResult]) -> str:
     rows = []
+    ray = any(r.ray_node for r in results)
     for r in results:
         clock = None
         if r.clock_offset_ms is not None:
             clock = f"{r.clock_offset_ms:+.1f} ms (±{r.clock_uncertainty_ms:.1f})"
         rows.append([r.node, "yes" if r.reachable else "NO", _fmt(r.rtt_ms), r.user, r.os, r.python,
-                     (r.fio or "absent") if r.reachable else None, clock, r.error or None])
+                     (r.fio or "absent") if r.reachable else None, clock, *([r.ray_node] if ray else []),
+                     r.error or None])
     return render_table(["node", "reachable", "rtt ms", "user", "os", "python", "fio", "clock offset",
-                         "error"], rows)
+                         *(["ray node"] if ray else []), "error"], rows)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -56,5 +60,7 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps([r.to_json() for r in results], indent=2))
     else:
         print(_table(results))
+    for line in unclaimed_lines(ray_mapping(inventory)):
+        print(f"note: {line}", file=sys.stderr)
     raise_for_unreachable(results)
     return 0

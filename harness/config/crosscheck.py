@@ -54,8 +54,10 @@ def check_inventory(inv: Inventory, doc: YamlDocument | None = None, path: str =
             errors.append(_err(doc, ("nodes", i, "jump"),
                                f"jump host {node.jump!r} is not a node of this inventory; known: "
                                f"{', '.join(sorted(names))}", path))
-        if node.connection == "local" and node.jump is not None:
-            errors.append(_err(doc, ("nodes", i, "jump"), "a local node cannot have a jump host", path))
+        if node.connection in ("local", "ray") and node.jump is not None:
+            errors.append(_err(doc, ("nodes", i, "jump"), f"a {node.connection} node cannot have a jump host",
+                               path))
+    errors += _check_ray(inv, doc, path)
     by_name = {n.name: n for n in inv.nodes}
     reported: set[frozenset[str]] = set()
     for i, node in enumerate(inv.nodes):
@@ -73,6 +75,39 @@ def check_inventory(inv: Inventory, doc: YamlDocument | None = None, path: str =
                 break
             chain.append(cur.jump)
             cur = by_name[cur.jump]
+    return errors
+
+
+def _check_ray(inv: Inventory, doc: YamlDocument | None, path: str) -> list[ConfigError]:
+    """``connection: ray`` nodes: the cluster's address is known, one namespace and address for all
+    (one controller talks to one cluster), no two nodes claim the same Ray node, and Ray settings
+    only where Ray is used."""
+    errors: list[ConfigError] = []
+    claimed: dict[tuple[str, str], str] = {}
+    clusters: set[tuple[str, str]] = set()
+    for i, node in enumerate(inv.nodes):
+        if node.connection != "ray":
+            if node.ray is not None:
+                errors.append(_err(doc, ("nodes", i, "ray"), f"node {node.name}: `ray` is set but its "
+                                   f"connection is {node.connection} (set connection: ray)", path))
+            continue
+        ray = inv.ray_settings(node)
+        if ray.address is None:
+            errors.append(_err(doc, ("nodes", i, "connection"), f"node {node.name}: connection is ray but "
+                               "no cluster address is given (set defaults.ray.address, e.g. 10.0.0.1:6379)",
+                               path))
+            continue
+        clusters.add((ray.address, ray.namespace or "kvgate"))
+        how, value = ray.mapping()
+        other = claimed.setdefault((how, value), node.name)
+        if other != node.name:
+            errors.append(_err(doc, ("nodes", i, "ray"), f"nodes {other} and {node.name} both claim the Ray "
+                               f"node with {how} {value}: each inventory node needs its own Ray node", path))
+    if len(clusters) > 1:
+        errors.append(_err(doc, ("defaults", "ray"), "connection: ray nodes name "
+                           f"{len(clusters)} different clusters or namespaces "
+                           f"({', '.join(sorted(a + '/' + n for a, n in clusters))}): one inventory, one "
+                           "Ray cluster", path))
     return errors
 
 

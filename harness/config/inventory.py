@@ -62,6 +62,45 @@ class NetworkSpec(StrictModel):
     rdma_device: Optional[str] = Field(default=None, description="RDMA device name, e.g. mlx5_0")
 
 
+Connection = Literal["ssh", "local", "ray"]
+_RAY_ADDRESS = r"^(auto|(ray://)?[A-Za-z0-9._\[\]:-]+:[0-9]{1,5})$"
+_RAY_NAME = r"^[A-Za-z0-9][A-Za-z0-9._:/-]*$"
+
+
+class RaySettings(StrictModel):
+    """A node reached through a Ray cluster (``connection: ray``): the cluster's address, and which
+    Ray node is this inventory node. Set ``address`` once under ``defaults.ray``; each node names
+    its Ray node by ``node_ip`` (the default: the node's ``host``), ``node_id`` or ``resource`` (a
+    custom resource the operator declared with ``ray start --resources='{"NAME": 1}'``)."""
+
+    address: Optional[str] = Field(default=None, pattern=_RAY_ADDRESS,
+                                   description="The cluster's GCS address (host:port, ray://host:port "
+                                   "for Ray Client, or auto)", examples=["10.0.0.1:6379"])
+    namespace: Optional[str] = Field(default=None, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$",
+                                     description="Ray namespace of kvgate's node actors (kvgate)")
+    node_ip: Optional[str] = Field(default=None, pattern=r"^[0-9A-Fa-f.:]+$",
+                                   description="The Ray node with this IP address (default: the node's host)")
+    node_id: Optional[str] = Field(default=None, pattern=r"^[0-9a-f]{8,64}$",
+                                   description="The Ray node with this id (hex, as `ray list nodes` shows)")
+    resource: Optional[str] = Field(default=None, pattern=_RAY_NAME,
+                                    description="The Ray node that declares this custom resource")
+
+    @model_validator(mode="after")
+    def _one_mapping(self) -> RaySettings:
+        given = [k for k in ("node_ip", "node_id", "resource") if getattr(self, k) is not None]
+        if len(given) > 1:
+            raise ValueError(f"name the Ray node one way only, not by {' and '.join(given)}")
+        return self
+
+    def mapping(self) -> tuple[str, str]:
+        """How the Ray node is named: ("resource" | "node_id" | "node_ip", value)."""
+        for key in ("resource", "node_id", "node_ip"):
+            value = getattr(self, key)
+            if value is not None:
+                return key, str(value)
+        raise ValueError("this Ray node mapping names no Ray node")
+
+
 class ConnectionSettings(StrictModel):
     """How to reach a node; every field may be set once under ``defaults`` and per node."""
 
@@ -88,6 +127,18 @@ class ConnectionSettings(StrictModel):
 
 class Defaults(ConnectionSettings):
     """Values every node inherits unless it sets its own."""
+
+    connection: Optional[Connection] = Field(default=None, description="How nodes that name none are "
+                                             "reached: ssh (the default), local or ray")
+    ray: Optional[RaySettings] = Field(default=None, description="The Ray cluster of `connection: ray` "
+                                       "nodes (address, namespace)")
+
+    @field_validator("ray")
+    @classmethod
+    def _no_shared_mapping(cls, v: Optional[RaySettings]) -> Optional[RaySettings]:
+        if v is not None and (v.node_id is not None or v.resource is not None or v.node_ip is not None):
+            raise ValueError("node_ip, node_id and resource name one node's Ray node: set them per node")
+        return v
 
 
 CONNECTION_DEFAULTS: dict[str, object] = {
@@ -117,7 +168,12 @@ class Node(ConnectionSettings):
 
     name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$", description="Unique node name")
     host: str = Field(min_length=1, description="Address or DNS name")
-    connection: Literal["ssh", "local"] = Field(default="ssh", description="`local` runs on this machine")
+    connection: Connection = Field(default="ssh", description="`local` runs on this machine; `ray` runs "
+                                   "in a kvgate actor on the node's Ray node (see `ray`); default: "
+                                   "`defaults.connection`, else ssh")
+    ray: Optional[RaySettings] = Field(default=None, description="With `connection: ray`: which Ray node "
+                                       "this node is (node_ip, node_id or resource); address and "
+                                       "namespace override defaults.ray")
     jump: Optional[str] = Field(default=None, description="Name of the node to jump through (ProxyJump)")
     roles: list[Role] = Field(default_factory=lambda: ["server", "client"],  # type: ignore[arg-type]
                               description="What the node does")
@@ -171,6 +227,27 @@ class Inventory(StrictModel):
                 raise ValueError(f"node name {n.name!r} is used twice")
             seen.add(n.name)
         return self
+
+    @model_validator(mode="after")
+    def _default_connection(self) -> Inventory:
+        # A node that names no connection takes the defaults' one (the field's own default is ssh).
+        if self.defaults.connection is not None:
+            for n in self.nodes:
+                if "connection" not in n.model_fields_set:
+                    n.connection = self.defaults.connection
+        return self
+
+    def ray_settings(self, node: Node) -> RaySettings:
+        """The Ray settings of a ``connection: ray`` node: its own over ``defaults.ray``, with the
+        node's host as its Ray node IP when it names no Ray node."""
+        merged: dict[str, object] = {}
+        for part in (self.defaults.ray, node.ray):
+            if part is not None:
+                merged.update({k: v for k, v in part.model_dump().items() if v is not None})
+        if not any(k in merged for k in ("node_ip", "node_id", "resource")):
+            merged["node_ip"] = node.host  # may be a DNS name: resolved when the cluster is asked
+            return RaySettings.model_construct(**merged)  # type: ignore[arg-type]
+        return RaySettings.model_validate(merged)
 
     def node(self, name: str) -> Node:
         for n in self.nodes:

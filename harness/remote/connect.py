@@ -9,9 +9,10 @@ from harness.remote.local import LocalExecutor
 
 
 def executor_for(inventory: Inventory, node_name: str, *, accept_new_host_keys: bool = False) -> Executor:
-    """A LocalExecutor for ``connection: local`` nodes, else an SSHExecutor (connected lazily, on the
-    first command). ``accept_new_host_keys`` is the explicit trust-on-first-use opt-in (it adds to the
-    inventory's own ``accept_new_host_keys`` setting, never removes it)."""
+    """A LocalExecutor for ``connection: local`` nodes, a RayExecutor (its node actor started on the first
+    command) for ``connection: ray``, else an SSHExecutor (connected lazily, on the first command).
+    ``accept_new_host_keys`` is the explicit trust-on-first-use opt-in (it adds to the inventory's own
+    ``accept_new_host_keys`` setting, never removes it)."""
     try:
         node = inventory.node(node_name)
     except KeyError as exc:
@@ -19,6 +20,10 @@ def executor_for(inventory: Inventory, node_name: str, *, accept_new_host_keys: 
     if node.connection == "local":
         timeout = inventory.setting(node, "command_timeout")
         return LocalExecutor(node.name, default_timeout=float(timeout) if timeout is not None else None)  # type: ignore[arg-type]
+    if node.connection == "ray":
+        from harness.remote.ray.executor import RayExecutor  # Ray is only imported when an inventory uses it
+
+        return RayExecutor.from_inventory(inventory, node_name)
     from harness.remote.ssh import SSHExecutor  # paramiko is only imported when SSH is used
 
     return SSHExecutor.from_inventory(inventory, node_name, accept_new_host_keys=accept_new_host_keys)

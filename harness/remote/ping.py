@@ -8,11 +8,12 @@ from typing import TYPE_CHECKING, Optional
 
 from harness.errors import InfraError
 from harness.progress import Progress
-from harness.remote.base import Executor
+from harness.remote.base import Executor, RemoteError
 from harness.remote.fleet import Fleet
 
 if TYPE_CHECKING:
     from harness.config.inventory import Inventory
+    from harness.remote.ray.cluster import MappingReport
 
 # $1 = python interpreter to ask. Prints key=value lines; every value is parsed, never evaluated.
 FACTS = r"""printf 'user=%s\n' "$(id -un 2>/dev/null)"
@@ -47,6 +48,7 @@ class PingResult:
     clock_offset_ms: Optional[float] = None  # node clock minus controller clock
     clock_uncertainty_ms: Optional[float] = None  # half the round trip of the best sample
     error: str = ""
+    ray_node: Optional[str] = None  # connection: ray nodes: the mapping and the Ray node it names
 
     def to_json(self) -> dict[str, object]:
         return asdict(self)
@@ -94,6 +96,7 @@ def ping_inventory(inventory: Inventory, *, accept_new_host_keys: bool = False, 
     """Ping every node in parallel; unreachable nodes come back with ``reachable=False`` and the
     reason in ``error`` (never raised here)."""
     pythons = {n.name: str(inventory.setting(n, "python") or "python3") for n in inventory.nodes}
+    ray = ray_mapping(inventory)
     with Fleet(inventory, accept_new_host_keys=accept_new_host_keys) as fleet, \
             Progress("ping", total=len(pythons), enabled=progress) as prog:
         res = fleet.map(lambda ex: ping_node(ex, python=pythons[ex.node]), max_workers=max_workers,
@@ -105,7 +108,38 @@ def ping_inventory(inventory: Inventory, *, accept_new_host_keys: bool = False, 
         else:
             out.append(PingResult(node=name, reachable=False,
                                   error=f"{type(outcome.error).__name__}: {outcome.reason}"))
+        if ray is not None:
+            out[-1].ray_node = ray.describe(name)
     return out
+
+
+def ray_mapping(inventory: Inventory) -> Optional[MappingReport]:
+    """The Ray mapping of an inventory's ``connection: ray`` nodes (None when it has none); an
+    unreachable cluster is left to each node's ping to report."""
+    if not any(n.connection == "ray" for n in inventory.nodes):
+        return None
+    from harness.remote.ray.cluster import mapping_report  # Ray is only imported when it is used
+
+    try:
+        return mapping_report(inventory)
+    except RemoteError:
+        return None
+
+
+def unclaimed_lines(report: Optional[MappingReport]) -> list[str]:
+    """``kvgate ping``'s note on live Ray nodes that no inventory node claims."""
+    if report is None or not report.unclaimed:
+        return []
+    out = []
+    for r in report.unclaimed:
+        custom = sorted(k for k in r.resources
+                        if k not in _RAY_BUILTIN and not k.startswith(("node:", "accelerator_type:")))
+        out.append(f"Ray node {r.node_id[:12]} ({r.ip}; custom resources: {', '.join(custom) or 'none'}) is "
+                   "claimed by no inventory node")
+    return out
+
+
+_RAY_BUILTIN = frozenset({"CPU", "GPU", "TPU", "NPU", "HPU", "memory", "object_store_memory"})
 
 
 def raise_for_unreachable(results: list[PingResult]) -> None:

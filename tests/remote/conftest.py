@@ -4,6 +4,7 @@ the node's files directly)."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 import pytest
@@ -13,12 +14,21 @@ from harness.remote.local import LocalExecutor
 from harness.remote.ssh import SSHExecutor
 from tests.support.sshd import SshCluster
 
+# Inside the Ray test session (tests/remote/test_ray.py runs this module again in a network
+# namespace with a Ray cluster up), the contract also runs on the Ray executor.
+RAY = ["ray"] if os.environ.get("KVGATE_RAY_ADDRESS") else []
 
-@pytest.fixture(params=["local", pytest.param("ssh", marks=pytest.mark.ssh)])
+
+@pytest.fixture(params=["local", pytest.param("ssh", marks=pytest.mark.ssh), *RAY])
 def executor(request: pytest.FixtureRequest) -> Iterator[Executor]:
     ex: Executor
     if request.param == "local":
         ex = LocalExecutor("local")
+    elif request.param == "ray":
+        from harness.remote.ray.executor import RayExecutor
+        from tests.remote.ray_inventory import ray_inventory
+
+        ex = RayExecutor.from_inventory(ray_inventory(), "ray-a")
     else:
         cluster: SshCluster = request.getfixturevalue("shared_ssh_cluster")
         ex = SSHExecutor.from_inventory(cluster.inventory, cluster.nodes[0].name)

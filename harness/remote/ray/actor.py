@@ -1,0 +1,167 @@
+"""``NodeAgent``: what runs on a node for the Ray executor, one actor per inventory node.
+
+It does what ``LocalExecutor`` does on that node (the same code: process groups, 128+N for a
+signal, 127 for a missing program, atomic writes) and hands the outcome back as plain data, never
+as an exception: Ray would wrap an exception in its own type and print its traceback to the
+cluster's logs, with whatever the command's output held. The controller rebuilds the typed error
+(``executor._raise``).
+
+Secrets: a command's environment reaches the process through ``Popen(env=...)``, never its argument
+list; nothing here prints or logs a command, its environment or its output (so nothing of them lands
+in Ray's worker logs, which the dashboard serves).
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import socket
+import tempfile
+import threading
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, Optional
+
+from harness.remote.base import RemoteError
+from harness.remote.local import LocalExecutor, sha256_file
+
+Outcome = dict[str, Any]  # {"ok": value} or {"error": class name, "message", "exit_code", "stdout", "stderr"}
+CHUNK = 4 * 1024 * 1024  # bytes of a file per call (Ray moves each as one object)
+_END = object()
+
+
+def _error(exc: RemoteError, node: str) -> Outcome:
+    message = str(exc).split("\n  ", 1)[0]  # the first line; command and output travel as fields
+    prefix = f"{node}: "
+    return {"error": type(exc).__name__, "message": message[len(prefix):] if message.startswith(prefix) else message,
+            "exit_code": exc.exit_code, "stdout": exc.stdout, "stderr": exc.stderr}
+
+
+class NodeAgent:
+    """One inventory node's agent (a Ray actor with threads: several commands at once)."""
+
+    def __init__(self, node: str, default_timeout: Optional[float] = None) -> None:
+        self.node = node
+        self._ex = LocalExecutor(node, default_timeout=default_timeout)
+        self._uploads: dict[str, str] = {}  # upload id -> temp file
+        self._lock = threading.Lock()
+
+    def where(self) -> dict[str, Any]:
+        """Which machine and Ray node this actor runs on (ping, and the placement check)."""
+        import importlib
+
+        ray: Any = importlib.import_module("ray")  # the actor runs inside Ray
+        ctx = ray.get_runtime_context()
+        return {"node_id": ctx.get_node_id(), "hostname": socket.gethostname(), "pid": os.getpid(),
+                "ip": ray.util.get_node_ip_address(), "time": time.time()}
+
+    # -- commands ------------------------------------------------------------------------------
+
+    def run(self, argv: Sequence[str], env: Optional[Mapping[str, str]], cwd: Optional[str],
+            timeout: Optional[float], stdin: Optional[bytes]) -> Outcome:
+        return self._run(argv, env, cwd, timeout, stdin, None)
+
+    def run_streaming(self, argv: Sequence[str], env: Optional[Mapping[str, str]], cwd: Optional[str],
+                      timeout: Optional[float], stdin: Optional[bytes]) -> Iterator[Any]:
+        """Yields (stream, line) as lines arrive, then the outcome (a dict) last."""
+        lines: queue.Queue[Any] = queue.Queue()
+        box: list[Outcome] = []
+
+        def work() -> None:
+            try:
+                box.append(self._run(argv, env, cwd, timeout, stdin, lambda s, line: lines.put((s, line))))
+            finally:
+                lines.put(_END)
+
+        threading.Thread(target=work, daemon=True, name="kvgate-run").start()
+        while True:
+            item = lines.get()
+            if item is _END:
+                break
+            yield item
+        yield box[0] if box else {"error": "RemoteError", "message": "the command's runner died",
+                                  "exit_code": None, "stdout": "", "stderr": ""}
+
+    def _run(self, argv: Sequence[str], env: Optional[Mapping[str, str]], cwd: Optional[str],
+             timeout: Optional[float], stdin: Optional[bytes], on_line: Any) -> Outcome:
+        try:
+            res = self._ex.run(argv, env=env, cwd=cwd, timeout=timeout, check=False, stdin=stdin, on_line=on_line)
+        except RemoteError as exc:  # CommandTimeout, with the output so far
+            return _error(exc, self.node)
+        return {"ok": {"exit_code": res.exit_code, "stdout": res.stdout, "stderr": res.stderr,
+                       "duration_s": res.duration_s}}
+
+    # -- files ---------------------------------------------------------------------------------
+
+    def call(self, method: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Outcome:
+        """``read_file``, ``write_file`` or ``which`` of the node's LocalExecutor."""
+        if method not in ("read_file", "write_file", "which"):
+            raise ValueError(f"not a node file method: {method}")
+        try:
+            return {"ok": getattr(self._ex, method)(*args, **kwargs)}
+        except RemoteError as exc:
+            return _error(exc, self.node)
+
+    def upload_open(self, dest: str) -> Outcome:
+        """A temp file beside ``dest`` (so the final rename is atomic); returns its upload id."""
+        try:
+            fd, tmp = tempfile.mkstemp(prefix=".kvgate-", dir=os.path.dirname(os.path.abspath(dest)))
+            os.close(fd)
+        except FileNotFoundError:
+            return {"error": "RemoteFileNotFound", "message": f"put: no such directory: {os.path.dirname(dest)}",
+                    "exit_code": None, "stdout": "", "stderr": ""}
+        except OSError as exc:
+            return {"error": "TransferError", "message": f"put {dest}: {exc.strerror}", "exit_code": None,
+                    "stdout": "", "stderr": ""}
+        with self._lock:
+            self._uploads[tmp] = dest
+        return {"ok": tmp}
+
+    def upload_chunk(self, upload: str, data: bytes) -> None:
+        with open(self._upload(upload), "ab") as fh:
+            fh.write(data)
+
+    def upload_close(self, upload: str, mode: Optional[int], want: str) -> Outcome:
+        """fsync, check the sha256 against ``want``, chmod and rename into place; the temp file is
+        removed on any failure."""
+        tmp = self._upload(upload)
+        with self._lock:
+            dest = self._uploads.pop(upload)
+        try:
+            with open(tmp, "rb+") as fh:
+                os.fsync(fh.fileno())
+            got = sha256_file(tmp)
+            if got != want:
+                return {"error": "TransferError", "message": f"put {dest}: checksum mismatch (sha256 {want} sent, "
+                        f"{got} received)", "exit_code": None, "stdout": "", "stderr": ""}
+            os.chmod(tmp, mode if mode is not None else 0o644)
+            os.replace(tmp, dest)
+            return {"ok": got}
+        except OSError as exc:
+            return {"error": "TransferError", "message": f"put {dest}: {exc.strerror}", "exit_code": None,
+                    "stdout": "", "stderr": ""}
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+
+    def _upload(self, upload: str) -> str:
+        with self._lock:
+            if upload not in self._uploads:
+                raise ValueError("unknown upload")
+        return upload
+
+    def download_stat(self, path: str) -> Outcome:
+        """(size, sha256) of a file to fetch."""
+        try:
+            return {"ok": (os.path.getsize(path), sha256_file(path))}
+        except FileNotFoundError:
+            return {"error": "RemoteFileNotFound", "message": f"get: no such file: {path}", "exit_code": None,
+                    "stdout": "", "stderr": ""}
+        except OSError as exc:
+            return {"error": "TransferError", "message": f"get {path}: {exc.strerror}", "exit_code": None,
+                    "stdout": "", "stderr": ""}
+
+    def download_chunk(self, path: str, offset: int, size: int) -> bytes:
+        with open(path, "rb") as fh:
+            fh.seek(offset)
+            return fh.read(size)
