@@ -77,7 +77,7 @@ gate-G1 gate-G2 gate-G3 gate-G4: gate-%: install  ## run one gate: INVENTORY=...
 
 bench: bench-fanout bench-fio-parse bench-ttft bench-estimate bench-soak bench-emulator bench-history bench-coverage  ## every benchmark, printing figures
 
-bench-fanout: install system-deps  ## SSH fan-out to 16 loopback nodes vs one, and vs OpenSSH's ssh
+bench-fanout: install system-deps  ## SSH fan-out to 16 loopback nodes vs one, vs OpenSSH's ssh; `kvgate facts` over 8 and 32 nodes, SSH vs Ray
 	$(BIN)/python bench/fanout.py
 
 bench-fio-parse: install  ## parse a 50 MB fio json+ document

@@ -1,6 +1,7 @@
 """Fan-out benchmark: a trivial command on 16 loopback sshd nodes vs one node, and kvgate's SSH
 client (paramiko) vs OpenSSH's ``ssh`` for connection set-up and per-command overhead, all measured
-side by side in one run against the same servers. Prints figures and ratios (no pass/fail exit).
+side by side in one run against the same servers; then `kvgate facts` over 8 and 32 nodes through
+SSH and through Ray side by side (``fanout_ray.py``). Prints figures and ratios (no pass/fail exit).
 
 Run: ``make bench-fanout`` (or ``.venv/bin/python bench/fanout.py [--nodes 16] [--reps 15]``).
 """
@@ -21,6 +22,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+
+import fanout_ray  # noqa: E402 - beside this file: `kvgate facts` through SSH and through Ray
 
 from harness.remote import keys  # noqa: E402
 from harness.remote.fleet import Fleet  # noqa: E402
@@ -60,7 +63,13 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     ap.add_argument("--nodes", type=int, default=16)
     ap.add_argument("--reps", type=int, default=15)
+    ap.add_argument("--facts-nodes", default="8,32", metavar="N,N",
+                    help="node counts of the `kvgate facts` SSH vs Ray comparison (bench/fanout_ray.py; '' skips it)")
+    ap.add_argument("--facts-only", action="store_true", help="only the SSH vs Ray comparison")
     args = ap.parse_args(argv)
+    sizes = [int(x) for x in args.facts_nodes.split(",") if x]
+    if args.facts_only:
+        return fanout_ray.main(sizes)
     if not shutil.which("ssh"):
         print("OpenSSH client (ssh) not found: install openssh-client", file=sys.stderr)
         return 2
@@ -69,10 +78,11 @@ def main(argv: list[str] | None = None) -> int:
           f"{os.cpu_count()} CPU(s)")
     cluster = SshCluster.start(args.nodes, work / "c", KeyStore(work / "k"))
     try:
-        return _bench(cluster, args.nodes, args.reps, work)
+        code = _bench(cluster, args.nodes, args.reps, work)
     finally:
         cluster.close()
         shutil.rmtree(work, ignore_errors=True)
+    return code or (fanout_ray.main(sizes) if sizes else 0)
 
 
 def _bench(cluster: SshCluster, n: int, reps: int, work: Path) -> int:

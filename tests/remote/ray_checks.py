@@ -10,17 +10,16 @@ import os
 import subprocess
 import sys
 import threading
-import time
 import uuid
 from pathlib import Path
 
-import pytest
 import yaml
 
 from harness.remote.base import ConnectionLost, DetachedHandle
 from harness.remote.ray import cluster
 from harness.remote.ray.executor import RayExecutor
 from tests.remote.ray_inventory import ray_inventory, ray_inventory_data, ray_nodes
+from tests.remote.test_contract import _wait_for
 from tests.support.procs import alive
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -63,7 +62,7 @@ def test_secrets_stay_out_of_argv_and_ray_files(tmp_path: Path) -> None:
     h = ex.start_detached(["sh", "-c", 'printf %s "$TOKEN" > "$0"; sleep 30', str(tmp_path / "seen")],
                           workdir=str(tmp_path / "work"), name="secret", env={"TOKEN": secret})
     try:
-        _wait(lambda: (tmp_path / "seen").exists() and (tmp_path / "seen").read_text() == secret)
+        _wait_for(lambda: (tmp_path / "seen").exists() and (tmp_path / "seen").read_text() == secret)
         assert secret not in Path(f"/proc/{h.pid}/cmdline").read_text()
         assert secret not in json.dumps(h.to_json())
     finally:
@@ -90,7 +89,7 @@ def test_killed_actor_is_lost_and_detached_work_reattaches(tmp_path: Path) -> No
 
     t = threading.Thread(target=long_command)
     t.start()
-    _wait(lambda: any("sleep 30" in _cmdline(p) for p in _pids()))
+    _wait_for(lambda: any("sleep 30" in _cmdline(p) for p in _pids()))
     cluster.ray_module().kill(ex.actor(), no_restart=True)
     t.join(60)
     assert errors and isinstance(errors[0], ConnectionLost), errors
@@ -100,7 +99,8 @@ def test_killed_actor_is_lost_and_detached_work_reattaches(tmp_path: Path) -> No
     assert ex.poll(h).running
     # and so does another controller process, from the handle's JSON alone
     code = ("import json,sys; from harness.remote.base import DetachedHandle; "
-            "from harness.remote.ray.executor import RayExecutor; from tests.remote.ray_inventory import ray_inventory; "
+            "from harness.remote.ray.executor import RayExecutor; "
+            "from tests.remote.ray_inventory import ray_inventory; "
             "ex = RayExecutor.from_inventory(ray_inventory(), 'ray-b'); "
             "h = DetachedHandle.from_json(json.loads(sys.argv[1])); print(ex.poll(h).running); "
             "print(ex.stop(h, grace=1).exit_code)")
@@ -119,12 +119,3 @@ def _cmdline(pid: int) -> str:
         return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
     except OSError:
         return ""
-
-
-def _wait(cond: object, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():  # type: ignore[operator]
-            return
-        time.sleep(0.05)
-    pytest.fail("condition not met in time")
