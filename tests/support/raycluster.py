@@ -8,9 +8,10 @@ only ever reach its own processes, never another Ray on the machine::
     unshare --net --pid --fork --mount-proc python tests/support/raycluster.py WORKDIR -- CMD...
 
 runs CMD inside, with the cluster up (``KVGATE_RAY_ADDRESS``, ``KVGATE_RAY_NODES``: JSON of the
-Ray nodes with their custom resources and ids, ``KVGATE_RAY_TEMP``: Ray's files and logs), and exits with CMD's exit code. The head declares
-the resources ``kvgate-node:<name>`` of ``--head-nodes`` (many simulated nodes on one raylet); one
-extra raylet (``--worker-nodes``) stands for a second machine.
+Ray nodes with their custom resources and ids, ``KVGATE_RAY_TEMP``: Ray's files and logs), and
+exits with CMD's exit code. The head declares the resources ``kvgate-node:<name>`` of
+``--head-nodes`` (many simulated nodes on one raylet); one extra raylet (``--worker-nodes``)
+stands for a second machine.
 """
 
 from __future__ import annotations
