@@ -42,6 +42,7 @@ from harness.load import RequestSpec
 from harness.load.soak import ACCEL_TOOLS, WINDOWS_INDEX
 from harness.pipelines.context import GateRun
 from harness.pipelines.loadpoint import point_workload
+from harness.pipelines.soakactors import note_node_actors, record_replacements
 from harness.pipelines.soakdata import soak_measured
 from harness.pipelines.soakrun import (
     WATCH_DIR,
@@ -300,6 +301,12 @@ def _status_line(w: dict[str, Any], elapsed: float, total: float) -> str:
             f"restarts {w.get('restarts_so_far')}; {elapsed:.0f}/{total:.0f} s")
 
 
+def _soak_nodes(state: dict[str, Any]) -> list[str]:
+    """The nodes the soak's detached processes run on: the load's, and the engine's watchdog's."""
+    watch = state.get("watch") or {}
+    return [str(state["handle"]["node"]), *([str(watch["node"])] if watch.get("node") else [])]
+
+
 def follow(run: GateRun, state: dict[str, Any], *, poll_s: float = 1.0,
            on_window: Optional[Callable[[dict[str, Any]], None]] = None) -> bool:
     """Pull until the soak ends; True when it ended, False when the node stayed unreachable past
@@ -338,6 +345,7 @@ def follow(run: GateRun, state: dict[str, Any], *, poll_s: float = 1.0,
                 return False
             time.sleep(max(poll_s, 2.0))
             continue
+        note_node_actors(run, soak_dir(run), _soak_nodes(state))
         for w in got.windows:
             elapsed = float(w.get("ended_unix") or 0) - float(state["started_unix"])
             progress.status(_status_line(w, elapsed, total), force=True)
@@ -518,6 +526,7 @@ def run_g4(run: GateRun, *, wait: bool = True,
     state = run.gate_dir.step_done("soak/start")
     if state is None:
         state = _start(run, target, node)
+        note_node_actors(run, soak_dir(run), _soak_nodes(state))
     if not wait:
         remaining = float(state["started_unix"]) + float(state["duration_s"]) - time.time()
         raise SoakDetached(f"the soak of campaign {run.campaign.name!r} runs on {state['client']} "
@@ -541,6 +550,7 @@ def run_g4(run: GateRun, *, wait: bool = True,
         health_from_watch=bool(state.get("health_on_engine_node")))
     if not ended:
         measured["soak"]["duration"] = measurement(None, detail="the soak could not be followed to its end")
+    record_replacements(run, soak_dir(run))
     if (soak_dir(run) / "done.json").exists() is False and ended:
         run.fault("the soak agent ended without writing done.json (see evidence/soak/agent.err)")
     charts["engine_logs"] = f"evidence/engine/{arm.name}/instance0-logs"

@@ -5,10 +5,10 @@ that use it run in a network namespace of their own (and a PID namespace, so sto
 nothing else): one inner pytest session, started once for this module through
 ``tests/support/raycluster.py`` (a head whose resource ``kvgate-node:a`` stands for node ray-a, and
 an extra raylet with ``kvgate-node:b`` for ray-b). It runs the executor contract of
-test_contract.py on the Ray executor, ray_checks.py and the G1/G2 run of
-tests/pipelines/ray_gates_checks.py; each test here asserts that its part passed, from the inner
-session's JUnit report. Ray's start-up costs most of the time on a 2-core machine: a few tests
-share one cluster.
+test_contract.py on the Ray executor, ray_checks.py, the G1/G2 run of
+tests/pipelines/ray_gates_checks.py and the soak of ray_soak_checks.py; each test here asserts that
+its part passed, from the inner session's JUnit report. Ray's start-up costs most of the time on a
+2-core machine: a few tests share one cluster.
 """
 
 from __future__ import annotations
@@ -27,7 +27,8 @@ import pytest
 from tests.support.raycluster import namespace_argv
 
 ROOT = Path(__file__).resolve().parents[2]
-INNER = ["tests/remote/test_contract.py", "tests/remote/ray_checks.py", "tests/pipelines/ray_gates_checks.py"]
+INNER = ["tests/remote/test_contract.py", "tests/remote/ray_checks.py", "tests/pipelines/ray_gates_checks.py",
+         "tests/pipelines/ray_soak_checks.py"]
 
 pytestmark = [pytest.mark.slow, pytest.mark.fio, pytest.mark.timeout(1500)]
 
@@ -94,3 +95,8 @@ def test_ping_secrets_and_a_killed_node_actor(inner: InnerRun) -> None:
 
 def test_g1_g2_through_ray(inner: InnerRun) -> None:
     assert _passed(inner, "tests.pipelines.ray_gates_checks") == {"test_g1_g2_through_ray"}
+
+
+def test_soak_outlives_controller_and_node_actor(inner: InnerRun) -> None:
+    assert _passed(inner, "tests.pipelines.ray_soak_checks") == {
+        "test_soak_outlives_its_controller_and_a_killed_node_actor_is_a_fault"}

@@ -52,7 +52,8 @@ class NodeAgent:
 
         ray: Any = importlib.import_module("ray")  # the actor runs inside Ray
         ctx = ray.get_runtime_context()
-        return {"node_id": ctx.get_node_id(), "hostname": socket.gethostname(), "pid": os.getpid(),
+        return {"node_id": ctx.get_node_id(), "actor_id": ctx.get_actor_id(), "hostname": socket.gethostname(),
+                "pid": os.getpid(),
                 "ip": ray.util.get_node_ip_address(), "time": time.time()}
 
     # -- commands ------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import socket
 import threading
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Optional
 
@@ -27,6 +28,7 @@ DEFAULT_NAMESPACE = "kvgate"
 ACTOR_PREFIX = "kvgate-node-"
 ACTOR_THREADS = 64  # commands one node actor runs at once
 RESOURCE_SHARE = 0.001  # of a mapping resource per actor
+START_ATTEMPTS = 5
 _lock = threading.Lock()
 _connected: Optional[tuple[str, str]] = None
 
@@ -147,17 +149,25 @@ def _start_actor(name: str, node: Node, where: RayNode, rs: RaySettings, timeout
     from harness.remote.ray.actor import NodeAgent
 
     cls = ray.remote(NodeAgent)
-    actor = cls.options(name=name, lifetime="detached", get_if_exists=True, num_cpus=0,
-                        max_concurrency=ACTOR_THREADS, max_restarts=0,
-                        **_placement(rs, where)).remote(node.name)
-    try:
-        ray.get(actor.where.remote(), timeout=timeout)
-    except ray.exceptions.GetTimeoutError as exc:
-        raise Unreachable(f"the node actor did not start within {timeout:g} s on the Ray node "
-                          f"{where.node_id[:12]} ({where.ip})", host=node.name) from exc
-    except ray.exceptions.RayError as exc:
-        raise Unreachable(f"the node actor could not start: {exc}", host=node.name) from exc
-    return actor
+    for attempt in range(START_ATTEMPTS):
+        # get_if_exists: two controllers starting the same node's actor get one actor
+        actor = cls.options(name=name, lifetime="detached", get_if_exists=True, num_cpus=0,
+                            max_concurrency=ACTOR_THREADS, max_restarts=0,
+                            **_placement(rs, where)).remote(node.name)
+        try:
+            ray.get(actor.where.remote(), timeout=timeout)
+            return actor
+        except ray.exceptions.GetTimeoutError as exc:
+            raise Unreachable(f"the node actor did not start within {timeout:g} s on the Ray node "
+                              f"{where.node_id[:12]} ({where.ip})", host=node.name) from exc
+        except ray.exceptions.RayActorError as exc:
+            # a killed actor holds its name for a moment: the handle we got was the dead one
+            if attempt == START_ATTEMPTS - 1:
+                raise Unreachable(f"the node actor could not start: {exc}", host=node.name) from exc
+            time.sleep(0.5 * (attempt + 1))
+        except ray.exceptions.RayError as exc:
+            raise Unreachable(f"the node actor could not start: {exc}", host=node.name) from exc
+    raise AssertionError("unreachable")
 
 
 @dataclass(frozen=True)

@@ -201,6 +201,11 @@ class RayExecutor:
     def tail_log(self, handle: DetachedHandle, *, stream: str = "stderr", lines: int = 50) -> str:
         return detached.tail_log(self, handle, stream=stream, lines=lines)
 
+    def actor_id(self) -> str:
+        """The id of the node actor serving this node now (a new id: the old actor was replaced)."""
+        where = self._get(self.actor().where.remote(), CALL_TIMEOUT_S, "a look at the node actor")
+        return str(where["actor_id"])
+
     def close(self) -> None:
         self._actor = None  # the actor stays (detached): the next controller reattaches to it
 
@@ -211,4 +216,13 @@ class RayExecutor:
         self.close()
 
 
-__all__ = ["RayExecutor"]
+def actor_identity(executor: object) -> Optional[str]:
+    """The id of the Ray node actor behind ``executor`` (through recording wrappers, which keep
+    theirs as ``inner``), None for an executor that is not Ray's."""
+    seen = 0
+    while not isinstance(executor, RayExecutor) and hasattr(executor, "inner") and seen < 8:
+        executor, seen = executor.inner, seen + 1
+    return executor.actor_id() if isinstance(executor, RayExecutor) else None
+
+
+__all__ = ["RayExecutor", "actor_identity"]

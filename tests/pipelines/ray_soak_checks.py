@@ -1,0 +1,77 @@
+"""A G4 soak through Ray outlives its controller and a killed node actor (run by
+tests/remote/test_ray.py inside its network namespace; this file's name keeps it out of the
+ordinary collection). The soak's agent and the emulator are detached processes a node actor
+started: `gate G4` starts them and returns, the node actor is killed, `soak status` looks in
+through a new one, a following controller is killed with SIGKILL, and `gate G4 --resume` follows
+the soak to its end. Every window is there exactly once, and the killed actor is a
+recorded fault, not a lost window."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from harness.cli.cmd_soak import status
+from harness.cli.main import run
+from harness.remote.ray import cluster
+from tests.pipelines.conftest import free_port
+from tests.pipelines.test_g4_faults import ROOT, gates_without_prerequisites, soak_profile, wait_for, window_count
+from tests.remote.ray_inventory import ray_inventory_data
+
+
+def test_soak_outlives_its_controller_and_a_killed_node_actor_is_a_fault(
+        tmp_path: Path, write_yaml: Callable[[str, dict[str, Any]], Path]) -> None:
+    tier = tmp_path / "tier"
+    tier.mkdir()
+    data = ray_inventory_data()
+    node = data["nodes"][1]  # ray-b: the extra raylet
+    node.update(storage=[{"name": "tier", "path": str(tier)}], roles=["server", "client"])
+    data["nodes"] = [node]
+    inv = tmp_path / "inventory.yaml"
+    inv.write_text(yaml.safe_dump(data, sort_keys=False))
+    prof = write_yaml("profile.yaml", soak_profile(free_port(), "45s", "3s"))
+    reports = tmp_path / "reports"
+    gates = gates_without_prerequisites(tmp_path)
+    common = ["--inventory", str(inv), "--profile", str(prof), "--campaign", "raysoak", "--reports", str(reports),
+              "--gates", str(gates), "--no-progress"]
+    soak_dir = reports / "raysoak" / "G4" / "evidence" / "soak"
+    assert run(["gate", "G4", *common]) == 0  # starts the soak and returns
+    ray = cluster.ray_module()
+    ray.kill(ray.get_actor(cluster.ACTOR_PREFIX + "ray-b"), no_restart=True)
+    assert status("raysoak", reports=reports, gates=gates)["running"] is True  # through a new actor
+    follower = subprocess.Popen(  # noqa: S603 - fixed argv, test paths
+        [sys.executable, "-m", "harness.cli.main", "gate", "G4", "--resume", *common], cwd=ROOT,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        start_new_session=True)
+    try:
+        wait_for(lambda: window_count(soak_dir) >= 2, 120, "two windows pulled by the follower")
+    finally:
+        os.killpg(follower.pid, signal.SIGKILL)
+        follower.wait(10)
+    run(["gate", "G4", "--resume", *common])
+    result = json.loads((reports / "raysoak" / "G4" / "result.json").read_text())
+    replaced = [f for f in result["faults"] if "Ray node actor was replaced" in f]
+    assert len(replaced) == 1 and replaced[0].startswith("ray-b: "), result["faults"]
+    assert result["verdict"] != "PASS" or result["faults"]  # a fault is never hidden behind a PASS
+    windows = [json.loads(line) for line in (soak_dir / "windows.jsonl").read_text().splitlines()]
+    assert [w["index"] for w in windows] == list(range(1, len(windows) + 1))
+    done = json.loads((soak_dir / "done.json").read_text())
+    assert done["reason"] == "duration" and done["windows"] == len(windows) >= 13
+    ids: list[str] = []
+    for w in windows:
+        with gzip.open(soak_dir / w["file"], "rt") as fh:
+            recs = [json.loads(line) for line in fh]
+        assert len(recs) == w["requests"], w["index"]
+        ids += [r["request_id"] for r in recs]
+    assert len(ids) == len(set(ids)) == sum(w["requests"] for w in windows)
+    checks = {c["id"]: c for c in result["checks"]}
+    assert checks["duration"]["verdict"] == "PASS"
