@@ -40,12 +40,17 @@ system-deps:  ## install fio and OpenSSH (client and server) with apt-get when m
 # overlap the parallel tests instead of adding to them.
 TEST_WORKERS ?= 3
 test: install system-deps real-engine-env  ## run the whole test suite (timing-sensitive tests serially, the rest in parallel)
-	@rc=0; log=$$(mktemp); \
-	$(BIN)/pytest -m "real_engine and not timing" $(PYTEST_ARGS) >$$log 2>&1 & bg=$$!; \
-	$(BIN)/pytest -n $(TEST_WORKERS) -m "not timing and not real_engine" $(PYTEST_ARGS) || { r=$$?; [ $$r -eq 5 ] || rc=$$r; }; \
+	@rc=0; log=$$(mktemp); t0=$$(date +%s); \
+	$(BIN)/pytest -m "real_engine and not timing" --durations=15 $(PYTEST_ARGS) >$$log 2>&1 & bg=$$!; \
+	$(BIN)/pytest -n $(TEST_WORKERS) -m "not timing and not real_engine" --durations=15 $(PYTEST_ARGS) || { r=$$?; [ $$r -eq 5 ] || rc=$$r; }; \
+	t1=$$(date +%s); \
 	wait $$bg || { r=$$?; [ $$r -eq 5 ] || rc=$$r; }; \
+	t2=$$(date +%s); \
 	echo "--- the real-engine tier (ran beside the parallel session) ---"; cat $$log; rm -f $$log; \
-	$(BIN)/pytest -m timing $(PYTEST_ARGS) || { r=$$?; [ $$r -eq 5 ] || rc=$$r; }; \
+	$(BIN)/pytest -m timing --durations=15 $(PYTEST_ARGS) || { r=$$?; [ $$r -eq 5 ] || rc=$$r; }; \
+	t3=$$(date +%s); \
+	echo "make test: parallel session $$((t1 - t0)) s, real-engine tier $$((t2 - t0)) s (beside it)," \
+	     "serial session $$((t3 - t2)) s, total $$((t3 - t0)) s"; \
 	exit $$rc
 
 i18n: install  ## re-extract the report wording into harness/report/locale (then translate the new msgids)
