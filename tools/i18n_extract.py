@@ -16,6 +16,9 @@ METHODS = [("templates/**.j2", "jinja2"), ("**.py", "python")]
 OPTIONS = {"templates/**.j2": {"extensions": "jinja2.ext.i18n", "newstyle_gettext": "true",
                                "trim_blocks": "true", "lstrip_blocks": "true"}}
 KEYWORDS = {"_": None, "N_": None, "_t": None}
+# the sentences the gate engine composes (recorded as message ids in result.json)
+GATES = ROOT.parent / "gates"
+GATE_METHODS = [("messages.py", "python")]
 
 
 def extract() -> Catalog:
@@ -24,6 +27,10 @@ def extract() -> Catalog:
             str(ROOT), METHODS, options_map=OPTIONS, keywords=KEYWORDS):
         if message:
             cat.add(message, locations=[(filename, lineno)])
+    for filename, lineno, message, _comments, _context in extract_from_dir(
+            str(GATES), GATE_METHODS, keywords=KEYWORDS):
+        if message:
+            cat.add(message, locations=[(f"../gates/{filename}", lineno)])
     return cat
 
 

@@ -45,9 +45,10 @@ from typing import Any, Optional
 from harness.config.gatespec import Check, GateSpec
 from harness.config.profile import ThresholdOverride
 from harness.errors import InputError
+from harness.gates import messages as M
 from harness.gates import stats
 from harness.gates.metricpath import resolve
-from harness.gates.outcome import CheckResult, Interval, Observation, Verdict
+from harness.gates.outcome import CheckResult, Interval, Message, Observation, Verdict, compose
 from harness.units import UnitKind, UnitParseError, format_quantity, parse_quantity
 
 __all__ = ["evaluate_gate", "evaluate_check", "check_overrides", "compare", "REL_TOL"]
@@ -145,8 +146,10 @@ def _observe(check: Check, path: str, leaf: Any, thr: _Threshold, rng: random.Ra
         base["caused_by_fault"] = True
 
     if value is None and samples is None:
-        return Observation(**base, measured_text=text or "not measured", verdict=Verdict.NOT_RUN,
-                           reason=detail or "no measured value")
+        measured = [M.text(text)] if text else [M.msg(M.NOT_MEASURED)]
+        why = [M.text(detail)] if detail else [M.msg(M.NO_VALUE)]
+        return Observation(**base, measured_text=compose(measured), measured_msgs=measured, verdict=Verdict.NOT_RUN,
+                           reason=compose(why), reason_msgs=why)
 
     if isinstance(leaf, Mapping) and leaf.get("inconclusive"):
         # The measurement ran but cannot decide (e.g. a bandwidth that never reached steady state):
@@ -174,29 +177,27 @@ def _observe(check: Check, path: str, leaf: Any, thr: _Threshold, rng: random.Ra
 
     if check.statistic.kind == "point":
         verdict = Verdict.PASS if compare(estimate, check.comparator, thr.value) else Verdict.FAIL
-        mtext = (text or _fmt(estimate, kind)) + " (point estimate)"
-        reason = "point estimate, no confidence interval"
-        if detail:
-            reason += f"; {detail}"
-        return Observation(**base, measured=estimate, measured_text=mtext, verdict=verdict, reason=reason,
-                           n_samples=spec.n if spec else None)
+        measured = [M.msg(M.POINT_MEASURED, value=M.text(text) if text else _fmt(estimate, kind))]
+        why = [M.msg(M.POINT_REASON)] + ([M.text(detail)] if detail else [])
+        return Observation(**base, measured=estimate, measured_text=compose(measured), measured_msgs=measured,
+                           verdict=verdict, reason=compose(why), reason_msgs=why, n_samples=spec.n if spec else None)
 
     if spec is None:
         raise ValueError("the check asks for a confidence interval but the measurement carries no samples")
     conf = check.statistic.confidence
     unit = _unit(spec)
     if spec.n < stats.MIN_INTERVAL_SAMPLES:
+        few = [M.msg(_FEW[unit], n=spec.n, min=stats.MIN_INTERVAL_SAMPLES)]
         return Observation(
             **base, measured=estimate, measured_text=(text or _fmt(estimate, kind)), n_samples=spec.n,
             needed_samples=stats.MIN_INTERVAL_SAMPLES, verdict=Verdict.INCONCLUSIVE,
-            reason=f"{spec.n} {unit}(s): an interval needs at least {stats.MIN_INTERVAL_SAMPLES} per group")
+            reason=compose(few), reason_msgs=few)
     low, high = stats.bootstrap_interval(spec, confidence=conf, resamples=check.statistic.resamples, rng=rng)
     verdict = _interval_verdict(low, high, check.comparator, thr.value)
     interval = Interval(low=low, high=high, confidence=conf, method=stats.interval_method(spec),
                         resamples=check.statistic.resamples)
-    size = _size_text(spec)
-    mtext = (f"{text or _fmt(estimate, kind)} [{_fmt(low, kind)}, {_fmt(high, kind)}] "
-             f"({conf * 100:g}% CI, {size})")
+    measured = [M.msg(M.INTERVAL, value=M.text(text) if text else _fmt(estimate, kind), low=_fmt(low, kind),
+                      high=_fmt(high, kind), confidence=f"{conf * 100:g}", size=_size_msg(spec))]
     # on the interval's own scale (the log ratio for the Welch t: symmetric there, not as a gain)
     p_lo, p_hi, p_est, p_thr = stats.power_scale(spec, low, high, estimate, thr.value)
     p_lo, p_hi = min(p_lo, p_hi), max(p_lo, p_hi)  # a reduction's log ratio runs the other way
@@ -206,17 +207,15 @@ def _observe(check: Check, path: str, leaf: Any, thr: _Threshold, rng: random.Ra
         # requests needed -> repetitions of the same size (the report's column counts repetitions)
         power_reps = max(math.ceil(power_reps * spec.groups / spec.n - 1e-9), 1)
     needed = None
-    reason = detail
+    why = [M.text(detail)] if detail else []
     if verdict is Verdict.INCONCLUSIVE:
         needed = stats.needed_samples(spec.n, low, high, estimate, thr.value)
-        why = f"the {conf * 100:g}% interval straddles the threshold {thr.text}"
-        per = "" if spec.kind == "binomial" else " per group"
-        why += f"; about {needed} {unit}s{per} would likely decide" if needed else \
-            "; the estimate sits on the threshold, more samples are unlikely to decide"
-        reason = f"{why}; {detail}" if detail else why
+        decide = M.msg(_DECIDE[unit], n=needed) if needed else M.msg(M.ON_THRESHOLD)
+        why = [M.msg(M.STRADDLES, confidence=f"{conf * 100:g}", threshold=str(thr.text)), decide] + why
     shown_n = spec.groups if spec.kind == "binomial" and spec.groups else spec.n  # repetitions, as power_reps
-    return Observation(**base, measured=estimate, measured_text=mtext, interval=interval, n_samples=shown_n,
-                       needed_samples=needed, verdict=verdict, reason=reason, power=power,
+    return Observation(**base, measured=estimate, measured_text=compose(measured), measured_msgs=measured,
+                       interval=interval, n_samples=shown_n, needed_samples=needed, verdict=verdict,
+                       reason=compose(why), reason_msgs=why, power=power,
                        power_repetitions=power_reps, min_samples=stats.MIN_INTERVAL_SAMPLES)
 
 
@@ -226,16 +225,20 @@ def _unit(spec: stats.SampleSpec) -> str:
     return "repetition" if spec.clustered or spec.kind == "capacity" else "sample"
 
 
-def _size_text(spec: stats.SampleSpec) -> str:
+_FEW = {"request": M.FEW_REQUESTS, "repetition": M.FEW_REPETITIONS, "sample": M.FEW_SAMPLES}
+_DECIDE = {"request": M.DECIDE_REQUESTS, "repetition": M.DECIDE_REPETITIONS, "sample": M.DECIDE_SAMPLES}
+
+
+def _size_msg(spec: stats.SampleSpec) -> Message:
     if spec.clustered:
-        return f"{spec.n} repetitions, {min(len(spec.a), len(spec.b))} requests"
+        return M.msg(M.SIZE_REPETITIONS, n=spec.n, requests=min(len(spec.a), len(spec.b)))
     if spec.kind == "binomial":
-        reps = f" over {spec.groups} repetitions" if spec.groups else ""
-        return f"{spec.k} of {spec.trials} requests{reps}"
+        if spec.groups:
+            return M.msg(M.SIZE_BINOMIAL_GROUPS, k=spec.k, trials=spec.trials, groups=spec.groups)
+        return M.msg(M.SIZE_BINOMIAL, k=spec.k, trials=spec.trials)
     if spec.kind == "capacity":
-        return (f"peak of {len(spec.a_points)} candidate / {len(spec.b_points)} baseline points, "
-                f"{spec.n}+ repetitions each")
-    return f"n={spec.n}"
+        return M.msg(M.SIZE_CAPACITY, candidate=len(spec.a_points), baseline=len(spec.b_points), n=spec.n)
+    return M.msg(M.SIZE_N, n=spec.n)
 
 
 def _worst(verdicts: Iterable[Verdict]) -> Verdict:
@@ -266,10 +269,11 @@ def evaluate_check(check: Check, measured: Mapping[str, Any], *, threshold: Opti
 
     matches = resolve(measured, check.metric)
     if not matches:
+        why = [M.msg(M.NO_VALUE_AT, path=check.metric)]
         obs = Observation(path=check.metric, expected_text=_expected_text(check, thr),
-                          measured_text="not measured", verdict=Verdict.NOT_RUN,
-                          reason=f"no measured value at {check.metric}")
-        return CheckResult(**header, verdict=Verdict.NOT_RUN, reason=obs.reason, observations=[obs])
+                          measured_text=M.NOT_MEASURED, measured_msgs=[M.msg(M.NOT_MEASURED)],
+                          verdict=Verdict.NOT_RUN, reason=compose(why), reason_msgs=why)
+        return CheckResult(**header, verdict=Verdict.NOT_RUN, reason=obs.reason, reason_msgs=why, observations=[obs])
 
     observations: list[Observation] = []
     for path, leaf in matches:
@@ -283,7 +287,9 @@ def evaluate_check(check: Check, measured: Mapping[str, Any], *, threshold: Opti
     verdict = _worst(o.verdict for o in observations)
     bad = [o for o in observations if o.verdict is verdict and verdict is not Verdict.PASS]
     if verdict is Verdict.PASS:
-        reason = f"all {len(observations)} passed" if len(observations) > 1 else ""
+        msgs = [M.msg(M.ALL_PASSED, n=len(observations))] if len(observations) > 1 else []
+        return CheckResult(**header, verdict=verdict, reason=compose(msgs), reason_msgs=msgs,
+                           observations=observations)
     else:
         reason = "; ".join(f"{o.path}: {o.reason or o.verdict.value}" for o in bad[:5])
         if len(bad) > 5:

@@ -5,7 +5,8 @@ which re-exports these names); here so the gate engine imports them without reac
 from __future__ import annotations
 
 import enum
-from typing import Literal, Optional
+from collections.abc import Callable, Sequence
+from typing import Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -24,6 +25,28 @@ class Verdict(str, enum.Enum):
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+
+class Message(_Model):
+    """A sentence as a catalog message id (its English wording, with ``%(name)s`` placeholders)
+    and its parameters (numbers and units already formatted, ids, or ``text``: words recorded as
+    data), so a report composes it in its own language (``harness.report.i18n``)."""
+
+    id: str
+    params: dict[str, Union[str, Message]] = Field(default_factory=dict)
+
+    def text(self, gettext: Callable[[str], str] = str) -> str:
+        """This sentence in one language (``gettext``: the identity for English); a parameter that
+        is a message is composed first."""
+        if not self.params:
+            return gettext(self.id)
+        return gettext(self.id) % {k: v.text(gettext) if isinstance(v, Message) else v
+                                   for k, v in self.params.items()}
+
+
+def compose(messages: Sequence[Message], gettext: Callable[[str], str] = str, sep: str = "; ") -> str:
+    """The messages in one language, joined by ``sep``."""
+    return sep.join(m.text(gettext) for m in messages)
 
 
 class Interval(_Model):
@@ -53,6 +76,10 @@ class Observation(_Model):
                                              "per group) that would give 80% power at the measured spread")
     verdict: Verdict
     reason: str = ""
+    reason_msgs: list[Message] = Field(default_factory=list, description="``reason`` as catalog messages, "
+                                       "when the gate engine composed it")
+    measured_msgs: list[Message] = Field(default_factory=list, description="``measured_text`` as catalog "
+                                         "messages, when the gate engine composed it")
     evidence: list[str] = Field(default_factory=list, description="Paths relative to the gate directory")
     caused_by_fault: bool = Field(default=False, description="The value only records an infrastructure fault "
                                   "(e.g. a node that did not answer): a FAIL here is not measured evidence")
@@ -72,4 +99,5 @@ class CheckResult(_Model):
     override_reason: Optional[str] = Field(default=None, description="Set when a profile changed the threshold")
     verdict: Verdict
     reason: str = ""
+    reason_msgs: list[Message] = Field(default_factory=list, description="``reason`` as catalog messages")
     observations: list[Observation] = Field(default_factory=list)

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 from urllib.parse import quote
 
+from harness.gates import messages as M
+from harness.gates.outcome import compose
 from harness.report.i18n import N_, _t
 from harness.report.textutil import concurrency_of
 from harness.report.textutil import xml_safe as xml_safe  # re-exported: render and junit use it
@@ -70,7 +72,14 @@ def expected_text(check: CheckResult) -> str:
 
 
 def obs_measured(obs: Observation, unit_kind: str) -> str:
+    if obs.measured_msgs:
+        return compose(obs.measured_msgs, _t)
     return obs.measured_text or fmt(obs.measured, unit_kind)
+
+
+def obs_reason(obs: Observation) -> str:
+    """The reason in the report's language when the gate engine recorded its messages."""
+    return compose(obs.reason_msgs, _t) if obs.reason_msgs else obs.reason
 
 
 def obs_label(check: CheckResult, obs: Observation) -> str:
@@ -136,11 +145,27 @@ def _check_measured(check: CheckResult) -> tuple[str, str]:
                                for o in with_iv)
 
 
+def _joined(check: CheckResult, reason: Callable[[Observation], str], gettext: Callable[[str], str],
+            name: Callable[[Observation], str] = lambda o: o.path) -> str:
+    """The gate engine's check reason: its worst observations' reasons (``evaluate_check``)."""
+    bad = [o for o in check.observations if o.verdict is check.verdict and check.verdict is not Verdict.PASS]
+    text = "; ".join(f"{name(o)}: {reason(o) or o.verdict.value}" for o in bad[:5])
+    if len(bad) > 5:
+        text += "; " + gettext(M.AND_MORE) % {"n": len(bad) - 5}
+    return text
+
+
 def _check_reason(check: CheckResult) -> str:
+    if check.reason_msgs:
+        return compose(check.reason_msgs, _t)
+    if check.reason and any(o.reason_msgs for o in check.observations) and \
+            check.reason == _joined(check, lambda o: o.reason, str):
+        # composed from messages, so it can be said in any language (observations by their label)
+        return _joined(check, obs_reason, _t, lambda o: obs_label(check, o))
     if check.reason:
         return check.reason
     bad = [o for o in check.observations if o.verdict is not Verdict.PASS and o.reason]
-    return "; ".join(f"{obs_label(check, o)}: {o.reason}" for o in bad[:5])
+    return "; ".join(f"{obs_label(check, o)}: {obs_reason(o)}" for o in bad[:5])
 
 
 def check_row(check: CheckResult, find_evidence: Optional[Callable[[str], list[str]]] = None) -> CheckRow:
@@ -161,21 +186,18 @@ def check_row(check: CheckResult, find_evidence: Optional[Callable[[str], list[s
             label=obs_label(check, o), path=o.path, measured=obs_measured(o, check.unit_kind),
             expected=o.expected_text or row.expected, interval=fmt_interval(o.interval, check.unit_kind),
             interval_bare=fmt_interval(o.interval, check.unit_kind, confidence=False), note=_note(check, o),
-            samples=_samples(o), verdict=o.verdict, reason=o.reason,
+            samples=_samples(o), verdict=o.verdict, reason=obs_reason(o),
             evidence=[(e, evidence_href(e)) for e in (o.evidence or (find_evidence(o.path) if find_evidence
                                                                       else []))]))
     return row
 
 
-_POINT_REASON = "point estimate, no confidence interval"
-
-
 def _note(check: CheckResult, o: Observation) -> str:
-    """An observation's reason without the words every point observation carries (its check's
+    """An observation's reason without the sentence every point observation carries (its check's
     row says "point estimate" once)."""
-    if check.statistic == "point" and o.reason.startswith(_POINT_REASON):
-        return o.reason[len(_POINT_REASON):].lstrip("; ")
-    return o.reason
+    if check.statistic == "point" and o.reason_msgs:
+        return compose([m for m in o.reason_msgs if m.id != M.POINT_REASON], _t)
+    return obs_reason(o)
 
 
 def evidence_href(path: str) -> Optional[str]:

@@ -26,7 +26,9 @@ def _extracted() -> set[str]:
     options = {"templates/**.j2": {"extensions": "jinja2.ext.i18n", "newstyle_gettext": "true",
                                    "trim_blocks": "true", "lstrip_blocks": "true"}}
     keywords = {"_": None, "N_": None, "_t": None}
-    return {m[2] for m in extract_from_dir(str(REPORT), methods, options_map=options, keywords=keywords) if m[2]}
+    ids = {m[2] for m in extract_from_dir(str(REPORT), methods, options_map=options, keywords=keywords) if m[2]}
+    gates = extract_from_dir(str(REPORT.parent / "gates"), [("messages.py", "python")], keywords=keywords)
+    return ids | {m[2] for m in gates if m[2]}
 
 
 def test_zh_catalog_translates_every_message_with_the_same_placeholders() -> None:

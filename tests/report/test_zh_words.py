@@ -1,0 +1,107 @@
+"""Chinese all the way: the measured and reason texts the gate engine composes (point estimates,
+intervals, an interval straddling its threshold, too few repetitions, a value not measured, "all N
+passed") reach the zh report as catalog messages with formatted numbers, so its checks and
+observations carry no Latin word outside the allowed terms: check ids, metric labels, units,
+verdict codes and tool names. The checks are evaluated by the real gate engine
+(``evaluate_check``); descriptions and pipeline details are data and given in Chinese here."""
+
+from __future__ import annotations
+
+import random
+import re
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any
+
+from harness.config.gatespec import Check
+from harness.gates.evaluate import evaluate_check
+from harness.report import render_gate_reports
+
+from .conftest import make_result, write_gate
+
+# terms a zh report keeps as they are: verdict codes, units, statistics and tool names; the check
+# ids and metric paths of the checks (identifiers) are allowed too
+ALLOWED = {"PASS", "FAIL", "INCONCLUSIVE", "NOT_RUN", "ERROR", "NOT_APPLICABLE", "TTFT", "p50", "p90", "p99",
+           "ms", "s", "x", "n", "CI", "GB", "MB", "kB", "KV", "tok", "bootstrap", "percentile", "hierarchical",
+           "welch", "t", "log", "ratio"}
+
+
+def _samples(center: float, spread: float, n: int, seed: int) -> list[list[float]]:
+    r = random.Random(seed)
+    return [[center * (1 + r.gauss(0, spread)) for _ in range(16)] for _ in range(n)]
+
+
+def _measured() -> dict[str, Any]:
+    def ratio(a_center: float, n: int, spread: float, seed: int) -> dict[str, Any]:
+        return {"value": None, "samples": {"kind": "ratio", "a_groups": _samples(a_center, spread, n, seed),
+                                           "b_groups": _samples(100.0, spread, n, seed + 1), "stat": "p50",
+                                           "transform": "reduction"}}
+    return {"compare": {"ttft_p50_reduction": {"c2": ratio(60.0, 5, 0.02, 1), "c8": ratio(75.0, 5, 0.4, 3),
+                                               "c16": ratio(70.0, 1, 0.02, 5)}},
+            "candidate": {"failed_ratio": {"value": 0.0, "text": "80 个中 0 个", "detail": "候选组全部请求"},
+                          "cold_restore": {"offload_hit_vs_expected": {"c2": 0.99, "c8": 1.0}}}}
+
+
+def _checks() -> list[Any]:
+    specs = [
+        {"id": "ttft_p50_reduction", "description": "TTFT p50 降低", "metric": "compare.ttft_p50_reduction.*",
+         "comparator": ">=", "threshold": "25%", "statistic": {"kind": "interval", "confidence": 0.95,
+                                                              "resamples": 300}},
+        {"id": "candidate_failed_requests", "description": "失败请求不超过 1%", "metric": "candidate.failed_ratio",
+         "comparator": "<=", "threshold": "1%", "statistic": {"kind": "point"}},
+        {"id": "hit_share", "description": "卸载层命中占比",
+         "metric": "candidate.cold_restore.offload_hit_vs_expected.*", "comparator": ">=", "threshold": "0.9x",
+         "statistic": {"kind": "point"}},
+        {"id": "recompute_speedup", "description": "相对重算的加速", "metric": "compare.recompute_speedup.*",
+         "comparator": ">=", "threshold": "1x", "statistic": {"kind": "point"}},
+    ]
+    return [evaluate_check(Check.model_validate(s), _measured()) for s in specs]
+
+
+class _Cells(HTMLParser):
+    """The text of the checks table and the observations table (titles and code ids aside)."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.depth, self.code, self.words = 0, 0, []  # type: tuple[int, int, list[str]]
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "table" and dict(attrs).get("id") in ("checks", "observations-table"):
+            self.depth = 1
+        elif tag == "table" and self.depth:
+            self.depth += 1
+        self.code += tag in ("code", "span") and dict(attrs).get("class", "") in ("", None) and tag == "code"
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "table" and self.depth:
+            self.depth -= 1
+        if tag == "code" and self.code:
+            self.code -= 1
+
+    def handle_data(self, data: str) -> None:
+        if self.depth and not self.code:
+            self.words += re.findall(r"[A-Za-z][A-Za-z0-9_]*", data)
+
+
+def test_zh_checks_and_observations_have_no_english_words(tmp_path: Path) -> None:
+    result = make_result()
+    result.checks = _checks()
+    result.faults, result.notes = [], []
+    verdicts = {c.id: c.verdict.value for c in result.checks}
+    assert verdicts == {"ttft_p50_reduction": "INCONCLUSIVE", "candidate_failed_requests": "PASS",
+                        "hit_share": "PASS", "recompute_speedup": "NOT_RUN"}, verdicts
+    gate = write_gate(tmp_path / "G3", result)
+    render_gate_reports(gate, "zh")
+    html = (gate / "report.zh.html").read_text(encoding="utf-8")
+    cells = _Cells()
+    cells.feed(html)
+    # identifiers: check ids, metric paths (a NOT_RUN names the metric it found no value at), points
+    ids = {c.id for c in result.checks} | {"c2", "c8", "c16"}
+    ids |= {w for c in result.checks for w in re.findall(r"[A-Za-z][A-Za-z0-9_]*", c.metric)}
+    stray = sorted({w for w in cells.words if w not in ALLOWED and w not in ids})
+    assert stray == [], stray
+    # the same result in English reads as the gate engine wrote it
+    render_gate_reports(gate, "en")
+    en = (gate / "report.html").read_text(encoding="utf-8")
+    assert "point estimate" in en and "interval straddles the threshold 25%" in en
+    assert "点估计" in html and "区间跨越阈值 25%" in html
