@@ -197,6 +197,8 @@ class EngineInstance:
     started_at: float = 0.0
     ready_at: Optional[float] = None
     sidecar_handle: Optional[DetachedHandle] = None
+    # the disk tier the engine reported at readiness, against the plan (engines/tierreadback.py)
+    tier_readback: Optional[Mapping[str, object]] = None
 
     @property
     def endpoint_url(self) -> str:
@@ -219,6 +221,7 @@ class EngineInstance:
             "sidecar_handle": self.sidecar_handle.to_json() if self.sidecar_handle else None,
             "started_at": self.started_at,
             "ready_at": self.ready_at,
+            "tier_readback": dict(self.tier_readback) if self.tier_readback is not None else None,
         }
 
     @classmethod

@@ -29,6 +29,7 @@ from harness.engines.planning import PROMETHEUS_SUBDIR
 from harness.engines.prometheus import MetricsSnapshot
 from harness.engines.ray import start_ray_cluster, stop_ray_cluster
 from harness.engines.secretargs import plan_secrets
+from harness.engines.tierreadback import check_tier_dirs
 from harness.redact import mask_values, redact_data
 from harness.remote.base import DetachedHandle, Executor, ProcessState, RemoteError
 from harness.remote.detached import ensure_workdir
@@ -308,6 +309,8 @@ class EngineLifecycle:
                     ids = [m.get("id") for m in json.loads(body).get("data", [])] if status == 200 else []
                     if plan.served_model_name in ids:
                         instance.ready_at = time.time()
+                        # ready means configured as planned: a moved disk tier stops here
+                        instance.tier_readback = check_tier_dirs(self, instance)  # type: ignore[arg-type]
                         return time.monotonic() - start
                     last = f"/v1/models answered {status} without {plan.served_model_name!r} (has {ids})"
                 else:

@@ -130,6 +130,9 @@ class KVStore:
             elif cfg.remote_url:
                 log.warning("remote_url %s is not a file:// URL; the emulator ignores that tier", cfg.remote_url)
         for tier in self.dirs:
+            metrics.sim_tier_dir.set(metrics.vllm_labels + (("path", tier.directory), ("tier", tier.name)), 1.0)
+            if tier.name == "local_disk":  # LMCache's own line (local_disk_backend.py), read back by kvgate
+                log.info("Local disk cache path: %s", tier.directory)
             mode = probe_read_mode(tier.directory)
             if mode:
                 self.read_modes[tier.name] = mode

@@ -197,6 +197,9 @@ class SimMetrics:
         self.sim_read_mode = Gauge(
             "kvgate_sim:read_mode_info", "How tier reads bypass the page cache (odirect or fadvise)."
         )
+        self.sim_tier_dir = Gauge(
+            "kvgate_sim:tier_dir_info", "The directory each storage tier really uses (kvgate checks it)."
+        )
         self.sim_info = Gauge("kvgate_sim:emulator_info", "Present on the KV emulator only (not a real engine).")
         self.sim_info.set(self.vllm_labels, 1.0)
         self.running.set(self.vllm_labels, 0.0)
@@ -229,6 +232,7 @@ class SimMetrics:
             self.sim_pending_writes,
             self.sim_memory_chunks,
             self.sim_read_mode,
+            self.sim_tier_dir,
             self.sim_info,
         ]
         for counter in (

@@ -506,3 +506,35 @@ def test_ray_start_carries_lmcache_settings_and_nothing_inherited(tmp_path: Path
     start_ray_cluster(plan, {n: Tagged(n) for n in ("n1", "n2")})
     assert calls.read_text().splitlines() == ["n1 cfg=/w/lmcache.yaml seed=0 disk=",
                                               "n2 cfg=/w/lmcache.yaml seed=0 disk="]
+
+
+@pytest.mark.parametrize("kind", ["sim", "vllm"])
+def test_an_engine_whose_disk_tier_moved_is_refused_at_readiness(kind: str, tmp_path: Path) -> None:
+    """The scenario that would measure the wrong tier under the planned one's name: the engine's
+    environment moves LMCache's disk tier (here set in the plan itself, as a leak would). The
+    emulator's tier_dir_info metric (sim) and LMCache's 'Local disk cache path' log line (vllm,
+    the emulator behind the vLLM launcher) are read back at readiness: the start fails, naming both."""
+    import dataclasses
+
+    moved = tmp_path / "elsewhere"
+    shim = write_vllm_shim(tmp_path / "bin", sys.executable) if kind == "vllm" else None
+    profile = _profile(tmp_path, kind=kind, command=str(shim) if shim else None, port=free_port(),
+                       extra=EMULATOR_ARGS if kind == "vllm" else [])
+    engine = get_engine(kind)
+    with LocalExecutor("local") as ex:
+        plan = engine.plan(_node(tmp_path), profile, "disk", 0, workdir=str(tmp_path / "w"), python=sys.executable)
+        honest = engine.start(ex, plan)
+        try:
+            engine.wait_ready(honest, 60)
+            assert honest.tier_readback == {"planned": str(tmp_path / "tier" / "kvgate-kv" / "e2e" / "disk"),
+                                            "read_back": True,
+                                            "effective": [str(tmp_path / "tier" / "kvgate-kv" / "e2e" / "disk")]}
+        finally:
+            engine.stop(honest)
+        leaky = dataclasses.replace(plan, env={**plan.env, "LMCACHE_LOCAL_DISK": f"file://{moved}/"})
+        inst = engine.start(ex, leaky)
+        try:
+            with pytest.raises(EngineStartError, match=f"disk tier is {moved}, not the planned .*kvgate-kv/e2e/disk"):
+                engine.wait_ready(inst, 60)
+        finally:
+            engine.stop(inst)
