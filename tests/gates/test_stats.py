@@ -121,7 +121,7 @@ def test_needed_samples_uses_the_arm_facing_the_threshold() -> None:
     assert stats.needed_samples(10, 0.9, 1.3, 1.0, 1.05) == math.ceil(10 * (0.3 / 0.05) ** 2)
 
 
-def test_grouped_samples_give_a_hierarchical_interval_wider_than_pooling() -> None:
+def test_grouped_samples_give_a_cluster_interval_wider_than_pooling() -> None:
     import random as _r
 
     from harness.gates.stats import achieved_power, bootstrap_interval, parse_sample_spec, point_estimate
@@ -137,7 +137,12 @@ def test_grouped_samples_give_a_hierarchical_interval_wider_than_pooling() -> No
     pooled = parse_sample_spec({"kind": "ratio", "a": [x for g in a for x in g], "b": [x for g in b for x in g],
                                 "stat": "p50", "transform": "reduction"})
     assert grouped.clustered and grouped.n == 5 and pooled.n == 100
-    assert point_estimate(grouped) == point_estimate(pooled)  # the estimate is the pooled statistic
+    # the estimate is the statistic the cluster-level interval is built on: the mean of the
+    # per-repetition log p50s (a geometric mean of p50s), close to the pooled one here
+    logs = [sum(math.log(stats.percentile(g, 50)) for g in gs) / len(gs) for gs in (a, b)]
+    assert point_estimate(grouped) == pytest.approx(1 - math.exp(logs[0] - logs[1]))
+    assert point_estimate(grouped) == pytest.approx(point_estimate(pooled), abs=0.02)
+    assert stats.interval_method(grouped).startswith("cluster-t-log-p50")
     lo_g, hi_g = bootstrap_interval(grouped, confidence=0.95, resamples=1000, rng=_r.Random(1))
     lo_p, hi_p = bootstrap_interval(pooled, confidence=0.95, resamples=1000, rng=_r.Random(1))
     assert hi_g - lo_g > 2 * (hi_p - lo_p)  # the repetitions' spread is in the interval
@@ -187,6 +192,10 @@ def test_log_ratio_ends_map_through_the_transform(transform: str, lo: float, hi:
     ({"kind": "ratio", "a_groups": [[1.0]], "b_groups": [[2.0]], "stat": "mean"},
      "hierarchical-bootstrap-percentile"),
     ({"kind": "ratio", "a_groups": [[1.0]], "b_groups": [[2.0]]}, "hierarchical-bootstrap-percentile"),
+    ({"kind": "ratio", "a_groups": [[1.0], [2.0]], "b_groups": [[2.0], [3.0]]},
+     "cluster-t-log-p50 (per-repetition log medians; baseline variance floored at the candidate's)"),
+    ({"kind": "ratio", "a_groups": [[1.0], [2.0]], "b_groups": [[2.0], [3.0]], "stat": "mean"},
+     "hierarchical-bootstrap-percentile"),
     ({"kind": "percentile", "x": [1.0, 2.0]}, "bootstrap-percentile"),
 ])
 def test_interval_method_per_spec(spec: dict, method: str) -> None:  # type: ignore[type-arg]
@@ -567,3 +576,21 @@ def test_capacity_compares_peak_with_peak_and_pays_for_the_choice() -> None:
     wide = parse_sample_spec({"kind": "capacity", "a_points": more, "b_points": {"16": b["16"]}})
     assert stats.bootstrap_interval(wide, confidence=0.95, resamples=1, rng=random.Random(0))[0] < \
         stats.bootstrap_interval(one, confidence=0.95, resamples=1, rng=random.Random(0))[0] - 0.005
+
+
+def test_the_cluster_interval_floors_a_tight_baseline_at_the_candidates_spread() -> None:
+    # a baseline whose repetitions happen to agree (what G2's filter lets through) does not make
+    # the interval as narrow as its own spread says: the candidate's spread stands in for it
+    a = [[70.0 * lvl] * 9 for lvl in (0.85, 0.95, 1.0, 1.05, 1.15)]
+    tight = [[100.0 * lvl] * 9 for lvl in (0.999, 1.0, 1.0, 1.0, 1.001)]
+    spec = parse_sample_spec({"kind": "ratio", "a_groups": a, "b_groups": tight, "stat": "p50",
+                              "transform": "reduction"})
+    low, high = stats.bootstrap_interval(spec, confidence=0.95, resamples=1, rng=random.Random(0))
+    la = [math.log(70.0 * lvl) for lvl in (0.85, 0.95, 1.0, 1.05, 1.15)]
+    m = sum(la) / 5
+    var_a = sum((x - m) ** 2 for x in la) / 4
+    half = stats.cluster_t_half_width(var_a, 5, var_a, 5, 0.025)
+    est = math.log(1 - stats.point_estimate(spec))
+    assert (low, high) == pytest.approx((1 - math.exp(est + half), 1 - math.exp(est - half)))
+    # df 8 (both components equal): t = 2.306
+    assert half == pytest.approx(2.306 * math.sqrt(2 * var_a / 5), rel=1e-3)
