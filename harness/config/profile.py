@@ -242,6 +242,19 @@ class Arm(StrictModel):
 Workload = Literal["random", "shared-prefix", "multi-round", "long-doc", "trace", "hash-trace"]
 
 
+class SloSpec(StrictModel):
+    """A latency SLO: a concurrency meets it when every repetition's percentiles are within it."""
+
+    ttft_p90: Optional[Duration] = Field(default=None, description="TTFT p90 bound, e.g. '2s'")
+    itl_p90: Optional[Duration] = Field(default=None, description="Inter-token latency p90 bound, e.g. '100ms'")
+
+    @model_validator(mode="after")
+    def _some_bound(self) -> SloSpec:
+        if self.ttft_p90 is None and self.itl_p90 is None:
+            raise ValueError("an slo needs at least one of ttft_p90, itl_p90")
+        return self
+
+
 class LoadSpec(StrictModel):
     """The request load of every sweep point."""
 
@@ -279,6 +292,9 @@ class LoadSpec(StrictModel):
     cold_restore: bool = Field(default=True, description="Populate, evict, drop caches, then measure")
     request_timeout: Duration = Field(default=600.0, description="Per-request timeout")
     ttft_slo: Optional[Duration] = Field(default=None, description="SLO for goodput")
+    slo: Optional[SloSpec] = Field(default=None, description="G3 SLO capacity: each arm's highest swept "
+                                   "concurrency whose every repetition meets it, its goodput (requests/s "
+                                   "with TTFT and TPOT within the bounds) and the advisory capacity_gain_at_slo")
 
     @field_validator("concurrency")
     @classmethod

@@ -203,9 +203,12 @@ def _observe(check: Check, path: str, leaf: Any, thr: _Threshold, rng: random.Ra
     p_lo, p_hi = min(p_lo, p_hi), max(p_lo, p_hi)  # a reduction's log ratio runs the other way
     power = stats.achieved_power(p_lo, p_hi, p_est, p_thr, conf)
     power_reps = stats.repetitions_for_power(spec.n, p_lo, p_hi, p_est, p_thr, conf, stats.POWER_TARGET)
-    if spec.kind == "binomial" and spec.groups and power_reps is not None:
-        # requests needed -> repetitions of the same size (the report's column counts repetitions)
-        power_reps = max(math.ceil(power_reps * spec.groups / spec.n - 1e-9), 1)
+    if spec.kind == "binomial":  # exact: the binomial law at the estimate, not a normal approximation
+        power = stats.binomial_power(spec.trials, estimate, thr.value, conf)
+        need = stats.binomial_trials_for_power(estimate, thr.value, conf, stats.POWER_TARGET)
+        # requests -> repetitions of the same size (the report's column counts repetitions)
+        power_reps = None if need is None else (
+            max(math.ceil(need * spec.groups / spec.trials - 1e-9), 1) if spec.groups else need)
     needed = None
     why = [M.text(detail)] if detail else []
     if verdict is Verdict.INCONCLUSIVE:

@@ -19,7 +19,7 @@ recorded by G2 equals the one the G3 run computes for the same arm from its own 
 * ``nodes.platforms``: the accelerator platforms of the serving nodes (when the inventory is given).
 
 What never enters: descriptions, ports, hosts, the controller's environment variables,
-thresholds and overrides, the output identity sample size ``load.identity_sample`` and the
+thresholds and overrides, the latency SLO ``load.slo`` and the
 expected-reuse LRU size ``load.lru_blocks`` (they change
 the judgement, not the figures: an older baseline recorded without them stays comparable).
 
@@ -48,7 +48,7 @@ MISSING = "(not recorded)"
 
 
 # lru_blocks sizes the LRU the *expected* reuse is computed with: a figure beside the measurement
-_JUDGEMENT_ONLY = {"identity_sample", "lru_blocks"}
+_JUDGEMENT_ONLY = {"slo", "lru_blocks"}
 # the hash-trace replay's own settings: part of the workload only when that is the workload
 _HASH_TRACE_ONLY = {"trace_block_size", "trace_time_unit", "trace_max_context", "trace_sample"}
 

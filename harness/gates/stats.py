@@ -103,6 +103,8 @@ __all__ = [
     "block_resample_indices",
     "needed_samples",
     "achieved_power",
+    "binomial_power",
+    "binomial_trials_for_power",
     "capacity_interval",
     "cluster_t_half_width",
     "clopper_pearson",
@@ -631,6 +633,56 @@ def repetitions_for_power(n: int, low: float, high: float, estimate: float, thre
         return None
     m = max(n, 1) * (se * (z + _z(power)) / d) ** 2
     return max(math.ceil(m - 1e-9), MIN_INTERVAL_SAMPLES)
+
+
+def _first_k(n: int, ok: Callable[[int], bool]) -> int:
+    """The smallest k in 0..n+1 with ``ok(k)`` for a predicate false-then-true in k."""
+    lo, hi = 0, n + 1
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if ok(mid):
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+def binomial_power(n: int, p: float, threshold: float, confidence: float) -> float | None:
+    """The chance that ``n`` trials at a true rate ``p`` give a Clopper-Pearson interval wholly on
+    ``p``'s side of ``threshold`` (exact: summed over the binomial law). None when ``p`` is on it.
+    Both ends of the interval grow with k, so the deciding counts are found by bisection."""
+    from scipy.stats import binom  # noqa: PLC0415
+
+    alpha = (1.0 - confidence) / 2.0
+    if p < threshold:  # PASS: upper end below, k up to (first k whose upper end reaches it) - 1
+        k = _first_k(n, lambda k: k > n or clopper_pearson(k, n, alpha)[1] >= threshold) - 1
+        return float(binom.cdf(k, n, p)) if k >= 0 else 0.0
+    if p > threshold:  # FAIL: lower end above, from the first k whose lower end clears it
+        k = _first_k(n, lambda k: k > n or clopper_pearson(k, n, alpha)[0] > threshold)
+        return float(binom.sf(k - 1, n, p)) if k <= n else 0.0
+    return None
+
+
+def binomial_trials_for_power(p: float, threshold: float, confidence: float, power: float = POWER_TARGET,
+                              limit: int = 20_000) -> int | None:
+    """The fewest trials whose :func:`binomial_power` reaches ``power`` (searched by doubling, then
+    bisection; the power of a discrete test wobbles with n, so this is a planning figure); None
+    when ``p`` is on the threshold or ``limit`` trials do not reach it."""
+    if p == threshold or not 0.0 <= p <= 1.0:
+        return None
+    hi = MIN_INTERVAL_SAMPLES
+    while (binomial_power(hi, p, threshold, confidence) or 0.0) < power:
+        if hi >= limit:
+            return None
+        hi = min(hi * 2, limit)
+    lo = max(hi // 2, 1)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if (binomial_power(mid, p, threshold, confidence) or 0.0) >= power:
+            hi = mid
+        else:
+            lo = mid + 1
+    return hi
 
 
 def _phi(x: float) -> float:

@@ -72,6 +72,8 @@ def not_applicable(gate: str, inventory: Inventory, profile: Profile) -> dict[st
         if not profile.load.cold_restore:
             out["candidate.cold_restore.restore_bandwidth_ratio.*"] = (
                 "no cold restore (load.cold_restore: false): nothing was restored from storage")
+        if profile.load.slo is None:
+            out["compare.capacity_gain_at_slo"] = "the profile sets no load.slo"
         if profile.recompute is None:
             out["compare.recompute_speedup.*"] = "the profile has no recompute arm"
             out["recompute.cold_restore.offload_hit_tokens.*"] = "the profile has no recompute arm"

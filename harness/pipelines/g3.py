@@ -16,6 +16,7 @@ from harness.pipelines.context import GateRun
 from harness.pipelines.g2 import arm_cold_restore, arm_storage_probes
 from harness.pipelines.identity import compared_tokens, output_identity_measured
 from harness.pipelines.loadpoint import expected_reuse_table
+from harness.pipelines.slo import capacity_gain_at_slo
 from harness.pipelines.sweep import load_sweep, run_arm_sweep
 from harness.pipelines.sweepdata import Sweep, compare_measured, failed_ratio, measurement, sweep_table
 from harness.pipelines.tierhits import sweep_tier_rows
@@ -138,6 +139,8 @@ def run_g3(run: GateRun, g2: GateDir) -> tuple[dict[str, Any], dict[str, Any]]:
     if profile.load.cold_restore:
         measured["compare"]["write_overhead"] = write_overhead_measured(
             run.path, profile.candidate, ref_base, ref_name, profile.load.concurrency, profile.load.repetitions)
+    if profile.load.slo is not None:
+        measured["compare"]["capacity_gain_at_slo"] = capacity_gain_at_slo(cand, base, profile.load.slo)
     charts["sweep"] = {arm: sweep_table(s) for arm, s in sweeps.items()}
     charts["tier_hits"] = {a: sweep_tier_rows(s, offload=profile.arm(a).offload) for a, s in sweeps.items()}
     if profile.load.workload == "hash-trace":  # the trace's expected reuse beside the measured hit rate (i19)

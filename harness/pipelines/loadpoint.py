@@ -151,6 +151,11 @@ class PointResult:
 def _config(profile: Profile, instance: EngineInstance, concurrency: int, label: str) -> LoadConfig:
     load = profile.load
     goodput = {"ttft": load.ttft_slo * 1000.0} if load.ttft_slo else {}
+    if load.slo is not None:  # per request: TTFT and time per output token within the SLO's bounds
+        if load.slo.ttft_p90 is not None:
+            goodput["ttft"] = load.slo.ttft_p90 * 1000.0
+        if load.slo.itl_p90 is not None:
+            goodput["tpot"] = load.slo.itl_p90 * 1000.0
     return LoadConfig(
         endpoint=instance.endpoint_url,
         model=instance.plan.served_model_name,

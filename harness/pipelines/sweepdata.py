@@ -76,6 +76,23 @@ def _m(value: Any, text: str = "", detail: str = "", evidence: Sequence[str] = (
     return out
 
 
+def _mean_of(values: Any) -> Optional[float]:
+    nums = [float(v) for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    return statistics.fmean(nums) if nums else None
+
+
+def mean_interval(values: Sequence[float], confidence: float = 0.95) -> Optional[list[float]]:
+    """[mean, low, high]: the t interval of the mean of per-repetition figures; None below two."""
+    if len(values) < 2:
+        return None
+    from scipy.stats import t as student_t  # noqa: PLC0415 - scipy loads slowly; only tables need it
+
+    m = statistics.fmean(values)
+    q = float(student_t.ppf(0.5 + confidence / 2, len(values) - 1))
+    half = q * statistics.stdev(values) / math.sqrt(len(values))
+    return [m, m - half, m + half]
+
+
 def sweep_table(sweep: Sweep) -> dict[str, dict[str, Any]]:
     """Per concurrency: pooled TTFT p50/p90/p99, mean throughput, counts (for charts and tables)."""
     table: dict[str, dict[str, Any]] = {}
@@ -95,6 +112,12 @@ def sweep_table(sweep: Sweep) -> dict[str, dict[str, Any]]:
             "repetitions": len(reps),
             "mean_queue_ms": statistics.fmean([float(r.summary.get("mean_client_queue_time_ms") or 0) for r in reps])
             if reps else None,
+            "ttft_p90_ms": percentile(ttft, 90) if ttft else None,
+            "request_goodput": _mean_of(r.summary.get("request_goodput") for r in reps),
+            # per-repetition figures' mean and its 95% t interval [mean, low, high] (the TTFT chart)
+            "ttft_p50_ci": mean_interval([percentile(r.ttft_ms, 50) for r in reps if r.ttft_ms]),
+            "ttft_p90_ci": mean_interval([percentile(r.ttft_ms, 90) for r in reps if r.ttft_ms]),
+            "output_throughput_ci": mean_interval([r.output_throughput for r in reps if r.completed]),
         }
     return table
 

@@ -371,7 +371,8 @@ def fio_chart(measurements: Mapping[str, Any]) -> Chart:
 
 def gate_charts(measurements: Mapping[str, Any], checks: Sequence[CheckResult]) -> list[Chart]:
     """Every chart of a gate report, in display order (charts without data carry a note)."""
-    charts = [ttft_chart(measurements), throughput_chart(measurements), fio_chart(measurements)]
+    charts = [ttft_chart(measurements), throughput_chart(measurements), ttft_throughput_chart(measurements),
+              fio_chart(measurements)]
     charts += soak_charts(measurements)
     return charts
 
@@ -506,3 +507,109 @@ def soak_charts(measurements: Mapping[str, Any]) -> list[Chart]:
                       f"{after / before * 100:.1f}%.")
     charts.append(bw)
     return charts
+
+
+# --- TTFT against throughput (latency-throughput curve per arm) -------------------------------
+#
+#   measurements["sweep"]["<arm>"]["<concurrency>"] also carries, per point, the per-repetition
+#   figures' mean and 95% t interval: "ttft_p50_ci", "ttft_p90_ci", "output_throughput_ci" =
+#   [mean, low, high] (harness.pipelines.sweepdata.mean_interval); None below two repetitions.
+
+def _ci(values: Mapping[str, Any], key: str) -> Optional[tuple[float, float, float]]:
+    v = values.get(key)
+    if not isinstance(v, (list, tuple)) or len(v) != 3:
+        return None
+    nums = [_num(x) for x in v]
+    if any(x is None for x in nums):
+        return None
+    m, lo, hi = (float(x) for x in nums if x is not None)
+    return m, lo, hi
+
+
+@dataclass
+class _CurvePoint:
+    conc: int
+    x: tuple[float, float, float]
+    y: tuple[float, float, float]
+
+
+def _curves(measurements: Mapping[str, Any]) -> tuple[list[tuple[str, str, bool, list[_CurvePoint]]], int]:
+    """(label, colour, dashed, points sorted by concurrency) per arm and percentile; dropped count."""
+    out: list[tuple[str, str, bool, list[_CurvePoint]]] = []
+    dropped = 0
+    for n, (arm, points) in enumerate(sorted(_sweep(measurements).items(), key=lambda kv: str(kv[0]))):
+        if not isinstance(points, Mapping):
+            continue
+        for key, suffix, dashed in (("ttft_p50_ci", " p50", False), ("ttft_p90_ci", " p90", True)):
+            pts: list[_CurvePoint] = []
+            for ckey, values in points.items():
+                c = concurrency_of(ckey)
+                if c is None or not isinstance(values, Mapping):
+                    continue
+                x, y = _ci(values, "output_throughput_ci"), _ci(values, key)
+                if x is None or y is None:
+                    dropped += 1
+                    continue
+                pts.append(_CurvePoint(c, x, y))
+            if pts:
+                out.append((f"{arm}{suffix}", PALETTE[n % len(PALETTE)], dashed, sorted(pts, key=lambda p: p.conc)))
+    return out, dropped
+
+
+def ttft_throughput_chart(measurements: Mapping[str, Any]) -> Chart:
+    """TTFT p50 (solid) and p90 (dashed) against output throughput, one colour per arm, one point
+    per concurrency with its 95% interval both ways (the repetitions' spread)."""
+    chart = Chart("ttft-throughput", _t("TTFT against throughput"))
+    curves, dropped = _curves(measurements)
+    chart.dropped = dropped
+    if not curves:
+        chart.note = (_t("No point has both a TTFT and a throughput interval (two or more repetitions), "
+                         "so there is no TTFT-against-throughput chart.") + _dropped_note(dropped))
+        return chart
+    height = 360
+    left, right, top, bottom = 72, 190, 34, 56
+    pw, ph = WIDTH - left - right, height - top - bottom
+    xt = nice_ticks(*_range([v for _, _, _, ps in curves for p in ps for v in p.x[1:]], zero=True))
+    yt = nice_ticks(*_range([v for _, _, _, ps in curves for p in ps for v in p.y[1:]], zero=True))
+
+    def px(v: float) -> float:
+        return left + (v - xt[0]) / (xt[-1] - xt[0]) * pw
+
+    def py(v: float) -> float:
+        return top + ph - (v - yt[0]) / (yt[-1] - yt[0]) * ph
+
+    out = [_svg_open(height, chart.title), _text(left, 20, chart.title, anchor="start", size=13,
+                                                 extra=' font-weight="600"')]
+    for t in yt:
+        out.append(f'<line x1="{left}" y1="{py(t):.1f}" x2="{left + pw}" y2="{py(t):.1f}" stroke="#e5e7eb"/>')
+        out.append(_text(left - 6, py(t) + 4, _fmt_tick(t), anchor="end"))
+    for t in xt:
+        out.append(f'<line x1="{px(t):.1f}" y1="{top + ph}" x2="{px(t):.1f}" y2="{top + ph + 5}" stroke="#57606a"/>')
+        out.append(_text(px(t), top + ph + 18, _fmt_tick(t)))
+    out.append(f'<rect x="{left}" y="{top}" width="{pw}" height="{ph}" fill="none" stroke="#57606a"/>')
+    out.append(_text(left + pw / 2, height - 12, _t("output tokens/s")))
+    out.append(_text(16, top + ph / 2, _t("TTFT (ms)"), extra=f' transform="rotate(-90 16 {top + ph / 2:.1f})"'))
+    legend: list[_Series] = []
+    for label, colour, dashed, pts in curves:
+        dash = ' stroke-dasharray="6 4"' if dashed else ""
+        if len(pts) > 1:
+            coords = " ".join(f"{px(p.x[0]):.1f},{py(p.y[0]):.1f}" for p in pts)
+            out.append(f'<polyline points="{coords}" fill="none" stroke={quoteattr(colour)} stroke-width="2"{dash}/>')
+        for p in pts:
+            cx, cy = px(p.x[0]), py(p.y[0])
+            out.append(f'<line class="ci" x1="{cx:.1f}" y1="{py(p.y[1]):.1f}" x2="{cx:.1f}" y2="{py(p.y[2]):.1f}" '
+                       f'stroke={quoteattr(colour)} stroke-width="1.2"/>')
+            out.append(f'<line class="ci" x1="{px(p.x[1]):.1f}" y1="{cy:.1f}" x2="{px(p.x[2]):.1f}" y2="{cy:.1f}" '
+                       f'stroke={quoteattr(colour)} stroke-width="1.2"/>')
+            tip = escape(f"{label} at c{p.conc}: {_fmt_tick(p.y[0])} ms [{_fmt_tick(p.y[1])}, {_fmt_tick(p.y[2])}], "
+                         f"{_fmt_tick(p.x[0])} tok/s [{_fmt_tick(p.x[1])}, {_fmt_tick(p.x[2])}]")
+            out.append(f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="3.5" fill={quoteattr(colour)}>'
+                       f"<title>{tip}</title></circle>")
+        legend.append(_Series(label, colour=colour, dashed=dashed))
+    out += _legend(legend, left + pw + 14, top + 10)
+    out.append("</svg>")
+    chart.svg = "".join(out)
+    chart.caption = (_t("TTFT p50 (solid) and p90 (dashed) against output throughput, one point per concurrency "
+                        "(rising load to the right), each with the 95-percent interval of its repetitions both ways. "
+                        "Lower and further right is better.") + _dropped_note(dropped))
+    return chart

@@ -594,3 +594,34 @@ def test_the_cluster_interval_floors_a_tight_baseline_at_the_candidates_spread()
     assert (low, high) == pytest.approx((1 - math.exp(est + half), 1 - math.exp(est - half)))
     # df 8 (both components equal): t = 2.306
     assert half == pytest.approx(2.306 * math.sqrt(2 * var_a / 5), rel=1e-3)
+
+
+def test_binomial_power_is_exact_and_plans_requests() -> None:
+    # 1 divergence in 80 against an allowed 10%: the CP upper end is below 10% for k <= 2 of 80
+    assert stats.clopper_pearson(2, 80, 0.025)[1] < 0.10 <= stats.clopper_pearson(3, 80, 0.025)[1]
+    from scipy.stats import binom
+
+    assert stats.binomial_power(80, 1 / 80, 0.10, 0.95) == pytest.approx(float(binom.cdf(2, 80, 1 / 80)))
+    assert stats.binomial_power(80, 0.10, 0.10, 0.95) is None
+    need = stats.binomial_trials_for_power(0.05, 0.10, 0.95)
+    assert need is not None and (stats.binomial_power(need, 0.05, 0.10, 0.95) or 0) >= 0.8
+    assert (stats.binomial_power(need - 1, 0.05, 0.10, 0.95) or 0) < 0.8
+    assert stats.binomial_trials_for_power(0.0999, 0.10, 0.95) is None  # beyond any planning limit
+
+
+def test_identity_and_capacity_observations_carry_power() -> None:
+    from harness.config.loader import load_gate
+    from harness.gates.evaluate import evaluate_check
+    from harness.paths import gates_dir
+
+    g3 = load_gate(gates_dir() / "G3.yaml")
+    leaf = {"value": None, "samples": {"kind": "binomial", "k": 2, "n": 40, "groups": 5}}
+    o = evaluate_check(g3.check("output_identity"), {"compare": {"output_divergence": {"c2": leaf}}}).observations[0]
+    need = stats.binomial_trials_for_power(0.05, 0.10, 0.95)
+    assert need is not None and o.n_samples == 5 and o.power_repetitions == math.ceil(need * 5 / 40)
+    assert o.power == pytest.approx(stats.binomial_power(40, 0.05, 0.10, 0.95))
+    cap = {"kind": "capacity", "a_points": {"8": [1300.0, 1320.0, 1280.0, 1310.0, 1290.0]},
+           "b_points": {"8": [1000.0, 1010.0, 990.0, 1005.0, 995.0]}}
+    o = evaluate_check(g3.check("throughput_gain"), {"compare": {"capacity_gain": {"value": None, "samples": cap}}}
+                       ).observations[0]
+    assert o.power is not None and o.power_repetitions is not None and o.n_samples == 5

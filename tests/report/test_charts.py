@@ -12,6 +12,7 @@ from harness.report.charts import (
     nice_ticks,
     throughput_chart,
     ttft_chart,
+    ttft_throughput_chart,
 )
 from harness.report.forest import gate_forest
 from harness.store.schema import Observation, Verdict
@@ -153,7 +154,7 @@ def test_forest_plot_without_values() -> None:
 def test_gate_charts_have_no_per_check_plots() -> None:
     r = make_result()
     keys = [c.key for c in gate_charts(r.measurements, r.checks)]
-    assert keys == ["ttft", "throughput", "fio"]
+    assert keys == ["ttft", "throughput", "ttft-throughput", "fio"]
 
 
 @pytest.mark.parametrize("lo, hi", [(0, 1), (0, 0), (5, 5), (-3, 7), (0.001, 0.002), (0, 1234567), (10, 0)])
@@ -205,3 +206,27 @@ def test_non_negative_axes_start_at_zero() -> None:
     for chart in (ttft_chart({"sweep": SWEEP}), throughput_chart({"sweep": SWEEP})):
         labels = [t.text or "" for t in _parse(chart.svg).iter("text")]
         assert not any(x.startswith("-") and x[1:2].isdigit() for x in labels)
+
+
+def test_ttft_against_throughput_per_arm_with_intervals_both_ways() -> None:
+    sweep = {"baseline": {"c8": {"ttft_p50_ci": [900.0, 850.0, 950.0], "ttft_p90_ci": [1500.0, 1400.0, 1600.0],
+                                 "output_throughput_ci": [700.0, 680.0, 720.0]},
+                          "c16": {"ttft_p50_ci": [2000.0, 1900.0, 2100.0], "ttft_p90_ci": [3000.0, 2800.0, 3200.0],
+                                  "output_throughput_ci": [1000.0, 960.0, 1040.0]}},
+             "candidate": {"c8": {"ttft_p50_ci": [600.0, 580.0, 620.0], "ttft_p90_ci": [900.0, 850.0, 950.0],
+                                  "output_throughput_ci": [1000.0, 990.0, 1010.0]},
+                           "c16": {"ttft_p50_ci": None, "output_throughput_ci": [1300.0, 1250.0, 1350.0]}}}
+    chart = ttft_throughput_chart({"sweep": sweep})
+    root = _parse(chart.svg)
+    # baseline p50 and p90 have two points each (a line), the candidate's one point each (c16 has no
+    # TTFT interval: dropped and counted, p50 and p90)
+    assert len(root.findall("polyline")) == 2
+    circles = root.findall("circle")
+    assert len(circles) == 6 and chart.dropped == 2 and "2 value(s)" in chart.note + chart.caption
+    assert len([ln for ln in root.findall("line") if ln.get("class") == "ci"]) == 12  # one vertical + one horizontal
+    tips = [c.find("title").text or "" for c in circles]  # type: ignore[union-attr]
+    assert "baseline p90 at c16: 3,000 ms [2,800, 3,200], 1,000 tok/s [960, 1,040]" in tips
+    texts = _texts(root)
+    assert "output tokens/s" in texts and "TTFT (ms)" in texts and any(t.endswith("candidate p90") for t in texts)
+    empty = ttft_throughput_chart({"sweep": {"a": {"c1": {"ttft_p50_ms": 1.0}}}})
+    assert empty.svg is None and "so there is no" in empty.note
