@@ -112,7 +112,6 @@ def sweep_table(sweep: Sweep) -> dict[str, dict[str, Any]]:
             "repetitions": len(reps),
             "mean_queue_ms": statistics.fmean([float(r.summary.get("mean_client_queue_time_ms") or 0) for r in reps])
             if reps else None,
-            "ttft_p90_ms": percentile(ttft, 90) if ttft else None,
             "request_goodput": _mean_of(r.summary.get("request_goodput") for r in reps),
             # per-repetition figures' mean and its 95% t interval [mean, low, high] (the TTFT chart)
             "ttft_p50_ci": mean_interval([percentile(r.ttft_ms, 50) for r in reps if r.ttft_ms]),
