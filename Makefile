@@ -110,7 +110,7 @@ bench-history: install  ## history: change detection over 10,000 runs x 50 metri
 bench-coverage: install  ## coverage and false PASS of G3's TTFT (incl. among G2-passing baselines) and capacity intervals, with Monte Carlo SE
 	$(BIN)/python bench/coverage.py
 
-mutation: install  ## mutation testing of the verdict, fingerprint, gate-result and statistics modules with mutmut (tests/gates/), printing the score per module
+mutation: install  ## mutation testing of the verdict, fingerprint, gate-result, statistics, evaluate and identity modules with mutmut, printing the score per module
 	$(BIN)/pip install --quiet -e '.[mutation]'
 	rm -rf mutants
 	$(BIN)/mutmut run --max-children 2 > /dev/null || true
