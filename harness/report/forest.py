@@ -148,19 +148,13 @@ def _values(panel: _Panel) -> list[float]:
 
 
 def _log_ticks(lo: float, hi: float) -> list[float]:
-    """1, 2, 5 x 10^k ticks covering [lo, hi] (lo > 0)."""
-    ticks: list[float] = []
-    k = math.floor(math.log10(lo))
-    while True:
-        for m in (1.0, 2.0, 5.0):
-            t = m * 10 ** k
-            if t >= lo / 2.0001 and (not ticks or ticks[-1] < hi):
-                ticks.append(round(t, 10))
-        if ticks and ticks[-1] >= hi:
-            break
-        k += 1
-    first = max((t for t in ticks if t <= lo), default=ticks[0])
-    return [t for t in ticks if t >= first]
+    """1, 2, 5 x 10^k ticks from the largest at or below ``lo`` to the smallest at or above ``hi``
+    (0 < lo <= hi), so every value lies on the axis."""
+    cands = [round(m * 10 ** k, 12) for k in range(math.floor(math.log10(lo)) - 1, math.ceil(math.log10(hi)) + 2)
+             for m in (1.0, 2.0, 5.0)]
+    first = max(t for t in cands if t <= lo * (1 + 1e-12))
+    last = min(t for t in cands if t >= hi * (1 - 1e-12))
+    return [t for t in cands if first <= t <= last]
 
 
 def _axis(panel: _Panel, x0: float, width: float) -> tuple[list[float], Callable[[float], float]]:

@@ -230,3 +230,21 @@ def test_ttft_against_throughput_per_arm_with_intervals_both_ways() -> None:
     assert "output tokens/s" in texts and "TTFT (ms)" in texts and any(t.endswith("candidate p90") for t in texts)
     empty = ttft_throughput_chart({"sweep": {"a": {"c1": {"ttft_p50_ms": 1.0}}}})
     assert empty.svg is None and "so there is no" in empty.note
+
+
+def test_log_axis_reaches_every_value() -> None:
+    """The defect seen: write_overhead 0.418x drawn at the 0.5x end of a log axis that began there."""
+    r = make_result()
+    speedup = r.checks[5]  # ratio, 1x threshold
+    speedup.observations = [Observation(path="compare.recompute_speedup.c8", measured=0.418, verdict=Verdict.FAIL),
+                            Observation(path="compare.recompute_speedup.c16", measured=8.56, verdict=Verdict.PASS)]
+    root = _parse(gate_forest(r.checks).svg)
+    ticks = {t.text: float(t.get("x", "nan")) for t in root.iter("text") if (t.text or "").endswith("x")
+             and t.get("text-anchor") == "middle"}
+    assert "0.2x" in ticks and "0.5x" in ticks and "10x" in ticks, ticks
+    rects = [rc for rc in root.iter("rect") if rc.find("title") is not None
+             and "recompute_speedup" in (rc.find("title").text or "")]  # type: ignore[union-attr]
+    xs = sorted(float(rc.get("x", "nan")) + 4 for rc in rects)
+    assert len(xs) == 2
+    assert ticks["0.2x"] < xs[0] < ticks["0.5x"]  # 0.418x between its ticks, not on the axis end
+    assert ticks["5x"] < xs[1] < ticks["10x"]
