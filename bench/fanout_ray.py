@@ -84,7 +84,7 @@ def inner(sizes: list[int], work: Path) -> dict[str, Any]:
             ssh.close()
         inv = _ray_inventory(n)
         c_wall, c_cpu, res = _measure(collect_inventory_facts, inv, parallel=16)
-        _facts_ok(res, n)
+        _facts_ok(res, n)  # the actors' start-up is part of it (a worker process each)
         w_wall, w_cpu, res = _measure(collect_inventory_facts, inv, parallel=16)
         _facts_ok(res, n)
         _kill_actors(inv)

@@ -29,6 +29,9 @@ ACTOR_PREFIX = "kvgate-node-"
 ACTOR_THREADS = 64  # commands one node actor runs at once
 RESOURCE_SHARE = 0.001  # of a mapping resource per actor
 START_ATTEMPTS = 5
+# A new actor is a new worker process (and kvgate's package unpacked on its node); a raylet starts
+# them a few at a time (as many as it has CPUs): 32 at once took over 60 s on a loaded 2-core node.
+START_TIMEOUT_S = 300.0
 _lock = threading.Lock()
 _connected: Optional[tuple[str, str]] = None
 
@@ -119,7 +122,7 @@ def runtime_env() -> dict[str, Any]:
             "excludes": ["__pycache__", "*.pyc"]}
 
 
-def node_actor(inventory: Inventory, node: Node, *, timeout: float = 60.0) -> Any:
+def node_actor(inventory: Inventory, node: Node, *, timeout: float = START_TIMEOUT_S) -> Any:
     """The node's actor, started detached on its Ray node unless it already runs there."""
     ray = ray_module()
 
