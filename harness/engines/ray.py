@@ -65,10 +65,12 @@ def plan_ray_cluster(
     )
 
 
-# What a Ray worker's LMCache must see as the head's engine does. vLLM forwards LMCACHE_* to its Ray
-# workers only since early 2026 and never PROMETHEUS_MULTIPROC_DIR or PYTHONHASHSEED; a worker
-# without them runs LMCache's defaults (5 GB CPU tier, no disk, a random hash seed, so chunk keys
-# differ between ranks). The raylet's environment is what its workers inherit: it is set at `ray start`.
+# What a Ray worker's LMCache must see as the head's engine does. vLLM 0.32 copies LMCACHE_* and
+# PYTHONHASHSEED to its Ray workers (vllm/ray/ray_env.py DEFAULT_ENV_VAR_PREFIXES, DEFAULT_EXTRA_ENV_VARS),
+# older versions do not, and none copies PROMETHEUS_MULTIPROC_DIR; a worker without them runs
+# LMCache's defaults (5 GB CPU tier, no disk, a random hash seed, so chunk keys differ between
+# ranks). The raylet's environment is what its workers inherit, whatever the vLLM version: it is set
+# at `ray start`.
 FORWARDED = ("PYTHONHASHSEED", "PROMETHEUS_MULTIPROC_DIR")
 
 

@@ -413,9 +413,9 @@ def test_arms_that_are_not_like_for_like_are_reported() -> None:
 
 
 def test_ray_workers_get_lmcache_settings_through_ray_start() -> None:
-    """Issue 33 item 5/8: vLLM forwards LMCACHE_* to Ray workers only since early 2026 and never
-    PROMETHEUS_MULTIPROC_DIR or PYTHONHASHSEED: without them a worker runs LMCache's defaults
-    (5 GB CPU tier, no disk, a random hash seed). The raylet of every node carries them."""
+    """Issue 33 item 8: vLLM copies LMCACHE_* and PYTHONHASHSEED to Ray workers only in recent
+    versions (0.32: vllm/ray/ray_env.py) and never PROMETHEUS_MULTIPROC_DIR: without them a worker
+    runs LMCache's defaults (5 GB CPU tier, no disk, a random hash seed). Every raylet carries them."""
     inv = load_inventory(REPO / "inventory" / "mi308x-8gpu.example.yaml")
     head = inv.node("node1")
     peer = head.model_copy(update={"name": "node2", "host": "10.0.0.12"})
