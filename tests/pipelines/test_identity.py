@@ -132,3 +132,36 @@ def test_compared_tokens_from_the_gate_file(tmp_path: Path) -> None:
     for c in data["checks"]:
         c.pop("compared_tokens", None)
     assert compared_tokens(GateSpec.model_validate(data)) == TOKENS
+
+
+def _write(base: Path, rel: str, recs: list[dict[str, object]]) -> str:
+    path = base / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    return rel
+
+
+def test_records_read_across_files_phases_and_repetitions_are_all_counted(tmp_path: Path) -> None:
+    ref = _texts(6)
+    reference = {2: [_rep(tmp_path, "r", 1, ref)]}
+    short = dict(ref)
+    short["q01"] = " ".join(ref["q01"].split()[:5])  # a truncated answer diverges where it stops
+    for i in (2, 3, 4, 5):
+        _diverge(short, f"q0{i}", 1)
+    # a missing file before a real one, a record without "phase" (measured), a warm-up record (not)
+    rel = _write(tmp_path, "c1.jsonl", [{"request_id": "q00", "status": "ok", "text": ref["q00"]},
+                                        {"request_id": "q01", "phase": "warmup", "status": "ok", "text": "x"}])
+    rel2 = _write(tmp_path, "c2.jsonl", [{"request_id": k, "phase": "measure", "status": "ok", "text": v}
+                                         for k, v in short.items() if k != "q00"] +
+                  [{"request_id": "zz", "phase": "measure", "status": "ok", "text": "no reference"}])
+    rep1 = Repetition("c", 2, 1, {"completed": 6}, [1.0], ["missing.jsonl", rel, rel2])
+    rep2 = Repetition("c", 2, 2, {"completed": 6}, [1.0], [rel2])
+    leaf = output_identity_measured({2: [rep1, rep2]}, tmp_path, reference, tmp_path, [2], "r")["c2"]
+    # rep1: q00 (no phase: measured) + q01..q05 from the second file; rep2: q01..q05
+    assert leaf["samples"] == {"kind": "binomial", "k": 10, "n": 11, "groups": 2}
+    assert leaf["first_divergence"] == [1, 1, 1, 1, 1, 1, 1, 1, 5, 5]  # every repetition's, pooled
+    assert "2 candidate request(s) without the reference's output" in leaf["detail"]  # one per repetition
+    assert "rep1: 5 of 6 differ (q01 at token 5, q02 at token 1, q03 at token 1 and 2 more)" in leaf["detail"]
+    # a point the reference has no text for names the reference arm
+    out = output_identity_measured({2: [rep1], 4: [rep1]}, tmp_path, reference, tmp_path, [4], "r")
+    assert out["c4"]["value"] is None and "reference arm 'r'" in out["c4"]["detail"]
