@@ -18,7 +18,7 @@ from harness.config.inventory import Inventory
 from harness.config.loader import load_gate, load_inventory, load_profile
 from harness.config.profile import Profile
 from harness.config.yamlsource import load_yaml
-from harness.errors import ConfigErrors, InputError, StorageFull
+from harness.errors import ConfigErrors, InputError, KvgateError, StorageFull
 from harness.exitcodes import ExitCode
 from harness.gates.evaluate import check_overrides, evaluate_gate
 from harness.gates.fingerprint import fingerprint_record, workload_fingerprint
@@ -97,6 +97,7 @@ def run_gate(gate: str, *, inventory_path: Path, profile_path: Path, campaign: s
     _check_prerequisites(gate, spec, root / campaign, campaign, root, baseline_campaign)
     _baseline_check(gate, profile, inventory, root / campaign, campaign, root, baseline_campaign,
                     allow_baseline_mismatch, trust)
+    _check_g1_first(gate, profile, root / campaign, campaign)
     # 3. The campaign directory; one writer at a time (prerequisites checked again under the lock).
     camp = Campaign.open(root, campaign, inventory_path=Path(inventory_path), profile_path=Path(profile_path),
                          operator=operator or getpass.getuser(), create=True)
@@ -104,6 +105,7 @@ def run_gate(gate: str, *, inventory_path: Path, profile_path: Path, campaign: s
         _check_prerequisites(gate, spec, camp.path, camp.name, root, baseline_campaign)
         baseline = _baseline_check(gate, profile, inventory, camp.path, camp.name, root, baseline_campaign,
                                    allow_baseline_mismatch, trust)  # again under the lock
+        _check_g1_first(gate, profile, camp.path, camp.name)
         gate_dir = camp.gate_dir(gate)
         if not resume and gate_dir.steps_done():
             raise InputError(
@@ -131,6 +133,32 @@ def run_gate(gate: str, *, inventory_path: Path, profile_path: Path, campaign: s
             raise
     finally:
         camp.close()
+
+
+def _check_g1_first(gate: str, profile: Profile, camp_path: Path, camp_name: str) -> None:
+    """G3 only in a campaign whose own G1 passed with the candidate's storage target in it: the
+    storage under test must have passed arrival acceptance where it is compared (a G3 with
+    --baseline in a fresh campaign would otherwise skip it). The campaign refuses another
+    inventory than the one it started with, so its G1 saw this inventory."""
+    if gate != "G3":
+        return
+    where = f"campaign {camp_name!r}"
+    try:
+        g1 = GateDir(camp_path / "G1", "G1", create=False).load_result()
+    except KvgateError as exc:
+        raise InputError(f"G3 needs a passed G1 in the same campaign ({where}): the candidate's storage must pass "
+                         f"arrival acceptance where it is compared; run `kvgate gate G1 --campaign {camp_name}` "
+                         f"first ({exc})") from None
+    if g1.verdict != Verdict.PASS:
+        raise InputError(f"G3 needs a passed G1 in {where}; G1 there is {g1.verdict.value} (run `kvgate gate G1` "
+                         "until it passes)")
+    target = profile.arm(profile.candidate).storage
+    probed = [o for c in g1.checks if c.id == "fio_read" for o in c.observations
+              if f".{target}." in o.path and o.verdict == Verdict.PASS]
+    if target and not probed:
+        raise InputError(f"G3 needs the candidate's storage target {target!r} to have passed G1 in {where}, but "
+                         f"G1's fio_read has no passed observation of it (was it in the inventory and the profile's "
+                         "probes when G1 ran?)")
 
 
 def _baseline_dir(camp_path: Path, camp_name: str, root: Path,

@@ -62,10 +62,11 @@ def test_tampered_unsigned_baseline_is_refused(base: Base, capsys: pytest.Captur
     _tamper_consistently(base.reports / "tampered" / "G2")
     code, out = cli(capsys, "verify", str(base.reports / "tampered" / "G2"))
     assert code != 0  # the manifest matches, but nobody signed it
-    code, out = kvgate(capsys, *gate_argv("G3", base.inv, base.prof, base.reports, "t3", "--baseline", "tampered"))
+    code, out = kvgate(capsys, *gate_argv("G3", base.inv, base.prof, base.reports, base.campaign("t3"),
+                                          "--baseline", "tampered"))
     assert code == 2, out
     assert "is not VERIFIED" in out and "carries no signature" in out and "--allow-unsigned-baseline" in out
-    assert not (base.reports / "t3").exists()
+    assert not (base.reports / "t3" / "G3").exists()
 
 
 def test_baseline_signed_by_one_role_or_untrusted_keys_is_refused(
@@ -73,24 +74,29 @@ def test_baseline_signed_by_one_role_or_untrusted_keys_is_refused(
     g2 = base.reports / "base" / "G2"
     # the customer's key is trusted only as a vendor: the customer role is not satisfied
     allowed = _sign_both(capsys, g2, tmp_path, customer_role="vendor")
-    code, out = kvgate(capsys, *gate_argv("G3", base.inv, base.prof, base.reports, "c", "--baseline", "base",
+    code, out = kvgate(capsys, *gate_argv("G3", base.inv, base.prof, base.reports, base.campaign("c"),
+                                          "--baseline", "base",
                                           "--allowed-signers", str(allowed)))
     assert code == 2, out
     assert "no signature of the customer by a key trusted for it" in out
     # signed, but no trust file given at all
-    code, out = kvgate(capsys, *gate_argv("G3", base.inv, base.prof, base.reports, "c", "--baseline", "base"))
+    code, out = kvgate(capsys, *gate_argv("G3", base.inv, base.prof, base.reports, base.campaign("c"),
+                                          "--baseline", "base"))
     assert code == 2 and "no trust anchors were given" in out, out
-    assert not (base.reports / "c").exists()
+    assert not (base.reports / "c" / "G3").exists()
 
 
 def test_verified_baseline_is_pinned_and_verify_rechecks_it(
         base: Base, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     g2 = base.reports / "base" / "G2"
     allowed = _sign_both(capsys, g2, tmp_path)
-    code, out = kvgate(capsys, *gate_argv("G3", base.inv, base.prof, base.reports, "cand", "--baseline", "base",
+    code, out = kvgate(capsys, *gate_argv("G3", base.inv, base.prof, base.reports, base.campaign("cand"),
+                                          "--baseline", "base",
                                           "--allowed-signers", str(allowed)))
     res = result(base.reports, "cand", "G3")
-    assert code == 0 and res["verdict"] == "PASS", out
+    # the verdict is the measurement's (fio's steady state may be INCONCLUSIVE on a loaded machine);
+    # what is checked here is that G3 ran against the verified baseline and pinned it
+    assert code in (0, 3) and res["verdict"] in ("PASS", "INCONCLUSIVE"), out
     b = res["baseline"]
     assert b["campaign"] == "base" and b["gate"] == "G2" and b["verified"] is True
     assert b["unsigned_baseline"] is False
@@ -116,10 +122,11 @@ def test_verified_baseline_is_pinned_and_verify_rechecks_it(
 
 
 def test_unsigned_baseline_is_labelled_everywhere(base: Base, capsys: pytest.CaptureFixture[str]) -> None:
-    code, out = kvgate(capsys, *gate_argv("G3", base.inv, base.prof, base.reports, "rehearsal", "--baseline", "base",
+    code, out = kvgate(capsys, *gate_argv("G3", base.inv, base.prof, base.reports, base.campaign("rehearsal"),
+                                          "--baseline", "base",
                                           "--allow-unsigned-baseline"))
     res = result(base.reports, "rehearsal", "G3")
-    assert code == 0, out
+    assert code in (0, 3), out  # the label does not decide the verdict: the measurement does
     assert "UNSIGNED BASELINE" in out
     b = res["baseline"]
     assert b["unsigned_baseline"] is True and b["verified"] is False and b["signers"] == []
@@ -150,7 +157,7 @@ def test_swapped_gate_file_is_flagged_on_page_one_with_every_difference(
     by_id["candidate_failed_requests"]["severity"] = "advisory"
     spec["checks"] = [c for c in spec["checks"] if c["id"] != "output_identity"]
     (gates / "G3.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
-    code, out = kvgate(capsys, *gate_argv("G3", base.inv, base.prof, base.reports, "swap", *FROM_BASE,
+    code, out = kvgate(capsys, *gate_argv("G3", base.inv, base.prof, base.reports, base.campaign("swap"), *FROM_BASE,
                                           "--gates", str(gates)))
     assert "NON-STOCK GATE FILE" in out, out
     res = result(base.reports, "swap", "G3")
@@ -175,3 +182,16 @@ def test_swapped_gate_file_is_flagged_on_page_one_with_every_difference(
     assert 'id="nonstock-gate-file-G3"' in (base.reports / "swap" / "report.html").read_text()
     code, out = cli(capsys, "verify", str(gate))
     assert "LABEL    non-stock gate file" in out
+
+
+def test_g3_in_a_campaign_without_its_own_g1_is_refused(base: Base, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out = kvgate(capsys, *gate_argv("G3", base.inv, base.prof, base.reports, "nog1", *FROM_BASE))
+    assert code == 2, out
+    assert "G3 needs a passed G1 in the same campaign (campaign 'nog1')" in out
+    assert not (base.reports / "nog1").exists()
+    # a G1 that did not pass is not enough either
+    base.campaign("failedg1")
+    g1 = base.reports / "failedg1" / "G1" / "result.json"
+    g1.write_text(g1.read_text().replace('"verdict": "PASS"', '"verdict": "FAIL"', 1))
+    code, out = kvgate(capsys, *gate_argv("G3", base.inv, base.prof, base.reports, "failedg1", *FROM_BASE))
+    assert code == 2 and "G1 there is FAIL" in out, out

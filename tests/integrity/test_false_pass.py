@@ -62,6 +62,7 @@ class Base:
 
     def __init__(self, root: Path, shared: PassedBaseline) -> None:
         self.root = root
+        self.shared = shared
         tier = root / "tier"
         tier.mkdir(parents=True)
         self.inv = write(root / "inventory.yaml", {
@@ -73,6 +74,12 @@ class Base:
         self.prof = write(root / "profile.yaml", self.profile_data)
         self.reports = root / "reports"
         shared.copy_into(self.reports, "base", whole=True)
+
+    def campaign(self, name: str) -> str:
+        """A scenario's campaign, with the passed G1 every campaign that runs G3 needs (issue 27)."""
+        if not (self.reports / name / "G1").exists():
+            self.shared.copy_into(self.reports, name, gates=("G1",))
+        return name
 
     def profile(self, name: str, **changes: Any) -> Path:
         data = copy.deepcopy(self.profile_data)
@@ -89,7 +96,7 @@ def base(tmp_path: Path, passed_baseline: PassedBaseline) -> Base:
 def test_cross_campaign_workload_mismatch_is_refused(base: Base, capsys: pytest.CaptureFixture[str]) -> None:
     load = {**base.profile_data["load"], "input_len": 256}
     prof = base.profile("short", load=load)
-    code, out = kvgate(capsys, *gate_argv("G3", base.inv, prof, base.reports, "mismatch", *FROM_BASE))
+    code, out = kvgate(capsys, *gate_argv("G3", base.inv, prof, base.reports, base.campaign("mismatch"), *FROM_BASE))
     assert code == 2, out
     assert "load.input_len: baseline 2048, this run 256" in out
     assert not (base.reports / "mismatch" / "G3" / "result.json").exists()  # nothing was measured
@@ -99,7 +106,7 @@ def test_storage_less_candidate_is_an_input_error_with_file_and_line(
         base: Base, capsys: pytest.CaptureFixture[str]) -> None:
     arms = [base.profile_data["arms"][0], {"name": "candidate", "offload": False}]
     prof = base.profile("nostorage", arms=arms)
-    code, out = kvgate(capsys, *gate_argv("G3", base.inv, prof, base.reports, "nostorage", *FROM_BASE))
+    code, out = kvgate(capsys, *gate_argv("G3", base.inv, prof, base.reports, base.campaign("nostorage"), *FROM_BASE))
     assert code == 2, out
     lines = prof.read_text().splitlines()
     cand_line = next(i for i, line in enumerate(lines, 1) if "name: candidate" in line)
@@ -113,7 +120,7 @@ def test_tampered_baseline_is_refused(base: Base, capsys: pytest.CaptureFixture[
     rec = json.loads(lines[-1])
     rec["data"]["ttft_ms"] = [t * 10 for t in rec["data"]["ttft_ms"]]  # a slower baseline flatters the candidate
     state.write_text("\n".join(lines[:-1] + [json.dumps(rec)]) + "\n")
-    code, out = kvgate(capsys, *gate_argv("G3", base.inv, base.prof, base.reports, "t3",
+    code, out = kvgate(capsys, *gate_argv("G3", base.inv, base.prof, base.reports, base.campaign("t3"),
                                           "--baseline", "tampered", REHEARSAL))
     assert code == 2, out
     assert "failed verification" in out and "state.jsonl changed" in out
@@ -125,7 +132,7 @@ def test_candidate_with_no_offload_hits_fails_naming_the_check(
     arms = [base.profile_data["arms"][0],
             {"name": "candidate", "storage": "tier", "lmcache": {"max_local_disk_size": 0.0001}}]
     prof = base.profile("nohits", arms=arms)
-    code, out = kvgate(capsys, *gate_argv("G3", base.inv, prof, base.reports, "nohits", *FROM_BASE))
+    code, out = kvgate(capsys, *gate_argv("G3", base.inv, prof, base.reports, base.campaign("nohits"), *FROM_BASE))
     res = result(base.reports, "nohits", "G3")
     assert code == 1 and res["verdict"] == "FAIL", out
     hits = check(res, "candidate_offload_hits")
@@ -140,7 +147,7 @@ def test_prompt_kept_in_the_engine_prefix_cache_fails(base: Base, capsys: pytest
     engine["sim"]["hbm_tokens"] = 65536
     prof = base.profile("warm", load=load, engine=engine)
     code, out = kvgate(capsys, *gate_argv(
-        "G3", base.inv, prof, base.reports, "warm", *FROM_BASE,
+        "G3", base.inv, prof, base.reports, base.campaign("warm"), *FROM_BASE,
         "--allow-baseline-mismatch", "load.cold_restore", "load.warmup", "engine.sim.hbm_tokens"))
     res = result(base.reports, "warm", "G3")
     assert code == 1, out
@@ -248,7 +255,8 @@ def test_corrupted_chunk_files_fail_output_identity(base: Base, capsys: pytest.C
             stop.wait(0.005)
 
     with Background(corrupt, name="chunk-corrupter"):
-        code, out = kvgate(capsys, *gate_argv("G3", base.inv, base.prof, base.reports, "corrupt", *FROM_BASE))
+        code, out = kvgate(capsys, *gate_argv("G3", base.inv, base.prof, base.reports, base.campaign("corrupt"),
+                                              *FROM_BASE))
     res = result(base.reports, "corrupt", "G3")
     assert done, "no chunk file was stored"
     assert code == 1 and res["verdict"] == "FAIL", out

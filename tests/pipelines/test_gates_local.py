@@ -132,7 +132,8 @@ def test_g1_g2_g3_pass_with_real_disk_reads(tmp_path: Path, local_inventory: Pat
     assert cases and all(c.get("classname") == "kvgate.G3" for c in cases)
     assert (reports / "c1" / "report.html").is_file()  # the campaign page
 
-    # a later campaign compares against this one's G2 (--baseline), and says so
+    # a later campaign compares against this one's G2 (--baseline), and says so; its own G1 came first
+    passed_baseline.copy_into(reports, "c2", gates=("G1",))
     code_b = gate("G3", local_inventory, prof, reports, "c2", "--baseline", "c1", "--allow-unsigned-baseline")
     g3b = result(reports, "c2", "G3")
     assert code_b == 0 and g3b["verdict"] == "PASS", [(c["id"], c["verdict"]) for c in g3b["checks"]]
