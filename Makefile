@@ -123,6 +123,6 @@ clean:  ## remove the virtualenv and caches (reports/ is kept)
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache *.egg-info mutants
 
 FUZZ_EXAMPLES ?= 20000
-fuzz: install  ## time-bounded Hypothesis runs over the fio, YAML, HTTP/SSE, emulator-request and Prometheus parsers
+fuzz: install  ## time-bounded Hypothesis runs over the fio, YAML, HTTP/SSE, emulator-request, Prometheus, soak-window, HTTP-probe, allowed_signers, export-cell and trace readers
 	KVGATE_HYPOTHESIS_PROFILE=fuzz KVGATE_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/pytest -p no:cacheprovider -q \
 		--timeout=900 --hypothesis-show-statistics --durations=0 tests/fuzz tests/security/test_load_client_bounds.py

@@ -128,6 +128,10 @@ def _local_offset(path: Path) -> int:
         return keep
 
 
+# The longest JSON line pulled from a node (a record, a window summary); a longer one is refused.
+MAX_PULL_LINE = 64 << 20
+
+
 def pull_lines(executor: Executor, python: str, agent: str, remote: str, local: Path, *,
                chunk: int = 4 << 20) -> list[dict[str, Any]]:
     """Append the new complete JSON lines of the node's file ``remote`` to ``local`` (kept an exact
@@ -152,7 +156,11 @@ def pull_lines(executor: Executor, python: str, agent: str, remote: str, local: 
         recs, consumed = split_complete_lines(data)
         if consumed == 0:
             if len(data) >= chunk:
-                chunk *= 2  # one line longer than a chunk: read more at once
+                if chunk >= MAX_PULL_LINE:
+                    raise AgentLoadError(f"{remote} on {executor.node} has a line longer than the "
+                                         f"{MAX_PULL_LINE} byte limit at offset {offset}", host=executor.node,
+                                         command=argv)
+                chunk = min(chunk * 2, MAX_PULL_LINE)  # one line longer than a chunk: read more at once
                 continue
             break
         with open(local, "ab") as fh:

@@ -34,13 +34,17 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 def run(args: argparse.Namespace) -> int:
     files = starter_files(args.platform, args.hosts, args.name)  # validated before anything is written
     targets = {args.dir / rel: text for rel, text in files.items()}
-    existing = [str(p) for p in targets if p.exists()]
+    existing = [str(p) for p in targets if os.path.lexists(p)]  # a dangling link exists too
     if existing:
         raise InputError(f"kvgate init: {', '.join(existing)} already exist(s); nothing was written "
                          "(choose another --name or remove them)")
     for path, text in targets.items():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)  # never over a file that appeared
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            # never over a file (or a link) that appeared, never through a link
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
+        except OSError as exc:
+            raise InputError(f"kvgate init: cannot create {path}: {exc.strerror or exc}") from None
         with os.fdopen(fd, "w") as fh:
             fh.write(text)
         print(f"wrote {path}")

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 from typing import Any, Optional
 
+from harness.cli.table import terminal_safe
 from harness.exitcodes import EXIT_CODE_HELP
 
 
@@ -161,6 +162,11 @@ def _fmt_s(s: float) -> str:
     return f"{s // 3600}h{s % 3600 // 60:02d}m{s % 60:02d}s"
 
 
+def _say(line: str) -> None:
+    # node-written strings (fault descriptions, notes, check ids) reach the terminal clean
+    print(terminal_safe(line))
+
+
 def run(args: argparse.Namespace) -> int:
     if args.action == "stop":
         return _stop(args)
@@ -172,22 +178,22 @@ def run(args: argparse.Namespace) -> int:
     state = "ended (" + str((st["ended"] or {}).get("reason")) + ")" if st["ended"] else \
         ("running" if st["running"] else "state unknown" if st["running"] is None else "not running")
     eta = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(st["eta_unix"]))
-    print(f"G4 soak of {st['campaign']} on {st['node']}: {state}")
-    print(f"  elapsed {_fmt_s(st['elapsed_s'])} of {_fmt_s(st['duration_s'])}, remaining "
+    _say(f"G4 soak of {st['campaign']} on {st['node']}: {state}")
+    _say(f"  elapsed {_fmt_s(st['elapsed_s'])} of {_fmt_s(st['duration_s'])}, remaining "
           f"{_fmt_s(st['remaining_s'])} (ETA {eta}), {st['windows']} windows closed")
     if st["warmup_s"]:
-        print(f"  warm-up: the first {_fmt_s(st['warmup_s'])} of load, left out of the drift checks")
+        _say(f"  warm-up: the first {_fmt_s(st['warmup_s'])} of load, left out of the drift checks")
     for w in st["last_windows"]:
         p50, p99 = w.get("ttft_p50_ms"), w.get("ttft_p99_ms")
-        print(f"  window {w.get('index')}: {w.get('ok')} ok, {w.get('failed')} failed, TTFT p50 "
+        _say(f"  window {w.get('index')}: {w.get('ok')} ok, {w.get('failed')} failed, TTFT p50 "
               f"{'-' if p50 is None else f'{p50:.0f}'} / p99 {'-' if p99 is None else f'{p99:.0f}'} ms, "
               f"{float(w.get('throughput_tok_s') or 0):.1f} tok/s")
     for f in st["failing"]:
-        print(f"  FAILING already: {f['id']} ({f['measured']})")
+        _say(f"  FAILING already: {f['id']} ({f['measured']})")
     for f in st["faults"]:
-        print(f"  fault at +{f['t_s']:.0f} s: {f['kind']}: {str(f['what'])[:150]}")
+        _say(f"  fault at +{f['t_s']:.0f} s: {f['kind']}: {str(f['what'])[:150]}")
     for n in st["notes"]:
-        print(f"  note: {n}")
+        _say(f"  note: {n}")
     return 0
 
 

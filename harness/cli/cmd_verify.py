@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from harness.cli.table import json_safe, terminal_safe
 from harness.errors import InputError
 from harness.exitcodes import ExitCode
 from harness.report.campaignmanifest import CAMPAIGN_MANIFEST
@@ -103,20 +104,22 @@ def run(args: argparse.Namespace) -> int:
             doc = {"gates": doc, "campaign_problems": campaign_problems, "campaign_notes": custody.notes}
         elif custody is not None:
             doc.update(campaign_problems=campaign_problems, campaign_notes=custody.notes)
-        print(json.dumps(doc, indent=2, ensure_ascii=False))
+        print(json_safe(json.dumps(doc, indent=2, ensure_ascii=False)))
     else:
         for r in reports:
-            print("\n".join(r.lines()))
+            for line in r.lines():  # each line once: a received string cannot add a line of its own
+                print(terminal_safe(line))
         if custody is not None:
             for p in campaign_problems:
                 if p not in custody.problems:
-                    print(f"PROBLEM  {p}")
-            print("\n".join(custody.lines()))
+                    print(f"PROBLEM  {terminal_safe(p)}")
+            for line in custody.lines():
+                print(terminal_safe(line))
             bad = [f"{Path(r.gate_dir).name} ({r.status})" for r in reports if not r.ok]
             bad += ["the campaign page"] if [p for p in campaign_problems if p not in custody.problems] else []
             bad += [f"the set of gates ({CAMPAIGN_MANIFEST})"] if custody.problems else []
-            print(f"campaign {target}: " + ("VERIFIED (every gate and the campaign page)" if not bad else
-                                             "NOT VERIFIED: " + ", ".join(bad))
+            print(f"campaign {terminal_safe(target)}: " + ("VERIFIED (every gate and the campaign page)" if not bad else
+                                                           "NOT VERIFIED: " + ", ".join(bad))
                   + ("" if bad or custody.signatures else f"; {CAMPAIGN_MANIFEST} is not signed"))
     if campaign_problems:
         return int(ExitCode.GATE_FAILED)

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from harness.load.errors import LoadInputError
-from harness.load.jsonl import json_objects
+from harness.load.jsonl import json_objects, trace_seconds
 from harness.load.vocabulary import VOCABULARY
 
 MOONCAKE_BLOCK = 512
@@ -72,8 +72,7 @@ def parse_trace(path: Path, *, block_size: int, time_unit: str = "ms") -> list[T
         ts = obj.pop("timestamp", None)
         if ts is None:
             raise LoadInputError(f"{where}: field 'timestamp' is missing (expected {time_unit} >= 0)")
-        if not isinstance(ts, (int, float)) or isinstance(ts, bool) or ts < 0:
-            raise LoadInputError(f"{where}: field 'timestamp' = {ts!r}: expected a number of {time_unit} >= 0")
+        ts_s = trace_seconds(ts, where, unit=time_unit, scale=scale)
         in_len = _int_field(obj, "input_length", where, minimum=1)
         out_len = _int_field(obj, "output_length", where, minimum=1)
         ids = obj.get("hash_ids")
@@ -86,7 +85,7 @@ def parse_trace(path: Path, *, block_size: int, time_unit: str = "ms") -> list[T
                 f"blocks of {block_size} tokens (is block_size right for this trace?)")
         for k in ("input_length", "output_length", "hash_ids"):
             obj.pop(k)
-        out.append(TraceRequest(no, float(ts) * scale, in_len, out_len, tuple(ids), obj))
+        out.append(TraceRequest(no, ts_s, in_len, out_len, tuple(ids), obj))
     if not out:
         raise LoadInputError(f"hash trace {path}: no requests")
     for prev, cur in zip(out, out[1:]):

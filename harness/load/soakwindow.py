@@ -10,6 +10,11 @@ and ITL values of one window are ever held. When the soak
 drives several engine instances (records carry ``instance``), the summary also has
 ``instances``: per instance its ok count, TTFT p50 and throughput, so one instance's slowdown is
 not averaged away by the others (G4's per-instance drift).
+
+Record files come from a node, so reading one is bounded: a line is at most MAX_LINE_BYTES and a
+file decompresses to at most MAX_WINDOW_BYTES (a gzip bomb of one endless line once took 1 GB of
+memory); past either limit the file is refused with :class:`WindowFileError` naming the file and
+the limit, and its window is reported as unverifiable, never summarised from part of it.
 """
 
 from __future__ import annotations
@@ -23,6 +28,13 @@ from array import array
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Optional
+
+MAX_LINE_BYTES = 4 << 20  # one record; the longest real ones (per-token ITL lists) are ~100 KB
+MAX_WINDOW_BYTES = 8 << 30  # one window's records, decompressed
+
+
+class WindowFileError(ValueError):
+    """A window record file past a limit (names the file and the limit)."""
 
 
 def _pct(sorted_vals: array, p: float) -> Optional[float]:  # type: ignore[type-arg]
@@ -166,27 +178,43 @@ def fast_fields(line: bytes) -> Optional[dict[str, Any]]:
     return rec
 
 
-def iter_window_records(path: Path, *, itl: bool = True) -> Iterator[dict[str, Any]]:
+def iter_window_records(path: Path, *, itl: bool = True, max_line: int = MAX_LINE_BYTES,
+                        max_bytes: int = MAX_WINDOW_BYTES) -> Iterator[dict[str, Any]]:
     """The complete records of a window file (``.jsonl`` or ``.jsonl.gz``); a torn last line is
     skipped. ``itl=False`` yields only the fields a window summary needs (``fast_fields``; much
-    faster), the whole record for a line in another layout."""
+    faster), the whole record for a line in another layout. Raises WindowFileError past a limit."""
     opener = gzip.open if str(path).endswith(".gz") else open
+    total = 0
     with opener(path, "rb") as fh:
-        for line in fh:
+        while True:
+            line = fh.readline(max_line + 1)
+            if not line:
+                break
+            total += len(line)
+            if len(line) > max_line:
+                raise WindowFileError(f"{path}: a record line longer than the {max_line} byte limit")
+            if total > max_bytes:
+                raise WindowFileError(f"{path}: decompresses to more than the {max_bytes} byte limit")
             if not line.endswith(b"\n"):
                 break
-            if not itl:
-                rec = fast_fields(line)
-                if rec is not None:
-                    yield rec
-                    continue
-            try:
-                yield json.loads(line if itl else _without_itl(line))
-            except ValueError:
-                try:
-                    yield json.loads(line)  # a stripped line that no longer parses: the slow way
-                except ValueError:
-                    continue
+            yield from _parse_line(line, itl)
+
+
+def _parse_line(line: bytes, itl: bool) -> Iterator[dict[str, Any]]:
+    if not itl:
+        rec = fast_fields(line)
+        if rec is not None:
+            yield rec
+            return
+    try:
+        rec = json.loads(line if itl else _without_itl(line))
+    except ValueError:
+        try:
+            rec = json.loads(line)  # a stripped line that no longer parses: the slow way
+        except ValueError:
+            return
+    if isinstance(rec, dict):
+        yield rec
 
 
 def summarise_records(index: int, records: Iterable[Mapping[str, Any]], started_unix: float,
@@ -197,7 +225,7 @@ def summarise_records(index: int, records: Iterable[Mapping[str, Any]], started_
     return acc.summary(ended_unix)
 
 
-def _add_chunk(acc: WindowAccumulator, chunk: bytes) -> None:
+def _add_chunk(acc: WindowAccumulator, chunk: bytes, max_line: int = MAX_LINE_BYTES, path: object = "") -> None:
     """Add the complete lines of ``chunk``: one regex pass over the whole chunk when every line is
     in ``make_record``'s layout (each line holds at most one match), line by line otherwise."""
     matches = _FAST.findall(chunk)
@@ -226,51 +254,78 @@ def _add_chunk(acc: WindowAccumulator, chunk: bytes) -> None:
         acc.busy_ms += busy
         return
     for line in chunk.splitlines(keepends=True):
+        if len(line) > max_line:
+            raise WindowFileError(f"{path}: a record line longer than the {max_line} byte limit")
         rec = fast_fields(line)
         if rec is None:
             try:
                 rec = json.loads(line)
             except ValueError:
                 continue
-        acc.add(rec)
+        if not isinstance(rec, dict):
+            continue  # not a record, as a torn line is not
+        try:
+            acc.add(rec)
+        except (TypeError, ValueError, AttributeError, OverflowError) as exc:
+            raise WindowFileError(f"{path}: a record with a field of the wrong type ({exc})") from None
 
 
 def summarise_file(index: int, path: Path, started_unix: float, ended_unix: float, *,
-                   block: int = 1 << 20) -> dict[str, Any]:
-    """A window's figures from its record file, decompressed block by block (memory: one block)."""
+                   block: int = 1 << 20, max_line: int = MAX_LINE_BYTES,
+                   max_bytes: int = MAX_WINDOW_BYTES) -> dict[str, Any]:
+    """A window's figures from its record file, decompressed block by block (memory: about one
+    block plus one line). Raises WindowFileError past ``max_line`` or ``max_bytes``."""
     acc = WindowAccumulator(index, started_unix)
-    gz = str(path).endswith(".gz")
-    dec = zlib.decompressobj(31) if gz else None
     rest = b""
-    with open(path, "rb") as fh:
-        while True:
-            raw = fh.read(block)
-            if not raw:
-                break
-            data = raw
-            if dec is not None:
-                data = dec.decompress(raw)
-                while dec.eof and dec.unused_data:  # a file of several gzip members
-                    tail = dec.unused_data
-                    dec = zlib.decompressobj(31)
-                    data += dec.decompress(tail)
-            data = rest + data
-            cut = data.rfind(b"\n") + 1
-            if cut:
-                _add_chunk(acc, data[:cut])
-            rest = data[cut:]
+    total = 0
+    for data in _blocks(path, block):
+        total += len(data)
+        if total > max_bytes:
+            raise WindowFileError(f"{path}: decompresses to more than the {max_bytes} byte limit")
+        data = rest + data
+        cut = data.rfind(b"\n") + 1
+        if cut:
+            _add_chunk(acc, data[:cut], max_line, path)
+        rest = data[cut:]
+        if len(rest) > max_line:
+            raise WindowFileError(f"{path}: a record line longer than the {max_line} byte limit")
     # ``rest`` is a torn last line (no newline): skipped, as ``iter_window_records`` does.
     return acc.summary(ended_unix)
 
 
+def _blocks(path: Path, block: int) -> Iterator[bytes]:
+    """The file's bytes, gunzipped when it ends in ``.gz`` (several members too), at most ``block``
+    bytes of output at a time whatever the compression ratio."""
+    gz = str(path).endswith(".gz")
+    dec = zlib.decompressobj(31) if gz else None
+    with open(path, "rb") as fh:
+        while True:
+            raw = fh.read(block)
+            if not raw:
+                return
+            if dec is None:
+                yield raw
+                continue
+            while raw:
+                yield dec.decompress(raw, block)
+                raw = dec.unconsumed_tail
+                if dec.eof and not raw and dec.unused_data:  # a file of several gzip members
+                    raw = dec.unused_data
+                    dec = zlib.decompressobj(31)
+
+
 def _summarise_one(job: tuple[int, str, float, float]) -> dict[str, Any]:
     index, path, started, ended = job
-    return summarise_file(index, Path(path), started, ended)
+    try:
+        return summarise_file(index, Path(path), started, ended)
+    except (WindowFileError, OSError, zlib.error, EOFError) as exc:
+        return {"index": index, "error": str(exc) or type(exc).__name__}
 
 
 def summarise_files(jobs: list[tuple[int, str, float, float]], *, workers: int = 1) -> list[dict[str, Any]]:
     """Re-summarise window record files ``(index, path, started_unix, ended_unix)``, in order;
-    ``workers`` > 1 spreads the windows over processes (one window's values in memory per worker)."""
+    ``workers`` > 1 spreads the windows over processes (one window's values in memory per worker).
+    A file that cannot be read within the limits gives ``{"index": i, "error": why}``."""
     if workers <= 1 or len(jobs) < 2:
         return [_summarise_one(j) for j in jobs]
     from concurrent.futures import ProcessPoolExecutor

@@ -51,7 +51,7 @@ from typing import Any, Callable, Optional, Union, overload
 
 from harness.load import hashtrace
 from harness.load.errors import LoadInputError
-from harness.load.jsonl import json_objects
+from harness.load.jsonl import json_objects, trace_seconds
 from harness.load.sessions import SESSION_PARAMS, SessionPlan
 from harness.load.spec import RequestSpec
 from harness.load.vocabulary import VOCABULARY, words  # noqa: F401 - VOCABULARY re-exported
@@ -358,8 +358,8 @@ def _trace(p: dict[str, Any], seed: int) -> Workload:
         elif not isinstance(prompt, str):
             raise LoadInputError(f"{where}: field 'prompt': expected a string")
         ts = obj.pop("timestamp", obj.pop("at_s", None))
-        if ts is not None and (not isinstance(ts, (int, float)) or isinstance(ts, bool) or ts < 0):
-            raise LoadInputError(f"{where}: field 'timestamp': expected seconds >= 0")
+        if ts is not None:
+            ts = trace_seconds(ts, where)
         rid = str(obj.pop("request_id", f"tr-{no:06d}"))
         meta = {"workload": "trace", "trace_line": no, **obj}
         specs.append(RequestSpec(rid, prompt, count_tokens(prompt), out_len, meta=meta,

@@ -79,6 +79,9 @@ def verify_windows(local: Path, windows: Sequence[dict[str, Any]], *, workers: i
         positions.append(pos)
     for pos, again in zip(positions, summarise_files(jobs, workers=workers)):
         node = check.windows[pos]
+        if "error" in again:
+            check.missing.append(f"window {node.get('index')}: record file unreadable: {again['error']}")
+            continue
         diff = _differences(node, again)
         check.records += int(again.get("requests") or 0)
         if diff:

@@ -110,6 +110,16 @@ class CommandTimeout(RemoteError):
     """A command ran past its timeout (it was killed)."""
 
 
+class OutputTooLarge(RemoteError):
+    """A command wrote more than MAX_OUTPUT_BYTES on one stream; it was killed."""
+
+
+# What one command may print on one stream before it is killed (the controller holds it in memory),
+# and the longest line handed to a line callback (a longer one is passed on in pieces).
+MAX_OUTPUT_BYTES = 256 << 20
+MAX_CALLBACK_LINE = 1 << 20
+
+
 class Unreachable(RemoteError):
     """The node could not be reached (connect, banner or authentication failed)."""
 

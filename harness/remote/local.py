@@ -10,16 +10,19 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import IO, Optional
 
 from harness.deletion import remove_file
 from harness.remote import detached
 from harness.remote.base import (
+    MAX_CALLBACK_LINE,
+    MAX_OUTPUT_BYTES,
     CommandFailed,
     CommandTimeout,
     DetachedHandle,
     LineCallback,
+    OutputTooLarge,
     ProcessState,
     RemoteError,
     RemoteFileNotFound,
@@ -43,17 +46,27 @@ def sha256_file(path: str) -> str:
 class _Drain(threading.Thread):
     """Reads one pipe to the end, line by line, so neither pipe can fill up and block the child."""
 
-    def __init__(self, pipe: IO[bytes], stream: str, on_line: Optional[LineCallback]) -> None:
+    def __init__(self, pipe: IO[bytes], stream: str, on_line: Optional[LineCallback],
+                 on_overflow: Optional[Callable[[], None]] = None) -> None:
         super().__init__(daemon=True, name=f"kvgate-drain-{stream}")
         self.pipe = pipe
         self.stream = stream
         self.on_line = on_line
+        self.on_overflow = on_overflow
         self.chunks: list[bytes] = []
+        self.size = 0
+        self.overflow = False
         self.callback_error: Optional[BaseException] = None
 
     def run(self) -> None:
         try:
-            for raw in iter(self.pipe.readline, b""):
+            for raw in iter(lambda: self.pipe.readline(MAX_CALLBACK_LINE), b""):
+                self.size += len(raw)
+                if self.size > MAX_OUTPUT_BYTES:
+                    if not self.overflow and self.on_overflow is not None:
+                        self.on_overflow()
+                    self.overflow = True
+                    continue  # drained, not kept
                 self.chunks.append(raw)
                 if self.on_line is not None and self.callback_error is None:
                     try:
@@ -128,7 +141,8 @@ class LocalExecutor:
         except (PermissionError, NotADirectoryError) as exc:
             return self._finish(args, 126, "", f"{args[0]}: {exc.strerror}\n", start, check, exc)
         assert proc.stdout is not None and proc.stderr is not None
-        drains = [_Drain(proc.stdout, "stdout", on_line), _Drain(proc.stderr, "stderr", on_line)]
+        drains = [_Drain(proc.stdout, "stdout", on_line, lambda: _kill_group(proc)),
+                  _Drain(proc.stderr, "stderr", on_line, lambda: _kill_group(proc))]
         for d in drains:
             d.start()
         feeder: Optional[threading.Thread] = None
@@ -148,6 +162,11 @@ class LocalExecutor:
             d.join(DRAIN_AFTER_EXIT_S)
         out, err = drains[0].text(), drains[1].text()
         duration = time.monotonic() - start
+        for d in drains:
+            if d.overflow:
+                raise OutputTooLarge(f"the command wrote more than the {MAX_OUTPUT_BYTES} byte limit on {d.stream} "
+                                     "(process group killed)", host=self._node, command=args,
+                                     stdout=out[-2000:], stderr=err[-2000:])
         if timed_out:
             raise CommandTimeout(f"command timed out after {timeout:g} s (process group killed)",
                                  host=self._node, command=args, stdout=out, stderr=err)

@@ -31,12 +31,15 @@ from harness.deletion import remove_file, remove_name_with
 from harness.errors import InputError
 from harness.remote import detached
 from harness.remote.base import (
+    MAX_CALLBACK_LINE,
+    MAX_OUTPUT_BYTES,
     CommandFailed,
     CommandTimeout,
     ConnectionLost,
     DetachedHandle,
     HostKeyError,
     LineCallback,
+    OutputTooLarge,
     ProcessState,
     RemoteError,
     RemoteFileNotFound,
@@ -425,6 +428,7 @@ class SSHExecutor:
                     streams["stdout"].feed(chan.recv(65536))
                 while chan.recv_stderr_ready():
                     streams["stderr"].feed(chan.recv_stderr(65536))
+                self._check_overflow(streams, args)
                 broken = self._dead_reason is not None or not transport.is_active()
                 ended = chan.eof_received or chan.closed
                 if ended and not chan.recv_ready() and not chan.recv_stderr_ready():
@@ -469,6 +473,15 @@ class SSHExecutor:
             raise CommandFailed("command failed", host=self._node, command=args, exit_code=code,
                                 stdout=result.stdout, stderr=result.stderr)
         return result
+
+    def _check_overflow(self, streams: dict[str, _Stream], args: tuple[str, ...]) -> None:
+        for name, s in streams.items():
+            if s.overflow:
+                self._kill_group(streams["stderr"].pid)
+                raise OutputTooLarge(
+                    f"the command wrote more than the {MAX_OUTPUT_BYTES} byte limit on {name} (process group "
+                    f"{streams['stderr'].pid or '?'} killed)", host=self._node, command=args,
+                    stdout=streams["stdout"].text()[-2000:], stderr=streams["stderr"].text()[-2000:])
 
     def _wait_inactive(self, transport: paramiko.Transport, seconds: float) -> bool:
         deadline = time.monotonic() + seconds
@@ -627,13 +640,17 @@ class _Stream:
         self._head: Optional[bytearray] = bytearray() if strip_pid else None
         self.pid: Optional[int] = None
         self.callback_error: Optional[BaseException] = None
+        self.overflow = False
 
     @property
     def data(self) -> bytes:
         return bytes(self.buf)
 
     def feed(self, chunk: bytes) -> None:
-        if not chunk:
+        if not chunk or self.overflow:
+            return
+        if len(self.buf) + len(chunk) + len(self._head or b"") > MAX_OUTPUT_BYTES:
+            self.overflow = True  # the caller kills the command
             return
         if self._head is not None:
             self._head += chunk
@@ -653,6 +670,9 @@ class _Stream:
             self._partial = lines.pop()
             for raw in lines:
                 self._emit(raw)
+            while len(self._partial) > MAX_CALLBACK_LINE:  # a line with no end: passed on in pieces
+                self._emit(self._partial[:MAX_CALLBACK_LINE])
+                self._partial = self._partial[MAX_CALLBACK_LINE:]
 
     def _emit(self, raw: bytes) -> None:
         if self.on_line is None or self.callback_error is not None:

@@ -35,7 +35,12 @@ def pdf_problems(directory: Path, roles: Sequence[str], trust_roots: Sequence[Pa
         return [f"{Path(directory) / pdf_name()}: missing (PDF signatures were asked for)"] if trust_roots else []
     problems: list[str] = []
     for pdf in pdfs:
-        sigs = check_pdf(pdf, list(trust_roots or []))
+        try:
+            sigs = check_pdf(pdf, list(trust_roots or []))
+        except Exception as exc:  # noqa: BLE001 - a received file that is not a PDF pyhanko can read
+            # (no PDF at all, a broken xref, a flate bomb, a size over the limit) is a finding, not a crash
+            problems.append(f"{pdf}: cannot be checked as a signed PDF: {type(exc).__name__}: {str(exc)[:300]}")
+            continue
         problems += [f"{pdf}: signature {s.field} ({s.signer}) is broken: the signed bytes changed"
                      for s in sigs if not (s.intact and s.valid)]
         problems += [f"{pdf}: signature {s.field} is followed by changes it does not allow ({s.modification})"

@@ -47,6 +47,10 @@ def _signer(*, p12: Optional[Path], key_pem: Optional[Path], cert: Optional[Path
     return signer
 
 
+# The largest PDF verify reads (a report with its charts is a few MB).
+MAX_PDF_BYTES = 128 << 20
+
+
 def field_name(role: str) -> str:
     return f"kvgate-{role}"
 
@@ -106,7 +110,9 @@ def check_pdf(pdf: Path, trust_roots: list[Path]) -> list[PdfSignature]:
 
     roots = list(load_certs_from_pemder([str(p) for p in trust_roots])) if trust_roots else []  # type: ignore[no-untyped-call]
     ctx = ValidationContext(trust_roots=roots, allow_fetching=False)
-    reader = PdfFileReader(io.BytesIO(Path(pdf).read_bytes()), strict=False)
+    from harness.report.manifest import read_regular
+
+    reader = PdfFileReader(io.BytesIO(read_regular(Path(pdf), max_bytes=MAX_PDF_BYTES)), strict=False)
     out = []
     for sig in reader.embedded_signatures:
         status = validate_pdf_signature(sig, ctx)

@@ -13,16 +13,27 @@ Tables (one row per ...):
 
 Every row of a campaign table carries ``campaign`` and ``gate``. Column order is fixed per table
 (the union of keys in first-seen order), so files are stable across runs.
+
+A campaign may have been received from someone else, so the export is safe for spreadsheets and
+file systems: a text cell (or column name) starting with ``= + - @``, a tab or a carriage return
+is written with a leading ``'`` in CSV and xlsx, so no spreadsheet runs it as a formula; each output
+is written to a temporary file in the output folder and renamed over its name (a symbolic link
+planted there is replaced, never written through); input files are read only when they are
+regular files (not links, FIFOs or devices) within a size limit.
 """
 
 from __future__ import annotations
 
 import csv
 import json
+import os
+import stat
+import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from harness.deletion import remove_file
 from harness.errors import InputError
 from harness.store.campaign import ResultFileError, load_result
 from harness.store.durable import iter_jsonl, read_jsonl
@@ -35,6 +46,32 @@ Table = list[dict[str, Any]]
 
 class MissingExtra(InputError):
     """The chosen format needs a package that is not installed."""
+
+
+# Input size limits: records of one repetition can be large; a state or result file cannot.
+MAX_RECORDS_BYTES = 1 << 30
+MAX_SMALL_BYTES = 64 << 20
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def neutralise(v: Any) -> Any:
+    """A cell a spreadsheet shows as text: strings starting with a formula character get a ``'``."""
+    if isinstance(v, str) and v.startswith(_FORMULA_START):
+        return "'" + v
+    return v
+
+
+def _checked(path: Path, limit: int) -> Path:
+    """``path`` when it is a regular file (not a link, FIFO or device) of at most ``limit`` bytes."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return path  # the readers treat a missing file as empty or report it
+    if not stat.S_ISREG(st.st_mode):
+        raise InputError(f"{path}: not a regular file (a link, FIFO or device is not read)")
+    if st.st_size > limit:
+        raise InputError(f"{path}: {st.st_size} bytes, over the {limit} byte limit for an exported file")
+    return path
 
 
 def _scalar(v: Any) -> Any:
@@ -59,7 +96,8 @@ def campaign_tables(campaign: Path) -> dict[str, Table]:
     t: dict[str, Table] = {k: [] for k in ("requests", "repetitions", "points", "checks", "nightly_metrics")}
     for gate, d in _gate_dirs(campaign):
         base = {"campaign": name, "gate": gate}
-        for step in read_jsonl(d / "state.jsonl") if (d / "state.jsonl").is_file() else []:
+        state = d / "state.jsonl"
+        for step in read_jsonl(_checked(state, MAX_SMALL_BYTES)) if state.is_file() else []:
             key = str(step.get("step", ""))
             data = step.get("data")
             parts = key.split("/")
@@ -70,14 +108,14 @@ def campaign_tables(campaign: Path) -> dict[str, Table]:
                 t["repetitions"].append(row)
         for rec_path in sorted((d / "evidence" / "sweep").glob("*/c*/rep*/measure/**/records.jsonl")):
             rel = rec_path.relative_to(d / "evidence" / "sweep").parts
-            for rec in iter_jsonl(rec_path):
+            for rec in iter_jsonl(_checked(rec_path, MAX_RECORDS_BYTES)):
                 t["requests"].append({**base, "arm": rel[0], "concurrency": int(rel[1].lstrip("c")),
                                       "repetition": int(rel[2].lstrip("rep")),
                                       **{k: _scalar(v) for k, v in rec.items()}})
         if not (d / "result.json").is_file():
             continue
         try:
-            result = load_result(d / "result.json")
+            result = load_result(_checked(d / "result.json", MAX_SMALL_BYTES))
         except ResultFileError as exc:
             raise InputError(f"{d / 'result.json'}: {exc}") from None
         for arm, points in (result.measurements.get("sweep") or {}).items():
@@ -141,31 +179,51 @@ def _pandas(fmt: str) -> Any:
 
 
 def write_tables(tables: Mapping[str, Table], out_dir: Path, fmt: str) -> list[Path]:
-    """Write each non-empty table; returns the files written."""
+    """Write each non-empty table; returns the files written (see the module docstring)."""
     if fmt not in FORMATS:
         raise InputError(f"unknown format {fmt!r}; known: {', '.join(FORMATS)}")
     pd: Any = _pandas(fmt) if fmt != "csv" else None
     out_dir.mkdir(parents=True, exist_ok=True)
-    written: list[Path] = []
     if fmt == "xlsx":
-        path = out_dir / "export.xlsx"
-        with pd.ExcelWriter(path, engine="openpyxl") as xw:
-            for name, rows in tables.items():
-                if rows:
-                    pd.DataFrame(rows, columns=_columns(rows)).to_excel(xw, sheet_name=name[:31], index=False)
-        return [path]
+        def xlsx(tmp: Path) -> None:
+            with pd.ExcelWriter(tmp, engine="openpyxl") as xw:
+                for name, rows in tables.items():
+                    if rows:
+                        cols = _columns(rows)
+                        frame = pd.DataFrame([[neutralise(r.get(c)) for c in cols] for r in rows],
+                                             columns=[neutralise(c) for c in cols])
+                        frame.to_excel(xw, sheet_name=name[:31], index=False)
+        return [_replace(out_dir / "export.xlsx", xlsx)]
+    written: list[Path] = []
     for name, rows in tables.items():
         if not rows:
             continue
         cols = _columns(rows)
-        path = out_dir / f"{name}.{fmt}"
         if fmt == "csv":
-            with path.open("w", newline="", encoding="utf-8") as fh:
-                w = csv.DictWriter(fh, fieldnames=cols)
-                w.writeheader()
-                for r in rows:
-                    w.writerow(r)
+            written.append(_replace(out_dir / f"{name}.csv", lambda tmp, rows=rows, cols=cols: _csv(tmp, rows, cols)))
         else:
-            pd.DataFrame(rows, columns=cols).to_parquet(path, index=False)
-        written.append(path)
+            written.append(_replace(out_dir / f"{name}.{fmt}", lambda tmp, rows=rows, cols=cols:
+                                    pd.DataFrame(rows, columns=cols).to_parquet(tmp, index=False)))
     return written
+
+
+def _csv(tmp: Path, rows: Table, cols: list[str]) -> None:
+    with tmp.open("w", newline="", encoding="utf-8") as fh:
+        w = csv.writer(fh)
+        w.writerow([neutralise(c) for c in cols])
+        for r in rows:
+            w.writerow([neutralise(r.get(c)) for c in cols])
+
+
+def _replace(path: Path, write: Any) -> Path:
+    """Write ``path`` through a new temporary file in its folder, then rename it over ``path``."""
+    fd, name = tempfile.mkstemp(prefix=".kvgate-export-", suffix=path.suffix, dir=path.parent)
+    os.close(fd)
+    tmp = Path(name)
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        remove_file(tmp, within=path.parent, marker=".kvgate-export-")
+        raise
+    return path
