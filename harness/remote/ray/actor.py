@@ -22,6 +22,7 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Optional
 
+from harness.deletion import remove_file
 from harness.remote.base import RemoteError
 from harness.remote.local import LocalExecutor, sha256_file
 
@@ -142,8 +143,7 @@ class NodeAgent:
             return {"error": "TransferError", "message": f"put {dest}: {exc.strerror}", "exit_code": None,
                     "stdout": "", "stderr": ""}
         finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
+            remove_file(tmp, within=os.path.dirname(os.path.abspath(tmp)), marker=".kvgate-")
 
     def _upload(self, upload: str) -> str:
         with self._lock:

@@ -15,6 +15,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Optional
 
+from harness.deletion import remove_file
 from harness.errors import InputError
 from harness.remote import base, detached
 from harness.remote.base import (
@@ -167,8 +168,7 @@ class RayExecutor:
                                     f"the node, {got} received)", host=self._node)
             os.replace(tmp, local_path)
         finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
+            remove_file(tmp, within=os.path.dirname(os.path.abspath(tmp)), marker=".kvgate-")
 
     def _call(self, method: str, *args: Any, **kwargs: Any) -> Any:
         ref = self.actor().call.remote(method, list(args), kwargs)
