@@ -149,8 +149,8 @@ def test_records_read_across_files_phases_and_repetitions_are_all_counted(tmp_pa
     for i in (2, 3, 4, 5):
         _diverge(short, f"q0{i}", 1)
     # a missing file before a real one, a record without "phase" (measured), a warm-up record (not)
-    rel = _write(tmp_path, "c1.jsonl", [{"request_id": "q00", "status": "ok", "text": ref["q00"]},
-                                        {"request_id": "q01", "phase": "warmup", "status": "ok", "text": "x"}])
+    rel = _write(tmp_path, "c1.jsonl", [{"request_id": "w", "phase": "warmup", "status": "ok", "text": "x"},
+                                        {"request_id": "q00", "status": "ok", "text": ref["q00"]}])
     rel2 = _write(tmp_path, "c2.jsonl", [{"request_id": k, "phase": "measure", "status": "ok", "text": v}
                                          for k, v in short.items() if k != "q00"] +
                   [{"request_id": "zz", "phase": "measure", "status": "ok", "text": "no reference"}])
