@@ -59,6 +59,9 @@ class KnownHosts:
     entries: list[tuple[list[str], paramiko.PKey]] = field(default_factory=list)
     revoked: list[paramiko.PKey] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    # lines paramiko cannot match (host patterns with * ? !, @cert-authority): any of them could
+    # cover a host paramiko calls unknown, so a new key is never accepted while one is there
+    undecided: list[str] = field(default_factory=list)
 
     def is_revoked(self, key: paramiko.PKey) -> bool:
         blob = key.asbytes()
@@ -100,7 +103,10 @@ def read_known_hosts(path: str) -> KnownHosts:
             continue
         if marker == "@revoked":
             out.revoked.append(key)
-        elif marker == "@cert-authority":
+            continue
+        if marker == "@cert-authority" or any(c in fields[0] for c in "*?!"):
+            out.undecided.append(f"{path}:{lineno}")
+        if marker == "@cert-authority":
             out.warnings.append(f"{path}:{lineno}: @cert-authority line skipped: kvgate does not verify "
                                 "host certificates; list the node's own host key to connect to it")
         elif marker is not None:
@@ -138,6 +144,14 @@ class KnownHostsPolicy(paramiko.MissingHostKeyPolicy):
                 f"--accept-new-host-keys (or `accept_new_host_keys: true` for this node in the inventory); "
                 f"it is then recorded in {self.known_hosts}",
                 host=self.node)
+        if self.known.undecided:
+            # OpenSSH would match these lines (wildcards, negation, a CA); paramiko cannot, so a host
+            # it calls unknown may be pinned there to another key: accepting would defeat the pin
+            raise HostKeyError(
+                f"not accepting the new host key of {hostname} ({key.get_name()} {fingerprint(key)}): "
+                f"{', '.join(self.known.undecided[:3])} of {self.known_hosts} could cover this host (a host "
+                "pattern or @cert-authority line, which kvgate does not match); check the fingerprint and "
+                f"add the key for {hostname} to {self.known_hosts} yourself", host=self.node)
         append_known_host(self.known_hosts, hostname, key)
         client.get_host_keys().add(hostname, key.get_name(), key)
 
