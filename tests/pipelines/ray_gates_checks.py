@@ -36,7 +36,12 @@ def test_g1_g2_through_ray(tmp_path: Path, write_yaml: Callable[[str, dict[str, 
     data["nodes"] = [node]
     inv = tmp_path / "inventory.yaml"
     inv.write_text(yaml.safe_dump(data, sort_keys=False))
-    prof = write_yaml("profile.yaml", small_profile(free_port()))
+    # what is shown here is the route (every point measured through Ray), not the verdict: the least
+    # load that still sweeps both arms' points and the fewest fio rounds the protocol allows
+    data = small_profile(free_port())
+    data["load"].update(repetitions=2, prompts_per_point=4)
+    data["probes"]["fio"]["max_rounds"] = 5
+    prof = write_yaml("profile.yaml", data)
     reports = tmp_path / "reports"
     common = ["--inventory", str(inv), "--profile", str(prof), "--campaign", "ray", "--reports", str(reports),
               "--no-progress"]
