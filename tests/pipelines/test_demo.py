@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -18,6 +19,7 @@ import yaml
 from harness.config.loader import load_inventory, load_profile
 from harness.pipelines.demo import per_campaign_inputs
 from tests.pipelines.conftest import free_port, small_profile
+from tests.support.storagenoise import not_passed_beyond_unsteady_storage
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -71,9 +73,16 @@ def test_two_demos_at_once_both_pass(tmp_path: Path, local_inventory: Path,
                 if p.poll() is None:
                     p.kill()
                     p.wait(10)
-    for p, out in zip(procs, outs):
-        assert p.returncode == 0, out[-3000:]
-        assert "G3: PASS" in out
+    # Two demos measure one disk at once: their fio rounds may never steady (the honest verdict is
+    # then INCONCLUSIVE, exit 3). Anything else must PASS, in every gate each demo reached.
+    for i, (p, out) in enumerate(zip(procs, outs), start=1):
+        assert p.returncode in (0, 3), out[-3000:]
+        gates = sorted((tmp_path / "reports" / f"twin-{i}").glob("G*/result.json"))
+        assert gates, out[-3000:]
+        for res in gates:
+            checks = json.loads(res.read_text())["checks"]
+            assert not_passed_beyond_unsteady_storage(checks) == [], (res, out[-3000:])
+        assert p.returncode == 3 or "G3: PASS" in out
     tier = Path(yaml.safe_load(local_inventory.read_text())["nodes"][0]["storage"][0]["path"])
     assert (tier / "twin-1").is_dir() and (tier / "twin-2").is_dir()
 

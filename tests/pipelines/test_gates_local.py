@@ -25,6 +25,7 @@ import pytest
 from harness.cli.main import run
 from tests.pipelines.conftest import free_port, small_profile
 from tests.support.campaign import PassedBaseline
+from tests.support.storagenoise import NOT_STEADY, not_passed_beyond_unsteady_storage
 
 pytestmark = [pytest.mark.fio, pytest.mark.slow]
 
@@ -239,12 +240,16 @@ def test_g2_on_a_storage_baseline_runs_fio_checkpoint_and_model_load(
     # within 10%: that check may honestly fail here; nothing else may.
     # The advisory estimate_agreement may too: the estimator predicts the disk tier from its fio
     # figure, which one request's small synchronous chunk reads on a shared VM disk do not reach.
-    not_passed = {c["id"] for c in g2["checks"] if c["verdict"] != "PASS"}
-    assert not_passed <= {"ttft_repeatability", "throughput_repeatability", "estimate_agreement"}, not_passed
-    assert code == (1 if not_passed - {"estimate_agreement"} else 0)
+    # The bandwidth figures are decided only on steady fio rounds (SNIA); on this VM's shared disk
+    # they may never steady: INCONCLUSIVE with that reason, never FAIL and never PASS.
+    allowed = frozenset({"ttft_repeatability", "throughput_repeatability", "estimate_agreement"})
+    assert not_passed_beyond_unsteady_storage(g2["checks"], allowed, blockers_only=False) == [], g2["checks"]
+    blockers = [c for c in g2["checks"] if c["severity"] == "blocker"]
+    failed = any(c["verdict"] == "FAIL" for c in blockers)
+    assert code == (1 if failed else 3 if any(c["verdict"] == "INCONCLUSIVE" for c in blockers) else 0)
     for check_id in ("baseline_read_bw", "checkpoint_write", "model_load"):
         c = check(g2, check_id)
-        assert c["verdict"] == "PASS", c
+        assert c["verdict"] == "PASS" or NOT_STEADY in c["reason"], c
         assert c["observations"][0]["measured"] > 1e6
         assert (reports / "s" / "G2" / c["observations"][0]["evidence"][0]).is_file()
     assert set(g2["measurements"]) >= {"fio", "checkpoint", "modelload", "sweep"}
@@ -270,7 +275,9 @@ def test_engine_crash_mid_sweep_is_a_recorded_fault(tmp_path: Path, local_invent
             proc.wait(timeout=30)
     assert proc.returncode == 4, (out[-2000:], err[-2000:])
     g2 = result(reports, "x", "G2")
-    assert g2["faults"] and any("baseline sweep" in f for f in g2["faults"])
+    # named by the arm: the sweep's own fault, or (when the crash lands in a cold restore) the
+    # drain that could no longer reach the engine
+    assert g2["faults"] and any(f.startswith("baseline") or "baseline sweep" in f for f in g2["faults"]), g2["faults"]
     assert check(g2, "complete")["verdict"] == "FAIL"
     kept = [json.loads(line)["step"] for line in state.read_text().splitlines() if line.strip()]
     assert kept and all(k.startswith("sweep/baseline/c2/") for k in kept)  # taken before the crash: kept
