@@ -30,13 +30,14 @@ class RoundsRecord:
     cache_problem: Optional[str]
     backing: str
     memory_tier: bool
-    outputs: tuple[Path, ...] = field(default=())  # every round's fio JSON, in order
+    outputs: tuple[Path, ...] = field(default=())  # the run's fio JSON: its status dumps are the rounds
     jobfile: Optional[Path] = None
 
     @property
     def window_outputs(self) -> tuple[Path, ...]:
-        """The fio outputs of the rounds the figure and its interval come from."""
-        return self.outputs[-WINDOW:]
+        """The fio outputs the figure and its interval come from: the rounds are status dumps of one
+        run, so that is the run's output."""
+        return self.outputs
 
     def window(self, direction: str) -> tuple[float, ...]:
         return self.series.get(direction, ())[-WINDOW:]
@@ -53,4 +54,6 @@ class RoundsRecord:
                 "cache_problem": self.cache_problem, "backing": self.backing, "memory_tier": self.memory_tier,
                 # the node's page cache is out of the figure whether or not kvgate may drop it
                 "page_cache": "bypassed: every read and write is O_DIRECT (fio direct=1)",
+                "rounds_are": "consecutive rounds of one continuous fio run, each closed by fio's cumulative "
+                              "status dump (--status-interval); the run is stopped once the last rounds are steady",
                 "outputs": [p.name for p in self.outputs]}

@@ -4,6 +4,7 @@ the drain wait, the round loop to steady state, and the interval decision of the
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,7 +22,8 @@ from harness.paths import gates_dir
 from harness.pipelines.soakdata import retention_leaf
 from harness.probes.backing import resolve_backing
 from harness.probes.drain import wait_drained
-from harness.probes.fio_rounds import WINDOW, RoundsRecord, run_fio_rounds, size_working_set
+from harness.probes.fio_parse import parse_fio_file
+from harness.probes.fio_rounds import WINDOW, RoundsRecord, run_fio_rounds, size_working_set, status_rounds
 from harness.probes.fio_run import FioProbeResult
 from harness.probes.measured import fio_leaf, rounds_leaf
 from harness.probes.steady import check_steady_state
@@ -53,8 +55,10 @@ def test_a_probe_is_preconditioned_drained_and_measured_in_rounds(probed: tuple[
     js = res.job_sets["seq-read"]
     rec = js.rounds
     assert rec is not None
-    # the round limit was the window itself: exactly WINDOW rounds, each its own fio run kept as evidence
-    assert rec.rounds == WINDOW and len(rec.outputs) == WINDOW and all(p.exists() for p in rec.outputs)
+    # the round limit was the window itself: exactly WINDOW rounds of one fio run, whose status dumps
+    # (one per round, and the final result) are kept as evidence
+    assert rec.rounds == WINDOW and [p.name for p in rec.outputs] == ["fio-n1-t1-seq-read.json"]
+    assert len(parse_fio_file(rec.outputs[0]).documents) >= WINDOW + 1
     assert rec.series["read"] == tuple(sorted(rec.series["read"], key=rec.series["read"].index))
     assert js.read_bw_bytes == sorted(rec.window("read"))[WINDOW // 2]  # the median of the window
     assert rec.precondition.startswith("preconditioned") and rec.working_set_bytes == 8 * 2**20
@@ -65,6 +69,29 @@ def test_a_probe_is_preconditioned_drained_and_measured_in_rounds(probed: tuple[
     assert rec.to_json()["page_cache"] == "bypassed: every read and write is O_DIRECT (fio direct=1)"
     assert "direct=1" in (res.raw_output.parent / "fio-n1-t1-seq-read.fio").read_text().splitlines()
     assert list(tier.iterdir()) == []  # the scratch directory is gone
+
+
+def _dump(runtime_ms: int, read_kib: int, write_kib: int = 0) -> str:
+    def job() -> dict[str, Any]:
+        def direction(kib: int) -> dict[str, int]:
+            return {"io_bytes": kib * 1024, "io_kbytes": kib, "bw_bytes": 1, "iops": 1, "runtime": runtime_ms,
+                    "total_ios": 1}
+        d = {"read": direction(read_kib)} | ({"write": direction(write_kib)} if write_kib else {})
+        return {"jobname": "mix", "groupid": 0, "error": 0, **d}
+    return json.dumps({"fio version": "fio-3.33", "jobs": [job(), job()]}, indent=1) + "\n"
+
+
+def test_rounds_are_the_steps_between_fio_status_dumps() -> None:
+    # cumulative dumps at 2, 4, 6 s and a final one 0.4 s later (fio stopped): three rounds, per
+    # direction, summed over the two jobs; the short last step is not a round; a dump cut off mid-write
+    # is not read
+    dumps = _dump(2000, 2000, 200) + _dump(4000, 4400, 400) + _dump(6000, 6000, 600) + _dump(6400, 6300, 700)
+    series = status_rounds(dumps.encode(), "mix", 2.0, node="n1")
+    assert series == {"read": [2048000.0, 2457600.0, 1638400.0], "write": [204800.0, 204800.0, 204800.0]}
+    cut = dumps[: dumps.index(_dump(6000, 6000, 600)) + 40]
+    assert status_rounds(cut.encode(), "mix", 2.0, node="n1") == {
+        "read": [2048000.0, 2457600.0], "write": [204800.0, 204800.0]}
+    assert status_rounds(b"", "mix", 2.0, node="n1") == {}
 
 
 def _with_series(res: FioProbeResult, values: list[float]) -> tuple[FioProbeResult, RoundsRecord]:
