@@ -8,7 +8,8 @@ What it keeps from the real server (the emulator may be faster, never kinder):
 - L1 is the server's memory (LRU, bounded by ``--l1-size-gb``): it survives an engine restart but
   not a server restart, and ``POST /cache/clear {"tier": "l1"}`` empties it;
 - L2 ``fs_native`` is a directory of chunk files found by their names, so it survives a restart
-  of both processes (the real adapter finds its files again);
+  of both processes (the real adapter finds its files again); its ``max_capacity_gb`` is enforced
+  only with an ``eviction`` block, by a background pass at LMCache's watermark (``l2evict.py``);
 - a store lands in L1 at once and is written to L2 behind it, through a queue (one writer), as
   LMCache's StoreController submits L1 objects to its L2 adapters asynchronously; an object whose
   L2 write has not completed is read-locked, and the non-forced ``POST /cache/clear`` keeps it
@@ -44,6 +45,7 @@ from typing import Any, Callable, Optional
 from harness.sim import directio
 from harness.sim.chunkcrc import ChunkCrc, expected_crc, with_crc
 from harness.sim.http import Request, Response, limit_connections, serve_connection
+from harness.sim.l2evict import INTERVAL_S, EvictionConfig, L2Ledger, parse_eviction
 from harness.sim.metrics import Counter
 from harness.sim.tiers import DirTier, Pins
 
@@ -71,6 +73,7 @@ class MPSettings:
     l2_max_bytes: int = 0
     read_delay_s: float = 0.0
     write_delay_s: float = 0.0  # injected per L2 chunk write (a slow disk's backlog)
+    l2_eviction: Optional[EvictionConfig] = None  # the adapter's eviction block (None: accounting only)
 
 
 class L1:
@@ -142,10 +145,11 @@ class MPMetrics:
                                     "Total chunks submitted for L2 store")
         self.l2_stored = Counter("lmcache_mp_l2_store_completed_objects_chunks", "Chunks stored to L2.")
         self.l2_read_bytes = Counter("kvgate_sim:l2_read_bytes", "Bytes read from L2 files by the emulator.")
+        self.l2_evicted = Counter("lmcache_mp_l2_evicted_objects_chunks", "Total chunks evicted from L2")
         self.families: list[Counter] = [self.requested, self.hit, self.hit_l1, self.hit_l2, self.lookups,
-                                        self.l2_submitted, self.l2_stored, self.l2_read_bytes]
-        # gauges, read when rendered: (name, help, callable)
-        self.gauges: list[tuple[str, str, Callable[[], float]]] = []
+                                        self.l2_submitted, self.l2_stored, self.l2_read_bytes, self.l2_evicted]
+        # gauges, read when rendered: (name, help, callable, labels as rendered)
+        self.gauges: list[tuple[str, str, Callable[[], float], str]] = []
 
     def render(self) -> str:
         lines: list[str] = []
@@ -156,8 +160,8 @@ class MPMetrics:
                 lines.append(f"# HELP {fam.exposed_name} {fam.help}")
                 lines.append(f"# TYPE {fam.exposed_name} counter")
                 lines.extend(fam.render())
-        for name, help_text, read in self.gauges:
-            lines += [f"# HELP {name} {help_text}", f"# TYPE {name} gauge", f"{name} {float(read())!r}"]
+        for name, help_text, read, labels in self.gauges:
+            lines += [f"# HELP {name} {help_text}", f"# TYPE {name} gauge", f"{name}{labels} {float(read())!r}"]
         return "\n".join(lines) + "\n"
 
 
@@ -168,17 +172,59 @@ class MPStore:
         self.s = s
         self.metrics = metrics
         self.l1 = L1(s.l1_bytes)
-        self.l2 = DirTier("l2", s.l2_dir, s.l2_max_bytes, read_delay_s=s.read_delay_s) if s.l2_dir else None
+        # no bound on the directory itself: LMCache writes past the capacity and evicts behind it
+        self.l2 = DirTier("l2", s.l2_dir, 0, read_delay_s=s.read_delay_s) if s.l2_dir else None
+        self.ledger = L2Ledger(s.l2_max_bytes, s.l2_eviction)
+        self._stop = threading.Event()
+        self._evictor: Optional[threading.Thread] = None
         self._io = ThreadPoolExecutor(max_workers=L2_IO_WORKERS, thread_name_prefix="l2-io")
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="l2-store")
         self._lock = threading.Lock()
         self._inflight = 0  # chunks submitted to L2 whose write has not completed
         metrics.gauges += [
-            ("lmcache_mp_l1_memory_usage_bytes", "Bytes currently held in L1 cache", lambda: self.l1.used_bytes),
-            ("lmcache_mp_num_inflight_l2_stores", "L2 store tasks currently executing", lambda: self._inflight),
+            ("lmcache_mp_l1_memory_usage_bytes", "Bytes currently held in L1 cache", lambda: self.l1.used_bytes, ""),
+            ("lmcache_mp_num_inflight_l2_stores", "L2 store tasks currently executing", lambda: self._inflight, ""),
         ]
+        if self.l2 is not None:
+            # LMCache's own line (fs_native_l2_adapter.py), which kvgate reads back (engines/tierreadback.py)
+            log.info("Created FS native L2 adapter: %s (workers=%d, odirect=%s, read_ahead=%s)", s.l2_dir,
+                     L2_IO_WORKERS, False, None)
+            metrics.gauges.append(("lmcache_mp_l2_usage_bytes", "Bytes currently held in each L2 adapter",
+                                   lambda: self.ledger.used_bytes, '{l2_name="fs_native"}'))
+            self._start_evictor()
+
+    def _start_evictor(self) -> None:
+        if self.ledger.capacity > 0 and self.s.l2_eviction is None:
+            log.warning("fs_native: max_capacity_gb=%g is declared for %s but no 'eviction' block is configured, "
+                        "so it is used for usage accounting only and will NOT bound disk usage",
+                        self.ledger.capacity / GB, self.s.l2_dir)
+        if self.ledger.enforced:
+            self._evictor = threading.Thread(target=self._eviction_loop, name="l2-evict", daemon=True)
+            self._evictor.start()
+
+    def _eviction_loop(self) -> None:
+        while not self._stop.wait(INTERVAL_S):
+            self.evict_once()
+
+    def evict_once(self) -> int:
+        """One pass of LMCache's L2EvictionController; returns the chunks deleted."""
+        keys = self.ledger.to_evict()
+        if not keys or self.l2 is None:
+            return 0
+        cap = self.ledger.capacity
+        log.info("L2 usage %.2f above watermark %.2f; triggering eviction.", self.ledger.used_bytes / cap,
+                 self.s.l2_eviction.trigger_watermark if self.s.l2_eviction else 0.0)
+        gone = [k for k in keys if self.l2.delete(k)]
+        self.ledger.deleted(keys)
+        if gone:
+            with self.metrics.lock:
+                self.metrics.l2_evicted.inc((), len(gone))
+        return len(gone)
 
     def close(self) -> None:
+        self._stop.set()
+        if self._evictor is not None:
+            self._evictor.join()
         self._writer.shutdown(wait=True)
         self._io.shutdown(wait=True)
 
@@ -202,6 +248,7 @@ class MPStore:
         crcs = {i: ChunkCrc() for i, w in enumerate(where) if w == "l2"}
         futs = {i: self._io.submit(self.l2.read, digests[i], crcs[i]) for i in crcs} if self.l2 else {}
         served: list[str] = []
+        loaded: list[bytes] = []
         corrupted: list[str] = []
         read_bytes = 0
         try:
@@ -221,9 +268,11 @@ class MPStore:
                     corrupted.append(c.crc.to_bytes(4, "little").hex())
                 self.l1.add(digests[i], chunk_bytes)
                 served.append("l2")
+                loaded.append(digests[i])
         finally:
             for f in futs.values():
                 f.cancel()
+        self.ledger.accessed(loaded)
         n_l1 = 0
         while n_l1 < len(served) and served[n_l1] == "l1":
             n_l1 += 1
@@ -259,12 +308,15 @@ class MPStore:
     def _write_l2(self, digests: list[bytes], chunk_bytes: int) -> None:
         """The L2 writer: each chunk written (or failed), then unlocked in L1."""
         assert self.l2 is not None
+        keys: list[bytes] = []
+        sizes: list[int] = []
         for d in digests:
             written = False
             try:
                 if self.s.write_delay_s > 0:
                     time.sleep(self.s.write_delay_s)
-                written, _ = self.l2.write(d, with_crc(directio.chunk_payload(d, chunk_bytes)))
+                data = with_crc(directio.chunk_payload(d, chunk_bytes))
+                written, _ = self.l2.write(d, data)
             except OSError as exc:
                 log.error("L2 store of chunk %s failed: %s", d.hex()[:16], exc)
             finally:
@@ -272,8 +324,12 @@ class MPStore:
                 with self._lock:
                     self._inflight -= 1
             if written:
+                keys.append(d)
+                sizes.append(len(data))
                 with self.metrics.lock:
                     self.metrics.l2_stored.inc((), 1)
+        # one batch, as LMCache's adapter reports a store task: its keys enter the LRU order reversed
+        self.ledger.stored(keys, sizes)
 
 
 class MPServer:
@@ -379,6 +435,7 @@ def settings_from_args(args: argparse.Namespace, read_delay_s: float = 0.0, writ
         raise ValueError("--l1-size-gb must be > 0")
     l2_dir: Optional[str] = None
     l2_max = 0
+    eviction: Optional[EvictionConfig] = None
     if args.l2_adapter:
         try:
             adapter = json.loads(args.l2_adapter)
@@ -387,10 +444,15 @@ def settings_from_args(args: argparse.Namespace, read_delay_s: float = 0.0, writ
         if not isinstance(adapter, dict) or adapter.get("type") != "fs_native" or not adapter.get("base_path"):
             raise ValueError('--l2-adapter: the emulator models {"type": "fs_native", "base_path": DIR} only')
         l2_dir = str(adapter["base_path"])
-        l2_max = int(float(adapter.get("max_capacity_gb") or 0) * GB)
+        cap = adapter.get("max_capacity_gb", 0)
+        if isinstance(cap, bool) or not isinstance(cap, (int, float)) or cap < 0:
+            raise ValueError("--l2-adapter: max_capacity_gb must be a non-negative number")
+        l2_max = int(cap * GB)
+        eviction = parse_eviction(adapter)
     return MPSettings(host=args.host, port=args.port, http_host=args.http_host, http_port=args.http_port,
                       chunk_size=args.chunk_size, l1_bytes=int(args.l1_size_gb * GB), l2_dir=l2_dir,
-                      l2_max_bytes=l2_max, read_delay_s=read_delay_s, write_delay_s=write_delay_s)
+                      l2_max_bytes=l2_max, read_delay_s=read_delay_s, write_delay_s=write_delay_s,
+                      l2_eviction=eviction)
 
 
 # --- the engine's side (LMCacheMPConnector) ------------------------------------------------------

@@ -183,6 +183,18 @@ class DirTier:
                 self._index.add(digest)
             return True, evicted
 
+    def delete(self, digest: bytes) -> bool:
+        """Remove one chunk file; returns whether it was there."""
+        with self._lock:
+            try:
+                remove_file(self.path(digest), within=self.directory, marker=SUFFIX, missing_ok=False)
+            except FileNotFoundError:
+                return False
+            if self._index is not None:
+                self._index.discard(digest)
+            self._used = None  # recount at the next bounded write
+            return True
+
     def clear(self) -> int:
         _, files = self.usage()
         for _, path, _ in files:
