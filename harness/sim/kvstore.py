@@ -127,8 +127,11 @@ class KVStore:
                                          read_delay_s=settings.tier_read_delay_s, index_in_memory=True))
             if cfg.remote_dir:
                 self.dirs.append(DirTier("remote", cfg.remote_dir, 0, read_delay_s=settings.tier_read_delay_s))
+            elif cfg.remote_error:
+                # lmcache 0.5.6 RemoteBackend.init_connection: logged, and the engine runs without the tier
+                log.warning("Failed to initialize/re-establish remote connection: %s", cfg.remote_error)
             elif cfg.remote_url:
-                log.warning("remote_url %s is not a file:// URL; the emulator ignores that tier", cfg.remote_url)
+                log.warning("remote_url %s is not an fs:// URL; the emulator ignores that tier", cfg.remote_url)
         for tier in self.dirs:
             metrics.sim_tier_dir.set(metrics.vllm_labels + (("path", tier.directory), ("tier", tier.name)), 1.0)
             if tier.name == "local_disk":  # LMCache's own line (local_disk_backend.py), read back by kvgate

@@ -17,6 +17,15 @@ Scalar = Union[str, int, float, bool, None]
 
 GIB = 1024**3  # LMCache sizes its tiers as GB * 1024**3
 
+# The URL schemes lmcache 0.5.6's remote connectors parse (``ConnectorAdapter`` subclasses in
+# lmcache/v1/storage_backend/connector/*_adapter.py). ``file://`` is not one of them: LMCache's
+# RemoteBackend then logs the failed connection and runs with no remote tier at all.
+LMCACHE_REMOTE_SCHEMES = (
+    "audit://", "azure://", "blackhole://", "eic://", "external://", "fs://", "hf3fs://", "infinistore://",
+    "lm://", "mock://", "mooncakestore://", "plugin://", "redis://", "redis-cluster://", "redis-sentinel://",
+    "resp://", "s3://", "sagemaker-hyperpod://", "valkey://",
+)
+
 
 class LMCacheConfigError(ValueError):
     """The LMCache config file or an LMCACHE_* variable is malformed."""
@@ -30,10 +39,23 @@ class LMCacheConfig:
     local_disk: Optional[str] = None  # directory (from a file:// URL)
     max_local_disk_size: float = 0.0  # GB
     remote_url: Optional[str] = None  # the URL as given
-    remote_dir: Optional[str] = None  # for file:// remote URLs: the directory the emulator uses
+    remote_dir: Optional[str] = None  # for fs:// remote URLs: the directory the emulator uses
     save_unfull_chunk: bool = False
     use_odirect: bool = False
     extra: dict[str, Scalar] = field(default_factory=dict)  # keys the emulator does not act on
+
+    @property
+    def remote_error(self) -> Optional[str]:
+        """LMCache's error for a remote URL none of its connectors parses (None: it parses it).
+        lmcache 0.5.6 ``connector/__init__.py``: ``CreateConnector`` and ``create_connector``."""
+        url = self.remote_url
+        if url is None:
+            return None
+        if "://" not in url:
+            return f"Invalid remote url {url}: missing scheme"
+        if not url.startswith(LMCACHE_REMOTE_SCHEMES):
+            return f"No adapter found for URL: {url}"
+        return None
 
     @property
     def max_local_disk_bytes(self) -> int:
@@ -192,9 +214,8 @@ def build_config(data: Mapping[str, object], source: str = "<config>") -> LMCach
         elif key == "remote_url":
             if value is not None:
                 cfg.remote_url = str(value)
-                if cfg.remote_url.startswith("file://"):
-                    cfg.remote_dir = _file_url_dir(cfg.remote_url, where)
-                elif cfg.remote_url.startswith("fs://"):  # LMCache's fs connector: fs://[host:port]/path
+                # file:// is no LMCache remote scheme (remote_error): no directory tier for it
+                if cfg.remote_url.startswith("fs://"):  # LMCache's fs connector: fs://[host:port]/path
                     cfg.remote_dir = _file_url_dir("file://" + (urlparse(cfg.remote_url).path or ""), where)
         elif key == "save_unfull_chunk":
             cfg.save_unfull_chunk = _as_bool(value, where)

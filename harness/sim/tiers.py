@@ -1,6 +1,6 @@
 """The emulator's KV tiers: an LRU standing in for HBM, a bounded CPU tier, directory tiers.
 
-Directory tiers (LMCache's local disk, and a ``file://`` remote) hold one file per chunk named by
+Directory tiers (LMCache's local disk, and an ``fs://`` remote) hold one file per chunk named by
 its hash, so two emulator instances pointed at one directory reuse each other's chunks (R4).
 """
 

@@ -16,7 +16,7 @@ local_cpu: true
 max_local_cpu_size: 5.0   # GB
 local_disk: "file:///mnt/fx100/lmcache/"
 max_local_disk_size: 12000
-remote_url: "file:///mnt/shared/kv"
+remote_url: "fs:///mnt/shared/kv"
 remote_serde: "naive"
 save_unfull_chunk: false
 extra_config:
@@ -45,6 +45,19 @@ def test_env_overrides_file_and_json_is_accepted(tmp_path: Path) -> None:
 def test_non_file_remote_is_kept_but_not_a_directory() -> None:
     cfg = load_config({"LMCACHE_REMOTE_URL": "lm://10.0.0.5:65432"})
     assert cfg.remote_url == "lm://10.0.0.5:65432" and cfg.remote_dir is None
+
+
+@pytest.mark.parametrize(("url", "error"), [
+    ("file:///mnt/kv", "No adapter found for URL: file:///mnt/kv"),
+    ("/mnt/kv", "Invalid remote url /mnt/kv: missing scheme"),
+    ("fs:///mnt/kv", None),
+    ("lm://10.0.0.5:65432", None),
+])
+def test_remote_urls_lmcache_cannot_parse_give_no_directory(url: str, error: str | None) -> None:
+    # lmcache 0.5.6 connector/__init__.py: no connector for file:// (or no scheme at all)
+    cfg = load_config({"LMCACHE_REMOTE_URL": url})
+    assert cfg.remote_error == error
+    assert cfg.remote_dir == ("/mnt/kv" if url.startswith("fs://") else None)
 
 
 @pytest.mark.parametrize(

@@ -361,7 +361,7 @@ def test_cpu_tier_then_remote_directory_tier(sim: Callable[..., SimProc], tmp_pa
         chunk_size=256,
         local_cpu=True,
         max_local_cpu_size=1,
-        remote_url=f"file://{remote}",
+        remote_url=f"fs://{remote}",
         remote_serde="naive",
     )
     s = sim("--kv-transfer-config", CONNECTOR, *KV_ARGS, env={"LMCACHE_CONFIG_FILE": str(cfg)})
@@ -379,6 +379,23 @@ def test_cpu_tier_then_remote_directory_tier(sim: Callable[..., SimProc], tmp_pa
     assert s.metric("kvgate_sim:tier_read_bytes_total") == 4 * 4 * 2**20
     status, body, _ = s.request("POST", "/kvgate/evict", {"tiers": ["disk"]})
     assert status == 400 and "tiers" in json.loads(body)["error"]["message"]
+
+
+def test_a_file_url_remote_tier_is_no_tier_as_in_lmcache(sim: Callable[..., SimProc], tmp_path: Path) -> None:
+    """lmcache 0.5.6 parses fs://, not file://: its RemoteBackend logs the failed connection and runs
+    without the tier. The emulator served restores from such a directory."""
+    remote = tmp_path / "remote"
+    cfg = lmcache_yaml(tmp_path / "l.yaml", chunk_size=256, local_cpu=True, max_local_cpu_size=1,
+                       remote_url=f"file://{remote}")
+    s = sim("--kv-transfer-config", CONNECTOR, *KV_ARGS, env={"LMCACHE_CONFIG_FILE": str(cfg)})
+    prompt = words(1024, "f")
+    s.ttft(prompt)
+    _wait_stored(s, 1024)  # into the CPU tier, the only one there is
+    _evict(s)
+    s.ttft(prompt)
+    assert not remote.exists() or not list(remote.iterdir())
+    assert 'tier="remote"' not in s.metrics()
+    assert f"Failed to initialize/re-establish remote connection: No adapter found for URL: file://{remote}" in s.log()
 
 
 def _oldest_python() -> str | None:
