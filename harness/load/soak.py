@@ -572,65 +572,77 @@ async def _probe_set(cfg: SoakConfig, path: Path) -> None:
                        "answers": out})
 
 
-async def run_soak_async(cfg: SoakConfig) -> dict[str, Any]:
-    out = Path(cfg.out)
-    out.mkdir(parents=True, exist_ok=True)
-    stop = asyncio.Event()
-    reason: list[str] = []
-    loop = asyncio.get_running_loop()
-    def on_signal(name: str) -> None:
-        reason.append(f"signal {name}")
-        stop.set()
+class _SoakRun:
+    """One soak: the watchdog and health sampler threads, the request drivers (closed loop or open
+    loop), the window roller, and the closing records. Split by phase so each reads at once."""
 
-    for sig in (signal.SIGINT, signal.SIGTERM):
+    def __init__(self, cfg: SoakConfig) -> None:
+        self.cfg = cfg
+        self.out = Path(cfg.out)
+        self.stop = asyncio.Event()
+        self.reason: list[str] = []
+        self.inflight: set[asyncio.Task[Any]] = set()
+        self.counter = 0
+        self.route: dict[str, int] = {}  # request id -> engine instance (round-robin)
+        self.specs: list[RequestSpec] = []
+        self.tstop = threading.Event()
+        self.started = 0.0
+        self.t0 = self.deadline = 0
+
+    def _on_signal(self, name: str) -> None:
+        self.reason.append(f"signal {name}")
+        self.stop.set()
+
+    async def start(self) -> None:
+        """Signals, the trace, config.json, the watchdog and health threads, the opening probe set."""
+        cfg, out = self.cfg, self.out
+        out.mkdir(parents=True, exist_ok=True)
+        self.loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            try:
+                self.loop.add_signal_handler(sig, self._on_signal, sig.name)
+            except (NotImplementedError, RuntimeError):
+                pass
+        self.specs = list(build_workload("trace", {"path": cfg.trace}, 0).measured)
+        self.started = time.time()
+        _write_json(out / CONFIG, {"config": public_config(cfg), "started_unix": self.started, "pid": os.getpid()})
+        self.watchdog = Watchdog(cfg, out, self.tstop)
+        self.health = HealthSampler(cfg, out, self.tstop)
+        self.watchdog.event("soak_start", engine_pid=cfg.engine_pid, engine_start=cfg.engine_start,
+                            watched=[{"pid": p, "start": t} for p, t in self.watchdog.watched],
+                            duration_s=cfg.duration_s, window_s=cfg.window_s)
+        self.health.sample_and_write()  # the baseline sample
+        self.watchdog.check_once()
+        self.watchdog.start()
+        self.health.start()
         try:
-            loop.add_signal_handler(sig, on_signal, sig.name)
-        except (NotImplementedError, RuntimeError):
-            pass
-    wl = build_workload("trace", {"path": cfg.trace}, 0)
-    specs = list(wl.measured)
-    started = time.time()
-    _write_json(out / CONFIG, {"config": public_config(cfg), "started_unix": started, "pid": os.getpid()})
-    tstop = threading.Event()
-    watchdog = Watchdog(cfg, out, tstop)
-    health = HealthSampler(cfg, out, tstop)
-    watchdog.event("soak_start", engine_pid=cfg.engine_pid, engine_start=cfg.engine_start,
-                   watched=[{"pid": p, "start": t} for p, t in watchdog.watched],
-                   duration_s=cfg.duration_s, window_s=cfg.window_s)
-    health.sample_and_write()  # the baseline sample
-    watchdog.check_once()
-    watchdog.start()
-    health.start()
-    try:
-        await _probe_set(cfg, out / "probe-start.json")
-    except (OSError, ValueError) as exc:
-        watchdog.event("probe_error", phase="start", detail=str(exc))
-    metrics_urls = [u.rsplit("/", 1)[0] + "/metrics" for u in [cfg.health_url, *cfg.extra_health_urls] if u]
-    windows = Windows(out, started, cfg.window_s, metrics_urls)
-    opts = ClientOptions(model=cfg.model, api=cfg.api, timeout_s=cfg.timeout_s,
-                         api_key=load_api_key(cfg.api_key_env) if cfg.api_key_env else None)
-    endpoints = [cfg.endpoint, *cfg.extra_endpoints]
-    clients = [StreamClient(e, opts, max_connections=cfg.concurrency) for e in endpoints]
-    t0 = perf_counter_ns()
-    deadline = t0 + int(cfg.duration_s * 1e9)
-    inflight: set[asyncio.Task[Any]] = set()
-    counter = [0]
-    route: dict[str, int] = {}  # request id -> engine instance (round-robin)
+            await _probe_set(cfg, out / "probe-start.json")
+        except (OSError, ValueError) as exc:
+            self.watchdog.event("probe_error", phase="start", detail=str(exc))
+        metrics_urls = [u.rsplit("/", 1)[0] + "/metrics" for u in [cfg.health_url, *cfg.extra_health_urls] if u]
+        self.windows = Windows(out, self.started, cfg.window_s, metrics_urls)
+        opts = ClientOptions(model=cfg.model, api=cfg.api, timeout_s=cfg.timeout_s,
+                             api_key=load_api_key(cfg.api_key_env) if cfg.api_key_env else None)
+        self.clients = [StreamClient(e, opts, max_connections=cfg.concurrency)
+                        for e in [cfg.endpoint, *cfg.extra_endpoints]]
+        self.t0 = perf_counter_ns()
+        self.deadline = self.t0 + int(cfg.duration_s * 1e9)
 
-    def next_spec() -> RequestSpec:
-        k = counter[0]
-        counter[0] += 1
-        base = specs[k % len(specs)]
+    def next_spec(self) -> RequestSpec:
+        k = self.counter
+        self.counter += 1
+        base = self.specs[k % len(self.specs)]
         spec = base.with_id(f"{base.request_id}-s{k}")
-        route[spec.request_id] = k % len(clients)
+        self.route[spec.request_id] = k % len(self.clients)
         return spec
 
-    async def one(spec: RequestSpec, due: Optional[int]) -> bool:
+    async def one(self, spec: RequestSpec, due: Optional[int]) -> bool:
+        """Send one request, record it in the open window; False when it failed."""
         t_ready = perf_counter_ns()
-        inst = route.pop(spec.request_id, 0)
-        client = clients[inst]
+        inst = self.route.pop(spec.request_id, 0)
+        client = self.clients[inst]
         task = asyncio.ensure_future(client.request(spec))
-        inflight.add(task)
+        self.inflight.add(task)
         try:
             res = await task
         except asyncio.CancelledError:
@@ -639,112 +651,126 @@ async def run_soak_async(cfg: SoakConfig) -> dict[str, Any]:
                 spec.request_id, "cancelled", t_ready, perf_counter_ns(), error_kind="cancelled",
                 error="soak ended")
         finally:
-            inflight.discard(task)
+            self.inflight.discard(task)
         ref = due if due is not None else t_ready
         rec = make_record(res, spec, phase="soak", queue_ms=max(0.0, (res.start_ns - ref) / 1e6), scheduled_ns=due)
-        if len(clients) > 1:
+        if len(self.clients) > 1:
             rec["instance"] = inst
-        windows.write(rec)
+        self.windows.write(rec)
         return res.status in ("ok", "cancelled")
 
-    async def closed_worker() -> None:
-        while not stop.is_set() and perf_counter_ns() < deadline:
-            if not await one(next_spec(), None):
+    async def closed_worker(self) -> None:
+        while not self.stop.is_set() and perf_counter_ns() < self.deadline:
+            if not await self.one(self.next_spec(), None):
                 # A failed request (engine down, refused): pause before the next one, so a dead
                 # engine gives a bounded stream of failure records, not a busy loop.
                 try:
-                    await asyncio.wait_for(stop.wait(), FAILURE_PAUSE_S)
+                    await asyncio.wait_for(self.stop.wait(), FAILURE_PAUSE_S)
                 except asyncio.TimeoutError:
                     pass
-            if stop.is_set():
+            if self.stop.is_set():
                 return
 
-    async def open_loop() -> None:
+    async def open_loop(self) -> None:
         import random
 
         rng = random.Random(0)
-        sem = asyncio.Semaphore(cfg.concurrency)
+        sem = asyncio.Semaphore(self.cfg.concurrency)
         tasks: set[asyncio.Task[None]] = set()
         due = perf_counter_ns()
 
         async def limited(spec: RequestSpec, at: int) -> None:
             async with sem:
-                if not stop.is_set():
-                    await one(spec, at)
+                if not self.stop.is_set():
+                    await self.one(spec, at)
 
-        while not stop.is_set():
-            due += int(rng.expovariate(cfg.request_rate or 1.0) * 1e9)
-            if due >= deadline:
+        while not self.stop.is_set():
+            due += int(rng.expovariate(self.cfg.request_rate or 1.0) * 1e9)
+            if due >= self.deadline:
                 break
             try:
-                await asyncio.wait_for(stop.wait(), max(0.0, (due - perf_counter_ns()) / 1e9))
+                await asyncio.wait_for(self.stop.wait(), max(0.0, (due - perf_counter_ns()) / 1e9))
                 break
             except asyncio.TimeoutError:
                 pass
-            t = asyncio.ensure_future(limited(next_spec(), due))
+            t = asyncio.ensure_future(limited(self.next_spec(), due))
             tasks.add(t)
             t.add_done_callback(tasks.discard)
         if tasks:
             await asyncio.gather(*tasks)
 
-    async def roller() -> None:
+    async def roller(self) -> None:
         """Close a window every ``window_s``; watch for STOP and the deadline."""
-        next_close = t0 + int(cfg.window_s * 1e9)
-        stop_file = out / STOP
-        while not stop.is_set():
+        window_ns = int(self.cfg.window_s * 1e9)
+        next_close = self.t0 + window_ns
+        stop_file = self.out / STOP
+        while not self.stop.is_set():
             now = perf_counter_ns()
-            if now >= deadline:
-                reason.append("duration")
-                stop.set()
+            if now >= self.deadline:
+                self.reason.append("duration")
+                self.stop.set()
                 break
             if stop_file.exists():
-                reason.append("stopped")
-                stop.set()
+                self.reason.append("stopped")
+                self.stop.set()
                 break
             if now >= next_close:
-                old = windows.swap()
+                old = self.windows.swap()
                 # Sequential: window N's index line is appended before window N+1's.
-                await loop.run_in_executor(None, windows.finish, old, watchdog)
-                next_close += int(cfg.window_s * 1e9)
-            await asyncio.sleep(min(0.5, max(0.01, (min(next_close, deadline) - now) / 1e9)))
+                await self.loop.run_in_executor(None, self.windows.finish, old, self.watchdog)
+                next_close += window_ns
+            await asyncio.sleep(min(0.5, max(0.01, (min(next_close, self.deadline) - now) / 1e9)))
 
-    def _cancel_all() -> None:
-        for t in list(inflight):
+    def _cancel_all(self) -> None:
+        for t in list(self.inflight):
             t.cancel()
 
-    stop_watch = asyncio.ensure_future(stop.wait())
-    stop_watch.add_done_callback(lambda _f: _cancel_all())
-    roll_task = asyncio.ensure_future(roller())
-    try:
-        if cfg.request_rate:
-            await open_loop()
-        else:
-            await asyncio.gather(*(closed_worker() for _ in range(cfg.concurrency)))
-        if not stop.is_set():
-            reason.append("duration")
-            stop.set()
-        await roll_task
-    finally:
-        stop_watch.cancel()
-        for c in clients:
-            await c.aclose()
-    final = windows.swap(last=True)
-    last = await loop.run_in_executor(None, lambda: windows.finish(final, watchdog, last=True))
-    try:
-        await _probe_set(cfg, out / "probe-end.json")
-    except (OSError, ValueError) as exc:
-        watchdog.event("probe_error", phase="end", detail=str(exc))
-    tstop.set()
-    watchdog.join(timeout=10)
-    health.join(timeout=30)
-    watchdog.check_once()
-    health.sample_and_write()  # the closing sample
-    ended = time.time()
-    done = {"reason": reason[0] if reason else "duration", "started_unix": started, "ended_unix": ended,
-            "elapsed_s": round(ended - started, 3), "windows": last["index"], "restarts": watchdog.restarts}
-    watchdog.event("soak_end", **done)
-    _write_json(out / DONE, done)
-    return done
+    async def drive(self) -> None:
+        """The load until the duration, STOP or a signal; in-flight requests are cancelled at stop."""
+        stop_watch = asyncio.ensure_future(self.stop.wait())
+        stop_watch.add_done_callback(lambda _f: self._cancel_all())
+        roll_task = asyncio.ensure_future(self.roller())
+        try:
+            if self.cfg.request_rate:
+                await self.open_loop()
+            else:
+                await asyncio.gather(*(self.closed_worker() for _ in range(self.cfg.concurrency)))
+            if not self.stop.is_set():
+                self.reason.append("duration")
+                self.stop.set()
+            await roll_task
+        finally:
+            stop_watch.cancel()
+            for c in self.clients:
+                await c.aclose()
+
+    async def finish(self) -> dict[str, Any]:
+        """The last window, the closing probe set and samples, done.json."""
+        final = self.windows.swap(last=True)
+        last = await self.loop.run_in_executor(None, lambda: self.windows.finish(final, self.watchdog, last=True))
+        try:
+            await _probe_set(self.cfg, self.out / "probe-end.json")
+        except (OSError, ValueError) as exc:
+            self.watchdog.event("probe_error", phase="end", detail=str(exc))
+        self.tstop.set()
+        self.watchdog.join(timeout=10)
+        self.health.join(timeout=30)
+        self.watchdog.check_once()
+        self.health.sample_and_write()  # the closing sample
+        ended = time.time()
+        done = {"reason": self.reason[0] if self.reason else "duration", "started_unix": self.started,
+                "ended_unix": ended, "elapsed_s": round(ended - self.started, 3), "windows": last["index"],
+                "restarts": self.watchdog.restarts}
+        self.watchdog.event("soak_end", **done)
+        _write_json(self.out / DONE, done)
+        return done
+
+
+async def run_soak_async(cfg: SoakConfig) -> dict[str, Any]:
+    soak = _SoakRun(cfg)
+    await soak.start()
+    await soak.drive()
+    return await soak.finish()
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
