@@ -68,8 +68,14 @@ def _percentiles(text: Optional[str]) -> tuple[float, ...]:
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    """Add the ``run`` and ``summarize`` subcommands to ``parser``."""
+    """Add the ``run``, ``trace-gen`` and ``summarize`` subcommands to ``parser``."""
     sub = parser.add_subparsers(dest="load_command", metavar="SUBCOMMAND")
+    _add_run(sub)
+    _add_trace_gen(sub)
+    _add_summarize(sub)
+
+
+def _add_run(sub: Any) -> None:
     r = sub.add_parser("run", help="run a workload against an OpenAI-compatible endpoint",
                        description="Run a workload against an OpenAI-compatible streaming endpoint; write "
                        "DIR/records.jsonl (one line per request, as they complete) and DIR/summary.json "
@@ -92,6 +98,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
     r.add_argument("--duration", type=float, default=None, metavar="SECONDS", help="stop sending after this")
     r.add_argument("--ramp-up", type=float, default=0.0, metavar="SECONDS", help="ramp concurrency or rate up")
     r.add_argument("--no-warmup", action="store_true", help="skip the workload's warm-up requests")
+    _add_workload_options(r)
+    _add_client_options(r)
+
+
+def _add_workload_options(r: argparse.ArgumentParser) -> None:
     g = r.add_argument_group("workload parameters")
     g.add_argument("--input-len", type=int, help="random: prompt words; shared-prefix: suffix; multi-round: question")
     g.add_argument("--output-len", type=int, help="max tokens to generate")
@@ -129,6 +140,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     se.add_argument("--num-turns", type=int, help="turns per session")
     se.add_argument("--think-time", type=float, metavar="SECONDS", help="think time between turns (mean)")
     se.add_argument("--think-dist", choices=["fixed", "exponential"], help="think time distribution")
+
+
+def _add_client_options(r: argparse.ArgumentParser) -> None:
     c = r.add_argument_group("client")
     c.add_argument("--timeout", type=float, default=600.0, metavar="SECONDS", help="per request")
     c.add_argument("--idle-timeout", type=float, default=None, metavar="SECONDS", help="no byte for this long")
@@ -145,6 +159,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     c.add_argument("--percentiles", help="comma-separated, default 50,90,95,99")
     c.add_argument("--label", help="label stored in the summary")
     c.add_argument("-q", "--quiet", action="store_true", help="no progress line")
+
+
+def _add_trace_gen(sub: Any) -> None:
     t = sub.add_parser("trace-gen", help="write a synthetic hash-id trace (Mooncake JSONL) with a given reuse",
                        description="Write a hash-id trace in the Mooncake FAST'25 JSONL format: each request has "
                        "about BLOCKS blocks; with probability REUSE its first PREFIX_BLOCKS blocks are one of "
@@ -164,6 +181,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     t.add_argument("--time-unit", choices=["ms", "s"], default="ms")
     t.add_argument("--lru-blocks", type=int, default=0, help="tier size in blocks for the printed expected reuse")
     t.add_argument("--seed", type=int, default=0)
+
+
+def _add_summarize(sub: Any) -> None:
     s = sub.add_parser("summarize", help="print a run's summary (or a vllm bench serve result file)",
                        description="Print the summary of DIR (summary.json, recomputed from records.jsonl when "
                        "missing) or of a vllm bench serve --save-result JSON file.")
