@@ -177,8 +177,8 @@ def _legend(series: Sequence[_Series], x: float, y: float) -> list[str]:
 # --- line chart against concurrency -----------------------------------------------------------
 
 def _line_chart(title: str, series: list[_Series], xcats: list[int], ylabel: str, *, zero: bool) -> str:
-    height = 330
-    left, right, top, bottom = 72, 190, 34, 56
+    height = 210  # two to a printed page with their captions
+    left, right, top, bottom = 72, 190, 30, 44
     pw, ph = WIDTH - left - right, height - top - bottom
     ys = [y for s in series for _, y in s.points]
     lo, hi = _range(ys, zero=zero)
@@ -371,10 +371,10 @@ def fio_chart(measurements: Mapping[str, Any]) -> Chart:
 
 def gate_charts(measurements: Mapping[str, Any], checks: Sequence[CheckResult]) -> list[Chart]:
     """Every chart of a gate report, in display order (charts without data carry a note)."""
-    charts = [ttft_chart(measurements), throughput_chart(measurements), ttft_throughput_chart(measurements),
-              fio_chart(measurements)]
-    charts += soak_charts(measurements)
-    return charts
+    if "soak" in measurements and not measurements.get("sweep") and not measurements.get("fio"):
+        return []  # a soak gate: its charts are in its own section (soak_charts), no "no sweep" notes
+    return [ttft_chart(measurements), throughput_chart(measurements), ttft_throughput_chart(measurements),
+            fio_chart(measurements)]
 
 
 # --- G4 soak: per-window time series with the faults marked on the time axis ----------------
@@ -390,10 +390,10 @@ _FAULT_COLOURS = {"restart": "#cf222e", "kernel storage": "#8b0000", "kernel net
 
 def _time_unit(span_s: float) -> tuple[float, str]:
     if span_s >= 3 * 3600:
-        return 3600.0, "hours"
+        return 3600.0, _t("time since the soak started (hours)")
     if span_s >= 180:
-        return 60.0, "minutes"
-    return 1.0, "seconds"
+        return 60.0, _t("time since the soak started (minutes)")
+    return 1.0, _t("time since the soak started (seconds)")
 
 
 def _time_chart(key: str, title: str, series: list[_Series], faults: Sequence[Mapping[str, Any]],
@@ -401,14 +401,14 @@ def _time_chart(key: str, title: str, series: list[_Series], faults: Sequence[Ma
     chart = Chart(key, title)
     pts = [(x, y) for s in series for x, y in s.points]
     if not pts:
-        chart.note = "No soak window with a value for this chart."
+        chart.note = _t("No soak window with a value for this chart.")
         return chart
     marks = [(float(f["t_s"]), str(f.get("kind")), str(f.get("what"))) for f in faults
              if _num(f.get("t_s")) is not None and str(f.get("kind")) in _FAULT_COLOURS]
     span = max([x for x, _ in pts] + [m[0] for m in marks])
     div, unit = _time_unit(span)
-    height = 330
-    left, right, top, bottom = 72, 190, 34, 56
+    height = 210  # two to a printed page with their captions
+    left, right, top, bottom = 72, 190, 30, 44
     pw, ph = WIDTH - left - right, height - top - bottom
     lo, hi = _range([y for _, y in pts], zero=zero)
     ticks = nice_ticks(lo, hi)
@@ -431,7 +431,7 @@ def _time_chart(key: str, title: str, series: list[_Series], faults: Sequence[Ma
         out.append(f'<line x1="{x:.1f}" y1="{top + ph}" x2="{x:.1f}" y2="{top + ph + 5}" stroke="#57606a"/>')
         out.append(_text(x, top + ph + 18, _fmt_tick(t)))
     out.append(f'<rect x="{left}" y="{top}" width="{pw}" height="{ph}" fill="none" stroke="#57606a"/>')
-    out.append(_text(left + pw / 2, height - 12, f"time since the soak started ({unit})"))
+    out.append(_text(left + pw / 2, height - 8, unit))
     out.append(_text(16, top + ph / 2, ylabel, extra=f' transform="rotate(-90 16 {top + ph / 2:.1f})"'))
     for t_s, kind, what in marks:
         x = px(t_s)
@@ -454,8 +454,8 @@ def _time_chart(key: str, title: str, series: list[_Series], faults: Sequence[Ma
     out += _legend(legend, left + pw + 14, top + 10)
     out.append("</svg>")
     chart.svg = "".join(out)
-    chart.caption = ("One point per soak window (at its end). Dashed vertical lines mark faults: engine "
-                     "restarts and kernel storage, network or accelerator errors (hover for the line).")
+    chart.caption = _t("One point per soak window (at its end). Dashed vertical lines mark faults: engine "
+                       "restarts and kernel storage, network or accelerator errors (hover for the line).")
     return chart
 
 
@@ -478,33 +478,34 @@ def soak_charts(measurements: Mapping[str, Any]) -> list[Chart]:
     windows = [w for w in soak["windows"] if isinstance(w, Mapping)]
     faults = [f for f in soak.get("faults") or [] if isinstance(f, Mapping)]
     charts = [
-        _time_chart("soak-ttft", "TTFT per soak window",
+        _time_chart("soak-ttft", _t("TTFT per soak window"),
                     [_soak_series(windows, "ttft_p50_ms", "TTFT p50", PALETTE[0]),
                      _soak_series(windows, "ttft_p99_ms", "TTFT p99", PALETTE[0], dashed=True)],
-                    faults, "milliseconds", zero=True),
-        _time_chart("soak-throughput", "Output throughput per soak window",
-                    [_soak_series(windows, "throughput_tok_s", "output tok/s", PALETTE[2])], faults,
-                    "tokens per second", zero=True),
-        _time_chart("soak-failures", "Failed requests per soak window",
-                    [_soak_series(windows, "failed", "failed", PALETTE[5]),
-                     _soak_series(windows, "requests", "all requests", PALETTE[6], dashed=True)], faults,
-                    "requests", zero=True),
-        _time_chart("soak-hits", "Prompt tokens served from a cache, per soak window",
-                    [_soak_series(windows, "hit_rate", "hit rate", PALETTE[3], scale=100.0)], faults,
-                    "percent of prompt tokens looked up", zero=True),
+                    faults, _t("milliseconds"), zero=True),
+        _time_chart("soak-throughput", _t("Output throughput per soak window"),
+                    [_soak_series(windows, "throughput_tok_s", _t("output tok/s"), PALETTE[2])], faults,
+                    _t("tokens per second"), zero=True),
+        _time_chart("soak-failures", _t("Failed requests per soak window"),
+                    [_soak_series(windows, "failed", _t("failed"), PALETTE[5]),
+                     _soak_series(windows, "requests", _t("all requests"), PALETTE[6], dashed=True)], faults,
+                    _t("requests"), zero=True),
+        _time_chart("soak-hits", _t("Prompt tokens served from a cache, per soak window"),
+                    [_soak_series(windows, "hit_rate", _t("hit rate"), PALETTE[3], scale=100.0)], faults,
+                    _t("percent of tokens looked up"), zero=True),
     ]
     fio_raw = soak.get("fio")
     fio: Mapping[str, Any] = fio_raw if isinstance(fio_raw, Mapping) else {}
     before, after = _num(fio.get("before")), _num(fio.get("after"))
-    bw = Chart("soak-fio", "Read bandwidth of the KV target before and after the soak")
+    title = _t("Read bandwidth of the KV target before and after the soak")
+    bw = Chart("soak-fio", title)
     if before is None or after is None:
-        bw.note = "fio did not measure the KV target both before and after the soak."
+        bw.note = _t("fio did not measure the KV target both before and after the soak.")
     else:
-        bw = fio_chart({"fio": {"before the soak": {"KV target": {"seq_read_bw": before}},
-                                "after the soak": {"KV target": {"seq_read_bw": after}}}})
-        bw.key, bw.title = "soak-fio", "Read bandwidth of the KV target before and after the soak"
-        bw.caption = (f"fio sequential read, the same job set on the same target: after / before = "
-                      f"{after / before * 100:.1f}%.")
+        bw = fio_chart({"fio": {_t("before the soak"): {_t("KV target"): {"seq_read_bw": before}},
+                                _t("after the soak"): {_t("KV target"): {"seq_read_bw": after}}}})
+        bw.key, bw.title = "soak-fio", title
+        bw.caption = _t("fio sequential read, the same job set on the same target: after / before = "
+                        "%(ratio)s.") % {"ratio": f"{after / before * 100:.1f}%"}
     charts.append(bw)
     return charts
 

@@ -21,7 +21,7 @@ from harness.report.campaignmanifest import (
     campaign_manifest_sha256,
     write_campaign_manifest,
 )
-from harness.report.charts import gate_charts
+from harness.report.charts import gate_charts, soak_charts
 from harness.report.cliffchart import cliff_charts
 from harness.report.evidence import finder as evidence_finder
 from harness.report.forest import gate_forest
@@ -29,7 +29,8 @@ from harness.report.i18n import DEFAULT_LANG, N_, check_lang, language, suffix, 
 from harness.report.junit import junit_xml
 from harness.report.loader import RESULT_FILE, ResultFileError, load_gate_result
 from harness.report.manifest import MANIFEST
-from harness.report.tables import evidence_files, point_rows, probe_rows, tier_point_rows
+from harness.report.soak import drift_rows, soak_periods
+from harness.report.tables import evidence_files, point_rows, printed_evidence, probe_rows, tier_point_rows
 from harness.report.view import (
     EMULATION_NOTICE,
     GateView,
@@ -110,13 +111,16 @@ def render_gate_html(result: GateResult, gate_dir: Path | None = None, lang: str
         view = gate_view(result, evidence_finder(gate_dir, result))
         charts = gate_charts(result.measurements, result.checks) + cliff_charts(result.measurements)
         forest = gate_forest(result.checks)
+        soak = soak_charts(result.measurements)
     files, problems = evidence_files(gate_dir)
     return _environment(html=True, lang=lang).get_template("gate.html.j2").render(
         r=result, v=view, charts=charts, forest=forest, points=point_rows(result.measurements, gate_dir),
         probes=probe_rows(result.measurements), tier_points=tier_point_rows(result.measurements),
-        evidence_files=files, evidence_problems=problems,
+        evidence_files=files, evidence_printed=printed_evidence(files), evidence_problems=problems,
         sweep_rows=sweep_rows(result.measurements), fio_rows=fio_rows(result.measurements),
-        signoff_roles=SIGNOFF_ROLES, baseline_rows=baseline_rows(result))
+        signoff_roles=SIGNOFF_ROLES, baseline_rows=baseline_rows(result), soak_charts=soak,
+        drift_rows=drift_rows(result.checks),
+        periods=soak_periods(result.measurements))
 
 
 def render_gate_markdown(result: GateResult, gate_dir: Path | None = None, lang: str = DEFAULT_LANG) -> str:

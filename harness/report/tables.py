@@ -187,6 +187,8 @@ class EvidenceFile:
     size: str
     sha256: str
     href: str
+    nbytes: int = 0
+    count: int = 1  # a printed row for a folder of many files (``printed_evidence``) counts them
 
 
 def evidence_files(gate_dir: Optional[Path]) -> tuple[list[EvidenceFile], list[str]]:
@@ -210,8 +212,34 @@ def evidence_files(gate_dir: Optional[Path]) -> tuple[list[EvidenceFile], list[s
             problems.append(f"{EVIDENCE}/{rel}: {exc}")
             continue
         files.append(EvidenceFile(f"{EVIDENCE}/{rel}", format_quantity(float(size), UnitKind.BYTES), digest,
-                                  quote(f"{EVIDENCE}/{rel}", safe="/._-~")))
+                                  quote(f"{EVIDENCE}/{rel}", safe="/._-~"), size))
     return files, problems
+
+
+FOLDER_ROWS = 24  # a folder with more files than this prints as one row (a soak's per-window records)
+
+
+def printed_evidence(files: Sequence[EvidenceFile], most: int = FOLDER_ROWS) -> list[EvidenceFile]:
+    """The appendix as printed: every file, except that a folder holding more than ``most`` files
+    directly is one row (its path with a trailing ``/``, the number of files and their total
+    size; each file's sha256 is in ``MANIFEST.sha256`` and in the HTML's full list), so a 72-hour
+    soak's 864 window files do not print 15 pages of digests."""
+    by_dir: dict[str, list[EvidenceFile]] = {}
+    for f in files:
+        by_dir.setdefault(f.path.rsplit("/", 1)[0] + "/", []).append(f)
+    out: list[EvidenceFile] = []
+    done: set[str] = set()
+    for f in files:
+        folder = f.path.rsplit("/", 1)[0] + "/"
+        group = by_dir[folder]
+        if len(group) <= most:
+            out.append(f)
+        elif folder not in done:
+            done.add(folder)
+            total = sum(g.nbytes for g in group)
+            out.append(EvidenceFile(folder, format_quantity(float(total), UnitKind.BYTES), "",
+                                    quote(folder, safe="/._-~"), total, len(group)))
+    return out
 
 
 @dataclass

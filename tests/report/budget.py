@@ -97,3 +97,52 @@ def write_gate_dir(gate_dir: Path, result: GateResult, reps: int = 5) -> Path:
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_text(json.dumps({"n": n, "file": rel}) + "\n", encoding="utf-8")
     return gate_dir
+
+
+# --- G4: the demo's soak as it recorded itself (``tests/data/report/demo-G4.result.json``, from
+# ``kvgate demo`` on this machine: 60 windows of 1 s after a 12 s warm-up), and the same soak grown
+# to a real 72-hour one (864 windows of 300 s, an engine restart and a kernel storage line), each
+# with the evidence tree a soak writes (one compressed record file per window).
+
+STORED_G4 = STORED.with_name("demo-G4.result.json")
+SOAK_FILES = ("commands.jsonl", "measured.json", "engine/candidate/instance0.json",
+              "engine/candidate/instance0-logs/local-engine-candidate-0.stderr.log",
+              "fio/before/local/fast-disk/fio-local-fast-disk-seq-read.json",
+              "fio/after/local/fast-disk/fio-local-fast-disk-seq-read.json", "soak/events.jsonl",
+              "soak/health.jsonl", "soak/windows.jsonl", "soak/windows-verified.json", "soak/soak.json")
+
+
+def demo_g4_result() -> GateResult:
+    return GateResult.model_validate_json(STORED_G4.read_text(encoding="utf-8"))
+
+
+def long_soak_result(windows: int = 864, window_s: float = 300.0) -> GateResult:
+    """The demo's G4 with ``windows`` windows of ``window_s`` (72 h by default), the demo's
+    per-window figures repeated in order, and two faults on the time axis."""
+    result = demo_g4_result()
+    soak = result.measurements["soak"]
+    demo = soak["windows"]
+    soak["windows"] = [dict(demo[i % len(demo)], index=i + 1, t_s=(i + 1) * window_s, length_s=window_s)
+                       for i in range(windows)]
+    soak["window_s"], soak["warmup_s"] = window_s, 3600.0
+    soak["drift_windows"] = list(range(13, windows + 1))
+    soak["faults"] = [
+        {"t_s": 30 * 3600.0, "kind": "restart", "what": "engine pid 4242 -> 4311 (start time changed)",
+         "evidence": "evidence/soak/events.jsonl"},
+        {"t_s": 51 * 3600.0, "kind": "kernel storage",
+         "what": "nvme nvme0: I/O 417 QID 3 timeout, aborting", "evidence": "evidence/soak/health.jsonl"}]
+    soak["verified"] = dict(soak["verified"], windows=windows, verified=windows, records=windows * 2400)
+    return result
+
+
+def write_soak_dir(gate_dir: Path, result: GateResult) -> Path:
+    """``result.json`` and a soak's evidence tree: one record file per window."""
+    gate_dir.mkdir(parents=True, exist_ok=True)
+    (gate_dir / "result.json").write_text(result.model_dump_json(indent=2), encoding="utf-8")
+    n = len(result.measurements["soak"]["windows"])
+    files = list(SOAK_FILES) + [f"soak/windows/w{i:06d}.jsonl.gz" for i in range(1, n + 1)]
+    for i, rel in enumerate(files):
+        p = gate_dir / "evidence" / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(json.dumps({"n": i, "file": rel}) + "\n", encoding="utf-8")
+    return gate_dir

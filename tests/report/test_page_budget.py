@@ -1,5 +1,7 @@
 """The sign-off PDF is a document, not a printout: the demo's G3 fits in 8 pages and a G3 of 3 arms
-x 3 concurrencies with its baseline in 12, in English and in Chinese, and no page but a section's
+x 3 concurrencies with its baseline in 12; the demo's G4 and a 72-hour soak of 864 windows each in 8
+(the soak is a chart, a drift table and a table of periods, not a row per window, and a folder of
+864 window files is one appendix row); all in English and in Chinese, and no page but a section's
 last is less than a third full. Real WeasyPrint PDFs, read with poppler (pdfinfo, pdftotext);
 each PDF is rendered once per module (layout is the slow part)."""
 
@@ -15,9 +17,9 @@ import pytest
 from harness.report import render_gate_reports
 from harness.report.pdf import write_pdf
 
-from .budget import demo_result, grown_result, write_gate_dir
+from .budget import demo_g4_result, demo_result, grown_result, long_soak_result, write_gate_dir, write_soak_dir
 
-BUDGET = {"demo": 8, "3x3": 12}
+BUDGET = {"demo": 8, "3x3": 12, "G4-demo": 8, "G4-72h": 8}
 # headings that open a section on a new page: the page before each is a section's last page
 SECTION_STARTS = {"en": ("Checks at a glance", "Appendix: evidence files"), "zh": ("检查结果一览", "附录：证据文件")}
 MARGIN_PT = 40.0  # running header and page number (WeasyPrint's A4 margins are 11-12 mm)
@@ -31,8 +33,11 @@ def _run(*argv: str) -> str:
 def pdfs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[tuple[str, str], Path]]:
     root = tmp_path_factory.mktemp("budget")
     out: dict[tuple[str, str], Path] = {}
-    for name, result in (("demo", demo_result()), ("3x3", grown_result())):
-        gate = write_gate_dir(root / name / "G3", result)
+    gates = [write_gate_dir(root / "demo" / "G3", demo_result()), write_gate_dir(root / "3x3" / "G3", grown_result()),
+             write_soak_dir(root / "G4-demo" / "G4", demo_g4_result()),
+             write_soak_dir(root / "G4-72h" / "G4", long_soak_result())]
+    for gate in gates:
+        name = gate.parent.name
         for lang in ("en", "zh"):
             render_gate_reports(gate, lang)
             out[(name, lang)] = write_pdf(gate, lang)
@@ -69,13 +74,13 @@ def _section_last(pdf: Path, lang: str) -> set[int]:
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
-@pytest.mark.parametrize("name", ["demo", "3x3"])
+@pytest.mark.parametrize("name", list(BUDGET))
 def test_page_budget(pdfs: dict[tuple[str, str], Path], name: str, lang: str) -> None:
     assert _pages(pdfs[(name, lang)]) <= BUDGET[name]
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
-@pytest.mark.parametrize("name", ["demo", "3x3"])
+@pytest.mark.parametrize("name", list(BUDGET))
 def test_no_page_but_a_sections_last_is_nearly_empty(pdfs: dict[tuple[str, str], Path], name: str,
                                                      lang: str) -> None:
     pdf = pdfs[(name, lang)]
@@ -95,3 +100,14 @@ def test_forest_plot_and_tables_are_on_the_page(pdfs: dict[tuple[str, str], Path
     for path in ("baseline[0].point", "candidate[1].rates.offload", "recompute.cold_restore.offload_hit_tokens.c2"):
         assert path not in text
     assert re.search(r"candidate-2\s+16\s", text)  # a per arm x concurrency row
+
+
+def test_soak_prints_as_a_document(pdfs: dict[tuple[str, str], Path]) -> None:
+    """The 72-hour soak's PDF: its drift checks with their intervals, the time series, the faults
+    and at most 12 rows of windows; the 864 window files are one appendix row."""
+    text = _run("pdftotext", "-layout", str(pdfs[("G4-72h", "en")]), "-")
+    assert "Drift checks" in text and re.search(r"ttft_drift\s+\+35\.5%.*\[26\.34%", text)
+    assert "TTFT per soak window" in text and "time since the soak started (hours)" in text
+    assert "nvme nvme0: I/O 417 QID 3 timeout" in text
+    assert "The 864 windows in 12 periods" in text and re.search(r"^\s*793-864\s+259200\s", text, re.M)
+    assert "w000500.jsonl.gz" not in text and "864 files: each digest in MANIFEST.sha256" in text
