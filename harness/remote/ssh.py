@@ -48,14 +48,8 @@ from harness.remote.base import (
     Unreachable,
 )
 from harness.remote.commands import check_argv, env_prefix
-from harness.remote.hostkeys import (
-    KnownHosts,
-    KnownHostsPolicy,
-    changed_key_error,
-    known_hosts_name,
-    read_known_hosts,
-    revoked_key_error,
-)
+from harness.remote.hostkeys import KnownHosts, KnownHostsPolicy, preferring_known_types, read_known_hosts
+from harness.remote.hostmatch import lookup_name
 from harness.remote.keys import PassphraseSource, load_key
 from harness.remote.local import sha256_file
 
@@ -281,37 +275,36 @@ class SSHExecutor:
             raise Unreachable(f"no SSH banner from {self.host}:{self.port} within {self.connect_timeout:g} s "
                               "(the port accepts connections but no SSH server answers)", host=self._node)
 
+    def _read_known_hosts(self) -> KnownHosts:
+        if not os.path.exists(self.known_hosts):
+            return KnownHosts(path=self.known_hosts)
+        try:
+            return read_known_hosts(self.known_hosts)
+        except OSError as exc:
+            raise HostKeyError(f"cannot read known_hosts {self.known_hosts}: {exc}", host=self._node) from exc
+
     def _connect_once(self) -> paramiko.Transport:
         pkey = load_key(self.identity_file, self._node, self._passphrase) if self.identity_file else None
         if pkey is None and not self.use_agent:
             raise Unreachable("no identity_file and use_agent is off: no way to authenticate",
                               host=self._node)
+        known = self._read_known_hosts()
         sock = self._open_socket()
         client = paramiko.SSHClient()
-        known = KnownHosts()
-        if os.path.exists(self.known_hosts):
-            try:
-                known = read_known_hosts(self.known_hosts)  # markers understood (hostkeys.py)
-            except OSError as exc:
-                sock.close()
-                raise HostKeyError(f"cannot read known_hosts {self.known_hosts}: {exc}",
-                                   host=self._node) from exc
-            known.install(client.get_host_keys())
+        # paramiko gets no host keys: the policy decides on every server key, before authentication
         client.set_missing_host_key_policy(KnownHostsPolicy(self._node, self.known_hosts,
                                                             self.accept_new_host_keys, known))
-        name = known_hosts_name(self.host, self.port)
+        known_types = known.known_key_types(lookup_name(self.host, self.port))
         self._await_banner(sock, client)
         try:
             client.connect(self.host, port=self.port, username=self.user, pkey=pkey, sock=sock,
                            allow_agent=self.use_agent, look_for_keys=False, timeout=self.connect_timeout,
                            banner_timeout=self.connect_timeout, auth_timeout=self.connect_timeout,
-                           channel_timeout=self.connect_timeout)
+                           channel_timeout=self.connect_timeout,
+                           transport_factory=preferring_known_types(known_types))
         except HostKeyError:
             client.close()
             raise
-        except paramiko.BadHostKeyException as exc:
-            client.close()
-            raise changed_key_error(self._node, name, self.known_hosts, exc.key, exc.expected_key) from None
         except paramiko.AuthenticationException as exc:
             client.close()
             how = f"key {self.identity_file}" if self.identity_file else "agent keys"
@@ -324,10 +317,6 @@ class SSHExecutor:
                               host=self._node) from None
         transport = client.get_transport()
         assert transport is not None
-        server_key = transport.get_remote_server_key()
-        if known.is_revoked(server_key):
-            client.close()
-            raise revoked_key_error(self._node, name, self.known_hosts, server_key)
         self._client, self._transport, self._dead_reason = client, transport, None
         self._ever_connected = True
         self.connect_count += 1
