@@ -76,3 +76,40 @@ def test_in_process_sizes_are_per_rank_so_the_instance_holds_tp_times_them() -> 
                         "max_local_disk_size": 1500.0})
     assert per_instance(cfg, 8).max_local_disk_size == 12000.0 and cfg.max_local_cpu_size == 16.0
     assert per_instance(build_config({"max_local_disk_size": 3.0}), 1).max_local_disk_size == 3.0
+
+
+def test_the_lmcache_servers_l2_directory_is_read_back_and_a_moved_one_refused(tmp_path: Path) -> None:
+    """Multiprocess mode had no tier read-back: an LMCache server whose L2 sat elsewhere than the
+    plan's directory was measured under the planned tier's name. Its 'Created FS native L2 adapter:'
+    line (lmcache 0.5.6 fs_native_l2_adapter.py; the emulator's server writes it too) is now read
+    back at readiness, and a server started on another directory stops the start, naming both."""
+    import dataclasses
+
+    import pytest
+
+    from harness.engines.base import EngineStartError
+
+    port = free_ports(3)
+    profile = real_profile(tmp_path, port=port, mp_port=port + 1, kind="sim")
+    engine = get_engine("sim")
+    planned = str(tmp_path / "tier" / "kvgate-kv" / "real-cpu" / "mp")
+    moved = str(tmp_path / "elsewhere")
+    with LocalExecutor("local") as ex:
+        plan = engine.plan(local_node(tmp_path / "tier"), profile, "mp", 0, workdir=str(tmp_path / "w"),
+                           python=sys.executable)
+        assert plan.kv_dirs == (planned,) and plan.sidecar is not None
+        honest = engine.start(ex, plan)
+        try:
+            engine.wait_ready(honest, 120)
+            assert honest.tier_readback == {"planned": planned, "read_back": True, "effective": [planned]}
+        finally:
+            engine.stop(honest)
+        argv = tuple(a.replace(f'"base_path":"{planned}"', f'"base_path":"{moved}"') for a in plan.sidecar.argv)
+        assert argv != plan.sidecar.argv
+        leaky = dataclasses.replace(plan, sidecar=dataclasses.replace(plan.sidecar, argv=argv))
+        inst = engine.start(ex, leaky)
+        try:
+            with pytest.raises(EngineStartError, match=f"L2 directory is {moved}, not the planned {planned}"):
+                engine.wait_ready(inst, 120)
+        finally:
+            engine.stop(inst)
