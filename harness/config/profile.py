@@ -188,6 +188,17 @@ class LMCacheSettings(StrictModel):
         return self
 
     @model_validator(mode="after")
+    def _remote_in_process(self) -> LMCacheSettings:
+        if self.remote_url is not None and self.mode == "multiprocess":
+            # lmcache 0.5.6: `lmcache server` takes --l2-adapter specs and has no remote_url (nothing in
+            # lmcache/v1/multiprocess or v1/distributed reads it), and LMCacheMPConnector reads no config
+            # file: the remote tier would not exist, and the arm would measure L1 or recompute under its name
+            raise ValueError(f"remote_url {self.remote_url!r} with mode: multiprocess: the LMCache server takes L2 "
+                             "adapters, not remote_url, so that tier would not exist. Use mode: in_process for a "
+                             "remote tier, or mp_l2: fs_native on a storage target")
+        return self
+
+    @model_validator(mode="after")
     def _shared_needs_multiprocess(self) -> LMCacheSettings:
         if self.mp_shared_l2 and (self.mode != "multiprocess" or self.mp_l2 != "fs_native"):
             raise ValueError("mp_shared_l2 needs mode: multiprocess with mp_l2: fs_native (in-process LMCache keeps "

@@ -108,3 +108,45 @@ def test_multiprocess_across_nodes_on_loopback_is_refused(tmp_path: Path, capsys
     for err in (planned, validated):
         assert "binds 127.0.0.1 on the head node" in err and "lmcache.mp_bind: node" in err
         assert "p.yaml:" in err and "arms[1].lmcache.mp_bind" in err
+
+
+def test_remote_tier_and_storage_target_on_one_arm_are_refused_by_plan(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 33 item 5 through `kvgate plan` too (validate: tests/config/test_engine_env_refusals.py):
+    LMCache would serve from both tiers, and the report would name only the storage target."""
+    def both(data: dict) -> None:  # type: ignore[type-arg]
+        data["arms"][1]["lmcache"].update({"mode": "in_process", "remote_url": "lm://10.0.0.9:65432"})
+
+    planned, validated = _refusal(tmp_path, capsys, "mi308x-8gpu.example.yaml", "moe-480b-tp8.yaml", both)
+    for err in (planned, validated):
+        assert "p.yaml:" in err and "one tier under test per arm" in err
+
+
+def test_a_file_url_remote_tier_is_refused_by_plan_with_the_fs_form(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """LMCache 0.5.6 has no connector for file:// (connector/__init__.py): suggest fs://."""
+    def file_url(data: dict) -> None:  # type: ignore[type-arg]
+        arm = data["arms"][1]
+        arm.pop("storage", None)
+        arm["lmcache"] = {"mode": "in_process", "remote_url": "file:///mnt/shared/kv"}
+
+    planned, validated = _refusal(tmp_path, capsys, "mi308x-8gpu.example.yaml", "moe-480b-tp8.yaml", file_url)
+    line = _line_of(tmp_path / "p.yaml", "remote_url: file:///mnt/shared/kv")
+    for err in (planned, validated):
+        assert f"p.yaml:{line}:" in err and "use 'fs:///mnt/shared/kv'" in err
+
+
+def test_a_remote_url_in_multiprocess_mode_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The LMCache server (lmcache 0.5.6) takes L2 adapters and reads no remote_url, nor does
+    LMCacheMPConnector: the plan used to accept the arm and start a server without that tier."""
+    def mp_remote(data: dict) -> None:  # type: ignore[type-arg]
+        arm = data["arms"][1]
+        arm.pop("storage", None)
+        arm["lmcache"] = {"mode": "multiprocess", "mp_l2": "none", "remote_url": "fs:///mnt/shared/kv"}
+
+    planned, validated = _refusal(tmp_path, capsys, "mi308x-8gpu.example.yaml", "moe-480b-tp8.yaml", mp_remote)
+    for err in (planned, validated):
+        assert "p.yaml:" in err and "arms[1].lmcache" in err
+        assert "the LMCache server takes L2 adapters, not remote_url" in err
