@@ -6,12 +6,15 @@ Sample specs (produced by the pipelines, see the brief's "measured results" cont
      "transform": "reduction"|"gain"|"ratio"}
         value = 1 - s(a)/s(b)  (reduction),  s(a)/s(b) - 1  (gain),  s(a)/s(b)  (ratio)
         a = candidate, b = baseline; the two groups are resampled independently.
-    {"kind": "ratio", "a_groups": [[...], ...], "b_groups": [[...], ...], "stat": ..., "transform": ...}
+    {"kind": "ratio", "a_groups": [[...], ...], "b_groups": [[...], ...], "stat": ..., "transform": ...,
+     "b_filtered": true}
         the same, with the samples grouped by repetition (clustered). For a median (``p50``) with
         two or more repetitions per arm: the estimate is exp(mean of per-repetition log p50s of a -
         the same of b) and the interval the cluster-level t (:func:`cluster_t_half_width`); else
         the estimate is computed on the pooled samples, the interval by a hierarchical (two-stage)
-        bootstrap.
+        bootstrap. ``b_filtered`` (default false) says ``b``'s repetitions were kept only because
+        they agreed (G2's repeatability check): their spread is then not used (see
+        :func:`cluster_t_half_width`).
     {"kind": "ratio", "a": [...], "b": [...], "stat": ..., "transform": ..., "block": L}
         the same, with ``a`` and ``b`` each a time series (a soak's windows, in order) whose
         neighbours are correlated: each group is resampled by the circular moving-block bootstrap
@@ -42,8 +45,9 @@ number of repetitions of the smaller group: that is what limits the interval.
 The two-stage bootstrap of a median was still too narrow with 5 repetitions (it covered 90-94%,
 and 84-88% among the baselines G2's repeatability filter lets through: the filter keeps baselines
 that happen to look tight), so a median of grouped samples gets a cluster-level t interval
-instead: one figure per repetition (its log p50), a t interval of the difference of their means,
-with the baseline's variance floored at the candidate's (see :func:`cluster_t_half_width`).
+instead: one figure per repetition (its log p50), a t interval of the difference of their means;
+when the baseline passed G2's filter, the candidate's spread stands in for both arms (see
+:func:`cluster_t_half_width`).
 ``bench/coverage.py`` (``make bench-coverage``) prints its coverage, unconditional and among
 G2-passing baselines, and its false-PASS rate.
 
@@ -168,6 +172,7 @@ class SampleSpec:
     groups: int = 0  # binomial: repetitions the trials were pooled from (0: not known)
     a_points: tuple[tuple[str, tuple[float, ...]], ...] = ()  # capacity: (point, per-repetition values)
     b_points: tuple[tuple[str, tuple[float, ...]], ...] = ()
+    b_filtered: bool = False  # grouped ratio: b's repetitions passed a repeatability filter
 
     @property
     def clustered(self) -> bool:
@@ -221,7 +226,7 @@ def parse_sample_spec(spec: Mapping[str, Any]) -> SampleSpec:
         raise SampleSpecError(f"samples must be a mapping, got {type(spec).__name__}")
     kind = spec.get("kind")
     if kind == "ratio":
-        extra = set(spec) - {"kind", "a", "b", "stat", "transform", "a_groups", "b_groups", "block"}
+        extra = set(spec) - {"kind", "a", "b", "stat", "transform", "a_groups", "b_groups", "block", "b_filtered"}
         if extra:
             raise SampleSpecError(f"ratio samples: unknown keys {sorted(extra)}")
         stat = spec.get("stat", "p50")
@@ -235,9 +240,14 @@ def parse_sample_spec(spec: Mapping[str, Any]) -> SampleSpec:
                 raise SampleSpecError("ratio samples: give a/b or a_groups/b_groups, not both")
             if "block" in spec:
                 raise SampleSpecError("ratio samples: block applies to a/b time series, not to a_groups/b_groups")
+            filtered = spec.get("b_filtered", False)
+            if not isinstance(filtered, bool):
+                raise SampleSpecError(f"ratio samples: b_filtered must be true or false, got {filtered!r}")
             ga, gb = _groups("a_groups", spec.get("a_groups")), _groups("b_groups", spec.get("b_groups"))
             return SampleSpec("ratio", a=tuple(x for g in ga for x in g), b=tuple(x for g in gb for x in g),
-                              stat=stat, transform=transform, a_groups=ga, b_groups=gb)
+                              stat=stat, transform=transform, a_groups=ga, b_groups=gb, b_filtered=filtered)
+        if "b_filtered" in spec:
+            raise SampleSpecError("ratio samples: b_filtered applies to a_groups/b_groups, not to a/b")
         a, b = _floats("a", spec.get("a")), _floats("b", spec.get("b"))
         block = spec.get("block", 1)
         if isinstance(block, bool) or not isinstance(block, int) or not 1 <= block <= min(len(a), len(b)):
@@ -404,32 +414,49 @@ def _sample_var(xs: Sequence[float]) -> float:
     return math.fsum((x - m) ** 2 for x in xs) / (len(xs) - 1)
 
 
-def cluster_t_half_width(var_a: Any, n_a: int, var_b: Any, n_b: int, alpha: float) -> Any:
+def cluster_t_half_width(var_a: Any, n_a: int, var_b: Any, n_b: int, alpha: float, *,
+                         b_filtered: bool = False) -> Any:
     """The half-width, on the log scale, of the cluster-level t interval of a difference of mean
     per-repetition log medians (``alpha`` per tail); numbers or numpy arrays (bench/coverage.py
     runs the gate's own formula over many trials at once).
 
-    ``u_a = var_a / n_a``; ``u_b = max(var_b, var_a) / n_b``: the baseline's spread is floored at
-    the candidate's, because G2 admits only baselines whose repetitions *looked* tight (p50 CV <=
-    10%), so among the baselines G3 ever sees the sample variance is biased low and a Welch
-    interval on it covered 92% (5 repetitions, ICC 0.3, sd(log TTFT) 0.2; 90% at sd 0.3). The
-    degrees of freedom are Welch-Satterthwaite's on ``u_a, u_b``."""
+    Unfiltered arms: Welch's interval, ``sqrt(var_a / n_a + var_b / n_b)`` with the
+    Welch-Satterthwaite degrees of freedom.
+
+    ``b_filtered`` (the G3 baseline: G2 kept it only because its repetitions' p50s agreed within a
+    10% CV): ``var_b`` is not used. Among such baselines the sample variance is biased low, and
+    without bound: a truncated sample variance cannot bound the true one from above (its likelihood
+    is flat for large variances), so no correction of ``var_b`` itself is honest. The candidate's
+    variance, which no filter chose, stands in for both arms (the arms run the same workload on the
+    same node and differ in the storage target): ``sqrt(var_a (1/n_a + 1/n_b))`` with ``n_a - 1``
+    degrees of freedom, the only information there is. Welch on the filtered ``var_b`` covered
+    89% (5 repetitions, ICC 0.3, sd(log TTFT) 0.3); flooring ``var_b`` at ``var_a`` with Welch's
+    degrees of freedom 92% (the floor copies ``var_a``, so Satterthwaite counted its 4 degrees of
+    freedom twice); with ``n_a - 1`` they covered 94% among G2-passing baselines but 97% of all,
+    since the larger of two variances is biased high. docs/ARCHITECTURE.md "TTFT interval" has
+    the figures and the case this does not cover (a baseline truly noisier than the candidate)."""
     import numpy as np  # noqa: PLC0415 - scipy needs it anyway
     from scipy.stats import t as student_t  # noqa: PLC0415
 
-    u_a = np.asarray(var_a) / n_a
-    u_b = np.maximum(np.asarray(var_b), np.asarray(var_a)) / n_b
-    total = u_a + u_b
-    with np.errstate(divide="ignore", invalid="ignore"):
-        df = np.where(total > 0, total ** 2 / (u_a ** 2 / (n_a - 1) + u_b ** 2 / (n_b - 1)), 1.0)
-    half = student_t.ppf(1.0 - alpha, df) * np.sqrt(total)
+    va, vb = np.asarray(var_a, dtype=float), np.asarray(var_b, dtype=float)
+    if b_filtered:
+        # a candidate whose repetitions agree exactly says nothing about the spread: the baseline's
+        spread = np.where(va > 0, va, vb)
+        half = student_t.ppf(1.0 - alpha, n_a - 1) * np.sqrt(spread * (1.0 / n_a + 1.0 / n_b))
+    else:
+        u_a, u_b = va / n_a, vb / n_b
+        total = u_a + u_b
+        with np.errstate(divide="ignore", invalid="ignore"):
+            df = np.where(total > 0, total ** 2 / (u_a ** 2 / (n_a - 1) + u_b ** 2 / (n_b - 1)), 1.0)
+        half = student_t.ppf(1.0 - alpha, df) * np.sqrt(total)
     return float(half) if np.ndim(half) == 0 else half
 
 
 def _cluster_t_interval(spec: SampleSpec, alpha: float) -> tuple[float, float]:
     la, lb = _log_medians(spec.a_groups), _log_medians(spec.b_groups)
     est = _mean(la) - _mean(lb)
-    half = cluster_t_half_width(_sample_var(la), len(la), _sample_var(lb), len(lb), alpha)
+    half = cluster_t_half_width(_sample_var(la), len(la), _sample_var(lb), len(lb), alpha,
+                                b_filtered=spec.b_filtered)
     return _from_log_ratio(est - half, est + half, spec.transform)
 
 
@@ -438,7 +465,10 @@ def interval_method(spec: SampleSpec) -> str:
     if _studentized(spec):
         return "welch-t-log-ratio"
     if _cluster_t(spec):
-        return "cluster-t-log-p50 (per-repetition log medians; baseline variance floored at the candidate's)"
+        if spec.b_filtered:
+            return ("cluster-t-log-p50 (per-repetition log medians; the candidate's spread for both arms: "
+                    "the baseline's passed G2's repeatability filter)")
+        return "cluster-t-log-p50 (per-repetition log medians, Welch)"
     if spec.kind == "binomial":
         return "clopper-pearson"
     if spec.kind == "capacity":

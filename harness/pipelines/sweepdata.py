@@ -185,7 +185,9 @@ def compare_measured(candidate: Sweep, baseline: Sweep, recompute: Optional[Swee
             value, f"{pb / 1000:.3f} s -> {pa / 1000:.3f} s",
             detail=f"baseline p50 {pb:.1f} ms (n={len(b)}), candidate p50 {pa:.1f} ms (n={len(a)})",
             samples={"kind": "ratio", "a_groups": _groups(candidate.get(conc, [])),
-                     "b_groups": _groups(baseline.get(conc, [])), "stat": "p50", "transform": "reduction"})
+                     "b_groups": _groups(baseline.get(conc, [])), "stat": "p50", "transform": "reduction",
+                     # G3 runs only on a baseline G2 passed, whose TTFT repetitions had to agree
+                     "b_filtered": True})
         if recompute is not None:
             r = pooled_ttft(recompute.get(conc, []))
             if r:

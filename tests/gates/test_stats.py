@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -193,7 +194,10 @@ def test_log_ratio_ends_map_through_the_transform(transform: str, lo: float, hi:
      "hierarchical-bootstrap-percentile"),
     ({"kind": "ratio", "a_groups": [[1.0]], "b_groups": [[2.0]]}, "hierarchical-bootstrap-percentile"),
     ({"kind": "ratio", "a_groups": [[1.0], [2.0]], "b_groups": [[2.0], [3.0]]},
-     "cluster-t-log-p50 (per-repetition log medians; baseline variance floored at the candidate's)"),
+     "cluster-t-log-p50 (per-repetition log medians, Welch)"),
+    ({"kind": "ratio", "a_groups": [[1.0], [2.0]], "b_groups": [[2.0], [3.0]], "b_filtered": True},
+     "cluster-t-log-p50 (per-repetition log medians; the candidate's spread for both arms: "
+     "the baseline's passed G2's repeatability filter)"),
     ({"kind": "ratio", "a_groups": [[1.0], [2.0]], "b_groups": [[2.0], [3.0]], "stat": "mean"},
      "hierarchical-bootstrap-percentile"),
     ({"kind": "percentile", "x": [1.0, 2.0]}, "bootstrap-percentile"),
@@ -578,22 +582,65 @@ def test_capacity_compares_peak_with_peak_and_pays_for_the_choice() -> None:
         stats.bootstrap_interval(one, confidence=0.95, resamples=1, rng=random.Random(0))[0] - 0.005
 
 
-def test_the_cluster_interval_floors_a_tight_baseline_at_the_candidates_spread() -> None:
+def _log_var(levels: Sequence[float]) -> float:
+    logs = [math.log(x) for x in levels]
+    m = sum(logs) / len(logs)
+    return sum((x - m) ** 2 for x in logs) / (len(logs) - 1)
+
+
+def test_a_g2_filtered_baseline_gets_the_candidates_spread_and_its_degrees_of_freedom() -> None:
     # a baseline whose repetitions happen to agree (what G2's filter lets through) does not make
-    # the interval as narrow as its own spread says: the candidate's spread stands in for it
-    a = [[70.0 * lvl] * 9 for lvl in (0.85, 0.95, 1.0, 1.05, 1.15)]
+    # the interval as narrow as its own spread says: the candidate's spread stands in for both arms,
+    # with the candidate's 4 degrees of freedom (t = 2.776), not 8 (the old floor counted them twice)
+    levels = (0.85, 0.95, 1.0, 1.05, 1.15)
+    a = [[70.0 * lvl] * 9 for lvl in levels]
     tight = [[100.0 * lvl] * 9 for lvl in (0.999, 1.0, 1.0, 1.0, 1.001)]
     spec = parse_sample_spec({"kind": "ratio", "a_groups": a, "b_groups": tight, "stat": "p50",
-                              "transform": "reduction"})
+                              "transform": "reduction", "b_filtered": True})
     low, high = stats.bootstrap_interval(spec, confidence=0.95, resamples=1, rng=random.Random(0))
-    la = [math.log(70.0 * lvl) for lvl in (0.85, 0.95, 1.0, 1.05, 1.15)]
-    m = sum(la) / 5
-    var_a = sum((x - m) ** 2 for x in la) / 4
-    half = stats.cluster_t_half_width(var_a, 5, var_a, 5, 0.025)
+    var_a = _log_var([70.0 * lvl for lvl in levels])
     est = math.log(1 - stats.point_estimate(spec))
-    assert (low, high) == pytest.approx((1 - math.exp(est + half), 1 - math.exp(est - half)))
-    # df 8 (both components equal): t = 2.306
-    assert half == pytest.approx(2.306 * math.sqrt(2 * var_a / 5), rel=1e-3)
+    half = 2.7764451 * math.sqrt(2 * var_a / 5)
+    assert (low, high) == pytest.approx((1 - math.exp(est + half), 1 - math.exp(est - half)), rel=1e-6)
+    # a filtered baseline that looks noisier than the candidate: its spread is still not used
+    noisy = [[100.0 * lvl] * 9 for lvl in (0.7, 0.9, 1.0, 1.1, 1.3)]
+    spec_noisy = parse_sample_spec({"kind": "ratio", "a_groups": a, "b_groups": noisy, "stat": "p50",
+                                    "transform": "reduction", "b_filtered": True})
+    lo_n, hi_n = stats.bootstrap_interval(spec_noisy, confidence=0.95, resamples=1, rng=random.Random(0))
+    est_n = math.log(1 - stats.point_estimate(spec_noisy))
+    assert (lo_n, hi_n) == pytest.approx((1 - math.exp(est_n + half), 1 - math.exp(est_n - half)), rel=1e-6)
+
+
+def test_an_unfiltered_pair_gets_welch_on_both_spreads() -> None:
+    levels_a, levels_b = (0.85, 0.95, 1.0, 1.05, 1.15), (0.7, 0.9, 1.0, 1.1, 1.3, 1.0)
+    spec = parse_sample_spec({"kind": "ratio", "a_groups": [[70.0 * x] * 3 for x in levels_a],
+                              "b_groups": [[100.0 * x] * 3 for x in levels_b], "stat": "p50", "transform": "ratio"})
+    va, vb = _log_var([70.0 * x for x in levels_a]), _log_var([100.0 * x for x in levels_b])
+    ua, ub = va / 5, vb / 6
+    df = (ua + ub) ** 2 / (ua ** 2 / 4 + ub ** 2 / 5)
+    from scipy.stats import t as student_t
+
+    half = float(student_t.ppf(0.975, df)) * math.sqrt(ua + ub)
+    est = math.log(stats.point_estimate(spec))
+    low, high = stats.bootstrap_interval(spec, confidence=0.95, resamples=1, rng=random.Random(0))
+    assert (low, high) == pytest.approx((math.exp(est - half), math.exp(est + half)), rel=1e-6)
+    # a candidate whose repetitions agree exactly says nothing about the spread: the baseline's is used
+    same = parse_sample_spec({"kind": "ratio", "a_groups": [[70.0] * 3] * 5,
+                              "b_groups": [[100.0 * x] * 3 for x in levels_b], "stat": "p50", "transform": "ratio",
+                              "b_filtered": True})
+    lo_s, hi_s = stats.bootstrap_interval(same, confidence=0.95, resamples=1, rng=random.Random(0))
+    h = 2.7764451 * math.sqrt(vb * (1 / 5 + 1 / 6))
+    est_s = math.log(stats.point_estimate(same))
+    assert (lo_s, hi_s) == pytest.approx((math.exp(est_s - h), math.exp(est_s + h)), rel=1e-6)
+
+
+@pytest.mark.parametrize("bad", [
+    {"kind": "ratio", "a_groups": [[1.0]], "b_groups": [[1.0]], "b_filtered": "yes"},
+    {"kind": "ratio", "a": [1.0], "b": [1.0], "b_filtered": True},
+])
+def test_b_filtered_is_a_boolean_of_grouped_samples(bad: dict) -> None:  # type: ignore[type-arg]
+    with pytest.raises(stats.SampleSpecError, match="b_filtered"):
+        parse_sample_spec(bad)
 
 
 def test_binomial_power_is_exact_and_plans_requests() -> None:

@@ -53,6 +53,10 @@ def test_compare_reduction_gain_and_speedup() -> None:
     assert m["ttft_p50_reduction"]["c16"]["samples"]["transform"] == "reduction"
     # grouped by repetition for the hierarchical bootstrap: 2 repetitions of 10 requests
     assert [len(g) for g in m["ttft_p50_reduction"]["c16"]["samples"]["a_groups"]] == [10, 10]
+    # the baseline came through G2's repeatability filter: its own spread is not trusted; the
+    # recompute arm was filtered by nothing
+    assert m["ttft_p50_reduction"]["c16"]["samples"]["b_filtered"] is True
+    assert "b_filtered" not in m["recompute_speedup"]["c16"]["samples"]
     assert best_point(cand) == 16
     assert m["throughput_gain_best"]["value"] == pytest.approx(0.40)
     assert m["recompute_speedup"]["c16"]["value"] == pytest.approx(20.0)
