@@ -258,6 +258,10 @@ class SloSpec(StrictModel):
 
     ttft_p90: Optional[Duration] = Field(default=None, description="TTFT p90 bound, e.g. '2s'")
     itl_p90: Optional[Duration] = Field(default=None, description="Inter-token latency p90 bound, e.g. '100ms'")
+    confirm_repetitions: int = Field(default=5, ge=2, le=50, description="Fresh repetitions that confirm the "
+                                     "highest swept concurrency meeting the SLO (each arm's gate runs them after "
+                                     "its sweep; a point they do not confirm makes the search step down); the "
+                                     "capacity gain is decided on them, 5 or more for an interval")
 
     @model_validator(mode="after")
     def _some_bound(self) -> SloSpec:

@@ -71,6 +71,10 @@ def run_g2(run: GateRun) -> tuple[dict[str, Any], dict[str, Any]]:
         from harness.pipelines.sweep import load_sweep
 
         sweep = load_sweep(run, arm, profile.load.concurrency, profile.load.repetitions)
+    if profile.load.slo is not None and not stopped:
+        from harness.pipelines.sloconfirm import confirm_slo_capacity
+
+        confirm_slo_capacity(run, arm, sweep)  # recorded in the state; G3 reads them (capacity_gain_at_slo)
     measured_baseline.update(baseline_measured(sweep, profile.load.concurrency, profile.load.repetitions))
     cold = arm_cold_restore(run, arm, sweep)
     if not profile.arm(arm).offload:

@@ -17,6 +17,7 @@ from harness.pipelines.g2 import arm_cold_restore, arm_storage_probes
 from harness.pipelines.identity import compared_tokens, output_identity_measured
 from harness.pipelines.loadpoint import expected_reuse_table
 from harness.pipelines.slo import capacity_gain_at_slo
+from harness.pipelines.sloconfirm import confirm_slo_capacity, load_confirmations
 from harness.pipelines.sweep import load_sweep, run_arm_sweep
 from harness.pipelines.sweepdata import Sweep, compare_measured, failed_ratio, measurement, sweep_table
 from harness.pipelines.tierhits import sweep_tier_rows
@@ -106,8 +107,10 @@ def run_g3(run: GateRun, g2: GateDir) -> tuple[dict[str, Any], dict[str, Any]]:
     base = baseline_sweep(run, g2)
     cand_measured, charts = arm_storage_probes(run, profile.candidate, "candidate")
     sweeps: dict[str, Sweep] = {profile.baseline: base}
+    ran: set[str] = set()
     try:
         sweeps[profile.candidate] = run_arm_sweep(run, profile.candidate, label=f"candidate ({profile.candidate})")
+        ran.add(profile.candidate)
     except InfraError as exc:
         run.fault(f"the candidate sweep ({profile.candidate}) stopped", exc)
         sweeps[profile.candidate] = load_sweep(run, profile.candidate, profile.load.concurrency,
@@ -140,7 +143,9 @@ def run_g3(run: GateRun, g2: GateDir) -> tuple[dict[str, Any], dict[str, Any]]:
         measured["compare"]["write_overhead"] = write_overhead_measured(
             run.path, profile.candidate, ref_base, ref_name, profile.load.concurrency, profile.load.repetitions)
     if profile.load.slo is not None:
-        measured["compare"]["capacity_gain_at_slo"] = capacity_gain_at_slo(cand, base, profile.load.slo)
+        cand_confirm = confirm_slo_capacity(run, profile.candidate, cand) if profile.candidate in ran else {}
+        measured["compare"]["capacity_gain_at_slo"] = capacity_gain_at_slo(
+            cand, base, profile.load.slo, cand_confirm, load_confirmations(g2, profile, profile.baseline))
     charts["sweep"] = {arm: sweep_table(s) for arm, s in sweeps.items()}
     charts["tier_hits"] = {a: sweep_tier_rows(s, offload=profile.arm(a).offload) for a, s in sweeps.items()}
     if profile.load.workload == "hash-trace":  # the trace's expected reuse beside the measured hit rate (i19)

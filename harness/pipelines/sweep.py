@@ -49,17 +49,21 @@ def repetition_from_state(arm: str, concurrency: int, repetition: int, data: dic
                       {str(k): str(v) for k, v in (data.get("notes") or {}).items()})
 
 
+def load_points(gate_dir: Any, arm: str, points: Sequence[tuple[int, int]]) -> Sweep:
+    """The recorded repetitions among ``points`` ((concurrency, repetition) pairs) of ``arm``."""
+    sweep: Sweep = {}
+    for c, r in points:
+        data = gate_dir.step_done(step_key(arm, c, r))
+        if data:
+            sweep.setdefault(c, []).append(repetition_from_state(arm, c, r, data))
+    return sweep
+
+
 def load_sweep(run: GateRun, arm: str, concurrencies: Sequence[int], repetitions: int,
                gate_dir: Optional[Any] = None) -> Sweep:
     """The repetitions of ``arm`` already recorded in a gate's state (this gate's by default)."""
-    gd = gate_dir or run.gate_dir
-    sweep: Sweep = {}
-    for c in concurrencies:
-        for r in range(1, repetitions + 1):
-            data = gd.step_done(step_key(arm, c, r))
-            if data:
-                sweep.setdefault(c, []).append(repetition_from_state(arm, c, r, data))
-    return sweep
+    points = [(c, r) for c in concurrencies for r in range(1, repetitions + 1)]
+    return load_points(gate_dir or run.gate_dir, arm, points)
 
 
 MAX_PROMPT_DEVIATION = 0.02
@@ -204,15 +208,18 @@ def _no_memory_tier(arm: Arm, protocol: dict[str, Any]) -> Optional[str]:
     return None
 
 
-def run_arm_sweep(run: GateRun, arm_name: str, *, label: Optional[str] = None) -> Sweep:
-    """Measure ``arm_name`` at every concurrency and repetition of the profile (resumable)."""
+def run_arm_sweep(run: GateRun, arm_name: str, *, label: Optional[str] = None,
+                  points: Optional[Sequence[tuple[int, int]]] = None) -> Sweep:
+    """Measure ``arm_name`` at every concurrency and repetition of the profile (resumable), or,
+    given ``points``, at just those (concurrency, repetition) pairs (the SLO capacity's
+    confirmation repetitions, numbered after the sweep's); returns what was measured."""
     profile = run.profile
     arm = profile.arm(arm_name)
     concs = list(profile.load.concurrency)
     reps = profile.load.repetitions
-    sweep = load_sweep(run, arm.name, concs, reps)
-    todo = [(c, r) for c in concs for r in range(1, reps + 1)
-            if not any(x.repetition == r for x in sweep.get(c, []))]
+    wanted = list(points) if points is not None else [(c, r) for c in concs for r in range(1, reps + 1)]
+    sweep = load_points(run.gate_dir, arm.name, wanted)
+    todo = [(c, r) for c, r in wanted if not any(x.repetition == r for x in sweep.get(c, []))]
     if not todo:
         return sweep
     # every arm's cold restore must keep its tier: refused here, before any node is touched
@@ -224,8 +231,8 @@ def run_arm_sweep(run: GateRun, arm_name: str, *, label: Optional[str] = None) -
     engine = get_engine(profile.engine.kind)
     workload = point_workload(profile)
     run.gate_dir.write_evidence_json(f"sweep/{arm.name}/workload.json", workload.description)
-    progress = Progress(f"{run.gate} sweep {label or arm.name}", total=len(concs) * reps, enabled=run.progress)
-    progress.done = len(concs) * reps - len(todo)
+    progress = Progress(f"{run.gate} sweep {label or arm.name}", total=len(wanted), enabled=run.progress)
+    progress.done = len(wanted) - len(todo)
     progress.status(f"starting {profile.engine.kind} for arm {arm.name} on {server.name}", force=True)
     instances = _start_instances(run, engine, server, arm)
     try:
@@ -296,7 +303,7 @@ def run_arm_sweep(run: GateRun, arm_name: str, *, label: Optional[str] = None) -
             progress.update(1, f"c{conc} rep{rep}: {point.summary.get('completed')} ok, "
                                f"{point.summary.get('failed')} failed, TTFT p50 {p50:.0f} ms, "
                                f"{float(point.summary.get('output_throughput') or 0):.1f} tok/s")
-        if profile.load.cold_restore and arm.offload and instances:
+        if profile.load.cold_restore and arm.offload and instances and points is None:
             _probe_tier(run, arm, instances[0], progress)
     finally:
         _stop_instances(run, engine, instances, arm)
