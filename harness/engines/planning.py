@@ -14,6 +14,7 @@ from harness.config.paths import fs_url_path
 from harness.config.planrules import arm_problems
 from harness.config.profile import Arm, Profile
 from harness.engines.base import SidecarPlan
+from harness.engines.gdscapacity import gds_bytes_bound, target_of
 from harness.engines.lmcache import (
     kv_transfer_config,
     kv_transfer_config_json,
@@ -156,7 +157,9 @@ def plan_common(
                      f"{env.get('HIP_VISIBLE_DEVICES', '')} names the node's physical devices")
     sidecar: Optional[SidecarPlan] = None
     mode = arm.lmcache.mode if arm.offload else "none"
-    _check_capacity(node, profile, arm)
+    capacity_note = _check_capacity(node, profile, arm)
+    if capacity_note:
+        notes.append(capacity_note)
     if arm.offload and mode == "multiprocess":
         disk = instance_kv_dir(node, profile, arm, instance_index)
         kv_dirs = (disk,) if disk else ()
@@ -241,13 +244,42 @@ def _mp_sidecar(arm: Arm, disk: Optional[str], instance_index: int, name: str, *
                        metrics_port=base + 1, env={"PYTHONHASHSEED": "0"})
 
 
-def _check_capacity(node: Node, profile: Profile, arm: Arm) -> None:
-    """The disk tier of every instance on the node must fit the target's declared capacity."""
+def _check_gds_capacity(node: Node, profile: Profile, arm: Arm) -> str:
+    """A GDS tier is unbounded (engines/gdscapacity.py): what the arm can store in it, on every
+    instance, must fit the target its directory is on. Returns the plan's note on it."""
+    disk = kv_dir_for(node, profile, arm)
+    where = arm.lmcache.gds_path or disk or ""
+    target = target_of(node, where)
+    bound = gds_bytes_bound(profile)
+    head = "LMCache's GDS backend has no size bound or eviction (lmcache.max_local_disk_size does not apply)"
+    if bound is None:
+        return f"{head}: a trace's KV volume is not known before it runs, so it is not counted against capacity"
+    copies = profile.model.instances_per_node
+    total = bound * copies
+    if target is None or target.capacity is None:
+        return (f"{head}: the arm stores up to {total:.4g} bytes in {where}, on no storage target with a declared "
+                "capacity: not counted")
+    if total > float(target.capacity):
+        raise InputError(
+            f"arm {arm.name!r}: LMCache's GDS backend keeps every chunk the sweep stores (no size bound, no "
+            f"eviction): up to {bound:.4g} bytes (populate + measured requests x the longest request x KV bytes "
+            f"per token) x {copies} instance(s) = {total:.4g} bytes exceeds storage target {target.name!r} on "
+            f"{node.name} ({float(target.capacity):.4g} bytes declared). Lower load.prompts_per_point or the "
+            "request lengths, or use the local-disk tier, which evicts")
+    return (f"{head}: the arm stores up to {total:.4g} bytes in {where}, within target {target.name!r} "
+            f"({float(target.capacity):.4g} bytes declared)")
+
+
+def _check_capacity(node: Node, profile: Profile, arm: Arm) -> Optional[str]:
+    """The disk tier of every instance on the node must fit the target's declared capacity; returns a
+    note for the plan where there is something to say."""
+    if arm.offload and arm.lmcache.gds_on and arm.lmcache.mode == "in_process":
+        return _check_gds_capacity(node, profile, arm)
     if not arm.offload or arm.storage is None:
-        return
+        return None
     target = node.target(arm.storage)
     if target is None or target.capacity is None:
-        return
+        return None
     copies = 1 if shares_tier(arm) else profile.model.instances_per_node  # a shared tier is sized once
     total = arm.lmcache.max_local_disk_size * LMCACHE_GIB * copies
     if total > float(target.capacity):
@@ -257,3 +289,4 @@ def _check_capacity(node: Node, profile: Profile, arm: Arm) -> None:
             f"{node.name} ({float(target.capacity):.4g} bytes = {float(target.capacity) / LMCACHE_GIB:.4g} GiB "
             "declared; LMCache counts 1024**3 bytes per GB)"
         )
+    return None

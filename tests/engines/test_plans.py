@@ -494,6 +494,28 @@ def test_gds_tier_keeps_a_cpu_tier_across_a_restart_and_is_refused_where_it_cann
         _gds_arm(profile, gds_path="/mnt/x/../victim")
 
 
+def test_gds_tier_is_counted_by_what_the_sweep_stores_since_it_never_evicts() -> None:
+    """lmcache 0.5.6's GDS backend has no size bound or eviction, and max_local_disk_size configures
+    only the local-disk backend: kvgate counted that size (12000 GiB, under the 14 TB array) for a
+    GDS arm. It now counts what the arm can store: 2 x prompts_per_point requests x the longest
+    request x KV bytes per token, against the target the GDS directory is on."""
+    node, profile = _node("mi308x-8gpu.example.yaml", "node1"), _profile("moe-480b-tp8.yaml")
+    per_token = profile.model.kv_geometry.bytes_per_token
+    longest = profile.load.longest_request_tokens()
+    assert longest is not None and profile.load.prompts_per_point == 128
+    plan = get_engine("vllm").plan(node, profile, _gds_arm(profile, use_gds=True), 0)
+    bound = 2 * 128 * longest * per_token  # 4.28 TB
+    assert any(n.startswith("LMCache's GDS backend has no size bound or eviction") and f"{bound:.4g} bytes" in n
+               and "within target 'fx100'" in n for n in plan.notes)
+    bigger = profile.model_copy(update={"load": profile.load.model_copy(update={"prompts_per_point": 512})})
+    with pytest.raises(InputError, match=r"GDS backend keeps every chunk .* exceeds storage target 'fx100'"):
+        get_engine("vllm").plan(node, bigger, _gds_arm(bigger, use_gds=True), 0)
+    # a gds_path on no declared target is not counted, and the plan says so
+    elsewhere = get_engine("vllm").plan(node, bigger, _gds_arm(bigger, gds_path="/scratch/gds"), 0)
+    assert any("in /scratch/gds, on no storage target with a declared capacity: not counted" in n
+               for n in elsewhere.notes)
+
+
 def test_rocm_plans_record_that_an_inherited_rocr_visible_devices_is_cleared() -> None:
     node, profile = _node("mi308x-8gpu.example.yaml", "node1"), _profile("tp4x2.yaml")
     plan = get_engine("vllm").plan(node, profile, "candidate", 1)
