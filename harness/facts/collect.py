@@ -113,6 +113,7 @@ def _collect_storage(c: _Collector, node: Node) -> None:
         if tf.exists:
             usage = c.run_parse((*storage.DF_ARGV_PREFIX, target.path), storage.parse_df)
             tf.usage = usage[0] if usage else None
+        tf.device_models = _device_models(c, target.device or (tf.mount.source if tf.mount else None), tf)
         c.facts.targets[target.name] = tf
         for dev in (target.device, tf.mount.source if tf.mount else None):
             if dev and re.fullmatch(r"/dev/md[0-9A-Za-z/_-]*", dev) and dev not in md_devices:
@@ -121,6 +122,16 @@ def _collect_storage(c: _Collector, node: Node) -> None:
         arr = c.run_parse(("mdadm", "--detail", "--export", dev), storage.parse_mdadm_export, dev)
         if arr is not None:
             c.facts.raid[dev] = arr
+
+
+def _device_models(c: _Collector, device: Optional[str], tf: StorageTargetFacts) -> Optional[list[str]]:
+    """The models of the block devices behind a target (part of the hardware fingerprint); [] when
+    its mount has no block device (tmpfs, NFS); None when unknown (no mount, lsblk missing or failed)."""
+    if device is None:
+        return None
+    if not device.startswith("/dev/"):
+        return []
+    return c.run_parse((*storage.LSBLK_MODELS_ARGV_PREFIX, device), storage.parse_lsblk_models)
 
 
 def _collect_network(c: _Collector, node: Node) -> None:
@@ -156,6 +167,10 @@ def _collect_system(c: _Collector, node: Node) -> None:
                            key=f"{c.python} -c <package versions>")
     if versions:
         c.facts.versions.update(versions)
+    # the C locale: lscpu translates its labels
+    c.facts.cpu_model = c.run_parse(("env", "LC_ALL=C", "lscpu"), system.parse_lscpu_model, tool="lscpu",
+                                    key="lscpu")
+    c.facts.memory_bytes = c.run_parse(("cat", "/proc/meminfo"), system.parse_meminfo_total)
     fio = c.run_parse(("fio", "--version"), system.parse_fio_version)
     if fio:
         c.facts.versions["fio"] = fio

@@ -71,6 +71,10 @@ class StorageTargetFacts(_Fact):
     writable: bool
     mount: Optional[Mount] = None
     usage: Optional[FsUsage] = None
+    device_models: Optional[list[str]] = Field(
+        default=None, description="Model names of the block devices behind the mount (lsblk, the device and "
+        "every device under it, e.g. a RAID's members); [] when none reports one or the mount has no block "
+        "device (tmpfs, NFS); None when not collected")
 
 
 class LinkInfo(_Fact):
@@ -108,6 +112,9 @@ class NodeFacts(_Fact):
     links: dict[str, LinkInfo] = Field(default_factory=dict)
     rdma: Optional[list[RdmaPort]] = None
     os: Optional[OsInfo] = None
+    cpu_model: Optional[str] = Field(default=None, description="lscpu's model name; None when not collected")
+    memory_bytes: Optional[int] = Field(default=None, description="MemTotal of /proc/meminfo; None when not "
+                                        "collected")
     versions: dict[str, Optional[str]] = Field(default_factory=dict, description="None: not installed")
     missing: list[str] = Field(default_factory=list, description="Tools not found on the node")
     errors: dict[str, str] = Field(default_factory=dict, description="Command -> why its facts are absent")

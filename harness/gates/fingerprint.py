@@ -16,7 +16,9 @@ recorded by G2 equals the one the G3 run computes for the same arm from its own 
   trace workload also ``load.trace_sha256``, the trace file's contents (two traces at one path
   are different workloads);
 * ``arm.*``: the arm's name, storage target, offload switch and LMCache settings;
-* ``nodes.platforms``: the accelerator platforms of the serving nodes (when the inventory is given).
+* ``nodes.platforms``: the accelerator platforms of the serving nodes (when the inventory is given);
+* ``kvgate.version`` and ``hardware.*``: the harness and the hardware the figures were measured
+  on, from the campaign's G1 facts (``harness.gates.hardware``), merged in by the gate runs.
 
 What never enters: descriptions, ports, hosts, the controller's environment variables,
 thresholds and overrides, the latency SLO ``load.slo`` and the
@@ -39,6 +41,7 @@ from pydantic import BaseModel
 
 from harness.config.inventory import Inventory
 from harness.config.profile import Profile
+from harness.gates.hardware import UNKNOWN, serving_nodes
 from harness.redact import redact_argv, redact_data
 
 __all__ = ["workload_fingerprint", "fingerprint_digest", "fingerprint_record", "fingerprint_diff",
@@ -108,8 +111,7 @@ def workload_fingerprint(profile: Profile, *, arm: str, inventory: Optional[Inve
     _flatten("arm", {"name": a.name, "storage": a.storage, "offload": a.offload,
                      "lmcache": redact_data(_dump(a.lmcache)) if a.offload else None}, out)
     if inventory is not None:
-        servers = [n for n in inventory.nodes if "server" in n.roles] or list(inventory.nodes)
-        out["nodes.platforms"] = sorted({str(n.platform) for n in servers})
+        out["nodes.platforms"] = sorted({str(n.platform) for n in serving_nodes(inventory)})
     return out
 
 
@@ -127,12 +129,17 @@ def fingerprint_record(fp: Mapping[str, Any]) -> dict[str, Any]:
 def fingerprint_diff(recorded: Mapping[str, Any], current: Mapping[str, Any]
                      ) -> list[tuple[str, Any, Any]]:
     """Every field whose value differs, as (field, recorded, current); a field one side lacks is
-    :data:`MISSING` there."""
+    :data:`MISSING` there; a field either side holds as not collected (:data:`UNKNOWN`) differs."""
     out = []
     for key in sorted(set(recorded) | set(current)):
         a = recorded.get(key, MISSING)
         b = current.get(key, MISSING)
-        if _canonical(a) != _canonical(b):
+        if _canonical(a) != _canonical(b) or _unknown(a) or _unknown(b):
             out.append((key, a, b))
     return out
+
+
+def _unknown(value: Any) -> bool:
+    """A value (or a per-node value in a list) that was not collected: never known to be equal."""
+    return value == UNKNOWN or (isinstance(value, list) and UNKNOWN in value)
 

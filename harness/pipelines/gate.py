@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import getpass
+import json
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -21,13 +22,15 @@ from harness.config.yamlsource import load_yaml
 from harness.errors import ConfigErrors, InputError, KvgateError, StorageFull
 from harness.exitcodes import ExitCode
 from harness.gates.evaluate import check_overrides, evaluate_gate
-from harness.gates.fingerprint import fingerprint_record, workload_fingerprint
+from harness.gates.fingerprint import fingerprint_diff, fingerprint_record
 from harness.gates.gatefile import gate_file_notes, gate_file_record
+from harness.gates.hardware import inventory_fingerprint
 from harness.gates.result import build_gate_result
 from harness.paths import gates_dir, reports_dir
 from harness.pipelines.applicability import expected_leaves, fill_expected, mark_not_applicable, not_applicable
 from harness.pipelines.baseline import BaselineCheck, check_baseline
 from harness.pipelines.context import GateRun, summary_of
+from harness.pipelines.runfingerprint import recorded_versions, run_fingerprint
 from harness.report import render_campaign_report, render_gate_reports, write_manifest
 from harness.report.trust import Anchor, read_allowed_signers
 from harness.store.campaign import Campaign, GateDir, check_campaign_name
@@ -95,17 +98,17 @@ def run_gate(gate: str, *, inventory_path: Path, profile_path: Path, campaign: s
     # 2. Prerequisites, read-only: a gate refused here creates nothing (no campaign.json, no runs.jsonl).
     check_campaign_name(campaign)
     _check_prerequisites(gate, spec, root / campaign, campaign, root, baseline_campaign)
+    _check_g1_first(gate, profile, inventory, root / campaign, campaign)  # its facts are in the fingerprint
     _baseline_check(gate, profile, inventory, root / campaign, campaign, root, baseline_campaign,
                     allow_baseline_mismatch, trust)
-    _check_g1_first(gate, profile, root / campaign, campaign)
     # 3. The campaign directory; one writer at a time (prerequisites checked again under the lock).
     camp = Campaign.open(root, campaign, inventory_path=Path(inventory_path), profile_path=Path(profile_path),
                          operator=operator or getpass.getuser(), create=True)
     try:
         _check_prerequisites(gate, spec, camp.path, camp.name, root, baseline_campaign)
+        _check_g1_first(gate, profile, inventory, camp.path, camp.name)
         baseline = _baseline_check(gate, profile, inventory, camp.path, camp.name, root, baseline_campaign,
                                    allow_baseline_mismatch, trust)  # again under the lock
-        _check_g1_first(gate, profile, camp.path, camp.name)
         gate_dir = camp.gate_dir(gate)
         if not resume and gate_dir.steps_done():
             raise InputError(
@@ -135,11 +138,12 @@ def run_gate(gate: str, *, inventory_path: Path, profile_path: Path, campaign: s
         camp.close()
 
 
-def _check_g1_first(gate: str, profile: Profile, camp_path: Path, camp_name: str) -> None:
-    """G3 only in a campaign whose own G1 passed with the candidate's storage target in it: the
-    storage under test must have passed arrival acceptance where it is compared (a G3 with
-    --baseline in a fresh campaign would otherwise skip it). The campaign refuses another
-    inventory than the one it started with, so its G1 saw this inventory."""
+def _check_g1_first(gate: str, profile: Profile, inventory: Inventory, camp_path: Path, camp_name: str) -> None:
+    """G3 only in a campaign whose own G1 passed, for this inventory (its inventory fingerprint,
+    ``harness.gates.hardware``), with the candidate's storage target in it: the storage under test
+    must have passed arrival acceptance where it is compared (a G3 with --baseline in a fresh
+    campaign would otherwise skip it). campaign.json pins the inventory file of a campaign started
+    by a gate; the fingerprint also holds when G1's directory came from elsewhere."""
     if gate != "G3":
         return
     where = f"campaign {camp_name!r}"
@@ -152,6 +156,7 @@ def _check_g1_first(gate: str, profile: Profile, camp_path: Path, camp_name: str
     if g1.verdict != Verdict.PASS:
         raise InputError(f"G3 needs a passed G1 in {where}; G1 there is {g1.verdict.value} (run `kvgate gate G1` "
                          "until it passes)")
+    _check_g1_inventory(g1, inventory, where)
     target = profile.arm(profile.candidate).storage
     probed = [o for c in g1.checks if c.id == "fio_read" for o in c.observations
               if f".{target}." in o.path and o.verdict == Verdict.PASS]
@@ -159,6 +164,21 @@ def _check_g1_first(gate: str, profile: Profile, camp_path: Path, camp_name: str
         raise InputError(f"G3 needs the candidate's storage target {target!r} to have passed G1 in {where}, but "
                          f"G1's fio_read has no passed observation of it (was it in the inventory and the profile's "
                          "probes when G1 ran?)")
+
+
+def _check_g1_inventory(g1: GateResult, inventory: Inventory, where: str) -> None:
+    """G1's recorded inventory fingerprint must be this run's: G1 accepted these nodes and targets."""
+    recorded = (g1.fingerprint or {}).get("fields")
+    if not isinstance(recorded, dict):
+        raise InputError(f"G3 needs G1 in {where} to have passed for this inventory, but G1 recorded no inventory "
+                         "fingerprint (an older kvgate): rerun `kvgate gate G1` in a new campaign")
+    diff = fingerprint_diff(recorded, inventory_fingerprint(inventory))
+    if diff:
+        lines = "\n".join(f"  {k}: G1 {json.dumps(a, default=str)}, this run {json.dumps(b, default=str)}"
+                          for k, a, b in diff)
+        raise InputError(f"G3 needs G1 in {where} to have passed for this inventory, but G1 accepted another one "
+                         f"({len(diff)} inventory field(s) differ):\n{lines}\nrun G1 with this inventory first "
+                         "(in a new campaign)")
 
 
 def _baseline_dir(camp_path: Path, camp_name: str, root: Path,
@@ -198,20 +218,9 @@ def _baseline_check(gate: str, profile: Profile, inventory: Inventory, camp_path
     if gate != "G3":
         return None
     g2, where = _baseline_dir(camp_path, camp_name, root, baseline_campaign)
-    current = workload_fingerprint(profile, arm=profile.baseline, inventory=inventory,
-                                   engine_version=_engine_version(profile, inventory, camp_path))
+    current = run_fingerprint(profile, arm=profile.baseline, inventory=inventory, campaign_path=camp_path)
     return check_baseline(g2, where, current, allow, campaign=baseline_campaign or camp_name,
                           anchors=trust.anchors, allow_unsigned=trust.allow_unsigned)
-
-
-def _engine_version(profile: Profile, inventory: Inventory, campaign_path: Path) -> Optional[str]:
-    """The engine version that goes into the workload fingerprint: the emulator's own version, or
-    the vLLM version(s) G1 found on the serving nodes (None when G1 recorded none)."""
-    if profile.engine.kind == "sim":
-        return f"kvgate KV emulator {__version__}"
-    versions = _recorded_versions(inventory, campaign_path)
-    found = sorted({v["vllm"] for v in versions.values() if v.get("vllm")})
-    return ", ".join(found) or None
 
 
 def _pipeline(gate: str, run: GateRun, root: Path, baseline_campaign: Optional[str]
@@ -253,7 +262,7 @@ def _finalize(run: GateRun, spec: GateSpec, overrides: list[Any], measured: dict
     checks = evaluate_gate(spec, measured, overrides=overrides, seed=0)
     checks = mark_not_applicable(checks, not_applicable(run.gate, run.inventory, run.profile))
     summary = summary_of(run)
-    versions = measurements.pop("versions", None) or _recorded_versions(run.inventory, run.campaign.path)
+    versions = measurements.pop("versions", None) or recorded_versions(run.inventory, run.campaign.path)
     for node in summary["inventory"]["nodes"]:
         if versions.get(node["name"]):
             node["versions"] = versions[node["name"]]
@@ -262,9 +271,10 @@ def _finalize(run: GateRun, spec: GateSpec, overrides: list[Any], measured: dict
     fingerprint = None
     if run.gate in ("G2", "G3"):
         arm = run.profile.baseline if run.gate == "G2" else run.profile.candidate
-        fingerprint = fingerprint_record(workload_fingerprint(
-            run.profile, arm=arm, inventory=run.inventory,
-            engine_version=_engine_version(run.profile, run.inventory, run.campaign.path)))
+        fingerprint = fingerprint_record(run_fingerprint(run.profile, arm=arm, inventory=run.inventory,
+                                                         campaign_path=run.campaign.path))
+    elif run.gate == "G1":  # what G1 accepted: G3 runs only where its inventory is this one
+        fingerprint = fingerprint_record(inventory_fingerprint(run.inventory))
     if baseline is not None:
         run.notes.extend(baseline.notes())
     run.notes.extend(gate_file_notes(gate_files))
@@ -283,21 +293,3 @@ def _finalize(run: GateRun, spec: GateSpec, overrides: list[Any], measured: dict
     write_manifest(run.path)
     paths += render_campaign_report(run.campaign.path)
     return GateOutcome(run.gate, ExitCode(result.exit_code), result.verdict, run.path, paths, result)
-
-
-def _recorded_versions(inventory: Inventory, campaign_path: Path) -> dict[str, dict[str, str]]:
-    """Software versions from the campaign's G1 facts, when G1 ran."""
-    out: dict[str, dict[str, str]] = {}
-    g1 = campaign_path / "G1" / "evidence" / "facts"
-    for node in inventory.nodes:
-        path = g1 / f"{node.name}.json"
-        if path.exists():
-            import json
-
-            try:
-                data = json.loads(path.read_text())
-            except ValueError:
-                continue
-            out[node.name] = {k: v for k, v in (data.get("versions") or {}).items() if v}
-    return out
-

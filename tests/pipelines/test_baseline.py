@@ -110,3 +110,18 @@ def test_a_baseline_with_a_symlink_is_refused(tmp_path: Path) -> None:
     (g2.path / "evidence" / "link").symlink_to(g2.path / "result.json")
     with pytest.raises(InputError, match=r"evidence/link \(symlink\) is not a regular file"):
         check_baseline(g2, "x", dict(FP), [], allow_unsigned=True)
+
+
+def test_a_hardware_difference_is_refused_and_accepted_only_by_name(tmp_path: Path) -> None:
+    hw = {**FP, "hardware.nodes.accelerators": ["4 x NVIDIA A100-SXM4-80GB"], "kvgate.version": "1.0"}
+    cur = {**hw, "hardware.nodes.accelerators": ["8 x NVIDIA H200"]}
+    with pytest.raises(InputError) as ei:
+        check_baseline(_g2(tmp_path, hw), "campaign 'a100'", cur, [], allow_unsigned=True)
+    assert ('hardware.nodes.accelerators: baseline ["4 x NVIDIA A100-SXM4-80GB"], this run ["8 x NVIDIA H200"]'
+            in str(ei.value))
+    chk = check_baseline(_g2(tmp_path / "b", hw), "campaign 'a100'", cur, ["hardware.nodes.accelerators"],
+                         allow_unsigned=True)
+    assert chk.record()["accepted_mismatches"] == [{"field": "hardware.nodes.accelerators",
+                                                     "baseline": ["4 x NVIDIA A100-SXM4-80GB"],
+                                                     "this_run": ["8 x NVIDIA H200"]}]
+    assert "different hardware.nodes.accelerators" in chk.notes()[0]

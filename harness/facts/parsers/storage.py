@@ -141,3 +141,27 @@ def parse_df(text: str) -> list[FsUsage]:
             raise FactsParseError("df",
                                   f"line {n}: sizes are not byte counts (run with -B1): {line!r}") from None
     return out
+
+
+LSBLK_MODELS_ARGV_PREFIX = ("lsblk", "--inverse", "--json", "--output", "NAME,TYPE,MODEL")
+
+
+def parse_lsblk_models(text: str) -> list[str]:
+    """The distinct model names in ``lsblk --inverse --json -o NAME,TYPE,MODEL DEV``: the device and
+    every device it is built on (a partition's disk, a RAID's or a device mapper's members),
+    sorted; [] when none reports a model (a virtual disk)."""
+    doc = load_json_after_noise("lsblk", text)
+    devices = doc.get("blockdevices") if isinstance(doc, dict) else None
+    if not isinstance(devices, list):
+        raise FactsParseError("lsblk", "no 'blockdevices' list")
+    models: set[str] = set()
+    stack: list[Any] = list(devices)
+    while stack:
+        dev = stack.pop()
+        if not isinstance(dev, dict):
+            raise FactsParseError("lsblk", "a block device entry is not an object")
+        model = dev.get("model")
+        if isinstance(model, str) and model.strip():
+            models.add(" ".join(model.split()))
+        stack.extend(dev.get("children") or [])
+    return sorted(models)

@@ -96,3 +96,20 @@ def parse_nvidia_smi_cuda(text: str) -> str | None:
     """The ``CUDA Version: 12.4`` of the nvidia-smi banner (the driver's CUDA)."""
     m = re.search(r"CUDA Version:\s*([0-9.]+)", text)
     return m.group(1) if m else None
+
+
+def parse_lscpu_model(text: str) -> str:
+    """The ``Model name:`` of ``LC_ALL=C lscpu`` (x86 and recent util-linux on Arm both print it)."""
+    for line in text.splitlines():
+        key, sep, value = line.partition(":")
+        if sep and key.strip().lower() == "model name" and value.strip():
+            return " ".join(value.split())
+    raise FactsParseError("lscpu", "no 'Model name:' line")
+
+
+def parse_meminfo_total(text: str) -> int:
+    """``MemTotal`` of /proc/meminfo, in bytes (the kernel prints kB, meaning KiB)."""
+    m = re.search(r"^MemTotal:\s+(\d+)\s*kB\s*$", text, re.M)
+    if m is None:
+        raise FactsParseError("/proc/meminfo", "no 'MemTotal: N kB' line")
+    return int(m.group(1)) * 1024
