@@ -58,8 +58,29 @@ def test_an_unlike_baseline_exits_2_and_creates_nothing(tmp_path: Path, capsys: 
     assert res.verdict == Verdict.PASS
     g2.write_result(res)
     write_manifest(g2.path)
+    _passed_g1(reports / "cand")  # G3's own prerequisite: its G1 is checked first (issue 27)
     code = run(["gate", "G3", *ARGS, "--campaign", "cand", "--baseline", "base", "--reports", str(reports),
                 "--allow-unsigned-baseline"])
     assert code == 2
     assert "load.input_len" in capsys.readouterr().err
-    assert not (reports / "cand").exists()
+    assert sorted(p.name for p in (reports / "cand").iterdir()) == ["G1"]  # no campaign.json, no G3
+
+
+def _passed_g1(campaign: Path) -> None:
+    """A passed G1 of the shipped inventory, with the demo candidate's target probed."""
+    from harness.config.loader import load_gate, load_inventory, load_profile
+    from harness.gates.fingerprint import fingerprint_record
+    from harness.gates.hardware import inventory_fingerprint
+    from harness.gates.result import build_gate_result
+    from harness.store.campaign import GateDir
+    from harness.store.schema import CheckResult, Observation, Verdict
+
+    profile = load_profile(Path(ARGS[3]))
+    target = profile.arm(profile.candidate).storage
+    probed = Observation(path=f"nodes.local.storage.{target}.fio.seq_read_bw", measured=1e9, verdict=Verdict.PASS)
+    fio = CheckResult(id="fio_read", description="d", metric="nodes.*.storage.*.fio.seq_read_bw", comparator=">",
+                      severity="blocker", statistic="point", verdict=Verdict.PASS, observations=[probed])
+    res = build_gate_result(load_gate(REPO / "gates" / "G1.yaml"), [fio], campaign=campaign.name, started_at="s",
+                            fingerprint=fingerprint_record(inventory_fingerprint(load_inventory(Path(ARGS[1])))))
+    assert res.verdict == Verdict.PASS
+    GateDir(campaign / "G1", "G1").write_result(res)

@@ -8,6 +8,8 @@ import re
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from harness.report import render_gate_reports
 from harness.report.pdf import write_pdf
 
@@ -15,6 +17,15 @@ from .conftest import make_result, write_gate
 
 ACCEPTED = [{"field": "workload.input_len", "baseline": 2048, "this_run": 256},
             {"field": "engine.version", "baseline": "0.10.2", "this_run": "0.11.0"}]
+# what the chain of custody could not pin (issue 27): a rehearsal's unsigned baseline, a swapped gate file
+UNSIGNED = {"campaign": "camp-0", "gate": "G2", "manifest_sha256": "cd" * 32, "signers": [], "verified": False,
+            "unsigned_baseline": True, "unverified_reason": "it carries no signature"}
+NON_STOCK = {"gate": "G3", "path": "/tmp/mine/G3.yaml", "sha256": "ef" * 32, "stock": False,
+             "stock_path": "/opt/kvgate/gates/G3.yaml", "stock_sha256": "01" * 32,
+             "differences": [{"kind": "threshold_changed", "check": "ttft_p50_reduction",
+                              "text": "ttft_p50_reduction: threshold 25% -> -100%"},
+                             {"kind": "blocker_removed", "check": "output_identity",
+                              "text": "output_identity: removed (it was a blocker)"}]}
 
 
 def _gate(root: Path, accepted: list[dict[str, object]], *, with_data: bool = True) -> Path:
@@ -60,14 +71,37 @@ def test_recorded_values_are_escaped(tmp_path: Path) -> None:
     assert "&lt;i&gt;f&lt;/i&gt;: baseline" in block
 
 
-def test_accepted_mismatches_are_on_page_one_of_the_pdf(tmp_path: Path) -> None:
-    gate = _gate(tmp_path, ACCEPTED, with_data=False)
+@pytest.fixture(scope="module")
+def first_pdf_page(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """Page one's text of one real PDF (WeasyPrint, read with poppler's pdftotext) of a G3 that
+    accepted mismatches, used an unsigned baseline and a non-stock gate file: rendered once, for
+    every test that reads page one."""
+    result = make_result(with_data=False)
+    result.baseline = {"where": "camp-0", "digest": "ab" * 32, "accepted_mismatches": ACCEPTED, **UNSIGNED}
+    result.gate_files = [NON_STOCK]
+    gate = write_gate(tmp_path_factory.mktemp("pdf") / "camp-1" / "G3", result)
     render_gate_reports(gate)
     pdf = write_pdf(gate)
     text = subprocess.run(["pdftotext", "-layout", str(pdf), "-"], capture_output=True, text=True,  # noqa: S603, S607
                           timeout=120, check=True).stdout
-    first = re.sub(r"\s+", " ", text.split("\f")[0])
+    return re.sub(r"\s+", " ", text.split("\f")[0])
+
+
+def test_accepted_mismatches_are_on_page_one_of_the_pdf(first_pdf_page: str) -> None:
+    first = first_pdf_page
     assert "FAIL" in first and "Exit code 1" in first
     assert "accepted with --allow-baseline-mismatch" in first
     assert "workload.input_len: baseline 2048, this run 256" in first
     assert 'engine.version: baseline "0.10.2", this run "0.11.0"' in first
+
+
+def test_custody_flags_are_on_page_one_of_the_pdf(first_pdf_page: str) -> None:
+    """The unsigned-baseline and non-stock-gate-file notices are in the printed report's text on
+    page one, not only in the HTML: whoever signs the PDF must see them."""
+    assert ("G3: unsigned baseline: the G2 baseline of campaign camp-0 was not verified (it carries no "
+            "signature); it was used with --allow-unsigned-baseline") in first_pdf_page.replace(
+                "allow- unsigned", "allow-unsigned")  # the line may break after the hyphen
+    assert "G3: non-stock gate file /tmp/mine/G3.yaml (sha256 efefefefefefefef)" in first_pdf_page
+    assert "ttft_p50_reduction: threshold 25% -> -100%" in first_pdf_page
+    assert "output_identity: removed (it was a blocker)" in first_pdf_page
+    assert "Sign-off" in first_pdf_page  # and the sign-off block is still on the same page
