@@ -1,8 +1,10 @@
-"""What a GDS tier can come to hold, counted against the storage target it lives on.
+"""What an unbounded directory tier (GDS, an fs:// remote) can come to hold, counted against the
+storage target it lives on.
 
 lmcache 0.5.6's GDS backend (``lmcache/v1/storage_backend/gds_backend.py``) has no size bound and no
-eviction ("GDS Backend does not support eviction"), and ``max_local_disk_size`` configures only the
-local-disk backend, which a GDS arm does not have: the tier keeps every chunk the gate stores until
+eviction ("GDS Backend does not support eviction"), nor has its fs:// remote connector
+(``connector/fs_connector.py``); ``max_local_disk_size`` configures only the local-disk backend,
+which such an arm does not have: the tier keeps every chunk the gate stores until
 kvgate cleans the arm's directory at its end. The sweep sends the same point workload at every
 point (``pipelines/loadpoint.point_workload``, built once per arm), so the distinct KV an arm stores
 is at most its populate and measured requests, each at most the longest request, times the KV bytes

@@ -244,24 +244,28 @@ def _mp_sidecar(arm: Arm, disk: Optional[str], instance_index: int, name: str, *
                        metrics_port=base + 1, env={"PYTHONHASHSEED": "0"})
 
 
-def _check_gds_capacity(node: Node, profile: Profile, arm: Arm) -> str:
-    """A GDS tier is unbounded (engines/gdscapacity.py): what the arm can store in it, on every
-    instance, must fit the target its directory is on. Returns the plan's note on it."""
-    disk = kv_dir_for(node, profile, arm)
-    where = arm.lmcache.gds_path or disk or ""
+def _check_unbounded_capacity(node: Node, profile: Profile, arm: Arm) -> str:
+    """A GDS tier and an fs:// remote tier are unbounded (engines/gdscapacity.py): what the arm can
+    store in it must fit the target its directory is on. Returns the plan's note on it."""
+    if arm.lmcache.gds_on:
+        where = arm.lmcache.gds_path or kv_dir_for(node, profile, arm) or ""
+        backend, copies = "GDS backend", profile.model.instances_per_node  # a directory per instance
+        head = "LMCache's GDS backend has no size bound or eviction (lmcache.max_local_disk_size does not apply)"
+    else:
+        where = fs_url_path(arm.lmcache.remote_url or "").rstrip("/") or "/"
+        backend, copies = "fs:// remote connector", 1  # one directory, chunk files named alike by every instance
+        head = "LMCache's fs:// remote connector has no size bound or eviction"
     target = target_of(node, where)
     bound = gds_bytes_bound(profile)
-    head = "LMCache's GDS backend has no size bound or eviction (lmcache.max_local_disk_size does not apply)"
     if bound is None:
         return f"{head}: a trace's KV volume is not known before it runs, so it is not counted against capacity"
-    copies = profile.model.instances_per_node
     total = bound * copies
     if target is None or target.capacity is None:
         return (f"{head}: the arm stores up to {total:.4g} bytes in {where}, on no storage target with a declared "
                 "capacity: not counted")
     if total > float(target.capacity):
         raise InputError(
-            f"arm {arm.name!r}: LMCache's GDS backend keeps every chunk the sweep stores (no size bound, no "
+            f"arm {arm.name!r}: LMCache's {backend} keeps every chunk the sweep stores (no size bound, no "
             f"eviction): up to {bound:.4g} bytes (populate + measured requests x the longest request x KV bytes "
             f"per token) x {copies} instance(s) = {total:.4g} bytes exceeds storage target {target.name!r} on "
             f"{node.name} ({float(target.capacity):.4g} bytes declared). Lower load.prompts_per_point or the "
@@ -273,8 +277,9 @@ def _check_gds_capacity(node: Node, profile: Profile, arm: Arm) -> str:
 def _check_capacity(node: Node, profile: Profile, arm: Arm) -> Optional[str]:
     """The disk tier of every instance on the node must fit the target's declared capacity; returns a
     note for the plan where there is something to say."""
-    if arm.offload and arm.lmcache.gds_on and arm.lmcache.mode == "in_process":
-        return _check_gds_capacity(node, profile, arm)
+    lm = arm.lmcache
+    if arm.offload and lm.mode == "in_process" and (lm.gds_on or (lm.remote_url or "").startswith("fs://")):
+        return _check_unbounded_capacity(node, profile, arm)
     if not arm.offload or arm.storage is None:
         return None
     target = node.target(arm.storage)

@@ -516,6 +516,26 @@ def test_gds_tier_is_counted_by_what_the_sweep_stores_since_it_never_evicts() ->
                for n in elsewhere.notes)
 
 
+def test_an_fs_remote_tier_is_counted_like_gds_against_the_target_it_is_on() -> None:
+    """lmcache 0.5.6's fs:// remote connector has no size bound or eviction either: its directory
+    was created and cleaned by kvgate but counted against no capacity."""
+    node, profile = _node("mi308x-8gpu.example.yaml", "node1"), _profile("moe-480b-tp8.yaml")
+
+    def remote_arm(p: Profile) -> Arm:
+        base = p.arm("candidate").model_dump()
+        base.pop("storage")
+        base["lmcache"] = {"mode": "in_process", "remote_url": "fs:///mnt/fx100/shared-kv"}
+        return Arm.model_validate(base)
+
+    plan = get_engine("vllm").plan(node, profile, remote_arm(profile), 0)
+    assert "/mnt/fx100/shared-kv" in plan.kv_dirs
+    assert any(n.startswith("LMCache's fs:// remote connector has no size bound or eviction") and
+               "within target 'fx100'" in n for n in plan.notes)
+    bigger = profile.model_copy(update={"load": profile.load.model_copy(update={"prompts_per_point": 512})})
+    with pytest.raises(InputError, match=r"fs:// remote connector keeps every chunk .* exceeds storage target"):
+        get_engine("vllm").plan(node, bigger, remote_arm(bigger), 0)
+
+
 def test_rocm_plans_record_that_an_inherited_rocr_visible_devices_is_cleared() -> None:
     node, profile = _node("mi308x-8gpu.example.yaml", "node1"), _profile("tp4x2.yaml")
     plan = get_engine("vllm").plan(node, profile, "candidate", 1)
