@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import hashlib
-import io
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +25,7 @@ from harness.report.campaignmanifest import (
 from harness.report.i18n import LANGS
 from harness.report.manifest import ManifestError, read_regular
 from harness.report.pdf import pdf_name
+from harness.report.pdfread import PdfBombError, bounded, open_pdf
 from harness.report.sign import SignatureCheck, _check_sig, _trust
 from harness.report.trust import Anchor
 
@@ -65,11 +65,13 @@ def _set_problems(campaign_dir: Path, recorded: dict[str, GateEntry], present: l
 
 
 def pdf_manifest_digest(pdf: Path) -> Optional[str]:
-    """The campaign manifest sha256 a campaign PDF names in its keywords (None: it names none)."""
-    from pyhanko.pdf_utils.reader import PdfFileReader
-
+    """The campaign manifest sha256 a campaign PDF names in its keywords (None: it names none).
+    Raises PdfBombError when its streams inflate past kvgate's limits (``pdfread``)."""
     try:
-        meta = PdfFileReader(io.BytesIO(read_regular(pdf)), strict=False).document_meta_view
+        with bounded(pdf):
+            meta = open_pdf(pdf).document_meta_view
+    except PdfBombError:
+        raise
     except Exception:  # noqa: BLE001 - any unreadable PDF: it names nothing
         return None
     for word in meta.keywords or []:
@@ -84,7 +86,11 @@ def _pdf_problems(campaign_dir: Path, digest: str) -> list[str]:
         pdf = campaign_dir / pdf_name(lang)
         if not pdf.is_file() or pdf.is_symlink():
             continue
-        named = pdf_manifest_digest(pdf)
+        try:
+            named = pdf_manifest_digest(pdf)
+        except PdfBombError as exc:
+            out.append(str(exc))
+            continue
         if named is None:
             out.append(f"{pdf} names no campaign manifest: it does not say which gates it covers")
         elif named != digest:

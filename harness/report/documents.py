@@ -28,6 +28,7 @@ def pdf_problems(directory: Path, roles: Sequence[str], trust_roots: Sequence[Pa
     """Findings about the signatures of ``report.pdf`` and ``report.zh.pdf`` (each present PDF:
     every signature intact and valid; with trust roots, each required role signed by a trusted
     certificate, and at least one PDF present)."""
+    from harness.report.pdfread import PdfBombError
     from harness.report.pdfsign import check_pdf, field_name
 
     pdfs = [Path(directory) / pdf_name(lang) for lang in LANGS if (Path(directory) / pdf_name(lang)).is_file()]
@@ -37,6 +38,9 @@ def pdf_problems(directory: Path, roles: Sequence[str], trust_roots: Sequence[Pa
     for pdf in pdfs:
         try:
             sigs = check_pdf(pdf, list(trust_roots or []))
+        except PdfBombError as exc:
+            problems.append(str(exc))
+            continue
         except Exception as exc:  # noqa: BLE001 - a received file that is not a PDF pyhanko can read
             # (no PDF at all, a broken xref, a flate bomb, a size over the limit) is a finding, not a crash
             problems.append(f"{pdf}: cannot be checked as a signed PDF: {type(exc).__name__}: {str(exc)[:300]}")

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from harness.errors import InputError
+from harness.report.pdfread import bounded, decode_limits, open_pdf, read_pdf_bytes
 from harness.store.durable import write_atomic
 
 
@@ -47,10 +48,6 @@ def _signer(*, p12: Optional[Path], key_pem: Optional[Path], cert: Optional[Path
     return signer
 
 
-# The largest PDF verify reads (a report with its charts is a few MB).
-MAX_PDF_BYTES = 128 << 20
-
-
 def field_name(role: str) -> str:
     return f"kvgate-{role}"
 
@@ -59,26 +56,25 @@ def sign_pdf(pdf: Path, *, role: str, signer_name: str, p12: Optional[Path] = No
              key_pem: Optional[Path] = None, cert: Optional[Path] = None,
              passphrase: Optional[bytes] = None) -> str:
     """Add ``role``'s signature to ``pdf`` as an incremental update; return the field name."""
+    import io
+
     from pyhanko.pdf_utils.incremental_writer import IncrementalPdfFileWriter
-    from pyhanko.pdf_utils.reader import PdfFileReader
     from pyhanko.sign import fields, signers
 
     pdf = Path(pdf)
     if not pdf.is_file():
         raise PdfSignError(f"{pdf}: no PDF to sign (kvgate sign --pdf renders it from report.html)")
     name = field_name(role)
-    data = pdf.read_bytes()
-    import io
-
-    reader = PdfFileReader(io.BytesIO(data), strict=False)
-    if any(s.field_name == name for s in reader.embedded_signatures):
-        raise PdfSignError(f"{pdf}: the {role} has signed this PDF already (field {name})")
-    signer = _signer(p12=p12, key_pem=key_pem, cert=cert, passphrase=passphrase)
-    writer = IncrementalPdfFileWriter(io.BytesIO(data), strict=False)
-    meta = signers.PdfSignatureMetadata(field_name=name, reason=f"kvgate sign-off as {role}",
-                                        name=signer_name)
-    out = io.BytesIO()
-    signers.sign_pdf(writer, meta, signer=signer, new_field_spec=fields.SigFieldSpec(name), output=out)
+    data = read_pdf_bytes(pdf)  # the second party signs a PDF it received: bounded like verify
+    with bounded(pdf):
+        if any(s.field_name == name for s in open_pdf(pdf, data).embedded_signatures):
+            raise PdfSignError(f"{pdf}: the {role} has signed this PDF already (field {name})")
+        signer = _signer(p12=p12, key_pem=key_pem, cert=cert, passphrase=passphrase)
+        writer = IncrementalPdfFileWriter(io.BytesIO(data), strict=False, decode_limits=decode_limits())
+        meta = signers.PdfSignatureMetadata(field_name=name, reason=f"kvgate sign-off as {role}",
+                                            name=signer_name)
+        out = io.BytesIO()
+        signers.sign_pdf(writer, meta, signer=signer, new_field_spec=fields.SigFieldSpec(name), output=out)
     write_atomic(pdf, out.getvalue())
     return name
 
@@ -100,19 +96,20 @@ class PdfSignature:
 
 
 def check_pdf(pdf: Path, trust_roots: list[Path]) -> list[PdfSignature]:
-    """Validate every signature of ``pdf`` against certificates in ``trust_roots`` (PEM/DER)."""
-    import io
-
+    """Validate every signature of ``pdf`` against certificates in ``trust_roots`` (PEM/DER).
+    Raises PdfBombError when its streams inflate past kvgate's limits (``pdfread``)."""
     from pyhanko.keys import load_certs_from_pemder
-    from pyhanko.pdf_utils.reader import PdfFileReader
-    from pyhanko.sign.validation import validate_pdf_signature
     from pyhanko_certvalidator import ValidationContext
 
     roots = list(load_certs_from_pemder([str(p) for p in trust_roots])) if trust_roots else []  # type: ignore[no-untyped-call]
     ctx = ValidationContext(trust_roots=roots, allow_fetching=False)
-    from harness.report.manifest import read_regular
+    with bounded(pdf):
+        return _validate_all(open_pdf(Path(pdf)), ctx)
 
-    reader = PdfFileReader(io.BytesIO(read_regular(Path(pdf), max_bytes=MAX_PDF_BYTES)), strict=False)
+
+def _validate_all(reader: Any, ctx: Any) -> list[PdfSignature]:
+    from pyhanko.sign.validation import validate_pdf_signature
+
     out = []
     for sig in reader.embedded_signatures:
         status = validate_pdf_signature(sig, ctx)
