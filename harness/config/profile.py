@@ -211,8 +211,8 @@ class LMCacheSettings(StrictModel):
         if v is None:
             return None
         if v.startswith("file://"):
-            # LMCache's remote connectors know fs://, not file:// (connector/__init__.py, 0.5.6): the engine
-            # would fail at start
+            # LMCache's remote connectors know fs://, not file:// (connector/__init__.py, 0.5.6): RemoteBackend
+            # logs "No adapter found for URL" and the engine runs without the tier, measured under its name
             raise ValueError(f"remote_url {v!r}: LMCache's file-system remote tier is written fs:///path; "
                              f"use {'fs://' + v[len('file://'):]!r}")
         if v.startswith("fs://") and not fs_url_path(v).strip("/"):

@@ -66,7 +66,7 @@ arms:
 
 
 def test_a_file_url_remote_tier_is_refused_with_the_fs_form(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """LMCache's remote connectors parse fs://, not file://: the engine would fail at start."""
+    """LMCache's remote connectors parse fs://, not file://: the engine would run without the tier."""
     code, err, path = _validate(tmp_path, capsys, ARM.format(arm="    lmcache: {remote_url: 'file:///mnt/kv'}"))
     assert code == 2 and f"{path}:7:" in err and "use 'fs:///mnt/kv'" in err
     code, err, _ = _validate(tmp_path, capsys, ARM.format(arm="    lmcache: {remote_url: 'fs:///mnt/kv'}"))
