@@ -7,6 +7,17 @@ something the parser does not understand is recorded in ``NodeFacts.errors``; ev
 kept in ``NodeFacts.raw`` (command -> output) as evidence. Nothing here raises for a missing
 tool or a bad output; a node that cannot be reached at all raises the executor's
 ``Unreachable``/``ConnectionLost`` (an infrastructure fault, for the caller to record).
+
+Batched collection: over an executor that takes a batch of commands in one exchange
+(``harness.remote.batch``: Ray, where each exchange is an actor call), the collection runs in
+passes over the node's answers so far. A pass that meets a look-up or command with no answer yet
+notes it and goes on as if it had failed (so the fallbacks behind it are noted too); the notes of
+a pass go to the node as one batch; the first pass that meets no unanswered item is the result,
+every fact of it decided by real answers, exactly as one command at a time would decide it. A
+node's facts take as many batches as the longest chain of commands that depend on an earlier
+output (2-3: a target's ``df`` after its probe, ``mdadm`` after the mounts). The price: a fallback
+(``rocm-smi`` after ``amd-smi``, sysfs after ``ethtool``) runs even when what it falls back from
+works; facts commands only read. Over any other executor each command runs when it is met, once.
 """
 
 from __future__ import annotations
@@ -15,17 +26,19 @@ import datetime as _dt
 import re
 import shlex
 from collections.abc import Callable, Sequence
-from typing import Optional, TypeVar
+from typing import Optional, TypeVar, Union
 
 from harness.config.inventory import Node
 from harness.facts.model import NodeFacts, StorageTargetFacts
 from harness.facts.parsers import FactsParseError, network, storage, system
 from harness.platforms import PLATFORMS, get_platform
-from harness.remote.base import CommandTimeout, Executor, RunResult, tail
+from harness.remote.base import CommandTimeout, Executor, RemoteError, RunResult, tail
+from harness.remote.batch import Answer, BatchCommand, batches, run_many
 
 __all__ = ["collect_facts", "COMMAND_TIMEOUT_S"]
 
 COMMAND_TIMEOUT_S = 120.0
+MAX_PASSES = 8  # far above the longest chain of dependent commands (a guard against a bug, not a limit)
 T = TypeVar("T")
 
 _TARGET_PROBE = (
@@ -35,33 +48,85 @@ _TARGET_PROBE = (
 _IFACE = re.compile(r"^[A-Za-z0-9_.:@-]{1,32}\Z")
 
 
+class _Pending:
+    """The answer of a command a batched pass has not got yet."""
+
+
+_PENDING = _Pending()
+
+
+class _Answers:
+    """What the node answered so far: look-ups (tool -> path or None) and commands (argv -> answer)."""
+
+    def __init__(self) -> None:
+        self.which: dict[str, Optional[str]] = {}
+        self.runs: dict[tuple[str, ...], Answer] = {}
+
+
 class _Collector:
-    def __init__(self, executor: Executor, facts: NodeFacts, python: str) -> None:
+    """One pass of the collection. ``direct``: unanswered items are asked of the executor at once;
+    else they are noted in ``wanted_tools``/``wanted`` (for the next batch) and count as failed."""
+
+    def __init__(self, executor: Executor, facts: NodeFacts, python: str, answers: _Answers,
+                 *, direct: bool) -> None:
         self.ex = executor
         self.facts = facts
         self.python = python
-        self._which: dict[str, Optional[str]] = {}
+        self.answers = answers
+        self.direct = direct
+        self.wanted_tools: list[str] = []
+        self.wanted: list[BatchCommand] = []
+
+    def _found(self, tool: str) -> Optional[bool]:
+        """Is ``tool`` on the node (None: not known yet, noted for the next batch)."""
+        if tool not in self.answers.which:
+            if not self.direct:
+                if tool not in self.wanted_tools:
+                    self.wanted_tools.append(tool)
+                return None
+            self.answers.which[tool] = self.ex.which(tool)
+        return self.answers.which[tool] is not None
 
     def has(self, tool: str) -> bool:
-        if tool not in self._which:
-            self._which[tool] = self.ex.which(tool)
-        return self._which[tool] is not None
+        # not known yet: taken as present, so that the pass notes the commands that depend on it too
+        return self._found(tool) is not False
+
+    def _answer(self, argv: tuple[str, ...], tool: str) -> Union[Answer, _Pending]:
+        found = self._found(tool)
+        if found is False:
+            return None
+        if argv in self.answers.runs:
+            return self.answers.runs[argv]
+        if not self.direct:
+            if all(c.argv != argv for c in self.wanted):
+                self.wanted.append(BatchCommand(argv, COMMAND_TIMEOUT_S, tool))
+            return _PENDING
+        try:
+            got: Answer = self.ex.run(list(argv), check=False, timeout=COMMAND_TIMEOUT_S)
+        except CommandTimeout as exc:
+            got = exc
+        self.answers.runs[argv] = got
+        return got
 
     def run(self, argv: Sequence[str], *, tool: Optional[str] = None, key: Optional[str] = None,
             ok_codes: tuple[int, ...] = (0,)) -> Optional[RunResult]:
         """Run ``argv``; None (and a recorded fact) when the tool is missing or the command fails."""
         tool = tool or argv[0]
         key = key or shlex.join(argv)
-        if not self.has(tool):
+        res = self._answer(tuple(argv), tool)
+        if res is _PENDING:
+            return None
+        if res is None:
             if tool not in self.facts.missing:
                 self.facts.missing.append(tool)
             return None
-        try:
-            res = self.ex.run(list(argv), check=False, timeout=COMMAND_TIMEOUT_S)
-        except CommandTimeout as exc:
+        if isinstance(res, CommandTimeout):
             self.facts.errors[key] = f"timed out after {COMMAND_TIMEOUT_S:g} s"
-            self.facts.raw[key] = exc.stdout + (("\n[stderr]\n" + exc.stderr) if exc.stderr else "")
+            self.facts.raw[key] = res.stdout + (("\n[stderr]\n" + res.stderr) if res.stderr else "")
             return None
+        if isinstance(res, RemoteError):
+            raise res  # as the command itself would have raised it, one at a time
+        assert isinstance(res, RunResult)
         self.facts.raw[key] = res.stdout + (("\n[stderr]\n" + res.stderr) if res.stderr.strip() else "")
         if res.exit_code not in ok_codes:
             why = tail(res.stderr or res.stdout, 3).strip() or "no output"
@@ -181,12 +246,26 @@ def _collect_system(c: _Collector, node: Node) -> None:
             hook(c)
 
 
-def collect_facts(executor: Executor, node: Node, *, python: str = "python3") -> NodeFacts:
-    """Everything G1 compares for ``node``, gathered through ``executor``."""
-    facts = NodeFacts(node=node.name, collected_at=_now())
-    c = _Collector(executor, facts, python)
+def _collect(c: _Collector, node: Node) -> None:
     _collect_system(c, node)
     _collect_accelerators(c, node)
     _collect_storage(c, node)
     _collect_network(c, node)
-    return facts
+
+
+def collect_facts(executor: Executor, node: Node, *, python: str = "python3") -> NodeFacts:
+    """Everything G1 compares for ``node``, gathered through ``executor`` (in batches when it takes
+    them: see the module's docstring)."""
+    collected_at = _now()
+    answers = _Answers()
+    direct = not batches(executor)
+    for _ in range(MAX_PASSES):
+        facts = NodeFacts(node=node.name, collected_at=collected_at)
+        c = _Collector(executor, facts, python, answers, direct=direct)
+        _collect(c, node)
+        if direct or not (c.wanted_tools or c.wanted):
+            return facts
+        got = run_many(executor, c.wanted_tools, c.wanted)
+        answers.which.update(got.which)
+        answers.runs.update(zip((cmd.argv for cmd in c.wanted), got.answers))
+    raise RuntimeError(f"{node.name}: the facts collection still asked for new commands after {MAX_PASSES} batches")

@@ -22,6 +22,7 @@ from harness.remote.base import (
     RemoteError,
     RunResult,
 )
+from harness.remote.batch import BatchCommand, BatchResult, batches, run_many
 
 Recorder = Callable[..., Any]  # (node, argv, result=None, *, error=None)
 
@@ -77,6 +78,29 @@ class RecordingExecutor:
             raise
         self._note(argv, RunResult(self.node, tuple(argv), 0, "", "", time.monotonic() - started), None, started)
         return out
+
+    @property
+    def batches_commands(self) -> bool:
+        return batches(self.inner)
+
+    def run_many(self, tools: Sequence[str], commands: Sequence[BatchCommand]) -> BatchResult:
+        """The inner executor's batch, recorded as its items would be one by one: each look-up, and
+        each command that ran (a command whose tool was missing never ran)."""
+        started = time.monotonic()
+        try:
+            result = run_many(self.inner, tools, commands)
+        except RemoteError as exc:
+            self._note(["kvgate-batch", f"{len(commands)} commands"], None, exc, started)
+            raise
+        for tool in result.which:
+            self._note(["kvgate-which", tool], RunResult(self.node, ("kvgate-which", tool), 0, "", "", 0.0),
+                       None, started)
+        for cmd, answer in zip(commands, result.answers):
+            if isinstance(answer, RunResult):
+                self._note(cmd.argv, answer, None, started)
+            elif answer is not None:
+                self._note(cmd.argv, None, answer, started)
+        return result
 
     def put(self, local_path: str, remote_path: str, *, mode: int | None = None) -> None:
         self._timed(["kvgate-put", local_path, remote_path],

@@ -7,14 +7,17 @@ import json
 import os
 import stat
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from harness.config.inventory import Node
 from harness.facts.collect import collect_facts
 from harness.facts.compare import compare_facts
+from harness.facts.model import NodeFacts
 from harness.remote.connect import executor_for
 from harness.remote.local import LocalExecutor
+from tests.remote.test_batch import BatchingLocal
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "facts"
 
@@ -128,3 +131,45 @@ def test_facts_over_loopback_ssh(shared_ssh_cluster, tmp_path: Path) -> None:  #
     m = compare_facts(node, facts)
     assert m["storage"]["t"]["mounted"]["value"] is True
     assert m["software"]["match"]["value"] is True
+
+
+def _comparable(facts: NodeFacts) -> dict[str, Any]:
+    """A node's facts without what changes between two looks at a live machine: the time taken and
+    a target's free space (other processes write to this disk)."""
+    d = facts.model_dump(mode="json")
+    d.pop("collected_at")
+    for t in d["targets"].values():
+        t["usage"] = t["usage"] and {k: v for k, v in t["usage"].items() if k not in ("used_bytes", "avail_bytes")}
+    d["raw"] = {k: (None if k.startswith("df ") else v) for k, v in d["raw"].items()}
+    return d
+
+
+def test_batched_facts_are_the_facts_of_one_command_at_a_time(tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """Over an executor that takes batches (the Ray executor), facts come from a few batches, every
+    command inside one, and are exactly what one command at a time finds, fallbacks and commands
+    that depend on an earlier output included (npu-smi's board after its table, mdadm after the
+    target's probe, the sysfs link speed when ethtool is missing or fails)."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    script = bindir / "npu-smi"
+    script.write_text(f'#!/bin/sh\nif [ "$2" = "-t" ]; then cat {DATA / "npusmi_board_910b3.txt"}; '
+                      f'else cat {DATA / "npusmi_info_910b3_23.0.rc2.txt"}; fi\n')
+    script.chmod(0o755)
+    _fake_tool(bindir, "mdadm", "mdadm_export_raid0.txt")
+    monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
+    target = tmp_path / "tier"
+    target.mkdir()
+    node = _node(platform="ascend910b", accelerators={"model": "Ascend910B3", "count": 8, "memory": "64 GB"},
+                 storage=[{"name": "tier", "path": str(target), "device": "/dev/md0"},
+                          {"name": "absent", "path": str(tmp_path / "nope")}],
+                 network=[{"interface": "lo", "speed": "100 Gb/s"}],
+                 software={"fio": "*", "python": "3", "vllm": "0.20.1"})
+    one_at_a_time = collect_facts(LocalExecutor("n1"), node)
+    ex = BatchingLocal()
+    batched = collect_facts(ex, node)
+    assert ex.singles == 0 and 2 <= ex.batches <= 3, (ex.singles, ex.batches)
+    assert _comparable(batched) == _comparable(one_at_a_time)
+    # the chains were followed to their end, not cut at the first batch
+    assert batched.versions["npu-driver"] == "23.0.rc2" and "/dev/md0" in batched.raid
+    assert batched.targets["tier"].usage is not None and not batched.targets["absent"].exists

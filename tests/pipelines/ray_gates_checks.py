@@ -10,12 +10,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from harness.cli.main import run
 from tests.pipelines.conftest import free_port, small_profile
 from tests.pipelines.test_g4_faults import ROOT
 from tests.remote.ray_inventory import ray_inventory_data
+
+# one worker of the Ray session runs these one after another: the killed-actor check kills ray-b's
+# actor, under which G1 and G2 run (the soak, on ray-c, runs beside them: ray_soak_checks.py)
+pytestmark = pytest.mark.xdist_group("ray-b")
 
 
 def gates_without(tmp_path: Path, gate: str) -> Path:
@@ -37,10 +42,12 @@ def test_g1_g2_through_ray(tmp_path: Path, write_yaml: Callable[[str, dict[str, 
     inv = tmp_path / "inventory.yaml"
     inv.write_text(yaml.safe_dump(data, sort_keys=False))
     # what is shown here is the route (every point measured through Ray), not the verdict: the least
-    # load that still sweeps both arms' points and the fewest fio rounds the protocol allows
+    # load that still sweeps G2's points (2 repetitions: the fewest a repeatability figure takes), the
+    # one fio job set G1 blocks on (seq-read; seq-write is advisory and its route is the same) and
+    # the fewest fio rounds the protocol allows
     data = small_profile(free_port())
     data["load"].update(repetitions=2, prompts_per_point=4)
-    data["probes"]["fio"]["max_rounds"] = 5
+    data["probes"]["fio"].update(job_sets=["seq-read"], max_rounds=5)
     prof = write_yaml("profile.yaml", data)
     reports = tmp_path / "reports"
     common = ["--inventory", str(inv), "--profile", str(prof), "--campaign", "ray", "--reports", str(reports),

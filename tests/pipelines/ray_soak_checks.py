@@ -4,7 +4,8 @@ ordinary collection). The soak's agent and the emulator are detached processes a
 started: `gate G4` starts them and returns, the node actor is killed, `soak status` looks in
 through a new one, a following controller is killed with SIGKILL, and `gate G4 --resume` follows
 the soak to its end. Every window is there exactly once, and the killed actor is a
-recorded fault, not a lost window."""
+recorded fault, not a lost window. The soak has a node of its own (ray-c) and a worker of the Ray
+session of its own (xdist group ``soak``): its minute of waiting overlaps the other Ray tests."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from harness.cli.cmd_soak import status
@@ -27,13 +29,15 @@ from tests.pipelines.conftest import free_port
 from tests.pipelines.test_g4_faults import ROOT, gates_without_prerequisites, soak_profile, wait_for, window_count
 from tests.remote.ray_inventory import ray_inventory_data
 
+pytestmark = pytest.mark.xdist_group("soak")
+
 
 def test_soak_outlives_its_controller_and_a_killed_node_actor_is_a_fault(
         tmp_path: Path, write_yaml: Callable[[str, dict[str, Any]], Path]) -> None:
     tier = tmp_path / "tier"
     tier.mkdir()
     data = ray_inventory_data()
-    node = data["nodes"][1]  # ray-b: the extra raylet
+    node = data["nodes"][2]  # ray-c: the soak's own node (its actor is killed below)
     node.update(storage=[{"name": "tier", "path": str(tier)}], roles=["server", "client"])
     data["nodes"] = [node]
     inv = tmp_path / "inventory.yaml"
@@ -46,7 +50,7 @@ def test_soak_outlives_its_controller_and_a_killed_node_actor_is_a_fault(
     soak_dir = reports / "raysoak" / "G4" / "evidence" / "soak"
     assert run(["gate", "G4", *common]) == 0  # starts the soak and returns
     ray = cluster.ray_module()
-    ray.kill(ray.get_actor(cluster.ACTOR_PREFIX + "ray-b"), no_restart=True)
+    ray.kill(ray.get_actor(cluster.ACTOR_PREFIX + "ray-c"), no_restart=True)
     assert status("raysoak", reports=reports, gates=gates)["running"] is True  # through a new actor
     follower = subprocess.Popen(  # noqa: S603 - fixed argv, test paths
         [sys.executable, "-m", "harness.cli.main", "gate", "G4", "--resume", *common], cwd=ROOT,
@@ -60,7 +64,7 @@ def test_soak_outlives_its_controller_and_a_killed_node_actor_is_a_fault(
     run(["gate", "G4", "--resume", *common])
     result = json.loads((reports / "raysoak" / "G4" / "result.json").read_text())
     replaced = [f for f in result["faults"] if "Ray node actor was replaced" in f]
-    assert len(replaced) == 1 and replaced[0].startswith("ray-b: "), result["faults"]
+    assert len(replaced) == 1 and replaced[0].startswith("ray-c: "), result["faults"]
     assert result["verdict"] != "PASS" or result["faults"]  # a fault is never hidden behind a PASS
     windows = [json.loads(line) for line in (soak_dir / "windows.jsonl").read_text().splitlines()]
     assert [w["index"] for w in windows] == list(range(1, len(windows) + 1))

@@ -1,7 +1,8 @@
 """Ray executor checks that need the Ray test session's cluster (run by tests/remote/test_ray.py,
 inside its network namespace; this file's name keeps it out of the ordinary collection): ping's
-mapping report, secrets kept out of argv and Ray's files, and a node actor killed under a command
-and a detached process reattached by a new actor and by another controller."""
+mapping report, secrets kept out of argv and Ray's files, a node's facts in a few actor calls, and a
+node actor killed under a command and a detached process reattached by a new actor and by another
+controller."""
 
 from __future__ import annotations
 
@@ -12,17 +13,27 @@ import sys
 import threading
 import uuid
 from pathlib import Path
+from typing import Any
 
+import pytest
 import yaml
 
+from harness.config.inventory import Node
+from harness.facts.collect import collect_facts
 from harness.remote.base import ConnectionLost, DetachedHandle
+from harness.remote.local import LocalExecutor
 from harness.remote.ray import cluster
 from harness.remote.ray.executor import RayExecutor
+from tests.facts.test_facts_collect import _comparable
 from tests.remote.ray_inventory import ray_inventory, ray_inventory_data, ray_nodes
 from tests.remote.test_contract import _wait_for
 from tests.support.procs import alive
 
 ROOT = Path(__file__).resolve().parents[2]
+
+# one worker of the Ray session runs these one after another: the killed-actor check kills ray-b's
+# actor, under which G1 and G2 run (the soak, on ray-c, runs beside them: ray_soak_checks.py)
+pytestmark = pytest.mark.xdist_group("ray-b")
 
 
 def _kvgate(*args: str) -> subprocess.CompletedProcess[str]:
@@ -73,6 +84,35 @@ def test_secrets_stay_out_of_argv_and_ray_files(tmp_path: Path) -> None:
     # the search covered the node actor's own log files (what Ray's dashboard serves)
     pid = cluster.ray_module().get(ex.actor().where.remote())["pid"]
     assert list(temp.glob(f"session_*/logs/worker-*-{pid}.*")), "the node actor's logs were not searched"
+
+
+class CountingRayExecutor(RayExecutor):
+    """Counts the exchanges with the node actor (every ``ray.get`` of a call's answer)."""
+
+    calls = 0
+
+    def _get(self, ref: Any, timeout: float | None, what: str, command: Any = None) -> Any:
+        self.calls += 1
+        return super()._get(ref, timeout, what, command)
+
+
+def test_facts_through_ray_take_a_few_actor_calls(tmp_path: Path) -> None:
+    """A node's facts come in batches (run_many on the node actor), not a call per look-up and
+    command, and are the facts the node's own LocalExecutor finds one command at a time (the actor
+    runs on this machine)."""
+    target = tmp_path / "tier"
+    target.mkdir()
+    node = Node.model_validate({"name": "ray-a", "host": "127.0.0.1", "connection": "ray",
+                                "ray": {"resource": "kvgate-node:a"},
+                                "storage": [{"name": "tier", "path": str(target)}],
+                                "network": [{"interface": "lo"}], "software": {"fio": "*", "python": "3"}})
+    ex = CountingRayExecutor.from_inventory(ray_inventory(), "ray-a")
+    ex.actor()  # found (or started): the placement check is one call, the facts' calls follow
+    before = ex.calls
+    through_ray = collect_facts(ex, node)
+    assert ex.calls - before <= 3, f"{ex.calls - before} actor calls for one node's facts"
+    assert through_ray.targets["tier"].writable and through_ray.versions["fio"]
+    assert _comparable(through_ray) == _comparable(collect_facts(LocalExecutor("ray-a"), node))
 
 
 def test_killed_actor_is_lost_and_detached_work_reattaches(tmp_path: Path) -> None:

@@ -23,7 +23,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Optional
 
 from harness.deletion import remove_file
-from harness.remote.base import RemoteError
+from harness.remote.base import RemoteError, RunResult
+from harness.remote.batch import BatchCommand, run_batch
 from harness.remote.local import LocalExecutor, sha256_file
 
 Outcome = dict[str, Any]  # {"ok": value} or {"error": class name, "message", "exit_code", "stdout", "stderr"}
@@ -36,6 +37,11 @@ def _error(exc: RemoteError, node: str) -> Outcome:
     prefix = f"{node}: "
     return {"error": type(exc).__name__, "message": message[len(prefix):] if message.startswith(prefix) else message,
             "exit_code": exc.exit_code, "stdout": exc.stdout, "stderr": exc.stderr}
+
+
+def _result(res: RunResult) -> Outcome:
+    return {"ok": {"exit_code": res.exit_code, "stdout": res.stdout, "stderr": res.stderr,
+                   "duration_s": res.duration_s}}
 
 
 class NodeAgent:
@@ -90,8 +96,20 @@ class NodeAgent:
             res = self._ex.run(argv, env=env, cwd=cwd, timeout=timeout, check=False, stdin=stdin, on_line=on_line)
         except RemoteError as exc:  # CommandTimeout, with the output so far
             return _error(exc, self.node)
-        return {"ok": {"exit_code": res.exit_code, "stdout": res.stdout, "stderr": res.stderr,
-                       "duration_s": res.duration_s}}
+        return _result(res)
+
+    def run_many(self, tools: Sequence[str], commands: Sequence[Mapping[str, Any]]) -> Outcome:
+        """A batch (``harness.remote.batch``) in one call: ``which`` of each tool, then each command
+        ``{"argv", "timeout", "tool"}`` in order; every command's outcome as ``run`` gives it, None
+        for one whose tool is missing."""
+        try:
+            batch = run_batch(self._ex, list(tools), [BatchCommand(tuple(c["argv"]), c.get("timeout"), c.get("tool"))
+                                                      for c in commands])
+        except RemoteError as exc:
+            return _error(exc, self.node)
+        answers = [None if a is None else _error(a, self.node) if isinstance(a, RemoteError) else _result(a)
+                   for a in batch.answers]
+        return {"ok": {"which": batch.which, "answers": answers}}
 
     # -- files ---------------------------------------------------------------------------------
 

@@ -28,6 +28,7 @@ from harness.remote.base import (
     RunResult,
     TransferError,
 )
+from harness.remote.batch import Answer, BatchCommand, BatchResult
 from harness.remote.commands import check_argv, check_env
 from harness.remote.local import sha256_file
 from harness.remote.ray.actor import CHUNK, Outcome
@@ -52,6 +53,8 @@ def _raise(node: str, outcome: Outcome, command: Optional[Sequence[str]] = None)
 
 class RayExecutor:
     """Runs commands and moves files on one node through its Ray node actor (started lazily)."""
+
+    batches_commands = True  # every call is an actor call: run_many takes a batch in one (harness.remote.batch)
 
     def __init__(self, node_name: str, actor_source: Any, *, command_timeout: float | None = 600.0) -> None:
         self._node = node_name
@@ -113,13 +116,35 @@ class RayExecutor:
             outcome = self._get(actor.run.remote(list(args), extra, cwd, timeout, stdin), wait, "a command", args)
         else:
             outcome = self._stream(actor, args, extra, cwd, timeout, stdin, on_line, wait)
-        value = _raise(self._node, outcome, args)
-        result = RunResult(host=self._node, command=args, exit_code=int(value["exit_code"]),
-                           stdout=value["stdout"], stderr=value["stderr"], duration_s=float(value["duration_s"]))
+        result = self._result(args, _raise(self._node, outcome, args))
         if check and result.exit_code != 0:
             raise CommandFailed("command failed", host=self._node, command=args, exit_code=result.exit_code,
                                 stdout=result.stdout, stderr=result.stderr)
         return result
+
+    def run_many(self, tools: Sequence[str], commands: Sequence[BatchCommand]) -> BatchResult:
+        """A batch in one actor call (``harness.remote.batch``); each command checked here as ``run``
+        checks it. The controller waits for the sum of the commands' timeouts plus the margin."""
+        items = [{"argv": list(check_argv(c.argv)), "tool": c.tool,
+                  "timeout": c.timeout if c.timeout is not None else self.command_timeout} for c in commands]
+        timeouts = [item["timeout"] for item in items]
+        wait = None if None in timeouts else sum(timeouts) + REPLY_MARGIN_S  # type: ignore[arg-type]
+        outcome = self._get(self.actor().run_many.remote(list(tools), items), wait, "a batch of commands")
+        value = _raise(self._node, outcome)
+        answers: list[Answer] = []
+        for cmd, got in zip(commands, value["answers"]):
+            if got is None:
+                answers.append(None)
+                continue
+            try:
+                answers.append(self._result(tuple(cmd.argv), _raise(self._node, got, cmd.argv)))
+            except RemoteError as exc:  # this command's timeout (or flood), with its output so far
+                answers.append(exc)
+        return BatchResult(dict(value["which"]), answers)
+
+    def _result(self, args: tuple[str, ...], value: dict[str, Any]) -> RunResult:
+        return RunResult(host=self._node, command=args, exit_code=int(value["exit_code"]),
+                         stdout=value["stdout"], stderr=value["stderr"], duration_s=float(value["duration_s"]))
 
     def _stream(self, actor: Any, args: tuple[str, ...], env: dict[str, str] | None, cwd: str | None,
                 timeout: float | None, stdin: bytes | None, on_line: LineCallback, wait: float | None) -> Outcome:
