@@ -95,15 +95,21 @@ def test_vendor_tools_replaced_by_captured_outputs(tmp_path: Path, monkeypatch: 
     assert leaf["value"] is None and "simulated failure" in leaf["detail"]
 
 
-def test_npu_smi_table_and_board_through_the_collector(tmp_path: Path,
-                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+def _fake_npu_smi(tmp_path: Path) -> Path:
+    """A bin directory with one npu-smi script answering both `npu-smi info` and
+    `npu-smi info -t board -i 0` from captured outputs."""
     bindir = tmp_path / "bin"
     bindir.mkdir()
-    # one script answering both `npu-smi info` and `npu-smi info -t board -i 0`
     script = bindir / "npu-smi"
     script.write_text(f'#!/bin/sh\nif [ "$2" = "-t" ]; then cat {DATA / "npusmi_board_910b3.txt"}; '
                       f'else cat {DATA / "npusmi_info_910b3_23.0.rc2.txt"}; fi\n')
     script.chmod(0o755)
+    return bindir
+
+
+def test_npu_smi_table_and_board_through_the_collector(tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    bindir = _fake_npu_smi(tmp_path)
     monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
     node = _node(platform="ascend910b", accelerators={"model": "Ascend910B3", "count": 8, "memory": "64 GB"})
     facts = collect_facts(LocalExecutor("n1"), node)
@@ -150,12 +156,7 @@ def test_batched_facts_are_the_facts_of_one_command_at_a_time(tmp_path: Path,
     command inside one, and are exactly what one command at a time finds, fallbacks and commands
     that depend on an earlier output included (npu-smi's board after its table, mdadm after the
     target's probe, the sysfs link speed when ethtool is missing or fails)."""
-    bindir = tmp_path / "bin"
-    bindir.mkdir()
-    script = bindir / "npu-smi"
-    script.write_text(f'#!/bin/sh\nif [ "$2" = "-t" ]; then cat {DATA / "npusmi_board_910b3.txt"}; '
-                      f'else cat {DATA / "npusmi_info_910b3_23.0.rc2.txt"}; fi\n')
-    script.chmod(0o755)
+    bindir = _fake_npu_smi(tmp_path)
     _fake_tool(bindir, "mdadm", "mdadm_export_raid0.txt")
     monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
     target = tmp_path / "tier"

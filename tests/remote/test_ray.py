@@ -51,7 +51,8 @@ def _inner(tmp_path_factory: pytest.TempPathFactory) -> InnerRun:
     # Ray's own limit for a raylet to register (60 s) was passed by a head starting on this loaded
     # 2-core machine (bench-fanout, load 6); a slow start is not what this test is about
     env = dict(os.environ, PYTHONPATH=str(ROOT), RAY_raylet_start_wait_time_s="300")
-    env.pop("PYTEST_XDIST_WORKER", None)
+    for var in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
+        env.pop(var, None)  # the outer session's worker: the inner one is a session of its own
     start = time.monotonic()
     proc = subprocess.run(namespace_argv(work, cmd, head_nodes=["a", "c"], worker_nodes=["b"]),  # noqa: S603
                           capture_output=True, text=True, timeout=1400, cwd=ROOT, env=env)
