@@ -23,7 +23,6 @@ from harness.report.charts import (
     Chart,
     _num,
     _range,
-    _short,
     _svg_open,
     _text,
     _text_width,
@@ -36,11 +35,29 @@ from harness.units import UnitKind, format_quantity
 
 LOG_SPAN = 8.0  # a positive ratio panel spanning more than this many times gets a log axis
 ROW_H = 17
-FW = 820  # wider than the other charts (720): three columns; print scales it to the page width
-LABEL_W = 250  # left column: check id and its rule / observation label
+FW = 820  # at least this wide (the other charts: 720): three columns; print scales it to the page width
+LABEL_W = 250  # left column at least: check id and its rule / observation label
 VERDICT_W = 80  # then the verdict, then the estimate [interval]
 VALUE_W = 250
+PLOT_W = 300  # the axis at least
 THRESHOLD_RED = "#cf222e"
+
+
+@dataclass
+class _Layout:
+    """Column widths sized to the longest label and value (no label is cut: a long check id or a
+    long translated rule widens its column, and the plot grows, which print scales to the page)."""
+
+    label_w: float = LABEL_W
+    value_w: float = VALUE_W
+
+    @property
+    def width(self) -> float:
+        return max(FW, self.label_w + PLOT_W + self.value_w)
+
+    @property
+    def plot_w(self) -> float:
+        return self.width - self.label_w - self.value_w
 
 _UNIT_NAMES = {
     UnitKind.PERCENT.value: N_("percent"), UnitKind.RATIO.value: N_("ratio (x)"),
@@ -178,9 +195,30 @@ def _tick_text(t: float, unit: str) -> str:
     return _fmt(t, unit)
 
 
-def _draw_panel(out: list[str], panel: _Panel, y: float) -> float:
+def _bold_width(text: str, size: int) -> float:
+    return _text_width(text, size) * 1.1  # bold glyphs are wider
+
+
+def _rule(c: _CheckRows) -> str:
+    return f"{c.check.comparator} {_fmt(c.threshold, c.check.unit_kind)}" if c.threshold is not None else ""
+
+
+def _layout(panels: Sequence[_Panel]) -> _Layout:
+    lay = _Layout()
+    for p in panels:
+        lay.label_w = max(lay.label_w, _text_width(_t("%(unit)s, %(scale)s") % {
+            "unit": _t(_UNIT_NAMES.get(p.unit, p.unit)), "scale": _t("linear scale")}, 11) + 16 - PLOT_W)
+        for c in p.checks:
+            lay.label_w = max(lay.label_w, 8 + _bold_width(c.check.id, 10) + 12 + _text_width(_rule(c), 10) + 8)
+            for r in c.rows:
+                lay.label_w = max(lay.label_w, 16 + _text_width(r.label, 10) + 8)
+                lay.value_w = max(lay.value_w, 10 + VERDICT_W + _text_width(r.text, 10) + 8)
+    return lay
+
+
+def _draw_panel(out: list[str], panel: _Panel, y: float, lay: _Layout) -> float:
     """Draw one unit's panel from ``y``; return the y below it."""
-    x0, pw = LABEL_W, FW - LABEL_W - VALUE_W
+    x0, pw = lay.label_w, lay.plot_w
     ticks, px = _axis(panel, x0, pw)
     scale = _t("log scale") if panel.log else _t("linear scale")
     head = _t("%(unit)s, %(scale)s") % {"unit": _t(_UNIT_NAMES.get(panel.unit, panel.unit)), "scale": scale}
@@ -192,7 +230,7 @@ def _draw_panel(out: list[str], panel: _Panel, y: float) -> float:
     for t in ticks:
         out.append(f'<line x1="{px(t):.1f}" y1="{top}" x2="{px(t):.1f}" y2="{bottom}" stroke="#eef0f2"/>')
     for c in panel.checks:
-        y = _draw_check(out, c, y, px)
+        y = _draw_check(out, c, y, px, lay)
     out.append(f'<line x1="{x0}" y1="{bottom}" x2="{x0 + pw}" y2="{bottom}" stroke="#57606a"/>')
     for t in ticks:
         out.append(_text(px(t), bottom + 13, _tick_text(t, panel.unit), size=10))
@@ -209,27 +247,25 @@ def _sub_rows(c: _CheckRows) -> bool:
     return any(r.label for r in c.rows)
 
 
-def _check_label(out: list[str], check_id: str, rule: str, y: float) -> None:
+def _check_label(out: list[str], check_id: str, rule: str, y: float, lay: _Layout) -> None:
     """A check's id (bold, left) and its rule (grey, right-aligned) in the label column."""
-    room = int((LABEL_W - 16 - _text_width(rule, 10)) / (10 * 0.62)) - 1
-    out.append(_text(8, y + ROW_H / 2 + 4, _short(check_id, max(8, room)), anchor="start", size=10,
-                     extra=' font-weight="600"', full=check_id))
-    out.append(_text(LABEL_W - 8, y + ROW_H / 2 + 4, rule, anchor="end", size=10, extra=' fill="#57606a"'))
+    out.append(_text(8, y + ROW_H / 2 + 4, check_id, anchor="start", size=10, extra=' font-weight="600"'))
+    out.append(_text(lay.label_w - 8, y + ROW_H / 2 + 4, rule, anchor="end", size=10, extra=' fill="#57606a"'))
 
 
-def _draw_check(out: list[str], c: _CheckRows, y: float, px: Callable[[float], float]) -> float:
-    rule = f"{c.check.comparator} {_fmt(c.threshold, c.check.unit_kind)}" if c.threshold is not None else ""
+def _draw_check(out: list[str], c: _CheckRows, y: float, px: Callable[[float], float], lay: _Layout) -> float:
+    rule = _rule(c)
     head_y = y
     if _sub_rows(c):
-        _check_label(out, c.check.id, rule, y)
+        _check_label(out, c.check.id, rule, y, lay)
         y += ROW_H
     for row in c.rows:
         mid = y + ROW_H / 2
         colour = VERDICT_COLOURS.get(row.verdict, "#000000")
         if row.label:
-            out.append(_text(LABEL_W - 8, mid + 4, _short(row.label, 24), anchor="end", size=10, full=row.label))
+            out.append(_text(lay.label_w - 8, mid + 4, row.label, anchor="end", size=10))
         else:
-            _check_label(out, c.check.id, rule, y)
+            _check_label(out, c.check.id, rule, y, lay)
         if row.interval is not None:
             a, b = px(row.interval[0]), px(row.interval[1])
             out.append(f'<line x1="{a:.1f}" y1="{mid:.1f}" x2="{b:.1f}" y2="{mid:.1f}" stroke="{colour}" '
@@ -239,11 +275,10 @@ def _draw_check(out: list[str], c: _CheckRows, y: float, px: Callable[[float], f
                            f'stroke="{colour}" stroke-width="2"/>')
         out.append(f'<rect x="{px(row.estimate) - 4:.1f}" y="{mid - 4:.1f}" width="8" height="8" fill="{colour}">'
                    f"<title>{escape(f'{c.check.id} {row.label}: {row.text}')}</title></rect>")
-        right = FW - VALUE_W + 10
+        right = lay.width - lay.value_w + 10
         out.append(_text(right, mid + 4, row.verdict.value, anchor="start", size=9,
                          extra=f' fill="{colour}" font-weight="700"'))
-        out.append(_text(right + VERDICT_W, mid + 4, _short(row.text, 26), anchor="start", size=10,
-                         full=row.text))
+        out.append(_text(right + VERDICT_W, mid + 4, row.text, anchor="start", size=10))
         y += ROW_H
     if c.threshold is not None:
         x = px(c.threshold)
@@ -264,11 +299,12 @@ def gate_forest(checks: Sequence[CheckResult]) -> Chart:
                         "plot.") + not_drawn
         return chart
     height = 28 + sum(_panel_height(p) for p in panels)
-    out = [_svg_open(height, chart.title, FW),
+    lay = _layout(panels)
+    out = [_svg_open(height, chart.title, math.ceil(lay.width)),
            _text(8, 18, chart.title, anchor="start", size=13, extra=' font-weight="600"')]
     y = 26.0
     for p in panels:
-        y = _draw_panel(out, p, y)
+        y = _draw_panel(out, p, y, lay)
     out.append("</svg>")
     chart.svg = "".join(out)
     chart.caption = _forest_caption(checks) + not_drawn

@@ -17,6 +17,7 @@ from harness.report import render_campaign_report, render_gate_reports
 
 from .cliffdata import cliff_measurements
 from .conftest import make_result, write_gate
+from .test_charts import LONG_IDS, long_names_result
 
 CHROMIUM = "/usr/bin/chromium"
 VIEWPORT = {"width": 1280, "height": 800}
@@ -83,6 +84,10 @@ def pages(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Loaded
     cliff.measurements = cliff_measurements()
     cl = write_gate(root / "cliff-1" / "cliff", cliff)
     render_gate_reports(cl)
+    # long check ids and observation labels, in Chinese: the forest plot widens its columns
+    long = long_names_result()
+    lg = write_gate(root / "long-1" / "G3", long)
+    render_gate_reports(lg, "zh")
     render_gate_reports(g3)
     render_gate_reports(g2)
     render_campaign_report(camp)
@@ -95,7 +100,7 @@ def pages(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Loaded
                    for name, path, page in (("G3", g3, "report.html"), ("G2", g2, "report.html"),
                                             ("campaign", camp, "report.html"), ("G3-zh", g3, "report.zh.html"),
                                             ("campaign-zh", camp, "report.zh.html"),
-                                            ("cliff", cl, "report.html"))}
+                                            ("cliff", cl, "report.html"), ("long-zh", lg, "report.zh.html"))}
         finally:
             browser.close()
 
@@ -107,7 +112,7 @@ def test_no_console_error_and_no_request_leaves_the_file(pages: dict[str, Loaded
     assert page.requests == [page.url]
 
 
-@pytest.mark.parametrize("name", ["G3", "G2", "G3-zh", "cliff"])
+@pytest.mark.parametrize("name", ["G3", "G2", "G3-zh", "cliff", "long-zh"])
 def test_every_svg_text_inside_its_viewbox(pages: dict[str, Loaded], name: str) -> None:
     boxes = pages[name].boxes
     assert len(boxes) > 20  # the charts were drawn
@@ -133,3 +138,11 @@ def test_cjk_drawn_with_a_cjk_font(pages: dict[str, Loaded], name: str) -> None:
     shot = pages[name].screenshot
     assert shot is not None and shot.stat().st_size > 10_000
     print(f"screenshot: {shot}")
+
+
+def test_long_check_ids_drawn_whole(pages: dict[str, Loaded]) -> None:
+    """No label of the forest plot is cut: every long check id and observation label is a text of
+    its own, whole (inside the viewBox: test_every_svg_text_inside_its_viewbox)."""
+    texts = {b["text"] for b in pages["long-zh"].boxes}
+    assert not [t for t in texts if "\u2026" in t]
+    assert set(LONG_IDS) <= texts

@@ -15,7 +15,8 @@ from harness.report.charts import (
     ttft_throughput_chart,
 )
 from harness.report.forest import gate_forest
-from harness.store.schema import Observation, Verdict
+from harness.report.i18n import language
+from harness.store.schema import GateResult, Observation, Verdict
 
 from .conftest import FIO, SWEEP, make_result
 
@@ -248,3 +249,36 @@ def test_log_axis_reaches_every_value() -> None:
     assert len(xs) == 2
     assert ticks["0.2x"] < xs[0] < ticks["0.5x"]  # 0.418x between its ticks, not on the axis end
     assert ticks["5x"] < xs[1] < ticks["10x"]
+
+
+# check ids as long as a gate file may write them, and observation labels of a long arm name
+LONG_IDS = ("throughput_drift_per_instance_after_the_warm_up", "candidate_offload_hit_share_vs_expected_every_point")
+
+
+def long_names_result() -> GateResult:
+    """make_result with two long check ids, one with long observation labels and long values."""
+    r = make_result()
+    r.checks[0].id = LONG_IDS[0]
+    r.checks[1].id = LONG_IDS[1]
+    for o in r.checks[0].observations:
+        o.path = o.path.replace("ttft_p50_reduction.", "ttft_p50_reduction.candidate-nvmeof-raid0-remote-")
+    return r
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_forest_labels_whole_and_inside_the_plot(lang: str) -> None:
+    """No forest-plot label is cut (the defect: ids over ~28 characters ended in an ellipsis) and
+    every text, estimated generously (bold ids 10% wider), lies inside the viewBox."""
+    r = long_names_result()
+    with language(lang):
+        root = _parse(gate_forest(r.checks).svg)
+    width = float(root.get("viewBox", "").split()[2])
+    texts = _texts(root)
+    assert not [t for t in texts if "\u2026" in t]
+    assert set(LONG_IDS) <= set(texts)
+    assert {"candidate-nvmeof-raid0-remote-c8", "candidate-nvmeof-raid0-remote-c16"} <= set(texts)
+    for t in root.iter("text"):
+        lo, hi = _text_extent(t)
+        if t.get("font-weight") == "600":
+            hi = lo + (hi - lo) * 1.1
+        assert 0 <= lo and hi <= width, (_texts(t)[0], lo, hi, width)
