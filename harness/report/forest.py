@@ -30,6 +30,7 @@ from harness.report.charts import (
     nice_ticks,
 )
 from harness.report.i18n import N_, _t
+from harness.report.phrases import say
 from harness.store.schema import CheckResult, Verdict
 from harness.units import UnitKind, format_quantity
 
@@ -316,7 +317,7 @@ def _forest_caption(checks: Sequence[CheckResult]) -> str:
     conf = ""
     if ivs:
         conf = " " + _t("Whiskers: %(confidence)s%% interval (%(method)s); a row without whiskers is a point "
-                        "check.") % {"confidence": f"{ivs[0].confidence * 100:g}", "method": ivs[0].method}
+                        "check.") % {"confidence": f"{ivs[0].confidence * 100:g}", "method": say(ivs[0].method, _t)}
     return (_t("One row per observation; square: the estimate, in its verdict's colour; dashed red mark: "
                "that check's threshold. Rows are grouped by unit, each group on its own axis (a ratio "
                "group spanning more than %(span)sx is on a log axis). PASS needs the whole interval on "

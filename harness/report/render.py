@@ -29,6 +29,7 @@ from harness.report.i18n import DEFAULT_LANG, N_, check_lang, language, suffix, 
 from harness.report.junit import junit_xml
 from harness.report.loader import RESULT_FILE, ResultFileError, load_gate_result
 from harness.report.manifest import MANIFEST
+from harness.report.phrases import say
 from harness.report.soak import drift_rows, soak_periods
 from harness.report.tables import evidence_files, point_rows, printed_evidence, probe_rows, tier_point_rows
 from harness.report.view import (
@@ -94,8 +95,10 @@ def _environment(*, html: bool, lang: str = DEFAULT_LANG) -> jinja2.Environment:
     env.install_gettext_translations(trans, newstyle=True)  # type: ignore[attr-defined]
     # ``_("literal")`` is for the templates' own words (their markup is trusted); ``tr(value)``
     # translates a word handed over by code or data, escaped like any other value.
-    env.globals["tr"] = (lambda m: markupsafe.escape(trans.gettext(str(m)))) if html else (
-        lambda m: trans.gettext(str(m)))
+    # Recorded words go through phrases.say: a catalog message as they are, or a known sentence
+    # with its numbers (a report in English prints them exactly as recorded).
+    env.globals["tr"] = (lambda m: markupsafe.escape(say(str(m), trans.gettext))) if html else (
+        lambda m: say(str(m), trans.gettext))
     env.globals["lang"] = lang
     return env
 

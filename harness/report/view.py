@@ -14,8 +14,9 @@ from typing import Any, Optional
 from urllib.parse import quote
 
 from harness.gates import messages as M
-from harness.gates.outcome import compose
+from harness.gates.outcome import Message
 from harness.report.i18n import N_, _t
+from harness.report.phrases import say
 from harness.report.textutil import concurrency_of
 from harness.report.textutil import xml_safe as xml_safe  # re-exported: render and junit use it
 from harness.store.schema import CheckResult, GateResult, Interval, Observation, Verdict
@@ -71,15 +72,32 @@ def expected_text(check: CheckResult) -> str:
     return check.comparator
 
 
+def _said(msg: Message) -> str:
+    """A recorded message in the report's language; a ``%(text)s`` (words a pipeline recorded)
+    through ``phrases.say``."""
+    if msg.id == M.TEXT:
+        text = msg.params.get("text", "")
+        return say(text, _t) if isinstance(text, str) else _said(text)
+    if not msg.params:
+        return _t(msg.id)
+    return _t(msg.id) % {k: _said(v) if isinstance(v, Message) else v for k, v in msg.params.items()}
+
+
+def compose(messages: Sequence[Message], gettext: Callable[[str], str] = _t, sep: str = "; ") -> str:
+    """The messages in the report's language (``gettext`` is the report's; kept for callers)."""
+    return sep.join(_said(m) for m in messages)
+
+
 def obs_measured(obs: Observation, unit_kind: str) -> str:
     if obs.measured_msgs:
         return compose(obs.measured_msgs, _t)
-    return obs.measured_text or fmt(obs.measured, unit_kind)
+    return say(obs.measured_text, _t) if obs.measured_text else fmt(obs.measured, unit_kind)
 
 
 def obs_reason(obs: Observation) -> str:
-    """The reason in the report's language when the gate engine recorded its messages."""
-    return compose(obs.reason_msgs, _t) if obs.reason_msgs else obs.reason
+    """The reason in the report's language (recorded messages, or recorded words said by
+    ``phrases.say``)."""
+    return compose(obs.reason_msgs, _t) if obs.reason_msgs else say(obs.reason, _t)
 
 
 def obs_label(check: CheckResult, obs: Observation) -> str:
@@ -163,7 +181,7 @@ def _check_reason(check: CheckResult) -> str:
         # composed from messages, so it can be said in any language (observations by their label)
         return _joined(check, obs_reason, _t, lambda o: obs_label(check, o))
     if check.reason:
-        return check.reason
+        return say(check.reason, _t)
     bad = [o for o in check.observations if o.verdict is not Verdict.PASS and o.reason]
     return "; ".join(f"{obs_label(check, o)}: {obs_reason(o)}" for o in bad[:5])
 
@@ -176,7 +194,7 @@ def check_row(check: CheckResult, find_evidence: Optional[Callable[[str], list[s
     elif check.statistic == "point":
         statistic = _t("point estimate")
     row = CheckRow(
-        id=check.id, description=check.description, metric=check.metric, severity=check.severity,
+        id=check.id, description=_t(check.description), metric=check.metric, severity=check.severity,
         statistic=statistic, expected=expected_text(check), measured=measured, interval=interval,
         verdict=check.verdict, verdict_text=VERDICT_TEXT[check.verdict], reason=_check_reason(check),
         passed=check.verdict is Verdict.PASS, override_reason=check.override_reason,

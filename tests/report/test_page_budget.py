@@ -111,3 +111,18 @@ def test_soak_prints_as_a_document(pdfs: dict[tuple[str, str], Path]) -> None:
     assert "nvme nvme0: I/O 417 QID 3 timeout" in text
     assert "The 864 windows in 12 periods" in text and re.search(r"^\s*793-864\s+259200\s", text, re.M)
     assert "w000500.jsonl.gz" not in text and "864 files: each digest in MANIFEST.sha256" in text
+
+
+@pytest.mark.parametrize("name", ["3x3", "G4-72h"])
+def test_no_word_runs_off_the_page(pdfs: dict[tuple[str, str], Path], name: str) -> None:
+    """Tables and the forest plot stay within the printed page, in en and zh: no word's box
+    reaches past the page's right margin (WeasyPrint does not clip an overflowing table: it
+    draws past the page edge, and the viewer cuts it)."""
+    for lang in ("en", "zh"):
+        html = _run("pdftotext", "-bbox", str(pdfs[(name, lang)]), "-")
+        out = []
+        for width, body in re.findall(r"<page width=\"([\d.]+)\" height=\"[\d.]+\">(.*?)</page>", html, re.S):
+            for x_max, word in re.findall(r'xMax="([\d.]+)"[^>]*>([^<]*)</word>', body):
+                if float(x_max) > float(width) - 20:
+                    out.append((word, x_max))
+        assert out == [], (lang, out[:10])

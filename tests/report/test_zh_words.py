@@ -13,10 +13,13 @@ from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from harness.config.gatespec import Check
 from harness.gates.evaluate import evaluate_check
 from harness.report import render_gate_reports
 
+from .budget import demo_g4_result, demo_result, write_gate_dir, write_soak_dir
 from .conftest import make_result, write_gate
 
 # terms a zh report keeps as they are: verdict codes, units, statistics and tool names; the check
@@ -105,3 +108,82 @@ def test_zh_checks_and_observations_have_no_english_words(tmp_path: Path) -> Non
     en = (gate / "report.html").read_text(encoding="utf-8")
     assert "point estimate" in en and "interval straddles the threshold 25%" in en
     assert "点估计" in html and "区间跨越阈值 25%" in html
+
+
+# --- the whole zh report of the demo's G3 and G4 (as they recorded themselves) ---------------
+
+_SKIP_TAGS = ("style", "script", "code", "title", "a")  # styles, identifiers, tooltips, evidence paths
+_IDENT = re.compile(r"[\w.:/=*%+-]*[\d_/.=*%][\w.:/=*%+-]*")  # paths, ids, numbers with units
+
+
+class _Text(HTMLParser):
+    """Every text a reader sees in the HTML (identifiers in <code>, links and tooltips aside)."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.skip, self.texts = 0, []  # type: tuple[int, list[str]]
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.skip += tag in _SKIP_TAGS
+
+    def handle_endtag(self, tag: str) -> None:
+        self.skip -= tag in _SKIP_TAGS and self.skip > 0
+
+    def handle_data(self, data: str) -> None:
+        if not self.skip:
+            self.texts.append(data)
+
+
+def _user_words(result: Any) -> list[str]:
+    """Words the customer's own files wrote (profile and inventory text, threshold override
+    reasons, the campaign name): data, shown as written."""
+    out: list[str] = [result.campaign]
+
+    def walk(v: Any) -> None:
+        if isinstance(v, str):
+            out.append(v)
+        elif isinstance(v, dict):
+            for x in v.values():
+                walk(x)
+        elif isinstance(v, list):
+            for x in v:
+                walk(x)
+    walk(result.profile)
+    walk(result.inventory)
+    out += [c.override_reason for c in result.checks if c.override_reason]
+    return sorted(out, key=len, reverse=True)
+
+
+def english_runs(html: str, user: list[str]) -> list[str]:
+    """Runs of 4 or more consecutive English words: a token is a word when it is letters only
+    (an apostrophe or hyphen inside); identifiers, numbers, units and paths break a run."""
+    parser = _Text()
+    parser.feed(html)
+    runs = []
+    for text in parser.texts:
+        for u in user:
+            text = text.replace(u, " | ")
+        words: list[str] = []
+        for tok in re.split(r"[\s,;:()\[\]\"“”]+", text) + [""]:
+            if re.fullmatch(r"[A-Za-z]+(?:['’-][A-Za-z]+)*", tok) and not _IDENT.fullmatch(tok):
+                words.append(tok)
+                continue
+            if len(words) >= 4:
+                runs.append(" ".join(words))
+            words = []
+    return sorted(set(runs))
+
+
+@pytest.mark.parametrize("gate", ["G3", "G4"])
+def test_zh_report_of_the_demo_has_no_english_sentence(tmp_path: Path, gate: str) -> None:
+    """The demo's G3 and G4 in Chinese: every heading, table, section (soak, cliff, estimate),
+    gate-file description and pipeline-recorded text is Chinese; what stays Latin is identifiers
+    (check ids, metric paths, evidence files), units, tool names and the customer's own words."""
+    result = demo_result() if gate == "G3" else demo_g4_result()
+    d = write_gate_dir(tmp_path / gate, result) if gate == "G3" else write_soak_dir(tmp_path / gate, result)
+    render_gate_reports(d, "zh")
+    runs = english_runs((d / "report.zh.html").read_text(encoding="utf-8"), _user_words(result))
+    assert runs == [], runs
+    # the heuristic sees English: the same report in English is full of it
+    render_gate_reports(d, "en")
+    assert len(english_runs((d / "report.html").read_text(encoding="utf-8"), _user_words(result))) > 30
