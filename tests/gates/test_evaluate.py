@@ -13,7 +13,7 @@ from harness.config.gatespec import Check, GateSpec
 from harness.config.loader import load_gate
 from harness.config.profile import ThresholdOverride
 from harness.errors import InputError
-from harness.gates.evaluate import evaluate_check, evaluate_gate
+from harness.gates.evaluate import check_overrides, evaluate_check, evaluate_gate
 from harness.gates.metricpath import resolve
 from harness.store.schema import Verdict
 
@@ -241,3 +241,48 @@ def test_interval_observations_carry_power_and_the_repetitions_for_80_percent() 
     # a point check has neither
     point = evaluate_check(_check(), measured).observations[0]
     assert point.power is None and point.power_repetitions is None and point.min_samples is None
+
+
+def test_every_bad_override_is_named_in_one_error_and_other_gates_overrides_are_skipped() -> None:
+    spec = load_gate(GATES / "G2.yaml")
+    down = _check(id="node_down", metric="baseline.complete", comparator="is_false", threshold=None)
+    spec = spec.model_copy(update={"checks": [*spec.checks, down]})
+    why = "a reason long enough"
+
+    def ov(gate: str, check: str, threshold: str) -> ThresholdOverride:
+        return ThresholdOverride(gate=gate, check=check, threshold=threshold, reason=why)  # type: ignore[arg-type]
+
+    good = ov("G2", "ttft_repeatability", "15%")
+    # another gate's override comes first and is skipped, not the end of the list
+    assert check_overrides(spec, [ov("G3", "nope", "1%"), good]) == {"ttft_repeatability": good}
+    with pytest.raises(InputError) as err:
+        check_overrides(spec, [ov("G3", "nope", "1%"), ov("G2", "nope", "1%"), ov("G2", "complete", "1%"),
+                               ov("G2", "node_down", "1%"), ov("G2", "failed_requests", "fast"), good,
+                               ov("G2", "ttft_repeatability", "20%"), ov("G2", "model_load", "2 GB/s")])
+    known = ", ".join(c.id for c in spec.checks)
+    assert str(err.value) == "; ".join([
+        f"profile overrides: override G2.nope: gate G2 has no check 'nope'; known: {known}",
+        "override G2.complete: check complete (is_true) takes no threshold",
+        "override G2.node_down: check node_down (is_false) takes no threshold",
+        "override G2.failed_requests: threshold: 'fast' is not a number with a unit (for example '5 GB/s', "
+        "'25%', '72h')",
+        "override G2.ttft_repeatability: given twice"])
+
+
+def test_a_gates_intervals_are_reproducible_for_a_seed_and_change_with_it() -> None:
+    spec = load_gate(GATES / "G3.yaml")
+    measured = {"compare": {"ttft_p50_reduction": {"c8": _ratio(_noisy(70.0, 40, 1, 0.3), _noisy(100.0, 40, 2, 0.3))}}}
+
+    def interval(results: list[Any]) -> tuple[float, float]:
+        obs = next(c for c in results if c.id == "ttft_p50_reduction").observations[0]
+        return obs.interval.low, obs.interval.high
+
+    default = interval(evaluate_gate(spec, measured))
+    assert default == interval(evaluate_gate(spec, measured, seed=0))
+    assert interval(evaluate_gate(spec, measured, seed=1)) != default  # a bootstrap: the seed is used
+
+
+def test_a_measured_value_that_is_no_number_is_an_error_naming_it() -> None:
+    r = evaluate_check(_check(metric="x", threshold="5", comparator=">="), {"x": [1]})
+    assert r.verdict is Verdict.ERROR
+    assert r.observations[0].reason == "ValueError: measured value [1] is not a number"

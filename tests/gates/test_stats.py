@@ -672,3 +672,102 @@ def test_identity_and_capacity_observations_carry_power() -> None:
     o = evaluate_check(g3.check("throughput_gain"), {"compare": {"capacity_gain": {"value": None, "samples": cap}}}
                        ).observations[0]
     assert o.power is not None and o.power_repetitions is not None and o.n_samples == 5
+
+
+def test_cluster_t_half_width_defaults_to_welch_and_handles_zero_and_array_spreads() -> None:
+    import numpy as np
+    from scipy.stats import t as student_t
+
+    va, vb = 0.04, 0.09
+    ua, ub = va / 5, vb / 6
+    df = (ua + ub) ** 2 / (ua ** 2 / 4 + ub ** 2 / 5)
+    welch = float(student_t.ppf(0.975, df)) * math.sqrt(ua + ub)
+    # without b_filtered: Welch on both spreads (the recompute arm, and any caller that says nothing)
+    half = stats.cluster_t_half_width(va, 5, vb, 6, 0.025)
+    assert type(half) is float and half == pytest.approx(welch, rel=1e-9)
+    assert stats.cluster_t_half_width(va, 5, vb, 6, 0.025, b_filtered=True) == pytest.approx(
+        float(student_t.ppf(0.975, 4)) * math.sqrt(va * (1 / 5 + 1 / 6)), rel=1e-9)
+    # both arms' repetitions agree exactly: a zero-width interval, a number (not NaN, no warning)
+    zero = stats.cluster_t_half_width(0.0, 5, 0.0, 5, 0.025)
+    assert type(zero) is float and zero == 0.0
+    # numpy arrays of trials (bench/coverage.py): one half-width per trial, as an array
+    many = stats.cluster_t_half_width(np.array([va, 0.0, 0.01]), 5, np.array([vb, 0.0, 0.02]), 6, 0.025)
+    assert isinstance(many, np.ndarray) and many.shape == (3,)
+    assert list(many) == pytest.approx([welch, 0.0, stats.cluster_t_half_width(0.01, 5, 0.02, 6, 0.025)])
+
+
+@pytest.mark.parametrize(("points", "message"), [
+    ({"a_points": {}, "b_points": {"8": [1.0, 2.0]}},
+     "capacity samples: 'a_points' must be a non-empty mapping of point -> numbers"),
+    ({"a_points": {"8": [1.0, 2.0]}},
+     "capacity samples: 'b_points' must be a non-empty mapping of point -> numbers"),
+    ({"a_points": {"8": [1.0]}, "b_points": {"8": [1.0, 2.0]}},
+     "capacity samples: a_points[8] needs at least 2 positive values"),
+    ({"a_points": {"8": [1.0, 2.0]}, "b_points": {"16": [0.0, 2.0]}},
+     "capacity samples: b_points[16] needs at least 2 positive values"),
+    ({"a_points": {"8": [1.0, "x"]}, "b_points": {"8": [1.0, 2.0]}}, "samples a_points[8][1] is not a number: 'x'"),
+    ({"a_points": {"8": [1.0, 2.0]}, "b_points": {"8": [1.0, 2.0]}, "stat": "mean"},
+     "capacity samples: unknown keys ['stat']"),
+    ({"a_points": {"8": [1.0, 2.0]}, "b_points": {"8": [1.0, 2.0]}, "transform": "speedup"},
+     "capacity samples: transform 'speedup' is not one of ['reduction', 'gain', 'ratio']"),
+])
+def test_malformed_capacity_samples_are_refused_naming_the_field(points: dict[str, Any], message: str) -> None:
+    with pytest.raises(SampleSpecError) as err:
+        parse_sample_spec({"kind": "capacity", **points})
+    assert str(err.value) == message
+
+
+def test_capacity_samples_keep_their_points_transform_and_small_positive_values() -> None:
+    spec = parse_sample_spec({"kind": "capacity", "a_points": {8: [0.5, 0.75]}, "b_points": {"16": [1.0, 2.0]},
+                              "transform": "ratio"})
+    assert spec.kind == "capacity" and spec.stat == "mean" and spec.transform == "ratio"
+    assert spec.a_points == (("8", (0.5, 0.75)),) and spec.b_points == (("16", (1.0, 2.0)),)
+    assert parse_sample_spec({"kind": "capacity", "a_points": {"8": [1.0, 2.0]},
+                              "b_points": {"8": [1.0, 2.0]}}).transform == "gain"
+
+
+def test_grouped_samples_name_the_bad_group() -> None:
+    with pytest.raises(SampleSpecError, match=r"^samples a_groups\[1\]\[0\] is not a number"):
+        parse_sample_spec({"kind": "ratio", "a_groups": [[1.0], ["x"]], "b_groups": [[1.0]]})
+
+
+def test_the_peak_is_the_first_of_equal_means() -> None:
+    assert stats.peak_values([("8", [2.0, 4.0]), ("16", [3.0, 3.0]), ("32", [1.0, 1.0])]) == ("8", [2.0, 4.0])
+
+
+@pytest.mark.parametrize(("series", "n", "length"), [
+    # one rising run: lag-1 autocorrelation 26.25 / 42 = 0.625 -> (2 rho / (1 - rho^2))^(2/3) 48^(1/3) = 5.87
+    ([[1, 2, 3, 4, 5, 6, 7, 8]], 48, 6),
+    ([[1, 2, 3, 4, 5, 6, 7, 8]], 4, 2),  # the formula's 3 is capped at half the group
+    ([[0, 0, 1, 1]], 48, 2),  # rho 0.25 / 1: num below 1 and a sum of squares of exactly 1 still count
+    ([[0, 0, 1, 1], [0, 2]], 48, 1),  # a 2-value run counts: its -1 makes the total negative
+    ([[5.0], [0, 0, 1, 1]], 48, 2),  # a 1-value run is skipped, the next one still read
+    ([[1, 2, 3, 4, 5, 6, 7, 8], [0, 0, 1, 1]], 48, 6),  # both runs' sums: 26.5 / 43
+    ([list(range(1000))], 1000, 215),  # rho 0.997 capped at 0.99
+    ([[0, 0, 0, 0, 1, 0, 1, 1]], 8, 1),  # rho 0.058: the formula rounds to 0, at least 1
+    ([[3, 3, 3, 3]], 48, 1),  # no spread
+])
+def test_block_length_is_carlsteins_rule_on_the_pooled_lag1_autocorrelation(
+        series: list[list[float]], n: int, length: int) -> None:
+    got = stats.block_length(series, n)
+    assert type(got) is int and got == length
+
+
+def test_welch_log_of_arms_with_equal_relative_spreads_is_not_zero_width() -> None:
+    # u_a = u_b (the same relative spread): only a zero total makes the interval a point
+    est, ua, ub = stats._log_ratio_parts([10.0, 12.0], [20.0, 24.0])
+    assert ua == pytest.approx(ub) and ua > 0
+    lo, hi = stats._welch_log([10.0, 12.0], [20.0, 24.0], 0.025)
+    assert lo < est < hi and hi - lo > 0.1
+    assert stats._welch_log([10.0, 10.0], [20.0, 20.0], 0.025) == (math.log(0.5), math.log(0.5))
+
+
+def test_the_capacity_high_end_pays_for_the_baselines_choice_among_its_points() -> None:
+    a = [1300.0, 1320.0, 1280.0, 1310.0, 1290.0]
+    b8, b16 = [900.0, 950.0, 920.0, 940.0, 910.0], [1000.0, 1040.0, 980.0, 1020.0, 1010.0]
+    spec = parse_sample_spec({"kind": "capacity", "a_points": {"8": a}, "b_points": {"8": b8, "16": b16}})
+    low, high = stats.capacity_interval(spec, 0.025)
+    # high: the candidate's points against the baseline's chosen peak (c16), at 2.5% / 2 points
+    assert high == pytest.approx(math.exp(stats._welch_log(a, b16, 0.0125)[1]) - 1, rel=1e-9)
+    # low: the candidate's peak against every baseline point at 2.5% / 1 point, the lowest
+    assert low == pytest.approx(math.exp(min(stats._welch_log(a, b, 0.025)[0] for b in (b8, b16))) - 1, rel=1e-9)
