@@ -286,3 +286,77 @@ def test_a_measured_value_that_is_no_number_is_an_error_naming_it() -> None:
     r = evaluate_check(_check(metric="x", threshold="5", comparator=">="), {"x": [1]})
     assert r.verdict is Verdict.ERROR
     assert r.observations[0].reason == "ValueError: measured value [1] is not a number"
+
+
+@pytest.mark.parametrize(("x", "op", "t", "expected"), [
+    # below, equal within the relative tolerance (1e-9 of max(1, |t|)), above; for every comparator
+    *[(x, op, 100.0, want) for op, wants in {
+        ">=": (False, True, True), ">": (False, False, True), "<=": (True, True, False),
+        "<": (True, False, False), "==": (False, True, False), "!=": (True, False, True)}.items()
+      for x, want in zip((99.0, 100.0 + 5e-8, 101.0), wants)],
+    (0.5 + 5e-10, "==", 0.5, True),  # below 1 the tolerance is absolute (1e-9)
+    (0.5 + 5e-9, "==", 0.5, False),
+    (100.0 + 2e-7, "==", 100.0, False),
+])
+def test_compare_every_comparator_with_its_tolerance(x: float, op: str, t: float, expected: bool) -> None:
+    from harness.gates.evaluate import compare
+
+    assert compare(x, op, t) is expected
+
+
+def test_compare_refuses_an_unknown_comparator() -> None:
+    from harness.gates.evaluate import _interval_verdict, compare
+
+    with pytest.raises(ValueError, match="unknown comparator '=>'"):
+        compare(1.0, "=>", 1.0)
+    with pytest.raises(ValueError, match="unknown comparator '=>'"):
+        _interval_verdict(0.0, 2.0, "=>", 1.0)
+
+
+P, F, U = Verdict.PASS, Verdict.FAIL, Verdict.INCONCLUSIVE  # U: undecided
+
+
+@pytest.mark.parametrize(("low", "high", "op", "expected"), [
+    # threshold 10: an interval wholly on one side decides; one across it does not
+    (11.0, 12.0, ">=", P), (10.0, 12.0, ">=", P), (8.0, 12.0, ">=", U), (8.0, 9.0, ">=", F),
+    (11.0, 12.0, ">", P), (10.0, 12.0, ">", U), (8.0, 10.0, ">", F), (8.0, 9.0, ">", F),
+    (8.0, 9.0, "<=", P), (8.0, 10.0, "<=", P), (8.0, 12.0, "<=", U), (11.0, 12.0, "<=", F),
+    (8.0, 9.0, "<", P), (8.0, 10.0, "<", U), (10.0, 12.0, "<", F), (11.0, 12.0, "<", F),
+    # equality: only an interval that is the threshold itself passes; one that holds it is undecided
+    (10.0, 10.0, "==", P), (9.0, 11.0, "==", U), (10.0, 11.0, "==", U), (9.0, 10.0, "==", U),
+    (11.0, 12.0, "==", F), (8.0, 9.0, "==", F),
+    (10.0, 10.0, "!=", F), (9.0, 11.0, "!=", U), (10.0, 11.0, "!=", U), (9.0, 10.0, "!=", U),
+    (11.0, 12.0, "!=", P), (8.0, 9.0, "!=", P), (10.0 + 5e-9, 10.0 + 5e-9, "==", P),
+])
+def test_interval_verdict_for_every_comparator(low: float, high: float, op: str, expected: Verdict) -> None:
+    from harness.gates.evaluate import _interval_verdict
+
+    assert _interval_verdict(low, high, op, 10.0) is expected
+
+
+def test_the_sample_size_message_names_what_limits_each_interval() -> None:
+    from harness.gates import messages as M
+    from harness.gates import stats
+    from harness.gates.evaluate import _size_msg, _unit
+
+    grouped = stats.parse_sample_spec({"kind": "ratio", "a_groups": [[1.0, 2.0, 3.0]] * 5,
+                                       "b_groups": [[1.0, 2.0]] * 6})
+    assert _size_msg(grouped) == M.msg(M.SIZE_REPETITIONS, n=5, requests=12) and _unit(grouped) == "repetition"
+    pooled = stats.parse_sample_spec({"kind": "binomial", "k": 3, "n": 80, "groups": 5})
+    assert _size_msg(pooled) == M.msg(M.SIZE_BINOMIAL_GROUPS, k=3, trials=80, groups=5) and _unit(pooled) == "request"
+    assert _size_msg(stats.parse_sample_spec({"kind": "binomial", "k": 3, "n": 80})) == \
+        M.msg(M.SIZE_BINOMIAL, k=3, trials=80)
+    cap = stats.parse_sample_spec({"kind": "capacity", "a_points": {"8": [1.0, 2.0, 3.0], "16": [1.0, 2.0, 3.0]},
+                                   "b_points": {"8": [1.0, 2.0, 3.0, 4.0]}})
+    assert _size_msg(cap) == M.msg(M.SIZE_CAPACITY, candidate=2, baseline=1, n=3) and _unit(cap) == "repetition"
+    flat = stats.parse_sample_spec({"kind": "ratio", "a": [1.0, 2.0, 3.0], "b": [1.0, 2.0, 3.0, 4.0]})
+    assert _size_msg(flat) == M.msg(M.SIZE_N, n=3) and _unit(flat) == "sample"
+
+
+def test_expected_text_says_true_false_or_the_comparator_and_threshold() -> None:
+    assert evaluate_check(_check(metric="x", comparator="is_true", threshold=None), {"x": True}) \
+        .observations[0].expected_text == "true"
+    assert evaluate_check(_check(metric="x", comparator="is_false", threshold=None), {"x": False}) \
+        .observations[0].expected_text == "false"
+    assert evaluate_check(_check(metric="x", comparator="<", threshold="25"), {"x": 0.1}) \
+        .observations[0].expected_text == "< 25"
