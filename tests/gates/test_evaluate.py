@@ -360,3 +360,56 @@ def test_expected_text_says_true_false_or_the_comparator_and_threshold() -> None
         .observations[0].expected_text == "false"
     assert evaluate_check(_check(metric="x", comparator="<", threshold="25"), {"x": 0.1}) \
         .observations[0].expected_text == "< 25"
+
+
+_S = {"kind": "ratio", "a": [70.0, 71.0, 69.0, 72.0, 70.5], "b": [100.0, 101.0, 99.0, 102.0, 100.5], "stat": "mean",
+      "transform": "reduction"}
+
+
+@pytest.mark.parametrize(("check", "leaf", "expected"), [
+    # not measured: the pipeline's words, else the catalog's
+    ({}, {"value": None, "text": "not run here", "detail": "no samples at c8"},
+     {"verdict": "NOT_RUN", "measured": None, "measured_text": "not run here", "reason": "no samples at c8"}),
+    ({}, {"value": None}, {"verdict": "NOT_RUN", "measured_text": "not measured", "reason": "no measured value"}),
+    # a pipeline that says it could not decide
+    ({}, {"value": 3, "text": "3 of 9", "detail": "storage unsteady", "inconclusive": "rounds never steadied"},
+     {"verdict": "INCONCLUSIVE", "measured": 3.0, "measured_text": "3 of 9",
+      "reason": "rounds never steadied; storage unsteady"}),
+    ({}, {"value": "n/a", "inconclusive": "rounds never steadied"},
+     {"verdict": "INCONCLUSIVE", "measured": None, "measured_text": "measured", "reason": "rounds never steadied"}),
+    # a value that only records a fault says so
+    ({}, {"value": 1, "caused_by_fault": True},
+     {"verdict": "FAIL", "measured": 1.0, "measured_text": "1 (point estimate)", "caused_by_fault": True,
+      "reason": "point estimate, no confidence interval"}),
+    ({}, {"value": 7, "text": "7 GB", "detail": "from fio"},
+     {"verdict": "PASS", "measured": 7.0, "measured_text": "7 GB (point estimate)", "caused_by_fault": False,
+      "reason": "point estimate, no confidence interval; from fio", "n_samples": None}),
+    ({}, 7,
+     {"verdict": "PASS", "measured_text": "7 (point estimate)", "reason": "point estimate, no confidence interval"}),
+    ({"comparator": "is_true", "threshold": None}, False,
+     {"verdict": "FAIL", "measured": 0.0, "measured_text": "false", "expected_text": "true"}),
+    ({"comparator": "is_true", "threshold": None}, {"value": True, "text": "all points measured"},
+     {"verdict": "PASS", "measured": 1.0, "measured_text": "all points measured", "expected_text": "true"}),
+    # samples: a point check still says how many; an interval check decides on them
+    ({"threshold": "0.25"}, {"value": None, "samples": _S},
+     {"verdict": "PASS", "measured": pytest.approx(0.2985075), "measured_text": "0.298507 (point estimate)",
+      "n_samples": 5}),
+    ({"threshold": "0.25", "statistic": INTERVAL}, {"value": None, "samples": {**_S, "a": [70.0, 71.0, 69.0]}},
+     {"verdict": "INCONCLUSIVE", "measured": pytest.approx(0.3034826), "measured_text": "0.303483", "n_samples": 3,
+      "needed_samples": 5, "reason": "3 sample(s): an interval needs at least 5 per group"}),
+    ({"threshold": "0.25", "statistic": INTERVAL}, {"value": None, "samples": _S},
+     {"verdict": "PASS", "measured_text": "0.298507 [0.284059, 0.312664] (95% CI, n=5)", "n_samples": 5,
+      "min_samples": 5, "reason": ""}),
+    ({"threshold": "0.25", "statistic": {**INTERVAL, "confidence": 0.9}},
+     {"value": None, "text": "29.8% lower", "detail": "c8", "samples": _S},
+     {"verdict": "PASS", "measured_text": "29.8% lower [0.28694, 0.309887] (90% CI, n=5)", "reason": "c8"}),
+    ({"threshold": "0.25", "statistic": INTERVAL}, {"value": 0.3},
+     {"verdict": "ERROR", "reason": "ValueError: the check asks for a confidence interval but the measurement "
+                                    "carries no samples"}),
+])
+def test_each_kind_of_leaf_becomes_the_observation_a_reader_sees(
+        check: dict[str, Any], leaf: Any, expected: dict[str, Any]) -> None:
+    base: dict[str, Any] = {"metric": "x", "threshold": "5", **check}
+    obs = evaluate_check(_check(**base), {"x": leaf}).observations[0].model_dump(mode="json")
+    assert {k: obs[k] for k in expected} == expected
+    assert obs["expected_text"] == expected.get("expected_text", f">= {base['threshold']}")
