@@ -771,3 +771,75 @@ def test_the_capacity_high_end_pays_for_the_baselines_choice_among_its_points() 
     assert high == pytest.approx(math.exp(stats._welch_log(a, b16, 0.0125)[1]) - 1, rel=1e-9)
     # low: the candidate's peak against every baseline point at 2.5% / 1 point, the lowest
     assert low == pytest.approx(math.exp(min(stats._welch_log(a, b, 0.025)[0] for b in (b8, b16))) - 1, rel=1e-9)
+
+
+def _power_by_enumeration(n: int, p: float, threshold: float, confidence: float) -> float:
+    """The same chance counted outcome by outcome: every k whose interval is wholly on p's side."""
+    from scipy.stats import binom
+
+    alpha = (1.0 - confidence) / 2.0
+    total = 0.0
+    for k in range(n + 1):
+        lo, hi = stats.clopper_pearson(k, n, alpha)
+        if (p < threshold and hi < threshold) or (p > threshold and lo > threshold):
+            total += float(binom.pmf(k, n, p))
+    return total
+
+
+@pytest.mark.parametrize(("n", "p", "threshold", "confidence"), [
+    (80, 1 / 80, 0.10, 0.95), (80, 0.05, 0.10, 0.90), (5, 0.01, 0.10, 0.95), (40, 0.30, 0.10, 0.95),
+    (12, 0.9, 0.10, 0.95), (3, 0.5, 0.45, 0.95), (200, 0.15, 0.10, 0.99), (1, 0.99, 0.01, 0.5),
+])
+def test_binomial_power_is_the_sum_over_deciding_outcomes(n: int, p: float, threshold: float,
+                                                          confidence: float) -> None:
+    got = stats.binomial_power(n, p, threshold, confidence)
+    assert got == pytest.approx(_power_by_enumeration(n, p, threshold, confidence), abs=1e-12)
+
+
+def test_binomial_trials_for_power_plans_the_edges_of_the_rate_range() -> None:
+    assert stats.binomial_trials_for_power(0.05, 0.10, 0.95) == 243
+    assert stats.binomial_trials_for_power(0.0, 0.10, 0.95) == 36  # no divergence at all: still a plan
+    assert stats.binomial_trials_for_power(1.0, 0.90, 0.95) == 36  # every output diverges
+    assert stats.binomial_trials_for_power(1.5, 0.10, 0.95) is None
+    assert stats.binomial_trials_for_power(-0.1, 0.10, 0.95) is None
+    assert stats.binomial_trials_for_power(0.10, 0.10, 0.95) is None
+    for p, threshold in ((0.05, 0.10), (0.0, 0.10), (0.2, 0.1), (0.02, 0.05)):
+        need = stats.binomial_trials_for_power(p, threshold, 0.95)
+        assert need is not None and (stats.binomial_power(need, p, threshold, 0.95) or 0) >= 0.8
+
+
+@pytest.mark.parametrize(("spec", "message"), [
+    ({"k": -1, "n": 5}, "binomial samples: k must be a whole number >= 0, got -1"),
+    ({"k": 1, "n": 0}, "binomial samples: n must be a whole number >= 1, got 0"),
+    ({"k": 6, "n": 5}, "binomial samples: k (6) exceeds n (5)"),
+    ({"k": 1, "n": 5, "groups": 0}, "binomial samples: groups must be a whole number >= 1, got 0"),
+    ({"k": 1, "n": 5, "rate": 0.2}, "binomial samples: unknown keys ['rate']"),
+])
+def test_malformed_binomial_samples_are_refused_word_for_word(spec: dict[str, Any], message: str) -> None:
+    with pytest.raises(SampleSpecError) as err:
+        parse_sample_spec({"kind": "binomial", **spec})
+    assert str(err.value) == message
+
+
+def test_binomial_samples_accept_no_event_every_event_one_trial_and_no_groups() -> None:
+    assert parse_sample_spec({"kind": "binomial", "k": 0, "n": 1}).groups == 0
+    every = parse_sample_spec({"kind": "binomial", "k": 5, "n": 5, "groups": 1})
+    assert (every.k, every.trials, every.groups) == (5, 5, 1)
+
+
+def test_needed_samples_edges() -> None:
+    # the arm facing the threshold (0.5) is 4x the distance (0.125): 16x one sample
+    assert stats.needed_samples(1, 0.125, 0.9, 0.625, 0.5) == 16
+    assert stats.needed_samples(5, 0.5, 1.0, 0.5, 0.0) is None  # no width on the threshold's side
+    assert stats.needed_samples(5, -math.inf, 1.0, 0.5, 0.0) is None  # an unbounded arm plans nothing
+    assert stats.needed_samples(5, 0.2, 0.8, 0.5, 0.5) is None
+
+
+def test_power_scale_is_the_log_ratio_for_cluster_t_and_capacity_intervals() -> None:
+    grouped = parse_sample_spec({"kind": "ratio", "a_groups": [[70.0, 71.0], [72.0, 69.0]],
+                                 "b_groups": [[100.0, 99.0], [101.0, 98.0]], "stat": "p50", "transform": "reduction"})
+    assert stats.power_scale(grouped, 0.3, 1.2) == (pytest.approx(math.log(0.7)), -math.inf)
+    cap = parse_sample_spec({"kind": "capacity", "a_points": {"8": [1.0, 2.0]}, "b_points": {"8": [1.0, 2.0]}})
+    assert stats.power_scale(cap, 0.29) == (pytest.approx(math.log(1.29)),)
+    flat = parse_sample_spec({"kind": "ratio", "a": [1.0, 2.0], "b": [1.0, 2.0], "stat": "p50"})
+    assert stats.power_scale(flat, 0.29) == (0.29,)
