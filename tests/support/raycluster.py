@@ -8,7 +8,8 @@ only ever reach its own processes, never another Ray on the machine::
     unshare --net --pid --fork --mount-proc python tests/support/raycluster.py WORKDIR -- CMD...
 
 runs CMD inside, with the cluster up (``KVGATE_RAY_ADDRESS``, ``KVGATE_RAY_NODES``: JSON of the
-Ray nodes with their custom resources and ids, ``KVGATE_RAY_TEMP``: Ray's files and logs), and
+Ray nodes with their custom resources and ids, ``KVGATE_RAY_TEMP``: Ray's files and logs, a short
+directory of its own under /tmp, removed afterwards with Ray's logs kept in WORKDIR/ray-logs), and
 exits with CMD's exit code. The head declares the resources ``kvgate-node:<name>`` of
 ``--head-nodes`` (many simulated nodes on one raylet); one extra raylet (``--worker-nodes``)
 stands for a second machine.
@@ -22,6 +23,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -46,10 +48,9 @@ def _resources(names: list[str]) -> str:
     return json.dumps({f"kvgate-node:{n}": 1 for n in names})
 
 
-def start(workdir: Path, head_nodes: list[str], worker_nodes: list[str]) -> list[dict[str, object]]:
+def start(temp: Path, head_nodes: list[str], worker_nodes: list[str]) -> list[dict[str, object]]:
     subprocess.run(["ip", "link", "set", "lo", "up"], check=True)  # noqa: S603, S607
     env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0")
-    temp = workdir / "r"  # short: Ray's unix sockets live under it (108 characters at most)
     common = ["--node-ip-address=127.0.0.1", f"--temp-dir={temp}", "--disable-usage-stats"]
     t0 = time.monotonic()
     _ray("start", "--head", f"--port={PORT}", "--num-cpus=2", "--include-dashboard=false",
@@ -89,18 +90,32 @@ def main() -> int:
     args, cmd = ap.parse_args(argv[:cut]), argv[cut + 1:]
     split = [x for x in args.head_nodes.split(",") if x], [x for x in args.worker_nodes.split(",") if x]
     t0 = time.monotonic()
+    # Ray's unix sockets live under its temp dir, at most 107 bytes a path: a pytest tmp path
+    # (/tmp/pytest-of-root/pytest-NNNN/popen-gwN/ray0/...) left too few, so a short one of our own
+    temp = Path(tempfile.mkdtemp(prefix="kvray-", dir="/tmp"))
     try:
-        nodes = start(args.workdir, *split)
-    except subprocess.CalledProcessError as exc:
-        print(f"ray start failed: {exc.stderr.decode(errors='replace')[-3000:]}", file=sys.stderr)
-        return 90
-    env = dict(os.environ, KVGATE_RAY_ADDRESS=ADDRESS, KVGATE_RAY_NODES=json.dumps(nodes),
-               KVGATE_RAY_TEMP=str(args.workdir / "r"),
-               KVGATE_RAY_START_S=f"{time.monotonic() - t0:.1f}")
-    try:
-        return subprocess.run(cmd, env=env).returncode  # noqa: S603 - the caller's command
+        try:
+            nodes = start(temp, *split)
+        except subprocess.CalledProcessError as exc:
+            print(f"ray start failed: {exc.stderr.decode(errors='replace')[-3000:]}", file=sys.stderr)
+            return 90
+        env = dict(os.environ, KVGATE_RAY_ADDRESS=ADDRESS, KVGATE_RAY_NODES=json.dumps(nodes),
+                   KVGATE_RAY_TEMP=str(temp), KVGATE_RAY_START_S=f"{time.monotonic() - t0:.1f}")
+        try:
+            return subprocess.run(cmd, env=env).returncode  # noqa: S603 - the caller's command
+        finally:
+            _stop_namespace()
     finally:
-        _stop_namespace()
+        _keep_logs(temp, args.workdir / "ray-logs")
+
+
+def _keep_logs(temp: Path, dest: Path) -> None:
+    """Ray's logs into the caller's work directory (evidence of a failed run), then the temp dir
+    this process created is removed."""
+    logs = temp / "session_latest" / "logs"
+    if logs.is_dir():
+        shutil.copytree(logs, dest, dirs_exist_ok=True, ignore_dangling_symlinks=True)
+    shutil.rmtree(temp, ignore_errors=True)
 
 
 def _stop_namespace() -> None:
