@@ -55,5 +55,6 @@ class RoundsRecord:
                 # the node's page cache is out of the figure whether or not kvgate may drop it
                 "page_cache": "bypassed: every read and write is O_DIRECT (fio direct=1)",
                 "rounds_are": "consecutive rounds of one continuous fio run, each closed by fio's cumulative "
-                              "status dump (--status-interval); the run is stopped once the last rounds are steady",
+                              "status dump (--status-interval); the run is stopped once the last rounds are steady, so "
+                              "its JSON may hold one dump more than the rounds judged, written as fio stopped",
                 "outputs": [p.name for p in self.outputs]}
