@@ -70,3 +70,13 @@ def test_the_cycles_the_issue_named_are_gone() -> None:
     graph = grimp.build_graph("harness")
     assert not graph.find_modules_directly_imported_by("harness.gates.evaluate") & {
         m for m in graph.modules if m.startswith("harness.store")}
+
+
+def test_the_store_imports_no_gate_code() -> None:
+    """#31 item 4: the store keeps results, the gate engine judges them; the records both use are
+    harness.records, below both (pyproject.toml's contract holds it; this says it where a reader looks)."""
+    graph = grimp.build_graph("harness")
+    store = {m for m in graph.modules if m == "harness.store" or m.startswith("harness.store.")}
+    upward = {m for m in graph.modules if m.split(".")[1:2] in (["gates"], ["pipelines"], ["report"], ["cli"])}
+    crossing = {(s, t) for s in store for t in graph.find_modules_directly_imported_by(s) & upward}
+    assert crossing == set()

@@ -13,7 +13,8 @@ from typing import Any, Optional
 from harness import __version__
 from harness.config.gatespec import GateSpec
 from harness.gates.verdict import decide
-from harness.store.schema import CheckResult, GateResult
+from harness.records.outcome import CheckResult
+from harness.records.result import GateResult
 
 __all__ = ["build_gate_result", "utc_now", "utc_stamp"]
 
