@@ -10,7 +10,8 @@ exit code (``harness.exitcodes.ExitCode``)::
     │   └── UnitError                a quantity string with an unknown or wrong unit
     ├── InfraError                   something outside kvgate failed (exit 4)
     │   ├── StorageFull              a local disk kvgate writes to is full (ENOSPC, EDQUOT)
-    │   └── (remote.errors.RemoteError and its subclasses: host, command, exit code, output tail)
+    │   ├── (remote.errors.RemoteError and its subclasses: host, command, exit code, output tail)
+    │   └── (facts.collect.FactsUnsettled: a node's batched facts never settle; node, pending commands)
     └── NotAvailableError            a part that is not built yet (exit 2, never a pass)
 """
 

@@ -29,13 +29,14 @@ from collections.abc import Callable, Sequence
 from typing import Optional, TypeVar, Union
 
 from harness.config.inventory import Node
+from harness.errors import InfraError
 from harness.facts.model import NodeFacts, StorageTargetFacts
-from harness.facts.parsers import FactsParseError, network, storage, system
+from harness.facts.parsers import FactsError, FactsParseError, network, storage, system
 from harness.platforms import PLATFORMS, get_platform
 from harness.remote.base import CommandTimeout, Executor, RemoteError, RunResult, tail
 from harness.remote.batch import Answer, BatchCommand, batches, run_many
 
-__all__ = ["collect_facts", "COMMAND_TIMEOUT_S"]
+__all__ = ["collect_facts", "COMMAND_TIMEOUT_S", "FactsUnsettled"]
 
 COMMAND_TIMEOUT_S = 120.0
 MAX_PASSES = 8  # far above the longest chain of dependent commands (a guard against a bug, not a limit)
@@ -46,6 +47,19 @@ _TARGET_PROBE = (
     'if [ -d "$d" ]; then echo dir; if : > "$f" 2>/dev/null; then rm -f "$f"; echo writable; fi; fi'
 )
 _IFACE = re.compile(r"^[A-Za-z0-9_.:@-]{1,32}\Z")
+
+
+class FactsUnsettled(FactsError, InfraError):
+    """A batched collection still asked the node for new commands after ``MAX_PASSES`` batches: the
+    node's answers keep naming more to look at (or a collector has a bug). No facts are returned, so
+    nothing is compared on guesses; the node is a fault (exit 4), the other nodes keep theirs."""
+
+    def __init__(self, node: str, passes: int, tools: Sequence[str], commands: Sequence[BatchCommand]) -> None:
+        self.node = node
+        self.pending = [f"which {t}" for t in tools] + [shlex.join(c.argv) for c in commands]
+        shown = "; ".join(self.pending[:8]) + (f"; and {len(self.pending) - 8} more" if len(self.pending) > 8 else "")
+        super().__init__(f"{node}: the facts collection still asked for new commands after {passes} batches "
+                         f"(still pending: {shown})")
 
 
 class _Pending:
@@ -268,4 +282,6 @@ def collect_facts(executor: Executor, node: Node, *, python: str = "python3") ->
         got = run_many(executor, c.wanted_tools, c.wanted)
         answers.which.update(got.which)
         answers.runs.update(zip((cmd.argv for cmd in c.wanted), got.answers))
-    raise RuntimeError(f"{node.name}: the facts collection still asked for new commands after {MAX_PASSES} batches")
+    c = _Collector(executor, NodeFacts(node=node.name, collected_at=collected_at), python, answers, direct=False)
+    _collect(c, node)
+    raise FactsUnsettled(node.name, MAX_PASSES, c.wanted_tools, c.wanted)

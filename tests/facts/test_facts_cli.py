@@ -90,3 +90,29 @@ def test_a_missing_storage_directory_is_a_facts_problem(tmp_path: Path, capsys: 
     assert f"storage target tier: {tmp_path / 'tier'} does not exist on the node" in err
     (tmp_path / "tier").mkdir()
     assert run(["facts", "--inventory", str(inv)]) == 0
+
+
+def test_facts_that_never_settle_are_a_node_fault_not_a_crash(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """Over a batching executor, a collection that always asks for one more command stops after
+    MAX_PASSES batches: exit 4 like an unreachable node, the node and the pending command named, no
+    traceback (it was a bare RuntimeError, an internal error, before)."""
+    import harness.facts.collect as collect
+    from harness.remote.batch import run_batch
+    from harness.remote.local import LocalExecutor
+
+    real = collect._collect
+
+    def greedy(c: object, node: object) -> None:
+        real(c, node)  # type: ignore[arg-type]
+        c.run(["echo", f"one-more-{len(c.answers.runs)}"])  # type: ignore[attr-defined]
+
+    monkeypatch.setattr(collect, "_collect", greedy)
+    # the inventory's local node takes batches, as a Ray node does (each batch run item by item here)
+    monkeypatch.setattr(LocalExecutor, "batches_commands", True, raising=False)
+    monkeypatch.setattr(LocalExecutor, "run_many", run_batch, raising=False)
+    code = run(["facts", "--inventory", str(_local_inventory(tmp_path))])
+    err = capsys.readouterr().err
+    assert code == 4, err
+    assert "here" in err and "still asked for new commands" in err and "still pending: echo one-more-" in err
+    assert "Traceback" not in err and "internal error" not in err

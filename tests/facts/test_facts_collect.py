@@ -175,3 +175,35 @@ def test_batched_facts_are_the_facts_of_one_command_at_a_time(tmp_path: Path,
     # the chains were followed to their end, not cut at the first batch
     assert batched.versions["npu-driver"] == "23.0.rc2" and "/dev/md0" in batched.raid
     assert batched.targets["tier"].usage is not None and not batched.targets["absent"].exists
+
+
+def _one_more_each_pass(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A collector that, after everything it really collects, asks for one command more than the node
+    has answered so far: a batched collection of it never settles."""
+    import harness.facts.collect as collect
+
+    real = collect._collect
+
+    def greedy(c: Any, node: Node) -> None:
+        real(c, node)
+        c.run(["echo", f"one-more-{len(c.answers.runs)}"])
+
+    monkeypatch.setattr(collect, "_collect", greedy)
+
+
+def test_a_collection_that_never_settles_names_the_node_and_what_is_pending(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from harness.errors import InfraError
+    from harness.facts.collect import MAX_PASSES, FactsUnsettled
+    from harness.facts.parsers import FactsError
+
+    _one_more_each_pass(monkeypatch)
+    ex = BatchingLocal()
+    with pytest.raises(FactsUnsettled) as caught:
+        collect_facts(ex, _node(name="n7"))
+    err = caught.value
+    assert isinstance(err, FactsError) and isinstance(err, InfraError)
+    assert ex.batches == MAX_PASSES and ex.singles == 0
+    assert err.node == "n7" and len(err.pending) == 1 and err.pending[0].startswith("echo one-more-")
+    assert str(err).startswith(f"n7: the facts collection still asked for new commands after {MAX_PASSES} batches")
+    assert err.pending[0] in str(err)

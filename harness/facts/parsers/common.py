@@ -11,7 +11,13 @@ from harness.errors import KvgateError
 NA = {"", "n/a", "na", "none", "null", "-", "unknown", "not supported"}
 
 
-class FactsParseError(KvgateError):
+class FactsError(KvgateError):
+    """Base of the facts errors: ``FactsParseError`` (a tool's output the parser does not know; the
+    collector records it as an error fact) and ``harness.facts.collect.FactsUnsettled`` (a batched
+    collection that never stops asking the node for more: an infrastructure fault, exit 4)."""
+
+
+class FactsParseError(FactsError):
     """A tool's output is not in a format the parser knows; the message names the tool."""
 
     def __init__(self, tool: str, message: str) -> None:
