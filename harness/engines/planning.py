@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import posixpath
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Optional, Union
 
 from harness.config.inventory import Node
@@ -13,7 +13,7 @@ from harness.config.managedenv import managed_reason
 from harness.config.paths import fs_url_path
 from harness.config.planrules import arm_problems
 from harness.config.profile import Arm, Profile
-from harness.engines.base import SidecarPlan
+from harness.engines.base import EnginePlan, RayClusterPlan, SidecarPlan
 from harness.engines.gdscapacity import gds_bytes_bound, target_of
 from harness.engines.lmcache import (
     kv_transfer_config,
@@ -55,6 +55,22 @@ class Common:
     external_host: str
     sidecar: Optional[SidecarPlan] = None
     lmcache_mode: str = "none"
+
+
+def engine_plan(kind: str, node: Node, profile: Profile, c: Common, instance_index: int, *, argv: list[str],
+                env: dict[str, str], notes: tuple[str, ...], python: str, devices: tuple[int, ...], platform: str,
+                sidecar: Optional[SidecarPlan], ray: Optional[RayClusterPlan] = None) -> EnginePlan:
+    """The plan of one instance from what every kind decides alike (``c``) and what its kind decided:
+    the command line, environment, notes, and how it sits on the node's devices."""
+    engine = profile.engine
+    return EnginePlan(
+        kind=kind, node=node.name, profile=profile.name, arm=c.arm.name, instance_index=instance_index,
+        argv=tuple(argv), env=env, files=c.files, host=engine.host, port=c.port, external_host=c.external_host,
+        devices=devices, platform=platform, instance_dir=c.instance_dir, name=c.name, served_model_name=c.served,
+        kv_dirs=c.kv_dirs, ready_timeout=float(engine.ready_timeout), python=python, offload=c.arm.offload,
+        cpu_tier=c.arm.offload and c.arm.lmcache.local_cpu and c.lmcache_mode == "in_process",
+        ray=ray, notes=notes, sidecar=sidecar, lmcache_mode=c.lmcache_mode, reset_endpoint=engine.dev_mode,
+    )
 
 
 def resolve_arm(profile: Profile, arm: Union[Arm, str]) -> Arm:
@@ -123,85 +139,27 @@ def plan_common(
     platform = platform or node.platform
     model = profile.model
     engine = profile.engine
-    if instance_index < 0 or instance_index >= model.instances_per_node:
-        raise InputError(
-            f"instance index {instance_index} is outside 0..{model.instances_per_node - 1} "
-            f"(model.instances_per_node = {model.instances_per_node})"
-        )
-    port = engine.port + instance_index
-    if port > 65535:
-        raise InputError(f"engine.port {engine.port} + instance {instance_index} is past 65535")
+    port = _instance_port(profile, instance_index)
     count = node.accelerators.count if node.accelerators is not None else None
     devices = devices_for(platform, instance_index, model.tensor_parallel_size, count, node=node.name)
-    for key in sorted(engine.env):  # the profile loader refused these; a profile built in code is checked too
-        why = managed_reason(key)
-        if why is not None:
-            raise InputError(f"engine.env may not set {key}: kvgate manages it ({why})")
-    for _, message in arm_problems(profile, arm, [platform]):
-        raise InputError(message)
+    _refuse_managed_env(profile, arm, platform)
     instance_dir = posixpath.join(
         workdir, "engines", safe_name(profile.name), f"{safe_name(arm.name)}-{instance_index}"
     )
-    name = f"engine-{safe_name(arm.name)}-{instance_index}"
-    served = model.served_name or model.name
-    env: dict[str, str] = device_env(platform, devices)
-    files: dict[str, str] = {}
-    kv_dirs: tuple[str, ...] = ()
-    kv_transfer: Optional[str] = None
-    notes: list[str] = []
-    env.update(get_platform(platform).engine_env)
-    if "HIP_VISIBLE_DEVICES" in get_platform(platform).device_vars:
-        # ROCm applies ROCR_VISIBLE_DEVICES first and numbers HIP devices within it: an inherited one
-        # would remap kvgate's indices. Cleared (engines/cleanenv.py), never honoured: recorded here.
-        notes.append("ROCR_VISIBLE_DEVICES: an inherited value is cleared at start, so HIP_VISIBLE_DEVICES="
-                     f"{env.get('HIP_VISIBLE_DEVICES', '')} names the node's physical devices")
-    sidecar: Optional[SidecarPlan] = None
-    mode = arm.lmcache.mode if arm.offload else "none"
+    env, notes = _platform_env(platform, devices)
     capacity_note = _check_capacity(node, profile, arm)
     if capacity_note:
         notes.append(capacity_note)
+    mode = arm.lmcache.mode if arm.offload else "none"
     if arm.offload and mode == "multiprocess":
-        disk = instance_kv_dir(node, profile, arm, instance_index)
-        kv_dirs = (disk,) if disk else ()
-        sidecar = _mp_sidecar(arm, disk, instance_index, f"lmcache-{safe_name(arm.name)}-{instance_index}",
-                              node_host=node.host)
-        kv_transfer = kv_transfer_config_json(mp_kv_transfer_config(sidecar.host, sidecar.port))
-        env.setdefault("PYTHONHASHSEED", "0")
-        notes.append(
-            f"LMCache multiprocess mode: `lmcache server` on {sidecar.host}:{sidecar.port} (HTTP API "
-            f"{sidecar.http_port}, /metrics {sidecar.metrics_port}), L1 {arm.lmcache.mp_l1_size_gb} GB, "
-            f"L2 {arm.lmcache.mp_l2}{' in ' + disk if disk and arm.lmcache.mp_l2 != 'none' else ''}"
-        )
+        kv = _multiprocess_wiring(node, profile, arm, instance_index)
     elif arm.offload:
-        disk = instance_kv_dir(node, profile, arm, instance_index)
-        gds = gds_dir_for(arm, disk, instance_index, profile.model.instances_per_node)
-        kv_dirs = (gds,) if gds else (disk,) if disk else ()
-        remote = arm.lmcache.remote_url
-        if remote and remote.startswith("fs://"):
-            # LMCache's fs connector writes its files there: created, marked and cleaned like a disk tier
-            kv_dirs += (fs_url_path(remote).rstrip("/") or "/",)
-        cfg = lmcache_config(arm.lmcache, local_disk_dir=disk, ranks=model.tensor_parallel_size, gds_dir=gds,
-                             gds_backend=arm.lmcache.gds_backend or get_platform(platform).gds_backend)
-        if gds:
-            notes.append(f"LMCache GDS backend ({cfg['gds_backend']}) in {gds}, no local-disk backend")
-        yaml_path = posixpath.join(instance_dir, "lmcache.yaml")
-        files[yaml_path] = render_yaml(
-            cfg,
-            header=f"kvgate: LMCache config of arm {arm.name!r}, profile "
-            f"{profile.name!r}, node {node.name}, instance {instance_index}",
-        )
-        env["LMCACHE_CONFIG_FILE"] = yaml_path
-        # in vLLM v1 LMCache's in-process metrics reach /metrics only through multi-process
-        # Prometheus (its workers are other processes): one fresh directory per instance
-        env["PROMETHEUS_MULTIPROC_DIR"] = posixpath.join(instance_dir, PROMETHEUS_SUBDIR)
-        # chunk keys must agree across processes and instances (R4 sharing), so hashing is seeded
-        env.setdefault("PYTHONHASHSEED", "0")
-        choice, note = get_platform(platform).connector(node.software, ascend_connector)
-        if note:
-            notes.append(note)
-        kv_transfer = kv_transfer_config_json(kv_transfer_config(platform, ascend_connector=choice))
+        kv = _in_process_wiring(node, profile, arm, instance_index, platform, instance_dir, ascend_connector)
     else:
-        notes.append(f"arm {arm.name!r} has no KV offload: vLLM runs without a KV connector (recompute)")
+        kv = _KvWiring(notes=(f"arm {arm.name!r} has no KV offload: vLLM runs without a KV connector (recompute)",))
+    env.update(kv.env)
+    if kv.seeded_hash:
+        env.setdefault("PYTHONHASHSEED", "0")
     if engine.dev_mode:
         env["VLLM_SERVER_DEV_MODE"] = "1"
     env.update(engine.env)
@@ -212,18 +170,114 @@ def plan_common(
         port=port,
         devices=devices,
         instance_dir=instance_dir,
-        name=name,
-        served=served,
+        name=f"engine-{safe_name(arm.name)}-{instance_index}",
+        served=model.served_name or model.name,
         model_ref=model.path or model.name,
-        kv_dirs=kv_dirs,
-        files=files,
+        kv_dirs=kv.kv_dirs,
+        files=kv.files,
         env=env,
-        kv_transfer=kv_transfer,
-        notes=tuple(notes),
+        kv_transfer=kv.kv_transfer,
+        notes=(*notes, *kv.notes),
         external_host=external,
-        sidecar=sidecar,
+        sidecar=kv.sidecar,
         lmcache_mode=mode,
     )
+
+
+@dataclass(frozen=True)
+class _KvWiring:
+    """How an instance reaches its KV tier: directories, config files, environment, the
+    --kv-transfer-config JSON, the multiprocess server, and what the plan says about them."""
+
+    kv_dirs: tuple[str, ...] = ()
+    files: dict[str, str] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict)
+    kv_transfer: Optional[str] = None
+    notes: tuple[str, ...] = ()
+    sidecar: Optional[SidecarPlan] = None
+    # chunk keys must agree across processes and instances (R4 sharing), so hashing is seeded
+    seeded_hash: bool = False
+
+
+def _instance_port(profile: Profile, instance_index: int) -> int:
+    instances = profile.model.instances_per_node
+    if instance_index < 0 or instance_index >= instances:
+        raise InputError(
+            f"instance index {instance_index} is outside 0..{instances - 1} "
+            f"(model.instances_per_node = {instances})"
+        )
+    port = profile.engine.port + instance_index
+    if port > 65535:
+        raise InputError(f"engine.port {profile.engine.port} + instance {instance_index} is past 65535")
+    return port
+
+
+def _refuse_managed_env(profile: Profile, arm: Arm, platform: str) -> None:
+    for key in sorted(profile.engine.env):  # the profile loader refused these; a profile built in code is checked too
+        why = managed_reason(key)
+        if why is not None:
+            raise InputError(f"engine.env may not set {key}: kvgate manages it ({why})")
+    for _, message in arm_problems(profile, arm, [platform]):
+        raise InputError(message)
+
+
+def _platform_env(platform: str, devices: tuple[int, ...]) -> tuple[dict[str, str], list[str]]:
+    """The device variables and the platform's engine environment, with the notes they need."""
+    env: dict[str, str] = device_env(platform, devices)
+    notes: list[str] = []
+    env.update(get_platform(platform).engine_env)
+    if "HIP_VISIBLE_DEVICES" in get_platform(platform).device_vars:
+        # ROCm applies ROCR_VISIBLE_DEVICES first and numbers HIP devices within it: an inherited one
+        # would remap kvgate's indices. Cleared (engines/cleanenv.py), never honoured: recorded here.
+        notes.append("ROCR_VISIBLE_DEVICES: an inherited value is cleared at start, so HIP_VISIBLE_DEVICES="
+                     f"{env.get('HIP_VISIBLE_DEVICES', '')} names the node's physical devices")
+    return env, notes
+
+
+def _multiprocess_wiring(node: Node, profile: Profile, arm: Arm, instance_index: int) -> _KvWiring:
+    """LMCache multiprocess mode: an `lmcache server` per instance, vLLM's LMCacheMPConnector to it."""
+    disk = instance_kv_dir(node, profile, arm, instance_index)
+    sidecar = _mp_sidecar(arm, disk, instance_index, f"lmcache-{safe_name(arm.name)}-{instance_index}",
+                          node_host=node.host)
+    note = (f"LMCache multiprocess mode: `lmcache server` on {sidecar.host}:{sidecar.port} (HTTP API "
+            f"{sidecar.http_port}, /metrics {sidecar.metrics_port}), L1 {arm.lmcache.mp_l1_size_gb} GB, "
+            f"L2 {arm.lmcache.mp_l2}{' in ' + disk if disk and arm.lmcache.mp_l2 != 'none' else ''}")
+    return _KvWiring(kv_dirs=(disk,) if disk else (), sidecar=sidecar, seeded_hash=True, notes=(note,),
+                     kv_transfer=kv_transfer_config_json(mp_kv_transfer_config(sidecar.host, sidecar.port)))
+
+
+def _in_process_wiring(node: Node, profile: Profile, arm: Arm, instance_index: int, platform: str,
+                       instance_dir: str, ascend_connector: Optional[str]) -> _KvWiring:
+    """LMCache in the engine's processes: its YAML file, GDS or local disk, an fs:// remote tier."""
+    disk = instance_kv_dir(node, profile, arm, instance_index)
+    gds = gds_dir_for(arm, disk, instance_index, profile.model.instances_per_node)
+    kv_dirs: tuple[str, ...] = (gds,) if gds else (disk,) if disk else ()
+    notes: list[str] = []
+    remote = arm.lmcache.remote_url
+    if remote and remote.startswith("fs://"):
+        # LMCache's fs connector writes its files there: created, marked and cleaned like a disk tier
+        kv_dirs += (fs_url_path(remote).rstrip("/") or "/",)
+    cfg = lmcache_config(arm.lmcache, local_disk_dir=disk, ranks=profile.model.tensor_parallel_size, gds_dir=gds,
+                         gds_backend=arm.lmcache.gds_backend or get_platform(platform).gds_backend)
+    if gds:
+        notes.append(f"LMCache GDS backend ({cfg['gds_backend']}) in {gds}, no local-disk backend")
+    yaml_path = posixpath.join(instance_dir, "lmcache.yaml")
+    files = {yaml_path: render_yaml(
+        cfg,
+        header=f"kvgate: LMCache config of arm {arm.name!r}, profile "
+        f"{profile.name!r}, node {node.name}, instance {instance_index}",
+    )}
+    env = {
+        "LMCACHE_CONFIG_FILE": yaml_path,
+        # in vLLM v1 LMCache's in-process metrics reach /metrics only through multi-process
+        # Prometheus (its workers are other processes): one fresh directory per instance
+        "PROMETHEUS_MULTIPROC_DIR": posixpath.join(instance_dir, PROMETHEUS_SUBDIR),
+    }
+    choice, note = get_platform(platform).connector(node.software, ascend_connector)
+    if note:
+        notes.append(note)
+    return _KvWiring(kv_dirs=kv_dirs, files=files, env=env, notes=tuple(notes), seeded_hash=True,
+                     kv_transfer=kv_transfer_config_json(kv_transfer_config(platform, ascend_connector=choice)))
 
 
 def _mp_sidecar(arm: Arm, disk: Optional[str], instance_index: int, name: str, *, node_host: str) -> SidecarPlan:

@@ -16,7 +16,7 @@ from harness.config.inventory import Node
 from harness.config.profile import Arm, Profile
 from harness.engines.base import DEFAULT_WORKDIR, EngineError, EngineInstance, EnginePlan, EvictResult, SidecarPlan
 from harness.engines.lifecycle import EngineLifecycle, evict_like_vllm, verified_reset
-from harness.engines.planning import plan_common
+from harness.engines.planning import Common, engine_plan, plan_common
 from harness.engines.secretargs import move_secret_args
 from harness.errors import InputError
 
@@ -35,6 +35,34 @@ def fault_injection() -> tuple[dict[str, str], tuple[str, ...]]:
         return {}, ()
     return {FAULT_ENV: value}, (f"fault injection from the controller's environment: {FAULT_ENV}={value} "
                                 "slows every emulated tier read",)
+
+
+def _program(python: str, agent_path: Optional[str], verb: str) -> tuple[list[str], dict[str, str]]:
+    """The emulator's program and verb: from the agent zipapp on a node, else from this source tree
+    (which the environment's PYTHONPATH names)."""
+    if agent_path:
+        return [python, "-I", "-S", agent_path, "sim", verb], {}
+    return [python, "-m", "harness.sim.cli", verb], {"PYTHONPATH": SOURCE_ROOT}
+
+
+def _serve_args(profile: Profile, c: Common) -> list[str]:
+    """vLLM's serve arguments the emulator takes, then its own compute and KV-size flags."""
+    model = profile.model
+    sim = profile.engine.sim
+    argv = [c.model_ref, "--host", profile.engine.host, "--port", str(c.port), "--served-model-name", c.served,
+            "--tensor-parallel-size", str(model.tensor_parallel_size)]
+    if model.max_model_len is not None:
+        argv += ["--max-model-len", str(model.max_model_len)]
+    if c.kv_transfer is not None:
+        argv += ["--kv-transfer-config", c.kv_transfer]
+    return argv + [
+        "--prefill-tokens-per-s", repr(sim.prefill_tokens_per_s),
+        "--decode-tokens-per-s", repr(sim.decode_tokens_per_s),
+        "--max-batch", str(sim.max_batch),
+        "--hbm-tokens", str(sim.hbm_tokens),
+        "--kv-bytes-per-token", str(model.kv_geometry.bytes_per_token),
+        "--kv-scale", repr(sim.kv_scale),
+    ]
 
 
 class SimEngine(EngineLifecycle):
@@ -57,48 +85,12 @@ class SimEngine(EngineLifecycle):
             raise InputError("the KV emulator runs one instance per node: model.nodes_per_instance must be 1")
         # the emulator has no accelerators to pin: plan it as a cpu instance whatever the node is
         c = plan_common(node, profile, arm, instance_index, "cpu", workdir)
-        model = profile.model
         engine = profile.engine
-        sim = engine.sim
         env = dict(c.env)
-        if agent_path:
-            head = [python, "-I", "-S", agent_path, "sim"]
-        else:
-            head = [python, "-m", "harness.sim.cli"]
-            env["PYTHONPATH"] = SOURCE_ROOT
-        argv = [
-            *head,
-            "serve",
-            c.model_ref,
-            "--host",
-            engine.host,
-            "--port",
-            str(c.port),
-            "--served-model-name",
-            c.served,
-            "--tensor-parallel-size",
-            str(model.tensor_parallel_size),
-        ]
-        if model.max_model_len is not None:
-            argv += ["--max-model-len", str(model.max_model_len)]
-        if c.kv_transfer is not None:
-            argv += ["--kv-transfer-config", c.kv_transfer]
-        argv += [
-            "--prefill-tokens-per-s",
-            repr(sim.prefill_tokens_per_s),
-            "--decode-tokens-per-s",
-            repr(sim.decode_tokens_per_s),
-            "--max-batch",
-            str(sim.max_batch),
-            "--hbm-tokens",
-            str(sim.hbm_tokens),
-            "--kv-bytes-per-token",
-            str(model.kv_geometry.bytes_per_token),
-            "--kv-scale",
-            repr(sim.kv_scale),
-        ]
+        head, head_env = _program(python, agent_path, "serve")
+        env.update(head_env)
         extra, secret_env, secret_notes = move_secret_args(engine.extra_args)  # secrets by env (i17)
-        argv += extra
+        argv = [*head, *_serve_args(profile, c), *extra]
         env.update(secret_env)
         fault_env, fault_notes = fault_injection()
         env.update(fault_env)
@@ -107,42 +99,13 @@ class SimEngine(EngineLifecycle):
         sidecar = None
         if c.sidecar is not None:
             # the emulated `lmcache server`: the same command line after the program and its verb
-            side_env = {**c.sidecar.env, **fault_env}
-            if agent_path:
-                side_head = [python, "-I", "-S", agent_path, "sim", "lmcache-server"]
-            else:
-                side_head = [python, "-m", "harness.sim.cli", "lmcache-server"]
-                side_env["PYTHONPATH"] = SOURCE_ROOT
+            side_head, side_head_env = _program(python, agent_path, "lmcache-server")
+            side_env = {**c.sidecar.env, **fault_env, **side_head_env}
             sidecar = SidecarPlan(name=c.sidecar.name, argv=(*side_head, *c.sidecar.argv[2:]), host=c.sidecar.host,
                                   port=c.sidecar.port, http_port=c.sidecar.http_port,
                                   metrics_port=c.sidecar.metrics_port, env=side_env)
-        return EnginePlan(
-            kind=self.kind,
-            node=node.name,
-            profile=profile.name,
-            arm=c.arm.name,
-            instance_index=instance_index,
-            argv=tuple(argv),
-            env=env,
-            files=c.files,
-            host=engine.host,
-            port=c.port,
-            external_host=c.external_host,
-            devices=(),
-            platform=platform or node.platform,
-            instance_dir=c.instance_dir,
-            name=c.name,
-            served_model_name=c.served,
-            kv_dirs=c.kv_dirs,
-            ready_timeout=float(engine.ready_timeout),
-            python=python,
-            offload=c.arm.offload,
-            cpu_tier=c.arm.offload and c.arm.lmcache.local_cpu and c.lmcache_mode == "in_process",
-            notes=notes,
-            sidecar=sidecar,
-            lmcache_mode=c.lmcache_mode,
-            reset_endpoint=engine.dev_mode,
-        )
+        return engine_plan(self.kind, node, profile, c, instance_index, argv=argv, env=env, notes=notes,
+                           python=python, devices=(), platform=platform or node.platform, sidecar=sidecar)
 
     def evict(self, instance: EngineInstance) -> EvictResult:
         """Drop the emulated HBM and CPU tiers through the admin endpoint (the disk tier stays),

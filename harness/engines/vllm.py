@@ -30,7 +30,7 @@ from harness.engines.base import (
 )
 from harness.engines.coldrestore import cold_restore_plan, unlike_settings
 from harness.engines.lifecycle import EngineLifecycle, evict_like_vllm
-from harness.engines.planning import Common, plan_common
+from harness.engines.planning import Common, engine_plan, plan_common
 from harness.engines.ray import plan_ray_cluster, with_engine_env
 from harness.engines.secretargs import move_secret_args
 from harness.errors import InputError
@@ -113,16 +113,9 @@ class VllmEngine(EngineLifecycle):
         if ray is not None:
             ray = with_engine_env(ray, c.env)  # every raylet, so every Ray worker, gets LMCache's settings
             env = {**ray.env_for(node.name), **env}  # the engine process on the head needs the head's too
-        return EnginePlan(
-            kind=self.kind, node=node.name, profile=profile.name, arm=c.arm.name, instance_index=instance_index,
-            argv=tuple(argv), env=env, files=c.files, host=profile.engine.host, port=c.port,
-            external_host=c.external_host, devices=c.devices, platform=c.platform, instance_dir=c.instance_dir,
-            name=c.name, served_model_name=c.served, kv_dirs=c.kv_dirs,
-            ready_timeout=float(profile.engine.ready_timeout), python=python, offload=c.arm.offload,
-            cpu_tier=c.arm.offload and c.arm.lmcache.local_cpu and c.lmcache_mode == "in_process",
-            ray=ray, notes=(*notes, *secret_notes), sidecar=c.sidecar, lmcache_mode=c.lmcache_mode,
-            reset_endpoint=profile.engine.dev_mode,
-        )
+        return engine_plan(self.kind, node, profile, c, instance_index, argv=argv, env=env,
+                           notes=(*notes, *secret_notes), python=python, devices=c.devices, platform=c.platform,
+                           sidecar=c.sidecar, ray=ray)
 
     def evict(self, instance: EngineInstance) -> EvictResult:
         """Empty everything above the tier under test, keeping what it holds (see coldrestore and
