@@ -228,25 +228,57 @@ def predict_point(geom: ModelGeometry, engine: Engine, work: Workload, tier: Opt
     restore_hit = tier.restore_seconds(restored_bytes, work.chunks) if tier is not None else 0.0
     compute_hit = engine.compute.seconds(geom, work.input_tokens - work.hit_tokens, prefix=work.hit_tokens)
     compute_miss = engine.compute.seconds(geom, work.input_tokens)
-    restore_s = hit * restore_hit
-    compute_s = hit * compute_hit + (1 - hit) * compute_miss
-    decode0 = engine.decode_seconds(work.output_tokens)
-    chunk_s = hit * tier.per_chunk_s * work.chunks if tier is not None else 0.0  # latency, not shared
-    mean_bytes = hit * restored_bytes
+    m = _ClosedLoop(
+        engine=engine, tier=tier, concurrency=concurrency,
+        restore_s=hit * restore_hit,
+        compute_s=hit * compute_hit + (1 - hit) * compute_miss,
+        decode0=engine.decode_seconds(work.output_tokens),
+        chunk_s=hit * tier.per_chunk_s * work.chunks if tier is not None else 0.0,  # latency, not shared
+        mean_bytes=hit * restored_bytes,
+    )
+    k = min(concurrency, engine.max_batch)
+    x_random = m.fixed_point(m.random_phases)
+    x_waves = m.fixed_point(lambda x: m.waves(x, k)[0])
+    _, bottleneck, _ = m.waves(x_random, 1)
+    ttft_random = m.ttft_at(x_random)
+    ttft_waves = max(m.waves(x_waves, k)[2], concurrency / x_waves - m.decode0 - m.waits(x_waves)[2])
+    ttft = ttft_random if concurrency <= engine.max_batch else (ttft_random + ttft_waves) / 2
+    x = x_random if concurrency <= engine.max_batch else 2 / (1 / x_random + 1 / x_waves)
+    return PointPrediction(concurrency, ttft, m.alone_at(0.0), m.restore_s, m.compute_s, concurrency / x, x,
+                           x * work.output_tokens, bottleneck, ttft_random, ttft_waves)
 
-    def tier_rate(j: int) -> float:
+
+@dataclass(frozen=True)
+class _ClosedLoop:
+    """One arm at one concurrency as the closed network ``predict_point`` solves: the mean time a
+    request spends restoring (``restore_s``), computing its prefill (``compute_s``) and decoding
+    (``decode0``), its per-chunk latency (``chunk_s``) and the bytes it restores (``mean_bytes``)."""
+
+    engine: Engine
+    tier: Optional[Tier]
+    concurrency: int
+    restore_s: float
+    compute_s: float
+    decode0: float
+    chunk_s: float
+    mean_bytes: float
+
+    def tier_rate(self, j: int) -> float:
         """Restores per second the tier completes with ``j`` requests restoring."""
+        tier = self.tier
         assert tier is not None
         streams = min(j, tier.read_streams or j)
-        return min(streams * (tier.stream_bw or tier.read_bw), tier.read_bw) / mean_bytes
+        return min(streams * (tier.stream_bw or tier.read_bw), tier.read_bw) / self.mean_bytes
 
-    def waits(x: float) -> tuple[float, float, float]:
+    def waits(self, x: float) -> tuple[float, float, float]:
         """(front end's wait per step, TTFT's share of the waits, the decode's) at ``x`` requests/s."""
+        engine = self.engine
         w = engine.loop_wait(x)
         return w, w * (1 + engine.loop_waits_first) if w else 0.0, w * engine.loop_waits_last
 
-    def caps() -> dict[str, float]:
+    def caps(self) -> dict[str, float]:
         """Throughput caps of the resources every request takes its turn at, whatever the phases."""
+        engine = self.engine
         out: dict[str, float] = {}
         if engine.loop_s:
             out["front end"] = 1.0 / engine.loop_s
@@ -254,56 +286,58 @@ def predict_point(geom: ModelGeometry, engine: Engine, work: Workload, tier: Opt
             out["host CPU"] = engine.host_cores / engine.host_cpu_s
         return out
 
-    def random_phases(x: float) -> float:
+    def random_phases(self, x: float) -> float:
         """Throughput with the front end's waits at ``x`` requests/s: the batch slots as one
         flow-equivalent server (the network inside them solved for 1..max_batch requests), the
         clients' time outside them as the delay."""
-        w, ttft_w, decode_w = waits(x)
+        engine, compute_s = self.engine, self.compute_s
+        w, ttft_w, decode_w = self.waits(x)
         stations: list[RateFn] = []
-        inside = engine.slot_s + chunk_s + decode0 + decode_w + ttft_w - w
-        if tier is not None and mean_bytes:
-            stations.append(tier_rate)  # the bytes; their per-chunk latency is in ``inside``
+        inside = engine.slot_s + self.chunk_s + self.decode0 + decode_w + ttft_w - w
+        if self.tier is not None and self.mean_bytes:
+            stations.append(self.tier_rate)  # the bytes; their per-chunk latency is in ``inside``
         if engine.compute.shared and compute_s:
             stations.append(lambda j: 1.0 / compute_s)
         else:
             inside += compute_s
         # never more requests in the slots than clients: the network inside them up to min(batch, c)
-        slots = closed_mva(min(engine.max_batch, concurrency), max(0.0, inside), stations) if stations else []
+        slots = closed_mva(min(engine.max_batch, self.concurrency), max(0.0, inside), stations) if stations else []
 
         def slot_rate(j: int) -> float:
             k = min(j, engine.max_batch)
             return slots[k - 1] if slots else k / max(inside, 1e-12)
 
         outside = engine.fixed_s + engine.frontend_s + w
-        return min([closed_mva(concurrency, outside, [slot_rate])[-1], *caps().values()])
+        return min([closed_mva(self.concurrency, outside, [slot_rate])[-1], *self.caps().values()])
 
-    def waves(x: float, k: int) -> tuple[float, str, float]:
+    def waves(self, x: float, k: int) -> tuple[float, str, float]:
         """(throughput, bottleneck, TTFT alone) with ``k`` requests restoring and prefilling at
         once, each at its share of the tier and the accelerator (asymptotic bounds; k = 1: the
         plain bounds, whose largest demand names the bottleneck)."""
-        w, ttft_w, decode_w = waits(x)
-        restore_k = restore_s
-        if tier is not None and mean_bytes:
-            restore_k += k / tier_rate(k) - 1 / tier_rate(1)  # k restores end together
+        engine, tier, compute_s, decode0 = self.engine, self.tier, self.compute_s, self.decode0
+        w, ttft_w, decode_w = self.waits(x)
+        restore_k = self.restore_s
+        if tier is not None and self.mean_bytes:
+            restore_k += k / self.tier_rate(k) - 1 / self.tier_rate(1)  # k restores end together
         compute_k = compute_s * (k if engine.compute.shared else 1)
         alone = engine.fixed_s + engine.frontend_s + engine.slot_s + restore_k + compute_k + ttft_w
         in_slot = engine.slot_s + restore_k + compute_k + decode0 + ttft_w - w + decode_w
-        demands: dict[str, float] = {"clients": (alone + decode0 + decode_w) / concurrency,
+        demands: dict[str, float] = {"clients": (alone + decode0 + decode_w) / self.concurrency,
                                      "batch slots": in_slot / engine.max_batch}
-        if tier is not None and mean_bytes:
-            demands["tier bandwidth"] = mean_bytes / tier.read_bw
+        if tier is not None and self.mean_bytes:
+            demands["tier bandwidth"] = self.mean_bytes / tier.read_bw
             if tier.read_streams:
-                demands["tier readers"] = restore_s / tier.read_streams
+                demands["tier readers"] = self.restore_s / tier.read_streams
         if engine.compute.shared and compute_s:
             demands["compute"] = compute_s
-        demands.update({name: 1.0 / cap for name, cap in caps().items()})
+        demands.update({name: 1.0 / cap for name, cap in self.caps().items()})
         name = max(demands, key=lambda n: demands[n])
         return 1.0 / demands[name], name, alone
 
-    def fixed_point(f: Callable[[float], float]) -> float:
+    def fixed_point(self, f: Callable[[float], float]) -> float:
         """x = f(x): f falls as x rises (the front end's waits lengthen every path), so bisect."""
         x = f(0.0)
-        if not engine.loop_wait(x):
+        if not self.engine.loop_wait(x):
             return x
         lo, hi = 0.0, x
         for _ in range(60):
@@ -314,23 +348,13 @@ def predict_point(geom: ModelGeometry, engine: Engine, work: Workload, tier: Opt
                 hi = mid
         return lo
 
-    def alone_at(x: float) -> float:
+    def alone_at(self, x: float) -> float:
         """TTFT of a request that finds no other ahead of it, with the front end's waits at ``x``."""
-        return engine.fixed_s + engine.frontend_s + engine.slot_s + restore_s + compute_s + waits(x)[1]
+        e = self.engine
+        return e.fixed_s + e.frontend_s + e.slot_s + self.restore_s + self.compute_s + self.waits(x)[1]
 
-    def ttft_at(x: float) -> float:
-        return max(alone_at(x), concurrency / x - decode0 - waits(x)[2])
-
-    k = min(concurrency, engine.max_batch)
-    x_random = fixed_point(random_phases)
-    x_waves = fixed_point(lambda x: waves(x, k)[0])
-    _, bottleneck, _ = waves(x_random, 1)
-    ttft_random = ttft_at(x_random)
-    ttft_waves = max(waves(x_waves, k)[2], concurrency / x_waves - decode0 - waits(x_waves)[2])
-    ttft = ttft_random if concurrency <= engine.max_batch else (ttft_random + ttft_waves) / 2
-    x = x_random if concurrency <= engine.max_batch else 2 / (1 / x_random + 1 / x_waves)
-    return PointPrediction(concurrency, ttft, alone_at(0.0), restore_s, compute_s, concurrency / x, x,
-                           x * work.output_tokens, bottleneck, ttft_random, ttft_waves)
+    def ttft_at(self, x: float) -> float:
+        return max(self.alone_at(x), self.concurrency / x - self.decode0 - self.waits(x)[2])
 
 
 def break_even_bandwidth(geom: ModelGeometry, compute: Compute, tokens: int, *, per_chunk_s: float = 0.0,
