@@ -150,62 +150,9 @@ class SimMetrics:
         self.started = time.time()
         self.vllm_labels: Labels = (("engine", "0"), ("model_name", model_name))
         self.lmc_labels: Labels = (("model_name", model_name), ("worker_id", "0"))
-        self.ttft = Histogram(
-            "vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", TTFT_BUCKETS
-        )
-        self.prefix_queries = Counter(
-            "vllm:prefix_cache_queries", "Prefix cache queries, in terms of number of queried tokens."
-        )
-        self.prefix_hits = Counter("vllm:prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens.")
-        self.ext_queries = Counter(
-            "vllm:external_prefix_cache_queries",
-            "External prefix cache queries from KV connector cross-instance cache "
-            "sharing, in terms of number of queried tokens.",
-        )
-        self.ext_hits = Counter(
-            "vllm:external_prefix_cache_hits",
-            "External prefix cache hits from KV connector cross-instance cache sharing, "
-            "in terms of number of cached tokens.",
-        )
-        self.running = Gauge("vllm:num_requests_running", "Number of requests in model execution batches.")
-        self.waiting = Gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.")
-        self.prompt_tokens = Counter("vllm:prompt_tokens", "Number of prefill tokens processed.")
-        self.generation_tokens = Counter("vllm:generation_tokens", "Number of generation tokens processed.")
-        self.request_success = Counter("vllm:request_success", "Count of successfully processed requests.")
-        self.lmc_requested = Counter("lmcache:num_requested_tokens", "Total number of tokens requested")
-        self.lmc_hit = Counter("lmcache:num_hit_tokens", "Total number of tokens hit in lmcache")
-        self.lmc_stored = Counter("lmcache:num_stored_tokens", "Total number of tokens stored in lmcache")
-        self.lmc_retrieve_speed = Histogram(
-            "lmcache:retrieve_speed", "Retrieve speed of lmcache (tokens per second)", SPEED_BUCKETS
-        )
-        self.lmc_store_speed = Histogram(
-            "lmcache:store_speed", "Store speed of lmcache (tokens per second)", SPEED_BUCKETS
-        )
-        self.sim_read_bytes = Counter("kvgate_sim:tier_read_bytes", "Bytes read from a storage tier by the emulator.")
-        self.sim_write_bytes = Counter("kvgate_sim:tier_write_bytes", "Bytes written to a storage tier.")
-        self.sim_chunk_hits = Counter("kvgate_sim:chunk_hits", "KV chunks served, by tier.")
-        self.sim_store_errors = Counter("kvgate_sim:store_errors", "Chunk writes that failed, by reason.")
-        self.sim_read_errors = Counter("kvgate_sim:read_errors", "Chunk reads that failed, by reason.")
-        self.sim_evicted = Counter("kvgate_sim:evicted_chunks", "Chunks evicted, by tier.")
-        self.sim_memory_hit_requests = Counter(
-            "kvgate_sim:memory_hit_requests",
-            "Requests that took any KV chunk from a host-memory tier (CPU tier or the LMCache server's L1).")
-        self.sim_memory_chunks = Gauge("kvgate_sim:memory_tier_chunks",
-                                       "Chunks held in a host-memory tier (the in-process CPU tier).")
-        self.sim_pending_writes = Gauge("kvgate_sim:pending_tier_writes",
-                                        "Chunks queued for a storage tier, not yet written.")
-        self.sim_read_mode = Gauge(
-            "kvgate_sim:read_mode_info", "How tier reads bypass the page cache (odirect or fadvise)."
-        )
-        self.sim_tier_dir = Gauge(
-            "kvgate_sim:tier_dir_info", "The directory each storage tier really uses (kvgate checks it)."
-        )
-        self.sim_info = Gauge("kvgate_sim:emulator_info", "Present on the KV emulator only (not a real engine).")
-        self.sim_info.set(self.vllm_labels, 1.0)
-        self.running.set(self.vllm_labels, 0.0)
-        self.sim_pending_writes.set(self.vllm_labels, 0.0)
-        self.sim_memory_hit_requests.inc(self.vllm_labels, 0.0)
-        self.waiting.set(self.vllm_labels, 0.0)
+        self._vllm_families()
+        self._lmcache_families()
+        self._emulator_families()
         self.families: list[_Family] = [
             self.ttft,
             self.prefix_queries,
@@ -235,6 +182,16 @@ class SimMetrics:
             self.sim_tier_dir,
             self.sim_info,
         ]
+        self._children_at_start()
+
+    def _children_at_start(self) -> None:
+        """The labelled children a fresh vLLM and LMCache expose before any request (zeros, the
+        running and waiting gauges, the emulator's info)."""
+        self.sim_info.set(self.vllm_labels, 1.0)
+        self.running.set(self.vllm_labels, 0.0)
+        self.sim_pending_writes.set(self.vllm_labels, 0.0)
+        self.sim_memory_hit_requests.inc(self.vllm_labels, 0.0)
+        self.waiting.set(self.vllm_labels, 0.0)
         for counter in (
             self.prefix_queries,
             self.prefix_hits,
@@ -253,6 +210,66 @@ class SimMetrics:
             (self.lmc_store_speed, self.lmc_labels),
         ):
             hist.values.setdefault(labels, ([0] * (len(hist.buckets) + 1), [0.0]))
+
+    def _vllm_families(self) -> None:
+        """The vllm:* families, under vLLM's names and help texts."""
+        self.ttft = Histogram(
+            "vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", TTFT_BUCKETS
+        )
+        self.prefix_queries = Counter(
+            "vllm:prefix_cache_queries", "Prefix cache queries, in terms of number of queried tokens."
+        )
+        self.prefix_hits = Counter("vllm:prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens.")
+        self.ext_queries = Counter(
+            "vllm:external_prefix_cache_queries",
+            "External prefix cache queries from KV connector cross-instance cache "
+            "sharing, in terms of number of queried tokens.",
+        )
+        self.ext_hits = Counter(
+            "vllm:external_prefix_cache_hits",
+            "External prefix cache hits from KV connector cross-instance cache sharing, "
+            "in terms of number of cached tokens.",
+        )
+        self.running = Gauge("vllm:num_requests_running", "Number of requests in model execution batches.")
+        self.waiting = Gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.")
+        self.prompt_tokens = Counter("vllm:prompt_tokens", "Number of prefill tokens processed.")
+        self.generation_tokens = Counter("vllm:generation_tokens", "Number of generation tokens processed.")
+        self.request_success = Counter("vllm:request_success", "Count of successfully processed requests.")
+
+    def _lmcache_families(self) -> None:
+        """The lmcache:* families, under LMCache's names and help texts."""
+        self.lmc_requested = Counter("lmcache:num_requested_tokens", "Total number of tokens requested")
+        self.lmc_hit = Counter("lmcache:num_hit_tokens", "Total number of tokens hit in lmcache")
+        self.lmc_stored = Counter("lmcache:num_stored_tokens", "Total number of tokens stored in lmcache")
+        self.lmc_retrieve_speed = Histogram(
+            "lmcache:retrieve_speed", "Retrieve speed of lmcache (tokens per second)", SPEED_BUCKETS
+        )
+        self.lmc_store_speed = Histogram(
+            "lmcache:store_speed", "Store speed of lmcache (tokens per second)", SPEED_BUCKETS
+        )
+
+    def _emulator_families(self) -> None:
+        """The emulator's own families (kvgate_sim:*): what it read and wrote, and how."""
+        self.sim_read_bytes = Counter("kvgate_sim:tier_read_bytes", "Bytes read from a storage tier by the emulator.")
+        self.sim_write_bytes = Counter("kvgate_sim:tier_write_bytes", "Bytes written to a storage tier.")
+        self.sim_chunk_hits = Counter("kvgate_sim:chunk_hits", "KV chunks served, by tier.")
+        self.sim_store_errors = Counter("kvgate_sim:store_errors", "Chunk writes that failed, by reason.")
+        self.sim_read_errors = Counter("kvgate_sim:read_errors", "Chunk reads that failed, by reason.")
+        self.sim_evicted = Counter("kvgate_sim:evicted_chunks", "Chunks evicted, by tier.")
+        self.sim_memory_hit_requests = Counter(
+            "kvgate_sim:memory_hit_requests",
+            "Requests that took any KV chunk from a host-memory tier (CPU tier or the LMCache server's L1).")
+        self.sim_memory_chunks = Gauge("kvgate_sim:memory_tier_chunks",
+                                       "Chunks held in a host-memory tier (the in-process CPU tier).")
+        self.sim_pending_writes = Gauge("kvgate_sim:pending_tier_writes",
+                                        "Chunks queued for a storage tier, not yet written.")
+        self.sim_read_mode = Gauge(
+            "kvgate_sim:read_mode_info", "How tier reads bypass the page cache (odirect or fadvise)."
+        )
+        self.sim_tier_dir = Gauge(
+            "kvgate_sim:tier_dir_info", "The directory each storage tier really uses (kvgate checks it)."
+        )
+        self.sim_info = Gauge("kvgate_sim:emulator_info", "Present on the KV emulator only (not a real engine).")
 
     def tier_labels(self, key: str, value: str) -> Labels:
         return self.vllm_labels + ((key, value),)
