@@ -49,24 +49,11 @@ def _inventory(camp: Any, given: Optional[Path]) -> Any:
 def status(campaign: str, *, reports: Optional[Path] = None, inventory: Optional[Path] = None,
            gates: Optional[Path] = None, pull_now: bool = True) -> dict[str, Any]:
     """The soak's status as a dict (what ``--json`` prints)."""
-    from harness.config.loader import load_gate
     from harness.errors import InputError
-    from harness.gates.evaluate import evaluate_gate
     from harness.load.soak import DONE
-    from harness.paths import gates_dir, reports_dir
-    from harness.pipelines.soakdata import soak_measured
-    from harness.pipelines.soakrun import (
-        WATCH_DIR,
-        SoakHandle,
-        WatchHandle,
-        pull,
-        pull_watch,
-        read_local_json,
-        read_local_jsonl,
-    )
-    from harness.remote.base import RemoteError
-    from harness.remote.connect import executor_for
-    from harness.store.campaign import Campaign, CampaignLocked, GateDir
+    from harness.paths import reports_dir
+    from harness.pipelines.soakrun import WATCH_DIR, SoakHandle, WatchHandle, read_local_json, read_local_jsonl
+    from harness.store.campaign import Campaign, GateDir
 
     root = reports or reports_dir()
     camp = Campaign.read(root, campaign)
@@ -82,38 +69,7 @@ def status(campaign: str, *, reports: Optional[Path] = None, inventory: Optional
         wh = WatchHandle.from_json(state["watch"])
         wh.local_dir = str(local / WATCH_DIR)
     notes: list[str] = []
-    running: Optional[bool] = None
-    if pull_now:
-        lock: Optional[int]
-        try:
-            # The campaign lock tells whether a gate run is following the soak (it pulls; two
-            # pullers appending to the same files would duplicate lines). Taken, not recorded.
-            lock = Campaign._lock(camp.path)
-        except CampaignLocked:
-            lock = None
-            notes.append("a kvgate gate G4 run is following this soak: showing what it pulled")
-        if lock is not None:
-            try:
-                inv = _inventory(camp, inventory)
-                try:
-                    ex = executor_for(inv, sh.node)
-                    try:
-                        running = pull(ex, sh).state.running
-                    finally:
-                        ex.close()
-                except (RemoteError, OSError) as exc:
-                    notes.append(f"could not reach {sh.node}: {exc} (showing what was pulled before)")
-                if wh is not None:  # the engine node's own watchdog (engine on another node)
-                    try:
-                        wex = executor_for(inv, wh.node)
-                        try:
-                            pull_watch(wex, wh)
-                        finally:
-                            wex.close()
-                    except (RemoteError, OSError) as exc:
-                        notes.append(f"could not reach the engine node {wh.node}: {exc} (restarts as pulled before)")
-            finally:
-                os.close(lock)
+    running = _pull_unless_followed(camp, inventory, sh, wh, notes) if pull_now else None
     windows = read_local_jsonl(local / "windows.jsonl")
     done = read_local_json(local / DONE)
     if done is not None:
@@ -121,6 +77,68 @@ def status(campaign: str, *, reports: Optional[Path] = None, inventory: Optional
     started = float(state["started_unix"])
     total = float(state["duration_s"])
     elapsed = (float(done["ended_unix"]) if done else time.time()) - started
+    measured, charts, overrides = _measured_so_far(camp, state, local, watched=wh is not None)
+    return {
+        "campaign": campaign, "node": sh.node, "running": running, "ended": done,
+        "elapsed_s": round(elapsed, 1), "duration_s": total, "remaining_s": round(max(0.0, total - elapsed), 1),
+        "eta_unix": round(started + total, 1), "windows": len(windows),
+        "warmup_s": float(state.get("warmup_s") or 0.0),
+        "last_windows": windows[-3:], "failing": _failing(gates, measured, overrides, ended=done is not None),
+        "faults": charts["faults"][-10:], "notes": notes,
+    }
+
+
+def _pull_unless_followed(camp: Any, inventory: Optional[Path], sh: Any, wh: Any, notes: list[str]) -> Optional[bool]:
+    """Pull what the soak (and the engine node's watchdog) wrote since the last look, unless a gate
+    run is following the soak; whether the soak still runs (None: not known)."""
+    from harness.store.campaign import Campaign, CampaignLocked
+
+    lock: Optional[int]
+    try:
+        # The campaign lock tells whether a gate run is following the soak (it pulls; two
+        # pullers appending to the same files would duplicate lines). Taken, not recorded.
+        lock = Campaign._lock(camp.path)
+    except CampaignLocked:
+        notes.append("a kvgate gate G4 run is following this soak: showing what it pulled")
+        return None
+    try:
+        return _pull(_inventory(camp, inventory), sh, wh, notes)
+    finally:
+        os.close(lock)
+
+
+def _pull(inv: Any, sh: Any, wh: Any, notes: list[str]) -> Optional[bool]:
+    from harness.pipelines.soakrun import pull, pull_watch
+    from harness.remote.base import RemoteError
+    from harness.remote.connect import executor_for
+
+    running: Optional[bool] = None
+    try:
+        ex = executor_for(inv, sh.node)
+        try:
+            running = pull(ex, sh).state.running
+        finally:
+            ex.close()
+    except (RemoteError, OSError) as exc:
+        notes.append(f"could not reach {sh.node}: {exc} (showing what was pulled before)")
+    if wh is not None:  # the engine node's own watchdog (engine on another node)
+        try:
+            wex = executor_for(inv, wh.node)
+            try:
+                pull_watch(wex, wh)
+            finally:
+                wex.close()
+        except (RemoteError, OSError) as exc:
+            notes.append(f"could not reach the engine node {wh.node}: {exc} (restarts as pulled before)")
+    return running
+
+
+def _measured_so_far(camp: Any, state: dict[str, Any], local: Path, *,
+                     watched: bool) -> tuple[dict[str, Any], dict[str, Any], list[Any]]:
+    """G4's measured tree and charts from what was pulled, and the profile's G4 overrides."""
+    from harness.pipelines.soakdata import soak_measured
+    from harness.pipelines.soakrun import WATCH_DIR
+
     overrides: list[Any] = []
     level: dict[str, Any] = {}
     prof_path = Path(str((camp.meta.get("profile") or {}).get("path") or ""))
@@ -130,31 +148,36 @@ def status(campaign: str, *, reports: Optional[Path] = None, inventory: Optional
         prof = load_profile(prof_path)
         overrides = [o for o in prof.overrides if o.gate == "G4"]
         level = {"concurrency": prof.soak.concurrency, "request_rate": prof.soak.request_rate}
-    measured, charts = soak_measured(local, duration_target_s=total, window_s=float(state["window_s"]),
+    measured, charts = soak_measured(local, duration_target_s=float(state["duration_s"]),
+                                     window_s=float(state["window_s"]),
                                      nvme=state.get("nvme") or [], md_arrays=state.get("md_arrays") or [],
                                      engine_watched=bool(state.get("engine_watched")),
                                      warmup_s=float(state.get("warmup_s") or 0.0),
                                      accel_tools=state.get("accel_tools") or [],
-                                     watch=local / WATCH_DIR if wh is not None else None,
+                                     watch=local / WATCH_DIR if watched else None,
                                      engine_node=str(state.get("server") or ""),
                                      health_from_watch=bool(state.get("health_on_engine_node")),
                                      instances=len(state.get("instances") or [state.get("instance")]), **level)
+    return measured, charts, overrides
+
+
+def _failing(gates: Optional[Path], measured: dict[str, Any], overrides: list[Any], *,
+             ended: bool) -> list[dict[str, Any]]:
+    """The G4 checks already failing on what was measured so far."""
+    from harness.config.loader import load_gate
+    from harness.gates.evaluate import evaluate_gate
+    from harness.paths import gates_dir
+
     failing: list[dict[str, Any]] = []
     gate_file = Path(gates or gates_dir() or "gates") / "G4.yaml"
     if gate_file.exists():
         for c in evaluate_gate(load_gate(gate_file), measured, overrides=overrides):
-            if c.id == "duration" and done is None:
+            if c.id == "duration" and not ended:
                 continue  # not reached yet is not a failure while it runs
             if c.verdict.value in ("FAIL", "ERROR"):
                 failing.append({"id": c.id, "verdict": c.verdict.value,
                                 "measured": c.observations[0].measured_text if c.observations else None})
-    return {
-        "campaign": campaign, "node": sh.node, "running": running, "ended": done,
-        "elapsed_s": round(elapsed, 1), "duration_s": total, "remaining_s": round(max(0.0, total - elapsed), 1),
-        "eta_unix": round(started + total, 1), "windows": len(windows),
-        "warmup_s": float(state.get("warmup_s") or 0.0),
-        "last_windows": windows[-3:], "failing": failing, "faults": charts["faults"][-10:], "notes": notes,
-    }
+    return failing
 
 
 def _fmt_s(s: float) -> str:
