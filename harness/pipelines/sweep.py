@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
@@ -28,7 +29,7 @@ from harness.pipelines.context import GateRun
 from harness.pipelines.drain import cold_evict
 from harness.pipelines.enospc import DiskFullWatch
 from harness.pipelines.instances import cross_instance, measure_offset
-from harness.pipelines.loadpoint import point_workload, run_point
+from harness.pipelines.loadpoint import PointWorkload, point_workload, run_point
 from harness.pipelines.restoreprobe import WORKERS, probe_tier_files
 from harness.pipelines.sweepdata import Repetition, Sweep
 from harness.pipelines.tierhits import memory_hit_requests, tier_hits
@@ -227,7 +228,6 @@ def run_arm_sweep(run: GateRun, arm_name: str, *, label: Optional[str] = None,
     for difference in unlike_settings(profile):
         run.notes.append(f"baseline and candidate are not like for like: {difference}")
     server = run.server_nodes()[0]
-    client = run.client_node(server)
     engine = get_engine(profile.engine.kind)
     workload = point_workload(profile)
     run.gate_dir.write_evidence_json(f"sweep/{arm.name}/workload.json", workload.description)
@@ -236,76 +236,126 @@ def run_arm_sweep(run: GateRun, arm_name: str, *, label: Optional[str] = None,
     progress.status(f"starting {profile.engine.kind} for arm {arm.name} on {server.name}", force=True)
     instances = _start_instances(run, engine, server, arm)
     try:
+        arm_sweep = _ArmSweep(run, arm, engine, instances, server, run.client_node(server), workload,
+                              restore_plans.get(arm.name), progress)
         for conc, rep in todo:
-            point_dir = Path(run.gate_dir.evidence_path(f"sweep/{arm.name}/c{conc}/rep{rep}"))
-            if point_dir.exists():
-                # Left by an interrupted run: kept as evidence, never mixed into the new samples.
-                n = 1
-                while point_dir.with_name(f"{point_dir.name}.interrupted-{n}").exists():
-                    n += 1
-                point_dir.rename(point_dir.with_name(f"{point_dir.name}.interrupted-{n}"))
-            point_dir.mkdir(parents=True, exist_ok=True)
-            protocol: dict[str, Any] = {"arm": arm.name, "concurrency": conc, "repetition": rep,
-                                        "cold_restore": profile.load.cold_restore}
-            full = DiskFullWatch(instances)  # engine-side ENOSPC during the point fails it (i17)
-            if profile.load.cold_restore:
-                progress.status(f"c{conc} rep{rep}: populating {len(workload.populate)} contexts")
-                pop = run_point(run, client, instances, workload.populate, conc, point_dir / "populate",
-                                f"{arm.name} c{conc} populate")
-                protocol["populate"] = {"completed": pop.summary.get("completed"), "failed": pop.summary.get("failed")}
-                full.check(instances)
-                not_cold = _evict_cold(run, engine, instances, arm, protocol)
-                protocol["cold_restore_plan"] = restore_plans.get(arm.name)
-                protocol["page_cache_dropped"] = drop_page_cache(run.executor(server.name))
-                if not_cold:
-                    (point_dir / "protocol.json").write_text(json.dumps(protocol, indent=2, default=str) + "\n")
-                    run.fault(f"{arm.name} c{conc} rep{rep}: not a cold restore ({not_cold}); the repetition "
-                              "is not counted")
-                    continue
-            elif profile.load.warmup:
-                warm = [s.with_id(f"warm-{s.request_id}") for s in workload.measure[:profile.load.warmup]]
-                run_point(run, client, instances, warm, conc, point_dir / "warmup", f"{arm.name} c{conc} warm-up")
-                protocol["warmup_requests"] = len(warm)
-            before = _scrape(run, engine, instances)
-            progress.status(f"c{conc} rep{rep}: measuring {len(workload.measure)} requests")
-            # R4: over a shared tier every restore goes through another instance than its populate
-            offset = measure_offset(shares_tier(arm) and profile.load.cold_restore, len(instances))
-            point = run_point(run, client, instances, workload.measure, conc, point_dir / "measure",
-                              f"{arm.name} c{conc} rep{rep}", offset)
-            after = _scrape(run, engine, instances)
-            full_lines = full.check(instances)
-            if full_lines > 0:  # the KV tier was full: not a storage measurement (i17)
-                run.fault(f"{arm.name} c{conc} rep{rep}: the engine logged {full_lines} 'no space left on device' "
-                          "line(s) during the point; the repetition is not counted")
+            data = arm_sweep.point(conc, rep)
+            if data is None:
                 continue
-            metrics = [delta(b, a).to_json() if b is not None and a is not None else None
-                       for b, a in zip(before, after)]
-            (point_dir / "metrics-delta.json").write_text(json.dumps(metrics, indent=2, default=str) + "\n")
-            protocol["prompt_tokens"] = prompt_token_check([s.input_tokens for s in workload.measure], metrics)
-            if len(instances) > 1:
-                protocol["cross_instance"] = cross_instance(
-                    [(m or {}).get("key_figures") for m in metrics], instances=len(instances), offset=offset)
-            counters = point_counters(metrics)
-            memory_hits, memory_how = memory_hit_requests(before, after, requests=len(workload.measure),
-                                                          structural=_no_memory_tier(arm, protocol))
-            counters["memory_hit_requests"] = memory_hits
-            protocol["memory_tier_hits"] = {"requests": memory_hits, "how": memory_how}
-            (point_dir / "protocol.json").write_text(json.dumps(protocol, indent=2, default=str) + "\n")
-            if "cross_instance" in protocol:  # R4: what the cold_restore subtree reports per point
-                counters["cross_instance_hit_tokens"] = protocol["cross_instance"]["hit_tokens"]
-                counters["cross_instance_prompt_tokens"] = protocol["cross_instance"]["prompt_tokens"]
-            data = {"summary": point.summary, "ttft_ms": point.ttft_ms, "evidence": point.evidence,
-                    "protocol": protocol, "counters": counters, "notes": {"memory_hit_requests": memory_how},
-                    "tiers": tier_hits(before, after, arm.lmcache.chunk_size)}
             run.gate_dir.mark_step_done(step_key(arm.name, conc, rep), data)
             sweep.setdefault(conc, []).append(repetition_from_state(arm.name, conc, rep, data))
-            p50 = percentile(point.ttft_ms, 50) if point.ttft_ms else float("nan")
-            progress.update(1, f"c{conc} rep{rep}: {point.summary.get('completed')} ok, "
-                               f"{point.summary.get('failed')} failed, TTFT p50 {p50:.0f} ms, "
-                               f"{float(point.summary.get('output_throughput') or 0):.1f} tok/s")
+            summary, ttft_ms = data["summary"], data["ttft_ms"]
+            p50 = percentile(ttft_ms, 50) if ttft_ms else float("nan")
+            progress.update(1, f"c{conc} rep{rep}: {summary.get('completed')} ok, "
+                               f"{summary.get('failed')} failed, TTFT p50 {p50:.0f} ms, "
+                               f"{float(summary.get('output_throughput') or 0):.1f} tok/s")
         if profile.load.cold_restore and arm.offload and instances and points is None:
             _probe_tier(run, arm, instances[0], progress)
     finally:
         _stop_instances(run, engine, instances, arm)
         progress.finish(f"arm {arm.name} done")
     return sweep
+
+
+def _fresh_point_dir(run: GateRun, arm: str, conc: int, rep: int) -> Path:
+    point_dir = Path(run.gate_dir.evidence_path(f"sweep/{arm}/c{conc}/rep{rep}"))
+    if point_dir.exists():
+        # Left by an interrupted run: kept as evidence, never mixed into the new samples.
+        n = 1
+        while point_dir.with_name(f"{point_dir.name}.interrupted-{n}").exists():
+            n += 1
+        point_dir.rename(point_dir.with_name(f"{point_dir.name}.interrupted-{n}"))
+    point_dir.mkdir(parents=True, exist_ok=True)
+    return point_dir
+
+
+def _write_protocol(point_dir: Path, protocol: dict[str, Any]) -> None:
+    (point_dir / "protocol.json").write_text(json.dumps(protocol, indent=2, default=str) + "\n")
+
+
+@dataclass
+class _ArmSweep:
+    """One arm's running engines and what every point of its sweep shares."""
+
+    run: GateRun
+    arm: Arm
+    engine: Engine
+    instances: list[EngineInstance]
+    server: Node
+    client: Node
+    workload: PointWorkload
+    restore_plan: Optional[dict[str, Any]]
+    progress: Progress
+
+    def point(self, conc: int, rep: int) -> Optional[dict[str, Any]]:
+        """One repetition at one concurrency: what the gate's state records for it, or None when
+        it is not counted (not a cold restore, or the KV tier filled up: a fault is recorded)."""
+        point_dir = _fresh_point_dir(self.run, self.arm.name, conc, rep)
+        protocol: dict[str, Any] = {"arm": self.arm.name, "concurrency": conc, "repetition": rep,
+                                    "cold_restore": self.run.profile.load.cold_restore}
+        full = DiskFullWatch(self.instances)  # engine-side ENOSPC during the point fails it (i17)
+        if not self._before_measuring(conc, rep, point_dir, protocol, full):
+            return None
+        return self._measure(conc, rep, point_dir, protocol, full)
+
+    def _before_measuring(self, conc: int, rep: int, point_dir: Path, protocol: dict[str, Any],
+                          full: DiskFullWatch) -> bool:
+        """Cold restore (populate, evict, drop the page cache) or the warm-up; False when the point
+        is not a cold restore."""
+        run, arm, instances, workload = self.run, self.arm, self.instances, self.workload
+        load = run.profile.load
+        if load.cold_restore:
+            self.progress.status(f"c{conc} rep{rep}: populating {len(workload.populate)} contexts")
+            pop = run_point(run, self.client, instances, workload.populate, conc, point_dir / "populate",
+                            f"{arm.name} c{conc} populate")
+            protocol["populate"] = {"completed": pop.summary.get("completed"), "failed": pop.summary.get("failed")}
+            full.check(instances)
+            not_cold = _evict_cold(run, self.engine, instances, arm, protocol)
+            protocol["cold_restore_plan"] = self.restore_plan
+            protocol["page_cache_dropped"] = drop_page_cache(run.executor(self.server.name))
+            if not_cold:
+                _write_protocol(point_dir, protocol)
+                run.fault(f"{arm.name} c{conc} rep{rep}: not a cold restore ({not_cold}); the repetition "
+                          "is not counted")
+                return False
+        elif load.warmup:
+            warm = [s.with_id(f"warm-{s.request_id}") for s in workload.measure[:load.warmup]]
+            run_point(run, self.client, instances, warm, conc, point_dir / "warmup", f"{arm.name} c{conc} warm-up")
+            protocol["warmup_requests"] = len(warm)
+        return True
+
+    def _measure(self, conc: int, rep: int, point_dir: Path, protocol: dict[str, Any],
+                 full: DiskFullWatch) -> Optional[dict[str, Any]]:
+        """Scrape, measure, scrape again; the point's record (None: the KV tier filled up)."""
+        run, arm, instances, workload = self.run, self.arm, self.instances, self.workload
+        before = _scrape(run, self.engine, instances)
+        self.progress.status(f"c{conc} rep{rep}: measuring {len(workload.measure)} requests")
+        # R4: over a shared tier every restore goes through another instance than its populate
+        offset = measure_offset(shares_tier(arm) and run.profile.load.cold_restore, len(instances))
+        point = run_point(run, self.client, instances, workload.measure, conc, point_dir / "measure",
+                          f"{arm.name} c{conc} rep{rep}", offset)
+        after = _scrape(run, self.engine, instances)
+        full_lines = full.check(instances)
+        if full_lines > 0:  # the KV tier was full: not a storage measurement (i17)
+            run.fault(f"{arm.name} c{conc} rep{rep}: the engine logged {full_lines} 'no space left on device' "
+                      "line(s) during the point; the repetition is not counted")
+            return None
+        metrics = [delta(b, a).to_json() if b is not None and a is not None else None
+                   for b, a in zip(before, after)]
+        (point_dir / "metrics-delta.json").write_text(json.dumps(metrics, indent=2, default=str) + "\n")
+        protocol["prompt_tokens"] = prompt_token_check([s.input_tokens for s in workload.measure], metrics)
+        if len(instances) > 1:
+            protocol["cross_instance"] = cross_instance(
+                [(m or {}).get("key_figures") for m in metrics], instances=len(instances), offset=offset)
+        counters = point_counters(metrics)
+        memory_hits, memory_how = memory_hit_requests(before, after, requests=len(workload.measure),
+                                                      structural=_no_memory_tier(arm, protocol))
+        counters["memory_hit_requests"] = memory_hits
+        protocol["memory_tier_hits"] = {"requests": memory_hits, "how": memory_how}
+        _write_protocol(point_dir, protocol)
+        if "cross_instance" in protocol:  # R4: what the cold_restore subtree reports per point
+            counters["cross_instance_hit_tokens"] = protocol["cross_instance"]["hit_tokens"]
+            counters["cross_instance_prompt_tokens"] = protocol["cross_instance"]["prompt_tokens"]
+        return {"summary": point.summary, "ttft_ms": point.ttft_ms, "evidence": point.evidence,
+                "protocol": protocol, "counters": counters, "notes": {"memory_hit_requests": memory_how},
+                "tiers": tier_hits(before, after, arm.lmcache.chunk_size)}
