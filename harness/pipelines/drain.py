@@ -15,8 +15,10 @@ the reads. So, per instance:
    ``..._completed_objects``, with ``lmcache_mp_l2_usage_bytes`` holding still); the emulator's
    ``kvgate_sim:pending_tier_writes`` at 0; else the tier directories' file count and bytes (read
    on the node) holding still. Past ``TIMEOUT_S``
-   the point is not a cold restore and is not counted. Then the node's write-back: ``sync -f``
-   on the tier and Dirty + Writeback idle (``harness.probes.drain``), recorded as evidence.
+   the point is not a cold restore and is not counted. The record keeps the first look's figures
+   too (``first_figures``): the backlog the populate left, which a clear at once would have kept in
+   memory. Then the node's write-back: ``sync -f`` on the tier and Dirty + Writeback idle
+   (``harness.probes.drain``), recorded as evidence.
 2. the engine's evict; then drain again (its verification probes store KV of their own) and,
    where the memory tier is not empty, clear it alone (``clear_memory_tier``);
 3. **prove empty**: the memory tiers' usage after the evict: ``lmcache_mp_l1_memory_usage_bytes``
@@ -67,11 +69,15 @@ class DrainResult:
     polls: int
     figures: dict[str, Optional[float]] = field(default_factory=dict)
     reason: str = ""
+    # the figures at the first look, right after the populate: the backlog the drain waited out
+    # (submitted above completed: the populate outran its tier writes, and a clear at once would
+    # have kept those chunks in memory)
+    first: dict[str, Optional[float]] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {"node": self.node, "drained": self.drained, "method": self.method,
                 "waited_s": round(self.waited_s, 3), "polls": self.polls, "figures": self.figures,
-                "reason": self.reason}
+                "first_figures": self.first, "reason": self.reason}
 
 
 def _engine_figures(snap: MetricsSnapshot) -> tuple[str, dict[str, Optional[float]], bool]:
@@ -105,6 +111,7 @@ def drain_writes(engine: Engine, inst: EngineInstance, *, timeout_s: float = TIM
     start = clock()
     polls = 0
     last: Optional[dict[str, Optional[float]]] = None
+    first: dict[str, Optional[float]] = {}
     still_since: Optional[float] = None
     method = ""
     while True:
@@ -113,23 +120,24 @@ def drain_writes(engine: Engine, inst: EngineInstance, *, timeout_s: float = TIM
             snap = engine.scrape_metrics(inst)
         except InfraError as exc:
             return DrainResult(inst.node, False, method or "metrics", clock() - start, polls, last or {},
-                               f"metrics could not be scraped while draining: {exc}")
+                               f"metrics could not be scraped while draining: {exc}", first=first)
         method, figs, done = _engine_figures(snap)
         if not method:
             method, figs = "tier directory files and bytes holding still", _dir_figures(inst)
             done = figs.get("files") is not None
+        first = first or dict(figs)
         now = clock()
         settle = settle_s if method.startswith("tier directory") else min(settle_s, SETTLE_COUNTED_S)
         if done and figs == last:
             still_since = still_since if still_since is not None else now
             if now - still_since >= settle:
-                return DrainResult(inst.node, True, method, now - start, polls, figs)
+                return DrainResult(inst.node, True, method, now - start, polls, figs, first=first)
         else:
             still_since = now if done else None
         last = figs
         if now - start > timeout_s:
             return DrainResult(inst.node, False, method, now - start, polls, figs,
-                               f"tier writes still running after {timeout_s:.0f} s: {figs}")
+                               f"tier writes still running after {timeout_s:.0f} s: {figs}", first=first)
         time.sleep(POLL_S)
 
 

@@ -82,6 +82,10 @@ def _populate_then(inst: EngineInstance, docs: list[list[int]], *, drain: bool) 
         instances = [inst]
         assert cold_evict(engine, instances, protocol, lambda i, new: None) is None, protocol
         assert protocol["drain"][0]["waited_s"] > 1.0, protocol  # it really waited for the backlog
+        first = protocol["drain"][0]["first_figures"]  # the backlog it waited for, as first seen
+        assert (first.get("kvgate_sim:pending_tier_writes") or 0) > 0 or (
+            (first.get("lmcache_mp_l2_store_completed_objects_chunks") or 0)
+            < (first.get("lmcache_mp_l2_store_submitted_objects_chunks") or 0)), protocol
         inst, empty = instances[0], protocol["memory_empty"][0]["empty"]
     drop_page_cache(inst.executor)
     return inst, empty
