@@ -23,6 +23,7 @@ import time
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import cast
 
 from harness.errors import InputError
 from harness.remote.base import DetachedHandle, Executor, ProcessState, RemoteError
@@ -335,3 +336,22 @@ def tail_log(ex: Executor, handle: DetachedHandle, *, stream: str = "stderr", li
         raise RemoteError(f"could not read the {stream} log {path}", host=ex.node, command=handle.command,
                           exit_code=res.exit_code, stderr=res.stderr)
     return res.stdout
+
+
+class DetachedByRun:
+    """The detached-process verbs of the Executor protocol through this module's scripts, for an
+    executor that can ``run`` an argument list: the local, SSH and Ray executors inherit them, so
+    the three start, poll, stop and read processes the one same way."""
+
+    def start_detached(self, argv: Sequence[str], *, workdir: str, name: str,
+                       env: Mapping[str, str] | None = None, cwd: str | None = None) -> DetachedHandle:
+        return start_detached(cast(Executor, self), argv, workdir=workdir, name=name, env=env, cwd=cwd)
+
+    def poll(self, handle: DetachedHandle) -> ProcessState:
+        return poll(cast(Executor, self), handle)
+
+    def stop(self, handle: DetachedHandle, *, grace: float = 10.0) -> ProcessState:
+        return stop(cast(Executor, self), handle, grace=grace)
+
+    def tail_log(self, handle: DetachedHandle, *, stream: str = "stderr", lines: int = 50) -> str:
+        return tail_log(cast(Executor, self), handle, stream=stream, lines=lines)

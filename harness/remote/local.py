@@ -20,10 +20,8 @@ from harness.remote.base import (
     MAX_OUTPUT_BYTES,
     CommandFailed,
     CommandTimeout,
-    DetachedHandle,
     LineCallback,
     OutputTooLarge,
-    ProcessState,
     RemoteError,
     RemoteFileNotFound,
     RunResult,
@@ -104,7 +102,7 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
             continue
 
 
-class LocalExecutor:
+class LocalExecutor(detached.DetachedByRun):
     """Runs commands on this machine. Each command gets its own process group (so a timeout kills
     everything it started) and inherits this process's environment plus ``env``."""
 
@@ -273,20 +271,7 @@ class LocalExecutor:
         found = shutil.which(tool)
         return os.path.abspath(found) if found else None
 
-    # -- detached processes ------------------------------------------------------------------
-
-    def start_detached(self, argv: Sequence[str], *, workdir: str, name: str,
-                       env: Mapping[str, str] | None = None, cwd: str | None = None) -> DetachedHandle:
-        return detached.start_detached(self, argv, workdir=workdir, name=name, env=env, cwd=cwd)
-
-    def poll(self, handle: DetachedHandle) -> ProcessState:
-        return detached.poll(self, handle)
-
-    def stop(self, handle: DetachedHandle, *, grace: float = 10.0) -> ProcessState:
-        return detached.stop(self, handle, grace=grace)
-
-    def tail_log(self, handle: DetachedHandle, *, stream: str = "stderr", lines: int = 50) -> str:
-        return detached.tail_log(self, handle, stream=stream, lines=lines)
+    # detached processes: start_detached, poll, stop, tail_log from detached.DetachedByRun
 
     def close(self) -> None:
         pass

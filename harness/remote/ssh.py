@@ -36,11 +36,9 @@ from harness.remote.base import (
     CommandFailed,
     CommandTimeout,
     ConnectionLost,
-    DetachedHandle,
     HostKeyError,
     LineCallback,
     OutputTooLarge,
-    ProcessState,
     RemoteError,
     RemoteFileNotFound,
     RunResult,
@@ -121,7 +119,7 @@ class _Liveness(threading.Thread):
                 return
 
 
-class SSHExecutor:
+class SSHExecutor(detached.DetachedByRun):
     """Runs commands and moves files on one node over SSH. Connects lazily (first use), reconnects
     with backoff for a new command after the connection was lost. Thread-safe: several commands
     may run at once on one connection."""
@@ -601,20 +599,7 @@ class SSHExecutor:
         path = res.stdout.strip()
         return path if res.exit_code == 0 and path.startswith("/") and "\n" not in path else None
 
-    # -- detached processes ----------------------------------------------------------------------
-
-    def start_detached(self, argv: Sequence[str], *, workdir: str, name: str,
-                       env: Mapping[str, str] | None = None, cwd: str | None = None) -> DetachedHandle:
-        return detached.start_detached(self, argv, workdir=workdir, name=name, env=env, cwd=cwd)
-
-    def poll(self, handle: DetachedHandle) -> ProcessState:
-        return detached.poll(self, handle)
-
-    def stop(self, handle: DetachedHandle, *, grace: float = 10.0) -> ProcessState:
-        return detached.stop(self, handle, grace=grace)
-
-    def tail_log(self, handle: DetachedHandle, *, stream: str = "stderr", lines: int = 50) -> str:
-        return detached.tail_log(self, handle, stream=stream, lines=lines)
+    # detached processes: start_detached, poll, stop, tail_log from detached.DetachedByRun
 
 
 class _Stream:

@@ -21,9 +21,7 @@ from harness.remote import base, detached
 from harness.remote.base import (
     CommandFailed,
     ConnectionLost,
-    DetachedHandle,
     LineCallback,
-    ProcessState,
     RemoteError,
     RunResult,
     TransferError,
@@ -51,7 +49,7 @@ def _raise(node: str, outcome: Outcome, command: Optional[Sequence[str]] = None)
               stdout=outcome.get("stdout") or "", stderr=outcome.get("stderr") or "")
 
 
-class RayExecutor:
+class RayExecutor(detached.DetachedByRun):
     """Runs commands and moves files on one node through its Ray node actor (started lazily)."""
 
     batches_commands = True  # every call is an actor call: run_many takes a batch in one (harness.remote.batch)
@@ -211,20 +209,7 @@ class RayExecutor:
         found = self._call("which", tool)
         return str(found) if found else None
 
-    # -- detached processes (the same scripts as SSH, through run) -------------------------------
-
-    def start_detached(self, argv: Sequence[str], *, workdir: str, name: str,
-                       env: Mapping[str, str] | None = None, cwd: str | None = None) -> DetachedHandle:
-        return detached.start_detached(self, argv, workdir=workdir, name=name, env=env, cwd=cwd)
-
-    def poll(self, handle: DetachedHandle) -> ProcessState:
-        return detached.poll(self, handle)
-
-    def stop(self, handle: DetachedHandle, *, grace: float = 10.0) -> ProcessState:
-        return detached.stop(self, handle, grace=grace)
-
-    def tail_log(self, handle: DetachedHandle, *, stream: str = "stderr", lines: int = 50) -> str:
-        return detached.tail_log(self, handle, stream=stream, lines=lines)
+    # detached processes: start_detached, poll, stop, tail_log from detached.DetachedByRun
 
     def actor_id(self) -> str:
         """The id of the node actor serving this node now (a new id: the old actor was replaced)."""
