@@ -274,87 +274,124 @@ def _run(db: HistoryDB, inventory_path: Path, profile_path: Path, inventory: Any
         # is provenance ("what changed"), not identity.
         fingerprint = fingerprint_record(workload_fingerprint(profile, arm=profile.candidate, inventory=inventory))
         series, fp_fields = series_key({"fingerprint": fingerprint})
-        try:
-            versions = _versions(run)
-            for node in summary["inventory"]["nodes"]:
-                if versions.get(node["name"]):
-                    node["versions"] = versions[node["name"]]
-            if profile.engine.kind == "sim":
-                summary["profile"]["engine_version"] = f"kvgate KV emulator {__version__}"
-            metrics, fio_chart = _fio_metrics(run, opts.fio_repetitions)
-            sweeps = {profile.candidate: _sweep_arm(run, profile.candidate, f"candidate ({profile.candidate})")}
-            concs = list(profile.load.concurrency)
-            metrics.update(_sweep_metrics(concs, sweeps[profile.candidate], "candidate"))
-            if opts.with_baseline and profile.baseline != profile.candidate:
-                sweeps[profile.baseline] = _sweep_arm(run, profile.baseline, f"baseline ({profile.baseline})")
-                metrics.update(_sweep_metrics(concs, sweeps[profile.baseline], "baseline"))
-        finally:
-            run.close()
+        measured = _measure(run, summary, opts)
+        metrics = measured.metrics
         # History of this series, without runs that met an infrastructure fault.
         past = [r for r in db.runs(series=series, limit=CHANGE_POINT_SPAN, with_metrics=True)
                 if r.exit_code != int(ExitCode.INFRA_FAULT)]
         window = past[-opts.baseline_window:]
-        this_ref = {"id": None, "campaign": name, "started_at": started, "git_commit": camp.meta.get("git_commit"),
-                    "provenance": {"git_commit": camp.meta.get("git_commit"),
-                                   "kvgate_version": camp.meta.get("kvgate_version", ""),
-                                   "nodes": [n.name for n in inventory.nodes],
-                                   "versions": _with_engine([n.name for n in inventory.nodes], versions,
-                                                            summary["profile"].get("engine_version"))}}
+        this_ref = _this_run_ref(name, started, camp.meta, [n.name for n in inventory.nodes], measured.versions,
+                                 summary["profile"].get("engine_version"))
         # A metric the series tracked before and this run lacks is checked too (NOT_RUN), never dropped.
         for r in window:
             for rec in r.metrics:
                 if rec.name not in metrics:
                     metrics[rec.name] = _metric([], rec.unit, rec.better)
-        comparisons: list[WindowComparison] = []
-        checks: list[CheckResult] = []
-        regressions: list[dict[str, Any]] = []
-        improvements: list[dict[str, Any]] = []
-        all_cps: dict[str, list[dict[str, Any]]] = {}
-        for metric in sorted(metrics):
-            m = metrics[metric]
-            effect = min_effect_for(metric, opts.min_effect)
-            win = [_samples(r, metric) for r in window]
-            c = compare_to_window(metric, m["samples"], win, better=m["better"], min_effect=effect,
-                                  min_runs=opts.min_history)
-            meds = [_median(r, metric) for r in past] + [m["median"]]
-            cps = change_points(meds, better=m["better"], min_effect=effect) if len(meds) >= 6 else []
-            all_cps[metric] = [{"index": cp.index, "run": _run_ref(past[cp.index]) if cp.index < len(past) else
-                                {k: v for k, v in this_ref.items() if k != "provenance"},
-                                "effect": cp.effect, "p_value": cp.p_value, "status": cp.status.value}
-                               for cp in cps]
-            comparisons.append(c)
-            checks.append(_check(c, m["unit"]))
-            if c.status is Status.REGRESSION:
-                regressions.append(_describe(c, past, len(window), this_ref, cps))
-            elif c.status is Status.IMPROVEMENT:
-                improvements.append(_describe(c, past, len(window), this_ref, cps))
+        judged = _judge(metrics, past, window, this_ref, opts)
         if not metrics and not run.faults:
             run.fault("nothing was measured")
-        notes = list(run.notes)
-        notes.append(f"series {series[:12]}: {len(past)} earlier run(s); window {len(window)} of "
-                     f"--baseline-window {opts.baseline_window}")
-        for imp in improvements:
-            notes.append(f"improvement: {imp['metric']} {imp['effect']:+.1%}")
+        notes = [*run.notes,
+                 f"series {series[:12]}: {len(past)} earlier run(s); window {len(window)} of "
+                 f"--baseline-window {opts.baseline_window}",
+                 *(f"improvement: {imp['metric']} {imp['effect']:+.1%}" for imp in judged.improvements)]
         measurements: dict[str, Any] = {
-            "nightly": {"series": series, "fingerprint": fp_fields, "metrics": metrics, "regressions": regressions,
-                        "improvements": improvements, "change_points": all_cps,
-                        "window": [_run_ref(r) for r in window]},
-            "sweep": {arm: sweep_table(s) for arm, s in sweeps.items()},
+            "nightly": {"series": series, "fingerprint": fp_fields, "metrics": metrics,
+                        "regressions": judged.regressions, "improvements": judged.improvements,
+                        "change_points": judged.change_points, "window": [_run_ref(r) for r in window]},
+            "sweep": {arm: sweep_table(s) for arm, s in measured.sweeps.items()},
         }
-        if fio_chart:
-            measurements["fio"] = fio_chart
+        if measured.fio_chart:
+            measurements["fio"] = measured.fio_chart
         result = build_gate_result(
-            spec, checks, campaign=name, started_at=started, campaign_meta=camp.meta,
+            spec, judged.checks, campaign=name, started_at=started, campaign_meta=camp.meta,
             inventory=summary["inventory"], profile=summary["profile"], measurements=measurements,
             faults=run.faults, notes=notes, emulated=profile.engine.kind == "sim", fingerprint=fingerprint)
         gate_dir.write_result(result)
         record = record_from_result(result, source=str(gate_dir.result_path))
         run_id, _created = db.add_run(record)
         reports = _render(gate_dir, db, series)
-        return NightlyOutcome(ExitCode(result.exit_code), result.verdict, gate_dir.path, result, comparisons,
-                              regressions, improvements, run_id, series, reports)
+        return NightlyOutcome(ExitCode(result.exit_code), result.verdict, gate_dir.path, result, judged.comparisons,
+                              judged.regressions, judged.improvements, run_id, series, reports)
     finally:
         camp.close()
+
+
+@dataclass
+class _Measured:
+    """What a nightly run measured: node versions, metrics (samples, unit, better), fio's chart, sweeps."""
+
+    versions: dict[str, dict[str, str]]
+    metrics: dict[str, dict[str, Any]]
+    fio_chart: dict[str, Any]
+    sweeps: dict[str, Sweep]
+
+
+def _measure(run: GateRun, summary: dict[str, Any], opts: NightlyOptions) -> _Measured:
+    """Versions, fio and the candidate's sweep (and the baseline's when asked); the nodes are released
+    whatever happens."""
+    profile = run.profile
+    try:
+        versions = _versions(run)
+        for node in summary["inventory"]["nodes"]:
+            if versions.get(node["name"]):
+                node["versions"] = versions[node["name"]]
+        if profile.engine.kind == "sim":
+            summary["profile"]["engine_version"] = f"kvgate KV emulator {__version__}"
+        metrics, fio_chart = _fio_metrics(run, opts.fio_repetitions)
+        sweeps = {profile.candidate: _sweep_arm(run, profile.candidate, f"candidate ({profile.candidate})")}
+        concs = list(profile.load.concurrency)
+        metrics.update(_sweep_metrics(concs, sweeps[profile.candidate], "candidate"))
+        if opts.with_baseline and profile.baseline != profile.candidate:
+            sweeps[profile.baseline] = _sweep_arm(run, profile.baseline, f"baseline ({profile.baseline})")
+            metrics.update(_sweep_metrics(concs, sweeps[profile.baseline], "baseline"))
+    finally:
+        run.close()
+    return _Measured(versions, metrics, fio_chart, sweeps)
+
+
+@dataclass
+class _Judged:
+    """Every metric against its window: the comparisons, their checks, regressions, improvements and
+    the change points of each metric's series."""
+
+    comparisons: list[WindowComparison] = field(default_factory=list)
+    checks: list[CheckResult] = field(default_factory=list)
+    regressions: list[dict[str, Any]] = field(default_factory=list)
+    improvements: list[dict[str, Any]] = field(default_factory=list)
+    change_points: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+
+
+def _judge(metrics: dict[str, dict[str, Any]], past: list[StoredRun], window: list[StoredRun], this_ref: dict[str, Any],
+           opts: NightlyOptions) -> _Judged:
+    out = _Judged()
+    for metric in sorted(metrics):
+        m = metrics[metric]
+        effect = min_effect_for(metric, opts.min_effect)
+        win = [_samples(r, metric) for r in window]
+        c = compare_to_window(metric, m["samples"], win, better=m["better"], min_effect=effect,
+                              min_runs=opts.min_history)
+        meds = [_median(r, metric) for r in past] + [m["median"]]
+        cps = change_points(meds, better=m["better"], min_effect=effect) if len(meds) >= 6 else []
+        out.change_points[metric] = [
+            {"index": cp.index, "run": _run_ref(past[cp.index]) if cp.index < len(past) else
+             {k: v for k, v in this_ref.items() if k != "provenance"},
+             "effect": cp.effect, "p_value": cp.p_value, "status": cp.status.value}
+            for cp in cps]
+        out.comparisons.append(c)
+        out.checks.append(_check(c, m["unit"]))
+        if c.status is Status.REGRESSION:
+            out.regressions.append(_describe(c, past, len(window), this_ref, cps))
+        elif c.status is Status.IMPROVEMENT:
+            out.improvements.append(_describe(c, past, len(window), this_ref, cps))
+    return out
+
+
+def _this_run_ref(name: str, started: str, meta: dict[str, Any], nodes: list[str],
+                  versions: dict[str, dict[str, str]], engine: Optional[str]) -> dict[str, Any]:
+    """This run as the regressions and change points name it (``_run_ref``'s shape, with provenance)."""
+    return {"id": None, "campaign": name, "started_at": started, "git_commit": meta.get("git_commit"),
+            "provenance": {"git_commit": meta.get("git_commit"), "kvgate_version": meta.get("kvgate_version", ""),
+                           "nodes": nodes, "versions": _with_engine(nodes, versions, engine)}}
 
 
 def _with_engine(nodes: list[str], versions: dict[str, dict[str, str]], engine: Optional[str]
