@@ -45,6 +45,28 @@ def build_parser() -> argparse.ArgumentParser:
         "compute and real storage I/O for LMCache's tiers. Accepts vLLM's command line.",
     )
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    _serve_parser(sub)
+    lm = sub.add_parser(
+        "lmcache-server",
+        help="the emulated LMCache multiprocess server (takes `lmcache server`'s command line)",
+        description="Stand-in for `lmcache server` (LMCache multiprocess mode): L1 in memory, L2 fs_native "
+        "chunk files that survive restarts, POST /cache/clear and /metrics on the HTTP port. It is NOT LMCache.",
+    )
+    add_arguments(lm)
+    lm.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    sh = sub.add_parser(
+        "shim",
+        help="install a `vllm` script that runs this emulator (rehearse the vLLM launcher without a GPU)",
+        description="Write an executable `vllm` into DIR that runs `kvgate sim serve` with vLLM's command line. "
+        "Put DIR first on PATH, or set the profile's engine.command to DIR/vllm. It is NOT vLLM.",
+    )
+    sh.add_argument("directory", metavar="DIR", help="directory to write the `vllm` script into")
+    sh.add_argument("--python", default=sys.executable, help="interpreter the script runs (default: this one)")
+    return p
+
+
+def _serve_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """`serve`: vLLM's command line (the flags it acts on, the ones it only records) and its own."""
     s = sub.add_parser(
         "serve",
         help="serve MODEL like `vllm serve`",
@@ -97,23 +119,6 @@ def build_parser() -> argparse.ArgumentParser:
         help="fraction of those bytes really written and read per chunk (fits small disks)",
     )
     e.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
-    lm = sub.add_parser(
-        "lmcache-server",
-        help="the emulated LMCache multiprocess server (takes `lmcache server`'s command line)",
-        description="Stand-in for `lmcache server` (LMCache multiprocess mode): L1 in memory, L2 fs_native "
-        "chunk files that survive restarts, POST /cache/clear and /metrics on the HTTP port. It is NOT LMCache.",
-    )
-    add_arguments(lm)
-    lm.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
-    sh = sub.add_parser(
-        "shim",
-        help="install a `vllm` script that runs this emulator (rehearse the vLLM launcher without a GPU)",
-        description="Write an executable `vllm` into DIR that runs `kvgate sim serve` with vLLM's command line. "
-        "Put DIR first on PATH, or set the profile's engine.command to DIR/vllm. It is NOT vLLM.",
-    )
-    sh.add_argument("directory", metavar="DIR", help="directory to write the `vllm` script into")
-    sh.add_argument("--python", default=sys.executable, help="interpreter the script runs (default: this one)")
-    return p
 
 
 def _connector_enabled(kv_transfer_config: Optional[str]) -> tuple[bool, str]:
@@ -157,18 +162,49 @@ def main(argv: Optional[Sequence[str]] = None, environ: Optional[Mapping[str, st
     except SystemExit as exc:  # --help
         return int(exc.code) if isinstance(exc.code, int) else int(ExitCode.USAGE_ERROR)
     if args.command == "shim":
-        try:
-            path = write_vllm_shim(args.directory, args.python)
-        except OSError as exc:
-            print(f"kvgate sim: error: cannot write the shim into {args.directory}: {exc.strerror}", file=sys.stderr)
-            return int(ExitCode.USAGE_ERROR)
-        print(path)
-        return int(ExitCode.OK)
+        return _shim(args)
     if args.command == "lmcache-server":
         return _lmcache_server(args, env)
     if args.command != "serve":
         parser.print_help(sys.stderr)
         return int(ExitCode.USAGE_ERROR)
+    return _serve_command(args, unknown, env)
+
+
+def _shim(args: argparse.Namespace) -> int:
+    try:
+        path = write_vllm_shim(args.directory, args.python)
+    except OSError as exc:
+        print(f"kvgate sim: error: cannot write the shim into {args.directory}: {exc.strerror}", file=sys.stderr)
+        return int(ExitCode.USAGE_ERROR)
+    print(path)
+    return int(ExitCode.OK)
+
+
+class _ServerNotUp(Exception):
+    """The LMCache multiprocess server the engine is pointed at does not answer."""
+
+
+def _tiers(args: argparse.Namespace, env: Mapping[str, str]) -> tuple[bool, str, LMCacheConfig, Optional[MPClient]]:
+    """The KV connector (is it LMCache's, its name), the LMCache settings and, in multiprocess mode,
+    the client of its server (whose settings they are)."""
+    connector, connector_name = _connector_enabled(args.kv_transfer_config)
+    if connector_name != MP_CONNECTOR:
+        lmcache = per_instance(load_config(env), args.tensor_parallel_size) if connector else LMCacheConfig()
+        return connector, connector_name, lmcache, None
+    # LMCache multiprocess mode: no LMCACHE_CONFIG_FILE; the tiers are the server's
+    try:
+        mp = MPClient(*mp_address(json.loads(args.kv_transfer_config)))
+    except ValueError as exc:
+        raise _UsageError(f"--kv-transfer-config: {exc}") from None
+    try:
+        info = mp.wait_info()
+    except MPServerError as exc:
+        raise _ServerNotUp(str(exc)) from exc
+    return connector, connector_name, LMCacheConfig(chunk_size=int(info["chunk_size"])), mp
+
+
+def _serve_command(args: argparse.Namespace, unknown: Sequence[str], env: Mapping[str, str]) -> int:
     logging.basicConfig(
         level=getattr(logging, args.log_level),
         stream=sys.stderr,
@@ -179,24 +215,12 @@ def main(argv: Optional[Sequence[str]] = None, environ: Optional[Mapping[str, st
         if not model:
             raise _UsageError("MODEL is required (kvgate sim serve MODEL ...)")
         _check(args)
-        connector, connector_name = _connector_enabled(args.kv_transfer_config)
-        mp: Optional[MPClient] = None
-        if connector_name == MP_CONNECTOR:
-            # LMCache multiprocess mode: no LMCACHE_CONFIG_FILE; the tiers are the server's
-            try:
-                mp = MPClient(*mp_address(json.loads(args.kv_transfer_config)))
-            except ValueError as exc:
-                raise _UsageError(f"--kv-transfer-config: {exc}") from None
-            try:
-                info = mp.wait_info()
-            except MPServerError as exc:
-                print(f"kvgate sim: error: {exc} (start the LMCache server first)", file=sys.stderr)
-                return int(ExitCode.INFRA_FAULT)
-            lmcache = LMCacheConfig(chunk_size=int(info["chunk_size"]))
-        else:
-            lmcache = per_instance(load_config(env), args.tensor_parallel_size) if connector else LMCacheConfig()
+        connector, connector_name, lmcache, mp = _tiers(args, env)
         args.tier_read_delay_s = _read_delay(env)
         args.tier_write_delay_s = _read_delay(env, WRITE_DELAY_ENV)
+    except _ServerNotUp as exc:
+        print(f"kvgate sim: error: {exc} (start the LMCache server first)", file=sys.stderr)
+        return int(ExitCode.INFRA_FAULT)
     except (_UsageError, LMCacheConfigError) as exc:
         print(f"kvgate sim: error: {exc}", file=sys.stderr)
         return int(ExitCode.USAGE_ERROR)
@@ -211,17 +235,9 @@ def main(argv: Optional[Sequence[str]] = None, environ: Optional[Mapping[str, st
     log.info(
         "kvgate KV emulator: model=%s served=%s tp=%d connector=%s chunk_size=%d local_cpu=%s "
         "local_disk=%s max_local_disk_size=%sGB remote=%s kv_bytes_per_token=%d kv_scale=%g",
-        model,
-        ",".join(served),
-        args.tensor_parallel_size,
-        connector_name or "none",
-        lmcache.chunk_size,
-        lmcache.local_cpu,
-        lmcache.local_disk,
-        lmcache.max_local_disk_size,
-        lmcache.remote_url,
-        args.kv_bytes_per_token,
-        args.kv_scale,
+        model, ",".join(served), args.tensor_parallel_size, connector_name or "none", lmcache.chunk_size,
+        lmcache.local_cpu, lmcache.local_disk, lmcache.max_local_disk_size, lmcache.remote_url,
+        args.kv_bytes_per_token, args.kv_scale,
     )
     try:
         # like vLLM v1, LMCache's in-process metrics reach /metrics only with multi-process Prometheus
