@@ -40,6 +40,7 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Optional
 
 from harness.config.gatespec import Check, GateSpec
@@ -130,19 +131,34 @@ def _number(value: Any, kind: UnitKind) -> float:
     raise ValueError(f"measured value {value!r} is not a number")
 
 
+@dataclass(frozen=True)
+class _Leaf:
+    """A measured leaf as the evaluator reads it: a bare value, or a mapping with its text, detail,
+    evidence, samples and flags."""
+
+    value: Any
+    text: str = ""
+    detail: str = ""
+    evidence: tuple[str, ...] = ()
+    samples: Any = None
+    caused_by_fault: bool = False
+    inconclusive: Any = None
+
+    @staticmethod
+    def read(leaf: Any) -> _Leaf:
+        if not isinstance(leaf, Mapping):
+            return _Leaf(leaf)
+        return _Leaf(leaf.get("value"), str(leaf.get("text") or ""), str(leaf.get("detail") or ""),
+                      tuple(str(e) for e in leaf.get("evidence") or []), leaf.get("samples"),
+                      bool(leaf.get("caused_by_fault")), leaf.get("inconclusive"))
+
+
 def _observe(check: Check, path: str, leaf: Any, thr: _Threshold, rng: random.Random) -> Observation:
     kind = check.unit_kind
-    expected = _expected_text(check, thr)
-    if isinstance(leaf, Mapping):
-        value = leaf.get("value")
-        text = str(leaf.get("text") or "")
-        detail = str(leaf.get("detail") or "")
-        evidence = [str(e) for e in leaf.get("evidence") or []]
-        samples = leaf.get("samples")
-    else:
-        value, text, detail, evidence, samples = leaf, "", "", [], None
-    base: dict[str, Any] = dict(path=path, expected_text=expected, evidence=evidence)
-    if isinstance(leaf, Mapping) and leaf.get("caused_by_fault"):
+    got = _Leaf.read(leaf)
+    value, text, detail, samples = got.value, got.text, got.detail, got.samples
+    base: dict[str, Any] = dict(path=path, expected_text=_expected_text(check, thr), evidence=list(got.evidence))
+    if got.caused_by_fault:
         base["caused_by_fault"] = True
 
     if value is None and samples is None:
@@ -151,12 +167,12 @@ def _observe(check: Check, path: str, leaf: Any, thr: _Threshold, rng: random.Ra
         return Observation(**base, measured_text=compose(measured), measured_msgs=measured, verdict=Verdict.NOT_RUN,
                            reason=compose(why), reason_msgs=why)
 
-    if isinstance(leaf, Mapping) and leaf.get("inconclusive"):
+    if got.inconclusive:
         # The measurement ran but cannot decide (e.g. a bandwidth that never reached steady state):
         # never PASS and never FAIL on it, whatever its figure says.
         return Observation(**base, measured=value if isinstance(value, (int, float)) else None,
                            measured_text=text or "measured", verdict=Verdict.INCONCLUSIVE,
-                           reason=f"{leaf['inconclusive']}; {detail}" if detail else str(leaf["inconclusive"]))
+                           reason=f"{got.inconclusive}; {detail}" if detail else str(got.inconclusive))
 
     if check.comparator in ("is_true", "is_false"):
         if not isinstance(value, bool):
@@ -184,6 +200,15 @@ def _observe(check: Check, path: str, leaf: Any, thr: _Threshold, rng: random.Ra
 
     if spec is None:
         raise ValueError("the check asks for a confidence interval but the measurement carries no samples")
+    return _interval_observation(check, base, got, spec, estimate, thr, rng)
+
+
+def _interval_observation(check: Check, base: dict[str, Any], got: _Leaf, spec: stats.SampleSpec, estimate: float,
+                          thr: _Threshold, rng: random.Random) -> Observation:
+    """An interval check: too few samples is INCONCLUSIVE; else the bootstrap (or t) interval
+    against the threshold, with the achieved power and what would decide it."""
+    assert thr.value is not None
+    kind, text, detail = check.unit_kind, got.text, got.detail
     conf = check.statistic.confidence
     unit = _unit(spec)
     if spec.n < stats.MIN_INTERVAL_SAMPLES:
@@ -198,17 +223,7 @@ def _observe(check: Check, path: str, leaf: Any, thr: _Threshold, rng: random.Ra
                         resamples=check.statistic.resamples)
     measured = [M.msg(M.INTERVAL, value=M.text(text) if text else _fmt(estimate, kind), low=_fmt(low, kind),
                       high=_fmt(high, kind), confidence=f"{conf * 100:g}", size=_size_msg(spec))]
-    # on the interval's own scale (the log ratio for the Welch t: symmetric there, not as a gain)
-    p_lo, p_hi, p_est, p_thr = stats.power_scale(spec, low, high, estimate, thr.value)
-    p_lo, p_hi = min(p_lo, p_hi), max(p_lo, p_hi)  # a reduction's log ratio runs the other way
-    power = stats.achieved_power(p_lo, p_hi, p_est, p_thr, conf)
-    power_reps = stats.repetitions_for_power(spec.n, p_lo, p_hi, p_est, p_thr, conf, stats.POWER_TARGET)
-    if spec.kind == "binomial":  # exact: the binomial law at the estimate, not a normal approximation
-        power = stats.binomial_power(spec.trials, estimate, thr.value, conf)
-        need = stats.binomial_trials_for_power(estimate, thr.value, conf, stats.POWER_TARGET)
-        # requests -> repetitions of the same size (the report's column counts repetitions)
-        power_reps = None if need is None else (
-            max(math.ceil(need * spec.groups / spec.trials - 1e-9), 1) if spec.groups else need)
+    power, power_reps = _power(spec, low, high, estimate, thr.value, conf)
     needed = None
     why = [M.text(detail)] if detail else []
     if verdict is Verdict.INCONCLUSIVE:
@@ -220,6 +235,23 @@ def _observe(check: Check, path: str, leaf: Any, thr: _Threshold, rng: random.Ra
                        interval=interval, n_samples=shown_n, needed_samples=needed, verdict=verdict,
                        reason=compose(why), reason_msgs=why, power=power,
                        power_repetitions=power_reps, min_samples=stats.MIN_INTERVAL_SAMPLES)
+
+
+def _power(spec: stats.SampleSpec, low: float, high: float, estimate: float, threshold: float,
+           conf: float) -> tuple[Optional[float], Optional[int]]:
+    """The achieved power of the interval, and the repetitions that would give POWER_TARGET."""
+    # on the interval's own scale (the log ratio for the Welch t: symmetric there, not as a gain)
+    p_lo, p_hi, p_est, p_thr = stats.power_scale(spec, low, high, estimate, threshold)
+    p_lo, p_hi = min(p_lo, p_hi), max(p_lo, p_hi)  # a reduction's log ratio runs the other way
+    power = stats.achieved_power(p_lo, p_hi, p_est, p_thr, conf)
+    power_reps = stats.repetitions_for_power(spec.n, p_lo, p_hi, p_est, p_thr, conf, stats.POWER_TARGET)
+    if spec.kind == "binomial":  # exact: the binomial law at the estimate, not a normal approximation
+        power = stats.binomial_power(spec.trials, estimate, threshold, conf)
+        need = stats.binomial_trials_for_power(estimate, threshold, conf, stats.POWER_TARGET)
+        # requests -> repetitions of the same size (the report's column counts repetitions)
+        power_reps = None if need is None else (
+            max(math.ceil(need * spec.groups / spec.trials - 1e-9), 1) if spec.groups else need)
+    return power, power_reps
 
 
 def _unit(spec: stats.SampleSpec) -> str:
