@@ -155,8 +155,17 @@ def _gib(v: Optional[float]) -> str:
 
 
 def render_text(d: dict[str, Any]) -> str:
-    m, kv = d["model"], d["kv"]
     out: list[str] = [f"Estimate for profile {d['profile']} (formulas: docs/estimator.md)", ""]
+    out += _model_lines(d) + _kv_and_capacity_lines(d) + _g3_lines(d) + _arm_tables(d) + _expected_vs_measured(d)
+    if d["notes"]:
+        out += ["", "Notes"] + [f"- {n}" for n in d["notes"]]
+    return "\n".join(out)
+
+
+def _model_lines(d: dict[str, Any]) -> list[str]:
+    """The model: geometry, parameters, where they came from."""
+    m = d["model"]
+    out: list[str] = []
     shape = (f"MLA latent {m['kv_lora_rank']} + rope {m['qk_rope_head_dim']}" if m["attention"] == "mla"
              else f"{m['kv_heads']} KV heads x {m['head_dim']}")
     out.append(f"Model        {m['name']}: {m['layers']} layers, {shape}, KV dtype {m['kv_dtype_bytes']} B"
@@ -166,6 +175,13 @@ def render_text(d: dict[str, Any]) -> str:
                    f"total {m['total_params'] / 1e9:.4g} B")
     out.append(f"             source: {m['source']}")
     out.append("")
+    return out
+
+
+def _kv_and_capacity_lines(d: dict[str, Any]) -> list[str]:
+    """KV sizes, what HBM and the tiers hold, the accelerator and the recompute time."""
+    kv = d["kv"]
+    out: list[str] = []
     out.append(f"KV per token       {kv['per_token']:,} B ({kv['per_token'] / 1024:,.1f} KiB)")
     out.append(f"KV per chunk       {_bytes(kv['per_chunk'])} ({kv['chunk_size']} tokens)")
     out.append(f"KV per request     {_gib(kv['per_request'])} ({kv['request_tokens']:,} tokens)")
@@ -195,6 +211,13 @@ def render_text(d: dict[str, Any]) -> str:
         rate = (f"{c['flops_per_s'] / 1e12:,.0f} TFLOP/s effective" if c["flops_per_s"]
                 else f"{c['tokens_per_s']:,.0f} tok/s per request")
         out.append(f"Recompute          {c['recompute_s']:.3f} s for one request alone ({rate})")
+    return out
+
+
+def _g3_lines(d: dict[str, Any]) -> list[str]:
+    """Break-even bandwidth and what G3 needs."""
+    kv = d["kv"]
+    out: list[str] = []
     out.append("")
     out.append(f"Break-even read bandwidth (restoring {kv['request_tokens']:,} tokens takes as long as "
                f"recomputing them): {_bw(d['break_even_bw']) if 'break_even_bw' in d else 'needs the peak'}")
@@ -212,6 +235,12 @@ def render_text(d: dict[str, Any]) -> str:
     elif "break_even_bw" in d and d.get("baseline_offloads", True):
         out.append("                   in absolute terms per concurrency: give the baseline's read bandwidth "
                    "(--read-bw BASELINE_ARM=BW, or --campaign with its fio figure)")
+    return out
+
+
+def _arm_tables(d: dict[str, Any]) -> list[str]:
+    """Predicted TTFT and throughput per arm and concurrency, and their comparison."""
+    out: list[str] = []
     if d.get("arms"):
         rows = []
         for arm, a in d["arms"].items():
@@ -226,15 +255,19 @@ def render_text(d: dict[str, Any]) -> str:
                  "-" if r["recompute_speedup"] is None else f"{r['recompute_speedup']:.1f}x"]
                 for c, r in d["compare"].items()]
         out += ["", render_table(["conc", "TTFT p50 change", "throughput gain", "vs recompute"], comp)]
+    return out
+
+
+def _expected_vs_measured(d: dict[str, Any]) -> list[str]:
+    """Predicted against measured TTFT, when a campaign was given."""
+    out: list[str] = []
     evm = d.get("expected_vs_measured")
     if evm:
         rows = [[r["arm"], r["concurrency"], _ms(r["predicted_ttft_p50_ms"]), _ms(r["measured_ttft_p50_ms"]),
                  "-" if r["factor"] is None else f"{r['factor']:.2f}x", r["cause"]] for r in evm["rows"]]
         out += ["", f"Expected vs measured ({d['campaign']['path']}; agreement within {evm['factor_limit']:g}x)",
                 render_table(["arm", "conc", "predicted p50 s", "measured p50 s", "factor", "likely cause"], rows)]
-    if d["notes"]:
-        out += ["", "Notes"] + [f"- {n}" for n in d["notes"]]
-    return "\n".join(out)
+    return out
 
 
 def _pct(v: Optional[float], neg: bool = False) -> str:
