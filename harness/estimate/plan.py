@@ -170,25 +170,14 @@ def estimate_profile(profile: Profile, inp: EstimateInputs) -> Estimate:
     sizes = kv_sizes(geom, request_tokens=request_tokens, chunk_size=chunk, tp=profile.model.tensor_parallel_size)
     cap = capacity_plan(profile, inp, sizes.per_request)
     data: dict[str, Any] = {
-        "model": {
-            "name": geom.name, "source": geom.source, "attention": geom.attention, "layers": geom.layers,
-            "kv_heads": geom.kv_heads, "head_dim": geom.head_dim, "kv_lora_rank": geom.kv_lora_rank,
-            "qk_rope_head_dim": geom.qk_rope_head_dim, "kv_dtype_bytes": geom.kv_dtype_bytes,
-            "sliding_layers": geom.sliding_layers, "active_params": geom.active_params,
-            "total_params": geom.total_params,
-        },
+        "model": _model_data(geom),
         "kv": {
             "per_token": sizes.per_token, "per_chunk": sizes.per_chunk, "chunk_size": chunk,
             "per_request": sizes.per_request, "request_tokens": request_tokens,
             "per_rank_per_request": sizes.per_rank_per_request, "tp": sizes.tp,
         },
         "capacity": cap,
-        "accelerator": None if inp.accelerator is None else {
-            "name": inp.accelerator.name, "peak_flops": inp.peak_flops or inp.accelerator.peak_flops,
-            "memory_bytes": inp.hbm_bytes or inp.accelerator.memory_bytes, "source": inp.accelerator.source,
-            "devices": devices_per_instance(profile), "efficiency": inp.efficiency,
-            "peak_stand_in": inp.peak_flops is None and bool(inp.accelerator.stand_in),
-        },
+        "accelerator": _accelerator_data(profile, inp),
         "notes": notes,
     }
     if profile.engine.kind != "sim" and geom.active_params is not None:
@@ -215,6 +204,38 @@ def estimate_profile(profile: Profile, inp: EstimateInputs) -> Estimate:
                        "recompute_s": engine.compute.seconds(geom, request_tokens)}
     be = break_even_bandwidth(geom, engine.compute, request_tokens, per_chunk_s=inp.per_chunk_s, chunk_size=chunk)
     data["break_even_bw"] = be
+    arms_out, tiers = _predict_arms(profile, inp, engine, work, cap)
+    data["arms"] = arms_out
+    data["compare"] = _compare(profile, arms_out)
+    data["g3"] = _g3_needs(profile, inp, geom, engine, work, tiers, arms_out)
+    return est
+
+
+def _model_data(geom: ModelGeometry) -> dict[str, Any]:
+    return {
+        "name": geom.name, "source": geom.source, "attention": geom.attention, "layers": geom.layers,
+        "kv_heads": geom.kv_heads, "head_dim": geom.head_dim, "kv_lora_rank": geom.kv_lora_rank,
+        "qk_rope_head_dim": geom.qk_rope_head_dim, "kv_dtype_bytes": geom.kv_dtype_bytes,
+        "sliding_layers": geom.sliding_layers, "active_params": geom.active_params,
+        "total_params": geom.total_params,
+    }
+
+
+def _accelerator_data(profile: Profile, inp: EstimateInputs) -> Optional[dict[str, Any]]:
+    if inp.accelerator is None:
+        return None
+    return {
+        "name": inp.accelerator.name, "peak_flops": inp.peak_flops or inp.accelerator.peak_flops,
+        "memory_bytes": inp.hbm_bytes or inp.accelerator.memory_bytes, "source": inp.accelerator.source,
+        "devices": devices_per_instance(profile), "efficiency": inp.efficiency,
+        "peak_stand_in": inp.peak_flops is None and bool(inp.accelerator.stand_in),
+    }
+
+
+def _predict_arms(profile: Profile, inp: EstimateInputs, engine: Engine, work: Workload,
+                  cap: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Optional[Tier]]]:
+    """Each arm's predicted points (its tier's read bandwidth, the share of its contexts its tiers
+    cannot hold recomputed), and the tiers; an offload arm with no known bandwidth says what is missing."""
     arms_out: dict[str, Any] = {}
     tiers: dict[str, Optional[Tier]] = {}
     for arm in profile.arms:
@@ -229,14 +250,11 @@ def estimate_profile(profile: Profile, inp: EstimateInputs) -> Estimate:
             arms_out[arm.name] = entry
             continue
         share = cap["arms"].get(arm.name, {}).get("recompute_share", 0.0)
-        arm_work = Workload(request_tokens, load.output_len, chunk, load.hit_ratio * (1.0 - share))
-        for c in load.concurrency:
-            entry["points"][str(c)] = predict_point(geom, engine, arm_work, tier, c).as_dict()
+        arm_work = Workload(work.input_tokens, work.output_tokens, work.chunk_size, work.hit_ratio * (1.0 - share))
+        for c in profile.load.concurrency:
+            entry["points"][str(c)] = predict_point(inp.geometry, engine, arm_work, tier, c).as_dict()
         arms_out[arm.name] = entry
-    data["arms"] = arms_out
-    data["compare"] = _compare(profile, arms_out)
-    data["g3"] = _g3_needs(profile, inp, geom, engine, work, tiers, arms_out)
-    return est
+    return arms_out, tiers
 
 
 def _p(arms: Mapping[str, Any], arm: Optional[str], c: int) -> Optional[Mapping[str, Any]]:
