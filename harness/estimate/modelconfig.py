@@ -23,6 +23,7 @@ Parameter counts ignore norms and biases (well under 0.1% of these models).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, Optional
 
 from harness.estimate.geometry import ModelGeometry, dtype_bytes
@@ -84,6 +85,34 @@ def geometry_from_config(cfg: Mapping[str, Any], *, name: str = "", kv_cache_dty
     heads = _int(cfg, "num_attention_heads")
     if layers < 1 or hidden < 1 or heads < 1:
         raise ModelConfigError("config.json: num_hidden_layers, hidden_size and num_attention_heads must be >= 1")
+    weight_bytes, kv_bytes = _dtype_bytes(cfg, kv_cache_dtype)
+    vocab = _int(cfg, "vocab_size", 0)
+    mla = cfg.get("kv_lora_rank") is not None
+    attn = _attention(cfg, hidden, heads, mla)
+    active_layers, total_layers = _layer_params(cfg, layers, hidden, attn.params, mla)
+    embed = vocab * hidden * (1 if cfg.get("tie_word_embeddings") else 2)
+    return ModelGeometry(
+        name=name or str(cfg.get("_name_or_path") or cfg.get("model_type") or "model"),
+        layers=layers,
+        attention="mla" if mla else "standard",
+        kv_heads=attn.kv_heads,
+        head_dim=attn.head_dim,
+        kv_dtype_bytes=kv_bytes,
+        kv_lora_rank=attn.kv_lora,
+        qk_rope_head_dim=attn.rope,
+        num_attention_heads=heads,
+        qk_dim=attn.qk_dim,
+        v_dim=attn.v_dim,
+        layer_windows=_windows(cfg, layers),
+        active_params=float(active_layers),
+        total_params=float(total_layers + embed),
+        weight_dtype_bytes=weight_bytes,
+        source=source,
+    )
+
+
+def _dtype_bytes(cfg: Mapping[str, Any], kv_cache_dtype: str) -> tuple[int, int]:
+    """(bytes per weight, bytes per KV element) as vLLM serves the model."""
     model_dtype = str(cfg.get("torch_dtype") or cfg.get("dtype") or "bfloat16")
     try:
         # vLLM's dtype "auto" serves a float32 checkpoint in 16 bits (Gemma's in bfloat16)
@@ -94,9 +123,23 @@ def geometry_from_config(cfg: Mapping[str, Any], *, name: str = "", kv_cache_dty
     quant = cfg.get("quantization_config")
     if isinstance(quant, Mapping) and quant.get("quant_method") == "fp8":
         weight_bytes = 1  # fp8 weights; the KV cache keeps the activation dtype unless --kv-cache-dtype
-    vocab = _int(cfg, "vocab_size", 0)
-    mla = cfg.get("kv_lora_rank") is not None
-    # --- attention: KV geometry, attention FLOP widths, attention parameters per layer ---------
+    return weight_bytes, kv_bytes
+
+
+@dataclass(frozen=True)
+class _Attention:
+    """A layer's attention: KV geometry, attention FLOP widths, parameters."""
+
+    kv_lora: int
+    rope: int
+    kv_heads: int
+    head_dim: int
+    qk_dim: int
+    v_dim: int
+    params: int
+
+
+def _attention(cfg: Mapping[str, Any], hidden: int, heads: int, mla: bool) -> _Attention:
     if mla:
         kv_lora = _int(cfg, "kv_lora_rank")
         rope = _int(cfg, "qk_rope_head_dim")
@@ -105,16 +148,18 @@ def geometry_from_config(cfg: Mapping[str, Any], *, name: str = "", kv_cache_dty
         q_lora = _opt_int(cfg, "q_lora_rank")
         qk_dim = nope + rope
         q_params = hidden * q_lora + q_lora * heads * qk_dim if q_lora else hidden * heads * qk_dim
-        attn_params = (q_params + hidden * (kv_lora + rope) + kv_lora * heads * (nope + v_dim)
-                       + heads * v_dim * hidden)
-        kv_heads, head_dim = 1, kv_lora + rope
-    else:
-        kv_lora = rope = 0
-        head_dim = _int(cfg, "head_dim", hidden // heads)
-        kv_heads = _int(cfg, "num_key_value_heads", heads)
-        qk_dim = v_dim = head_dim
-        attn_params = hidden * heads * head_dim + 2 * hidden * kv_heads * head_dim + heads * head_dim * hidden
-    # --- MLP: dense layers, routed experts (active and all), shared experts --------------------
+        params = (q_params + hidden * (kv_lora + rope) + kv_lora * heads * (nope + v_dim)
+                  + heads * v_dim * hidden)
+        return _Attention(kv_lora, rope, 1, kv_lora + rope, qk_dim, v_dim, params)
+    head_dim = _int(cfg, "head_dim", hidden // heads)
+    kv_heads = _int(cfg, "num_key_value_heads", heads)
+    params = hidden * heads * head_dim + 2 * hidden * kv_heads * head_dim + heads * head_dim * hidden
+    return _Attention(0, 0, kv_heads, head_dim, head_dim, head_dim, params)
+
+
+def _layer_params(cfg: Mapping[str, Any], layers: int, hidden: int, attn_params: int, mla: bool) -> tuple[int, int]:
+    """Parameters of all layers (active per token, and all): attention plus the MLP of each layer
+    (dense, or routed experts with their router and shared experts)."""
     inter = _int(cfg, "intermediate_size", 0)
     experts = cfg.get("n_routed_experts") or cfg.get("num_experts") or cfg.get("num_local_experts") or 0
     if isinstance(experts, bool) or not isinstance(experts, int):
@@ -133,22 +178,4 @@ def geometry_from_config(cfg: Mapping[str, Any], *, name: str = "", kv_cache_dty
             dense = 3 * hidden * inter
             active_layers += attn_params + dense
             total_layers += attn_params + dense
-    embed = vocab * hidden * (1 if cfg.get("tie_word_embeddings") else 2)
-    return ModelGeometry(
-        name=name or str(cfg.get("_name_or_path") or cfg.get("model_type") or "model"),
-        layers=layers,
-        attention="mla" if mla else "standard",
-        kv_heads=kv_heads,
-        head_dim=head_dim,
-        kv_dtype_bytes=kv_bytes,
-        kv_lora_rank=kv_lora,
-        qk_rope_head_dim=rope,
-        num_attention_heads=heads,
-        qk_dim=qk_dim,
-        v_dim=v_dim,
-        layer_windows=_windows(cfg, layers),
-        active_params=float(active_layers),
-        total_params=float(total_layers + embed),
-        weight_dtype_bytes=weight_bytes,
-        source=source,
-    )
+    return active_layers, total_layers
