@@ -255,76 +255,99 @@ def mask_secret_values(text: str, path: str = "<input>") -> str:
     ``AccountKey=``, a JSON ``Authorization`` header: ``harness.redact.scrub_text``) are masked too,
     and comments are dropped (a commented-out ``# api_key: sk-..`` is still a secret); the layout is
     kept. Raises ConfigError when the text is not YAML."""
-    from harness.redact import MASK, is_secret_name, scrub_text
-
     try:
         root = compose(text, path)
     except yaml.YAMLError as exc:
         raise ConfigError(f"YAML error: {exc}", path=path) from None
-    spans: dict[int, tuple[int, str]] = {}  # start index -> (end index, replacement)
-    scalars: list[yaml.ScalarNode] = []
-
-    def mask_all(node: yaml.Node) -> None:
-        if isinstance(node, yaml.ScalarNode):
-            end = node.end_mark.index
-            raw = text[node.start_mark.index:end]
-            tail = raw[len(raw.rstrip("\n")):] if node.style in ("|", ">") else ""
-            spans[node.start_mark.index] = (end, f"'{MASK}'" + tail)
-        elif isinstance(node, yaml.SequenceNode):
-            for child in node.value:
-                mask_all(child)
-        elif isinstance(node, yaml.MappingNode):
-            for _, child in node.value:
-                mask_all(child)
-
-    seen: set[int] = set()
-
-    def walk(node: yaml.Node) -> None:
-        if id(node) in seen:
-            return
-        seen.add(id(node))
-        if isinstance(node, yaml.ScalarNode):
-            scalars.append(node)
-        elif isinstance(node, yaml.MappingNode):
-            for key, value in node.value:
-                walk(key)
-                if isinstance(key, yaml.ScalarNode) and is_secret_name(str(key.value)):
-                    mask_all(value)
-                walk(value)
-        elif isinstance(node, yaml.SequenceNode):
-            hide_next = False
-            for item in node.value:
-                walk(item)
-                if isinstance(item, yaml.ScalarNode):
-                    value = str(item.value)
-                    name, sep, _ = value.partition("=")
-                    if sep and is_secret_name(name) and not hide_next and name.replace("-", "_").isidentifier():
-                        spans[item.start_mark.index] = (item.end_mark.index, f"'{name}={MASK}'")
-                    elif hide_next or (sep and is_secret_name(name)):
-                        mask_all(item)
-                    hide_next = value.startswith("-") and not sep and is_secret_name(value)
-                else:
-                    hide_next = False
-
+    masker = _SecretMasker(text)
     if root is not None:
-        walk(root)
-    for node in scalars:
-        start = node.start_mark.index
-        if start in spans or node.start_mark.index == node.end_mark.index:
-            continue
-        value = str(node.value)
-        scrubbed = scrub_text(value)
-        if scrubbed != value:
-            raw = text[start:node.end_mark.index]
-            tail = raw[len(raw.rstrip("\n")):] if node.style in ("|", ">") else ""
-            quoted = MASK if "\n" in value else scrubbed.replace("'", "''")
-            spans[start] = (node.end_mark.index, f"'{quoted}'" + tail)
+        masker.walk(root)
+    masker.scrub_embedded()
+    spans, scalars = masker.spans, masker.scalars
     edits = [(start, end, repl) for start, (end, repl) in spans.items()]
     edits += [(start, end, "") for start, end in _comments(text, scalars, spans)]
     out = text
     for start, end, repl in sorted(edits, reverse=True):
         out = out[:start] + repl + out[end:]
     return out
+
+
+class _SecretMasker:
+    """The replacements ``mask_secret_values`` makes in ``text``, found by walking its YAML nodes."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.spans: dict[int, tuple[int, str]] = {}  # start index -> (end index, replacement)
+        self.scalars: list[yaml.ScalarNode] = []
+        self._seen: set[int] = set()
+
+    def _block_tail(self, node: yaml.ScalarNode) -> str:
+        """The line ends a block scalar (| or >) keeps after its value."""
+        raw = self.text[node.start_mark.index:node.end_mark.index]
+        return raw[len(raw.rstrip("\n")):] if node.style in ("|", ">") else ""
+
+    def mask_all(self, node: yaml.Node) -> None:
+        """Every scalar under ``node`` becomes the mask."""
+        from harness.redact import MASK
+
+        if isinstance(node, yaml.ScalarNode):
+            self.spans[node.start_mark.index] = (node.end_mark.index, f"'{MASK}'" + self._block_tail(node))
+        elif isinstance(node, yaml.SequenceNode):
+            for child in node.value:
+                self.mask_all(child)
+        elif isinstance(node, yaml.MappingNode):
+            for _, child in node.value:
+                self.mask_all(child)
+
+    def walk(self, node: yaml.Node) -> None:
+        """Mask the values of secret keys, and secrets in argument lists; note every scalar."""
+        from harness.redact import is_secret_name
+
+        if id(node) in self._seen:
+            return
+        self._seen.add(id(node))
+        if isinstance(node, yaml.ScalarNode):
+            self.scalars.append(node)
+        elif isinstance(node, yaml.MappingNode):
+            for key, value in node.value:
+                self.walk(key)
+                if isinstance(key, yaml.ScalarNode) and is_secret_name(str(key.value)):
+                    self.mask_all(value)
+                self.walk(value)
+        elif isinstance(node, yaml.SequenceNode):
+            self._walk_arguments(node)
+
+    def _walk_arguments(self, node: yaml.SequenceNode) -> None:
+        """A list read as a command line: ``NAME=secret``, ``--secret-flag value``, ``--secret=value``."""
+        from harness.redact import MASK, is_secret_name
+
+        hide_next = False
+        for item in node.value:
+            self.walk(item)
+            if isinstance(item, yaml.ScalarNode):
+                value = str(item.value)
+                name, sep, _ = value.partition("=")
+                if sep and is_secret_name(name) and not hide_next and name.replace("-", "_").isidentifier():
+                    self.spans[item.start_mark.index] = (item.end_mark.index, f"'{name}={MASK}'")
+                elif hide_next or (sep and is_secret_name(name)):
+                    self.mask_all(item)
+                hide_next = value.startswith("-") and not sep and is_secret_name(value)
+            else:
+                hide_next = False
+
+    def scrub_embedded(self) -> None:
+        """Secrets written inside other scalars (a URL's password, ``AccountKey=``...)."""
+        from harness.redact import MASK, scrub_text
+
+        for node in self.scalars:
+            start = node.start_mark.index
+            if start in self.spans or node.start_mark.index == node.end_mark.index:
+                continue
+            value = str(node.value)
+            scrubbed = scrub_text(value)
+            if scrubbed != value:
+                quoted = MASK if "\n" in value else scrubbed.replace("'", "''")
+                self.spans[start] = (node.end_mark.index, f"'{quoted}'" + self._block_tail(node))
 
 
 def _comments(text: str, scalars: list[yaml.ScalarNode], replaced: dict[int, tuple[int, str]]) -> list[tuple[int, int]]:
