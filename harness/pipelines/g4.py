@@ -36,6 +36,7 @@ from typing import Any, Optional
 from harness.agent.deploy import ensure_agent
 from harness.agent.remote import AgentLoad
 from harness.config.inventory import Node, StorageTarget
+from harness.config.profile import Profile
 from harness.engines import EngineInstance, get_engine
 from harness.errors import InfraError, InputError, KvgateError
 from harness.load import RequestSpec
@@ -62,7 +63,7 @@ from harness.platforms import get_platform
 from harness.probes.fio_rounds import run_fio_rounds
 from harness.probes.measured import FIO_METRICS, fio_leaf
 from harness.progress import Progress
-from harness.remote.base import RemoteError
+from harness.remote.base import Executor, RemoteError
 
 SOAK_DIR = "soak"
 PROBE_SET = 4  # greedy probe requests answered at the start and the end
@@ -217,6 +218,38 @@ def _start_engine_watch(run: GateRun, server: Node, instances: list[EngineInstan
     return {"watch": wh.to_json(), "watch_base": base}
 
 
+def _write_traces(ex: Executor, base: str, profile: Profile) -> None:
+    """The soak's requests and its probe set (the first PROBE_SET of them, renamed) on the load's node."""
+    wl = point_workload(profile)
+    ex.write_file(f"{base}/requests.jsonl", _trace(list(wl.measure)))
+    probes = [s.with_id(f"probe-{i}") for i, s in enumerate(list(wl.measure)[:PROBE_SET])]
+    ex.write_file(f"{base}/probes.jsonl", _trace(probes))
+
+
+def _soak_args(profile: Profile, base: str, client: Node, instances: list[EngineInstance], window: float,
+               health_args: list[str], *, watched: bool) -> list[str]:
+    """The node agent's ``soak`` command line: the traces, the level, the windows, the node health to
+    sample, every instance's endpoint (and its process, when the soak watches the engine itself)."""
+    soak = profile.soak
+    args = ["--model", instances[0].plan.served_model_name, "--api", profile.load.api,
+            "--trace", f"{base}/requests.jsonl", "--probe-trace", f"{base}/probes.jsonl",
+            "--duration", repr(float(soak.duration)), "--window", repr(window),
+            "--concurrency", str(soak.concurrency), "--timeout", repr(float(profile.load.request_timeout)),
+            "--watchdog", repr(_watch_interval(window))]
+    args += health_args
+    if soak.request_rate:
+        args += ["--request-rate", repr(float(soak.request_rate))]
+    if profile.engine.api_key_env:
+        args += ["--api-key-env", profile.engine.api_key_env]
+    for other in instances:  # in instance order: record i of the soak names instance i
+        url = other.plan.url_for(client.name)  # the engine's loopback only on its own node
+        args += ["--endpoint", url, "--health-url", url + "/health"]
+        if watched:
+            args += ["--engine-pid", str(other.handle.pid),
+                     "--engine-start", repr(float(other.handle.start_time))]
+    return args
+
+
 def _start(run: GateRun, target: Optional[StorageTarget], target_node: Optional[Node]) -> dict[str, Any]:
     _stop_stale_soak(run)
     profile = run.profile
@@ -250,27 +283,10 @@ def _start(run: GateRun, target: Optional[StorageTarget], target_node: Optional[
         agent = ensure_agent(ex, workdir)
         base = f"{workdir.rstrip('/')}/soak/{run.campaign.name}-{uuid.uuid4().hex[:8]}"
         run.create_owned(ex, base)  # marked for this campaign: removed by containment at the end
-        wl = point_workload(profile)
-        ex.write_file(f"{base}/requests.jsonl", _trace(list(wl.measure)))
-        probes = [s.with_id(f"probe-{i}") for i, s in enumerate(list(wl.measure)[:PROBE_SET])]
-        ex.write_file(f"{base}/probes.jsonl", _trace(probes))
-        args = ["--model", inst.plan.served_model_name, "--api", profile.load.api,
-                "--trace", f"{base}/requests.jsonl", "--probe-trace", f"{base}/probes.jsonl",
-                "--duration", repr(float(soak.duration)), "--window", repr(window),
-                "--concurrency", str(soak.concurrency), "--timeout", repr(float(profile.load.request_timeout)),
-                "--watchdog", repr(_watch_interval(window))]
+        _write_traces(ex, base, profile)
         # the load's node is sampled too (its kernel log: network faults on the client side)
-        args += health_args if watched else _node_health(client, target, target_node, window)[0]
-        if soak.request_rate:
-            args += ["--request-rate", repr(float(soak.request_rate))]
-        if profile.engine.api_key_env:
-            args += ["--api-key-env", profile.engine.api_key_env]
-        for other in instances:  # in instance order: record i of the soak names instance i
-            url = other.plan.url_for(client.name)  # the engine's loopback only on its own node
-            args += ["--endpoint", url, "--health-url", url + "/health"]
-            if watched:
-                args += ["--engine-pid", str(other.handle.pid),
-                         "--engine-start", repr(float(other.handle.start_time))]
+        client_health = health_args if watched else _node_health(client, target, target_node, window)[0]
+        args = _soak_args(profile, base, client, instances, window, client_health, watched=watched)
         if soak.restart_engine and watched:
             ex.write_file(f"{base}/engine-restart.json", _restart_specs(instances), mode=0o600)
             args += ["--restart-json", f"{base}/engine-restart.json"]
