@@ -17,7 +17,7 @@ from harness.config.crosscheck import check_profile
 from harness.config.gatespec import GateSpec
 from harness.config.inventory import Inventory
 from harness.config.loader import load_gate, load_inventory, load_profile
-from harness.config.profile import Profile
+from harness.config.profile import Profile, ThresholdOverride
 from harness.config.yamlsource import load_yaml
 from harness.errors import ConfigErrors, InputError, KvgateError, StorageFull
 from harness.exitcodes import ExitCode
@@ -78,21 +78,8 @@ def run_gate(gate: str, *, inventory_path: Path, profile_path: Path, campaign: s
     if gate not in GATES:
         raise InputError(f"unknown gate {gate!r}; known: {', '.join(GATES)}")
     # 1. Every input is validated before any node is touched.
-    inventory = load_inventory(inventory_path)
-    profile = load_profile(profile_path)
-    spec_path = _gate_file(gate, gates_path)
-    spec: GateSpec = load_gate(spec_path)
-    gate_files = [gate_file_record(spec_path, spec)]
-    profile_doc = load_yaml(profile_path)
-    problems = check_profile(profile, [inventory], [spec], profile_doc, str(profile_path))
-    if gate == "G3":
-        from harness.pipelines.g3 import check_g3_inputs
-
-        problems += check_g3_inputs(profile, profile_doc, str(profile_path))
-    if problems:
-        raise ConfigErrors(problems)
-    overrides = [o for o in profile.overrides if o.gate == gate]
-    check_overrides(spec, overrides)
+    inventory, profile, spec, gate_files, overrides = _validated_inputs(gate, inventory_path, profile_path,
+                                                                        gates_path)
     trust = BaselineTrust(_anchors(gate, inventory_path, inventory, allowed_signers), allow_unsigned_baseline)
     root = Path(reports_root) if reports_root else reports_dir()
     # 2. Prerequisites, read-only: a gate refused here creates nothing (no campaign.json, no runs.jsonl).
@@ -119,12 +106,7 @@ def run_gate(gate: str, *, inventory_path: Path, profile_path: Path, campaign: s
         started = _now()
         try:
             try:
-                if gate == "G4":
-                    from harness.pipelines.g4 import run_g4
-
-                    measured, measurements = run_g4(run, wait=wait, on_window=on_window)
-                else:
-                    measured, measurements = _pipeline(gate, run, root, baseline_campaign)
+                measured, measurements = _measure(gate, run, root, baseline_campaign, wait, on_window)
             finally:
                 run.close()
             return _finalize(run, spec, overrides, measured, measurements, started, baseline, gate_files)
@@ -136,6 +118,38 @@ def run_gate(gate: str, *, inventory_path: Path, profile_path: Path, campaign: s
             raise
     finally:
         camp.close()
+
+
+def _validated_inputs(gate: str, inventory_path: Path, profile_path: Path, gates_path: Optional[Path]
+                      ) -> tuple[Inventory, Profile, GateSpec, list[dict[str, Any]], list[ThresholdOverride]]:
+    """The inventory, profile and gate file, checked against each other (every problem at once),
+    the gate file's record, and the profile's overrides of this gate's checks."""
+    inventory = load_inventory(inventory_path)
+    profile = load_profile(profile_path)
+    spec_path = _gate_file(gate, gates_path)
+    spec: GateSpec = load_gate(spec_path)
+    gate_files = [gate_file_record(spec_path, spec)]
+    profile_doc = load_yaml(profile_path)
+    problems = check_profile(profile, [inventory], [spec], profile_doc, str(profile_path))
+    if gate == "G3":
+        from harness.pipelines.g3 import check_g3_inputs
+
+        problems += check_g3_inputs(profile, profile_doc, str(profile_path))
+    if problems:
+        raise ConfigErrors(problems)
+    overrides = [o for o in profile.overrides if o.gate == gate]
+    check_overrides(spec, overrides)
+    return inventory, profile, spec, gate_files, overrides
+
+
+def _measure(gate: str, run: GateRun, root: Path, baseline_campaign: Optional[str], wait: bool,
+             on_window: Optional[Callable[[dict[str, Any]], None]]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The gate's pipeline: (measured tree, measurements)."""
+    if gate == "G4":
+        from harness.pipelines.g4 import run_g4
+
+        return run_g4(run, wait=wait, on_window=on_window)
+    return _pipeline(gate, run, root, baseline_campaign)
 
 
 def _check_g1_first(gate: str, profile: Profile, inventory: Inventory, camp_path: Path, camp_name: str) -> None:
