@@ -114,24 +114,11 @@ def parse_quantity(text: Union[str, int, float, bool], kind: UnitKind | None = N
             return Quantity(1.0 if text else 0.0, UnitKind.BOOL, str(text).lower())
         raise UnitParseError(f"expected a {kind.value} quantity, got a boolean {text!r}")
     if isinstance(text, (int, float)):
-        if kind is None:
-            kind = UnitKind.COUNT
-        if kind not in _BARE_OK:
-            raise UnitParseError(
-                f"{text!r} has no unit; a {kind.value} needs one of: {', '.join(accepted_units(kind))}"
-            )
-        if isinstance(text, float) and not math.isfinite(text):
-            raise UnitParseError(f"{text!r} is not a finite number")
-        return Quantity(float(text), kind, str(text))
+        return _bare_number(text, kind)
     if not isinstance(text, str):
         raise UnitParseError(f"expected a quantity such as '5 GB/s', got {type(text).__name__}")
     if kind is UnitKind.BOOL:
-        low = text.strip().lower()
-        if low in ("true", "yes", "on"):
-            return Quantity(1.0, kind, text)
-        if low in ("false", "no", "off"):
-            return Quantity(0.0, kind, text)
-        raise UnitParseError(f"expected true or false, got {text!r}")
+        return _bool_word(text)
     m = _RE.match(text)
     if not m:
         raise UnitParseError(f"{text!r} is not a number with a unit (for example '5 GB/s', '25%', '72h')")
@@ -139,32 +126,7 @@ def parse_quantity(text: Union[str, int, float, bool], kind: UnitKind | None = N
     unit = m.group("unit") or ""
     if not unit:
         return parse_quantity(float(num_text) if any(c in num_text for c in ".eE") else int(num_text), kind)
-    kinds = _kind_of_unit(unit)
-    if kind is not None:
-        table = _UNITS_BY_KIND.get(kind, {})
-        if unit not in table:
-            hint = _AMBIGUOUS_HINTS.get(unit.split("/")[0])
-            other = f" ({unit!r} is a {kinds[0].value} unit)" if kinds else ""
-            accepted = ", ".join(accepted_units(kind)) or "a plain number"
-            msg = f"unit {unit!r} in {text!r} is not a {kind.value} unit{other}; accepted: {accepted}"
-            if hint:
-                msg += f"; {hint}"
-            raise UnitParseError(msg)
-    else:
-        if not kinds:
-            hint = _AMBIGUOUS_HINTS.get(unit.split("/")[0])
-            byte_units = ", ".join(accepted_units(UnitKind.BYTES))
-            duration_units = ", ".join(accepted_units(UnitKind.DURATION))
-            msg = (
-                f"unknown unit {unit!r} in {text!r}; accepted: bytes ({byte_units}), "
-                f"bandwidth (e.g. GB/s, GiB/s), bit rate (e.g. Gb/s), duration ({duration_units}), "
-                "percent (%), ratio (x), tokens/s (tok/s)"
-            )
-            if hint:
-                msg += f"; {hint}"
-            raise UnitParseError(msg)
-        # Duration 'm' (minutes) vs nothing else: every unit belongs to exactly one kind.
-        kind = kinds[0]
+    kind = _unit_kind(unit, text, kind)
     # Decimal arithmetic so "65.6 GB" is exactly 65_600_000_000 bytes, not 65599999999.99999.
     multiplier = _EXACT[unit] if unit in _EXACT else decimal.Decimal(repr(_UNITS_BY_KIND[kind][unit]))
     try:
@@ -174,6 +136,53 @@ def parse_quantity(text: Union[str, int, float, bool], kind: UnitKind | None = N
     if not math.isfinite(value):
         raise UnitParseError(f"{text!r} is not a finite number")
     return Quantity(value, kind, text.strip())
+
+
+def _bare_number(value: Union[int, float], kind: UnitKind | None) -> Quantity:
+    """A number with no unit: a count unless ``kind`` says otherwise, and only where its meaning is clear."""
+    if kind is None:
+        kind = UnitKind.COUNT
+    if kind not in _BARE_OK:
+        raise UnitParseError(
+            f"{value!r} has no unit; a {kind.value} needs one of: {', '.join(accepted_units(kind))}"
+        )
+    if isinstance(value, float) and not math.isfinite(value):
+        raise UnitParseError(f"{value!r} is not a finite number")
+    return Quantity(float(value), kind, str(value))
+
+
+def _bool_word(text: str) -> Quantity:
+    low = text.strip().lower()
+    if low in ("true", "yes", "on"):
+        return Quantity(1.0, UnitKind.BOOL, text)
+    if low in ("false", "no", "off"):
+        return Quantity(0.0, UnitKind.BOOL, text)
+    raise UnitParseError(f"expected true or false, got {text!r}")
+
+
+def _unit_kind(unit: str, text: str, kind: UnitKind | None) -> UnitKind:
+    """The kind ``unit`` belongs to; with ``kind`` given, it must be that one (the error names what
+    the unit is and what is accepted)."""
+    kinds = _kind_of_unit(unit)
+    hint = _AMBIGUOUS_HINTS.get(unit.split("/")[0])
+    if kind is not None:
+        if unit not in _UNITS_BY_KIND.get(kind, {}):
+            other = f" ({unit!r} is a {kinds[0].value} unit)" if kinds else ""
+            accepted = ", ".join(accepted_units(kind)) or "a plain number"
+            msg = f"unit {unit!r} in {text!r} is not a {kind.value} unit{other}; accepted: {accepted}"
+            raise UnitParseError(msg + (f"; {hint}" if hint else ""))
+        return kind
+    if not kinds:
+        byte_units = ", ".join(accepted_units(UnitKind.BYTES))
+        duration_units = ", ".join(accepted_units(UnitKind.DURATION))
+        msg = (
+            f"unknown unit {unit!r} in {text!r}; accepted: bytes ({byte_units}), "
+            f"bandwidth (e.g. GB/s, GiB/s), bit rate (e.g. Gb/s), duration ({duration_units}), "
+            "percent (%), ratio (x), tokens/s (tok/s)"
+        )
+        raise UnitParseError(msg + (f"; {hint}" if hint else ""))
+    # Duration 'm' (minutes) vs nothing else: every unit belongs to exactly one kind.
+    return kinds[0]
 
 
 def _scaled(value: float, steps: list[tuple[float, str]], digits: int) -> str:
