@@ -295,35 +295,36 @@ def throughput_chart(measurements: Mapping[str, Any]) -> Chart:
 
 # --- grouped bar chart: fio bandwidth ---------------------------------------------------------
 
-def fio_chart(measurements: Mapping[str, Any]) -> Chart:
-    """Sequential read and write bandwidth (fio, direct I/O) per storage target, per node, GB/s."""
-    chart = Chart("fio", _t("Storage bandwidth per target (fio, direct I/O)"))
-    fio = measurements.get("fio")
+_FIO_METRICS = (("seq_read_bw", "read"), ("seq_write_bw", "write"))
+
+
+def _fio_groups(fio: Any) -> tuple[list[tuple[str, dict[str, float]]], int]:
+    """("node / target", {read|write: GB/s}) per target with a figure, and how many were not numbers."""
     groups: list[tuple[str, dict[str, float]]] = []
     dropped = 0
-    metrics = (("seq_read_bw", "read"), ("seq_write_bw", "write"))
-    if isinstance(fio, Mapping):
-        for node, targets in sorted(fio.items(), key=lambda kv: str(kv[0])):
-            if not isinstance(targets, Mapping):
+    if not isinstance(fio, Mapping):
+        return groups, dropped
+    for node, targets in sorted(fio.items(), key=lambda kv: str(kv[0])):
+        if not isinstance(targets, Mapping):
+            continue
+        for target, values in sorted(targets.items(), key=lambda kv: str(kv[0])):
+            if not isinstance(values, Mapping):
                 continue
-            for target, values in sorted(targets.items(), key=lambda kv: str(kv[0])):
-                if not isinstance(values, Mapping):
-                    continue
-                bars: dict[str, float] = {}
-                for metric, label in metrics:
-                    if metric in values:
-                        v = _num(values[metric])
-                        if v is None:
-                            dropped += 1
-                        else:
-                            bars[label] = v / 1e9
-                if bars:
-                    groups.append((f"{node} / {target}", bars))
-    chart.dropped = dropped
-    if not groups:
-        chart.note = (_t("No fio bandwidth in this gate (measurements.fio is empty), so there is no "
-                         "bandwidth chart.") + _dropped_note(dropped))
-        return chart
+            bars: dict[str, float] = {}
+            for metric, label in _FIO_METRICS:
+                if metric in values:
+                    v = _num(values[metric])
+                    if v is None:
+                        dropped += 1
+                    else:
+                        bars[label] = v / 1e9
+            if bars:
+                groups.append((f"{node} / {target}", bars))
+    return groups, dropped
+
+
+def _fio_svg(title: str, groups: list[tuple[str, dict[str, float]]]) -> str:
+    """Horizontal bars, read and write per target, on one GB/s axis from 0."""
     row_h, bar_h = 44, 16
     left, right, top = 210, 40, 40
     height = top + row_h * len(groups) + 50
@@ -335,8 +336,8 @@ def fio_chart(measurements: Mapping[str, Any]) -> Chart:
     def px(v: float) -> float:
         return left + max(0.0, v) / top_v * pw
 
-    out = [_svg_open(height, chart.title),
-           _text(8, 20, _short(chart.title, TITLE_CHARS), anchor="start", size=13, extra=' font-weight="600"')]
+    out = [_svg_open(height, title),
+           _text(8, 20, _short(title, TITLE_CHARS), anchor="start", size=13, extra=' font-weight="600"')]
     base = top + row_h * len(groups)
     for t in ticks:
         x = px(t)
@@ -347,7 +348,7 @@ def fio_chart(measurements: Mapping[str, Any]) -> Chart:
     for g, (label, bars) in enumerate(groups):
         y0 = top + g * row_h + 4
         out.append(_text(left - 8, y0 + row_h / 2, _short(label, 28), anchor="end", full=label))
-        for b, (_, name) in enumerate(metrics):
+        for b, (_, name) in enumerate(_FIO_METRICS):
             if name not in bars:
                 continue
             v = bars[name]
@@ -363,7 +364,19 @@ def fio_chart(measurements: Mapping[str, Any]) -> Chart:
                                  extra=' fill="#ffffff"'))
     out.append(f'<line x1="{left}" y1="{top}" x2="{left}" y2="{base}" stroke="#57606a"/>')
     out.append("</svg>")
-    chart.svg = "".join(out)
+    return "".join(out)
+
+
+def fio_chart(measurements: Mapping[str, Any]) -> Chart:
+    """Sequential read and write bandwidth (fio, direct I/O) per storage target, per node, GB/s."""
+    chart = Chart("fio", _t("Storage bandwidth per target (fio, direct I/O)"))
+    groups, dropped = _fio_groups(measurements.get("fio"))
+    chart.dropped = dropped
+    if not groups:
+        chart.note = (_t("No fio bandwidth in this gate (measurements.fio is empty), so there is no "
+                         "bandwidth chart.") + _dropped_note(dropped))
+        return chart
+    chart.svg = _fio_svg(chart.title, groups)
     chart.caption = (_t("Sequential 1 MiB read (blue) and write (orange) bandwidth measured by fio with "
                         "direct I/O, per node and storage target.") + _dropped_note(dropped))
     return chart
