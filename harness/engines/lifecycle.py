@@ -185,6 +185,48 @@ def _fresh_prometheus_dir(executor: Executor, plan: EnginePlan, prom: str) -> No
     create_owned_dir(executor, prom, ENGINE_OWNER)
 
 
+def _preflight(executor: Executor, plan: EnginePlan) -> None:
+    """Refuse to start on a port in use or with a program the node does not have."""
+    if not port_free(executor, plan.host, plan.port, python=plan.python):
+        raise EngineStartError(
+            f"port {plan.port} on {plan.host} is already in use (another engine still running?)",
+            node=plan.node,
+            command=plan.argv,
+        )
+    exe = plan.argv[0]
+    if not exe.startswith("/") and executor.which(exe) is None:
+        raise EngineStartError(
+            f"{exe!r} is not on the PATH of node {plan.node}", node=plan.node, command=plan.argv
+        )
+
+
+def _prepare_head(executor: Executor, plan: EnginePlan, prom: Optional[str]) -> None:
+    """The instance directory, KV directories, a fresh Prometheus directory, the plan's files and plan.json."""
+    ensure_workdir(executor, plan.instance_dir)  # 0700, ours: refused when another user owns it
+    for d in plan.kv_dirs:
+        # created and marked (unless it exists), so that only what kvgate made is ever removed
+        create_owned_dir(executor, d, ENGINE_OWNER)
+    if prom:
+        _fresh_prometheus_dir(executor, plan, prom)
+    for path, content in plan.files.items():
+        executor.write_file(path, content.encode(), mode=0o600)
+    executor.write_file(plan.instance_dir + "/plan.json",
+                        json.dumps(redact_data(plan.to_json()), indent=2).encode(), mode=0o600)
+
+
+def _prepare_peer(peer: str, ex: Executor, plan: EnginePlan, prom: Optional[str]) -> None:
+    """vLLM forwards LMCACHE_* to its Ray workers: the file and directories they name must exist on
+    every node, not only on the head."""
+    ensure_workdir(ex, plan.instance_dir)
+    for d in plan.kv_dirs:
+        create_owned_dir(ex, d, ENGINE_OWNER)
+    if prom and plan.ray is not None and "PROMETHEUS_MULTIPROC_DIR" in plan.ray.env_for(peer):
+        _fresh_prometheus_dir(ex, plan, prom)  # the workers there write their metrics into it
+    for path, content in plan.files.items():
+        ex.write_file(path, content.encode(), mode=0o600)
+    log.info("%s: wrote %d file(s) and KV directories for the Ray worker", peer, len(plan.files))
+
+
 class EngineLifecycle:
     """Start / wait / scrape / logs / stop, shared by every engine kind; kinds add ``plan`` and
     ``evict``."""
@@ -196,39 +238,11 @@ class EngineLifecycle:
     ) -> EngineInstance:
         """Write the plan's files and start the engine detached; does not wait for readiness."""
         peers = dict(peer_executors or {})
-        if not port_free(executor, plan.host, plan.port, python=plan.python):
-            raise EngineStartError(
-                f"port {plan.port} on {plan.host} is already in use (another engine still running?)",
-                node=plan.node,
-                command=plan.argv,
-            )
-        exe = plan.argv[0]
-        if not exe.startswith("/") and executor.which(exe) is None:
-            raise EngineStartError(
-                f"{exe!r} is not on the PATH of node {plan.node}", node=plan.node, command=plan.argv
-            )
-        ensure_workdir(executor, plan.instance_dir)  # 0700, ours: refused when another user owns it
-        for d in plan.kv_dirs:
-            # created and marked (unless it exists), so that only what kvgate made is ever removed
-            create_owned_dir(executor, d, ENGINE_OWNER)
+        _preflight(executor, plan)
         prom = plan.env.get("PROMETHEUS_MULTIPROC_DIR")
-        if prom:
-            _fresh_prometheus_dir(executor, plan, prom)
-        for path, content in plan.files.items():
-            executor.write_file(path, content.encode(), mode=0o600)
-        executor.write_file(plan.instance_dir + "/plan.json",
-                            json.dumps(redact_data(plan.to_json()), indent=2).encode(), mode=0o600)
+        _prepare_head(executor, plan, prom)
         for peer, ex in peers.items():
-            # vLLM forwards LMCACHE_* to its Ray workers: the file and directories they name must
-            # exist on every node, not only on the head
-            ensure_workdir(ex, plan.instance_dir)
-            for d in plan.kv_dirs:
-                create_owned_dir(ex, d, ENGINE_OWNER)
-            if prom and plan.ray is not None and "PROMETHEUS_MULTIPROC_DIR" in plan.ray.env_for(peer):
-                _fresh_prometheus_dir(ex, plan, prom)  # the workers there write their metrics into it
-            for path, content in plan.files.items():
-                ex.write_file(path, content.encode(), mode=0o600)
-            log.info("%s: wrote %d file(s) and KV directories for the Ray worker", peer, len(plan.files))
+            _prepare_peer(peer, ex, plan, prom)
         side_handle = self._start_sidecar(executor, plan) if plan.sidecar is not None else None
         if plan.ray is not None:
             start_ray_cluster(plan.ray, {plan.node: executor, **peers})
