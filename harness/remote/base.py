@@ -106,6 +106,15 @@ class CommandFailed(RemoteError):
     """A command exited non-zero and ``check`` was set."""
 
 
+def checked(result: RunResult, check: bool, cause: BaseException | None = None) -> RunResult:
+    """``result``, or with ``check`` and a non-zero exit code, :class:`CommandFailed` carrying it
+    (every executor ends a command here, so "check" means one thing)."""
+    if check and result.exit_code != 0:
+        raise CommandFailed("command failed", host=result.host, command=result.command,
+                            exit_code=result.exit_code, stdout=result.stdout, stderr=result.stderr) from cause
+    return result
+
+
 class CommandTimeout(RemoteError):
     """A command ran past its timeout (it was killed)."""
 

@@ -18,7 +18,6 @@ from harness.remote import detached
 from harness.remote.base import (
     MAX_CALLBACK_LINE,
     MAX_OUTPUT_BYTES,
-    CommandFailed,
     CommandTimeout,
     LineCallback,
     OutputTooLarge,
@@ -26,6 +25,7 @@ from harness.remote.base import (
     RemoteFileNotFound,
     RunResult,
     TransferError,
+    checked,
 )
 from harness.remote.commands import check_argv, check_env
 
@@ -173,12 +173,8 @@ class LocalExecutor(detached.DetachedByRun):
                 raise d.callback_error
         # A death by signal N is 128+N, as a shell (and so SSHExecutor) reports it.
         code = proc.returncode if proc.returncode >= 0 else 128 - proc.returncode
-        result = RunResult(host=self._node, command=args, exit_code=code, stdout=out,
-                           stderr=err, duration_s=duration)
-        if check and result.exit_code != 0:
-            raise CommandFailed("command failed", host=self._node, command=args, exit_code=result.exit_code,
-                                stdout=out, stderr=err)
-        return result
+        return checked(RunResult(host=self._node, command=args, exit_code=code, stdout=out,
+                                 stderr=err, duration_s=duration), check)
 
     @staticmethod
     def _feed(proc: subprocess.Popen[bytes], data: bytes) -> None:
@@ -195,12 +191,8 @@ class LocalExecutor(detached.DetachedByRun):
 
     def _finish(self, args: tuple[str, ...], code: int, out: str, err: str, start: float, check: bool,
                 cause: BaseException) -> RunResult:
-        result = RunResult(host=self._node, command=args, exit_code=code, stdout=out, stderr=err,
-                           duration_s=time.monotonic() - start)
-        if check:
-            raise CommandFailed("command failed", host=self._node, command=args, exit_code=code,
-                                stdout=out, stderr=err) from cause
-        return result
+        return checked(RunResult(host=self._node, command=args, exit_code=code, stdout=out, stderr=err,
+                                 duration_s=time.monotonic() - start), check, cause)
 
     # -- files -------------------------------------------------------------------------------
 

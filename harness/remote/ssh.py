@@ -33,7 +33,6 @@ from harness.remote import detached
 from harness.remote.base import (
     MAX_CALLBACK_LINE,
     MAX_OUTPUT_BYTES,
-    CommandFailed,
     CommandTimeout,
     ConnectionLost,
     HostKeyError,
@@ -44,6 +43,7 @@ from harness.remote.base import (
     RunResult,
     TransferError,
     Unreachable,
+    checked,
 )
 from harness.remote.commands import check_argv, env_prefix
 from harness.remote.hostkeys import KnownHosts, KnownHostsPolicy, preferring_known_types, read_known_hosts
@@ -408,6 +408,21 @@ class SSHExecutor(detached.DetachedByRun):
             chan.shutdown_write()
         streams = {"stdout": _Stream("stdout", on_line), "stderr": _Stream("stderr", on_line, strip_pid=True)}
         deadline = None if timeout is None else start + timeout
+        self._pump(chan, transport, streams, args, deadline, timeout)
+        for s in streams.values():
+            s.finish()
+            if s.callback_error is not None:
+                raise s.callback_error
+        code = chan.recv_exit_status()
+        if code == -1:  # the server closed the channel without an exit status
+            code = 255
+        return checked(RunResult(host=self._node, command=args, exit_code=code, stdout=streams["stdout"].text(),
+                                 stderr=streams["stderr"].text(), duration_s=time.monotonic() - start), check)
+
+    def _pump(self, chan: paramiko.Channel, transport: paramiko.Transport, streams: dict[str, _Stream],
+              args: tuple[str, ...], deadline: float | None, timeout: float | None) -> None:
+        """Read both streams until the command has ended (EOF and an exit status), the connection is
+        lost, or the deadline passes (the process group is killed)."""
         fd = chan.fileno()
         try:
             while True:
@@ -447,19 +462,6 @@ class SSHExecutor(detached.DetachedByRun):
         except KeyboardInterrupt:
             self._kill_group(streams["stderr"].pid)
             raise
-        for s in streams.values():
-            s.finish()
-            if s.callback_error is not None:
-                raise s.callback_error
-        code = chan.recv_exit_status()
-        if code == -1:  # the server closed the channel without an exit status
-            code = 255
-        result = RunResult(host=self._node, command=args, exit_code=code, stdout=streams["stdout"].text(),
-                           stderr=streams["stderr"].text(), duration_s=time.monotonic() - start)
-        if check and code != 0:
-            raise CommandFailed("command failed", host=self._node, command=args, exit_code=code,
-                                stdout=result.stdout, stderr=result.stderr)
-        return result
 
     def _check_overflow(self, streams: dict[str, _Stream], args: tuple[str, ...]) -> None:
         for name, s in streams.items():

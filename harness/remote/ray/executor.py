@@ -19,12 +19,12 @@ from harness.deletion import remove_file
 from harness.errors import InputError
 from harness.remote import base, detached
 from harness.remote.base import (
-    CommandFailed,
     ConnectionLost,
     LineCallback,
     RemoteError,
     RunResult,
     TransferError,
+    checked,
 )
 from harness.remote.batch import Answer, BatchCommand, BatchResult
 from harness.remote.commands import check_argv, check_env
@@ -114,11 +114,7 @@ class RayExecutor(detached.DetachedByRun):
             outcome = self._get(actor.run.remote(list(args), extra, cwd, timeout, stdin), wait, "a command", args)
         else:
             outcome = self._stream(actor, args, extra, cwd, timeout, stdin, on_line, wait)
-        result = self._result(args, _raise(self._node, outcome, args))
-        if check and result.exit_code != 0:
-            raise CommandFailed("command failed", host=self._node, command=args, exit_code=result.exit_code,
-                                stdout=result.stdout, stderr=result.stderr)
-        return result
+        return checked(self._result(args, _raise(self._node, outcome, args)), check)
 
     def run_many(self, tools: Sequence[str], commands: Sequence[BatchCommand]) -> BatchResult:
         """A batch in one actor call (``harness.remote.batch``); each command checked here as ``run``
