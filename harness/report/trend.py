@@ -61,48 +61,60 @@ def run_labels(runs: Sequence[StoredRun]) -> list[str]:
         for r in runs]
 
 
-def trend_chart(metric: TrendMetric, runs: Sequence[StoredRun], labels: Optional[Sequence[str]] = None) -> Chart:
-    """The metric's chart over ``runs`` (same order as ``metric.values``); ``labels`` from
-    :func:`run_labels`."""
-    labels = labels if labels is not None else run_labels(runs)
-    pts = [(i, m) for i, m in enumerate(metric.values)
-           if m is not None and m.median is not None and math.isfinite(m.median)]
-    title = _t("%(metric)s (%(unit)s, %(better)s is better)") % {
-        "metric": metric.name, "unit": metric.unit, "better": _t(metric.better)}
-    if not pts:
-        return Chart(key=metric.name, title=title, note=_t("no run of this series measured it"))
-    left, right, top, bottom = 72, 24, 30, 40
-    pw, ph = WIDTH - left - right, HEIGHT - top - bottom
-    ys = [m.median for _, m in pts if m.median is not None]
-    ys += [v for _, m in pts for v in (m.low, m.high) if v is not None and math.isfinite(v)]
-    ticks = nice_ticks(min(ys), max(ys))
-    lo, hi = ticks[0], ticks[-1]
-    n = len(runs)
+_LEFT, _RIGHT, _TOP, _BOTTOM = 72, 24, 30, 40
+_PW, _PH = WIDTH - _LEFT - _RIGHT, HEIGHT - _TOP - _BOTTOM
 
-    def px(i: float) -> float:
-        return left + (pw / 2 if n == 1 else pw * i / (n - 1))
 
-    def py(v: float) -> float:
-        return top + ph - (v - lo) / ((hi - lo) or 1.0) * ph
+@dataclass(frozen=True)
+class _Axes:
+    """Runs 0..n-1 across the plot, values lo..hi up it."""
 
+    n: int
+    lo: float
+    hi: float
+
+    def px(self, i: float) -> float:
+        return _LEFT + (_PW / 2 if self.n == 1 else _PW * i / (self.n - 1))
+
+    def py(self, v: float) -> float:
+        return _TOP + _PH - (v - self.lo) / ((self.hi - self.lo) or 1.0) * _PH
+
+
+def _frame(ax: _Axes, title: str, ticks: Sequence[float]) -> list[str]:
+    """The SVG's opening, title, grid lines with their values, plot border and x label."""
+    left, top, pw, ph = _LEFT, _TOP, _PW, _PH
     out = [f'<svg class="chart" role="img" viewBox="0 0 {WIDTH} {HEIGHT}" width="{WIDTH}" height="{HEIGHT}" '
            f'style="{FONT};max-width:100%;height:auto"><title>{escape(title)}</title>'
            f'<rect x="0" y="0" width="{WIDTH}" height="{HEIGHT}" fill="#ffffff"/>',
            _text(left, 18, title, anchor="start", size=13, extra=' font-weight="600"')]
     for tick in ticks:
-        y = py(tick)
+        y = ax.py(tick)
         out.append(f'<line x1="{left}" y1="{y:.1f}" x2="{left + pw}" y2="{y:.1f}" stroke="#e5e7eb"/>')
         out.append(_text(left - 6, y + 4, _fmt(tick), anchor="end"))
     out.append(f'<rect x="{left}" y="{top}" width="{pw}" height="{ph}" fill="none" stroke="#57606a"/>')
-    out.append(_text(left + pw / 2, HEIGHT - 10, _t("runs of this series, oldest to newest (%(n)s)") % {"n": n}))
+    out.append(_text(left + pw / 2, HEIGHT - 10, _t("runs of this series, oldest to newest (%(n)s)") % {"n": ax.n}))
+    return out
+
+
+def _change_point_marks(ax: _Axes, metric: TrendMetric) -> list[str]:
+    """A dashed vertical line between the runs before and after each change point."""
+    out = []
     for cp in metric.change_points:
-        x = px(cp.index - 0.5) if cp.index > 0 else px(0)
+        x = ax.px(cp.index - 0.5) if cp.index > 0 else ax.px(0)
         colour = REGRESSION_COLOUR if cp.status.value == "regression" else IMPROVEMENT_COLOUR
         tip = _t("change point: %(status)s %(effect)s (p=%(p)s)") % {
             "status": _t(cp.status.value), "effect": f"{cp.effect:+.1%}", "p": f"{cp.p_value:.2g}"}
-        out.append(f'<line class="change-point" x1="{x:.1f}" y1="{top}" x2="{x:.1f}" y2="{top + ph}" '
+        out.append(f'<line class="change-point" x1="{x:.1f}" y1="{_TOP}" x2="{x:.1f}" y2="{_TOP + _PH}" '
                    f'stroke={quoteattr(colour)} stroke-width="2" stroke-dasharray="5 3">'
                    f"<title>{escape(tip)}</title></line>")
+    return out
+
+
+def _series_marks(ax: _Axes, pts: Sequence[tuple[int, MetricRecord]], labels: Sequence[str]) -> list[str]:
+    """Each run's interval, the medians' line, and a dot per run (the newest run, when it measured
+    the metric, highlighted)."""
+    px, py, n = ax.px, ax.py, ax.n
+    out = []
     band = [(i, m) for i, m in pts if m.low is not None and m.high is not None]
     for i, m in band:
         assert m.low is not None and m.high is not None
@@ -119,6 +131,25 @@ def trend_chart(metric: TrendMetric, runs: Sequence[StoredRun], labels: Optional
         # the label is escaped already; the value is a formatted number
         out.append(f'<circle cx="{px(i):.1f}" cy="{py(m.median or 0.0):.1f}" {attrs}><title>{labels[i]}: '
                    f"{_fmt(m.median or 0.0)}</title></circle>")
+    return out
+
+
+def trend_chart(metric: TrendMetric, runs: Sequence[StoredRun], labels: Optional[Sequence[str]] = None) -> Chart:
+    """The metric's chart over ``runs`` (same order as ``metric.values``); ``labels`` from
+    :func:`run_labels`."""
+    labels = labels if labels is not None else run_labels(runs)
+    pts = [(i, m) for i, m in enumerate(metric.values)
+           if m is not None and m.median is not None and math.isfinite(m.median)]
+    title = _t("%(metric)s (%(unit)s, %(better)s is better)") % {
+        "metric": metric.name, "unit": metric.unit, "better": _t(metric.better)}
+    if not pts:
+        return Chart(key=metric.name, title=title, note=_t("no run of this series measured it"))
+    ys = [m.median for _, m in pts if m.median is not None]
+    ys += [v for _, m in pts for v in (m.low, m.high) if v is not None and math.isfinite(v)]
+    ticks = nice_ticks(min(ys), max(ys))
+    ax = _Axes(len(runs), ticks[0], ticks[-1])
+    n = ax.n
+    out = _frame(ax, title, ticks) + _change_point_marks(ax, metric) + _series_marks(ax, pts, labels)
     out.append("</svg>")
     note = ""
     if metric.change_points:
