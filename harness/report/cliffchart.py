@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Optional
 
 from harness.report.charts import (
@@ -54,6 +55,79 @@ def fmt_bytes(n: float) -> str:
     return f"{n:.0f} B"
 
 
+_WS_HEIGHT, _WS_LEFT, _WS_RIGHT, _WS_TOP, _WS_BOTTOM = 340, 72, 190, 34, 56
+_WS_PW, _WS_PH = WIDTH - _WS_LEFT - _WS_RIGHT, _WS_HEIGHT - _WS_TOP - _WS_BOTTOM
+
+
+@dataclass(frozen=True)
+class _WsAxes:
+    """Bytes 2**lo_x..2**hi_x across the plot (log2), values 0..hi up it."""
+
+    lo_x: int
+    hi_x: int
+    hi: float
+
+    def px(self, b: float) -> float:
+        return _WS_LEFT + (math.log2(b) - self.lo_x) / (self.hi_x - self.lo_x) * _WS_PW
+
+    def py(self, v: float) -> float:
+        return _WS_TOP + _WS_PH - v / self.hi * _WS_PH
+
+
+def _ws_frame(ax: _WsAxes, title: str, ticks: Sequence[float], ylabel: str) -> list[str]:
+    """The SVG's opening and title, value grid, byte ticks (powers of two), border and axis labels."""
+    height, left, top, pw, ph = _WS_HEIGHT, _WS_LEFT, _WS_TOP, _WS_PW, _WS_PH
+    px, py = ax.px, ax.py
+    out = [_svg_open(height, title), _text(left, 20, title, anchor="start", size=13, extra=' font-weight="600"')]
+    for t in ticks:
+        out.append(f'<line x1="{left}" y1="{py(t):.1f}" x2="{left + pw}" y2="{py(t):.1f}" stroke="#e5e7eb"/>')
+        out.append(_text(left - 6, py(t) + 4, _fmt_tick(t), anchor="end"))
+    step = max(1, math.ceil((ax.hi_x - ax.lo_x) / 8))
+    for e in range(ax.lo_x, ax.hi_x + 1, step):
+        x = px(2.0**e)
+        out.append(f'<line x1="{x:.1f}" y1="{top + ph}" x2="{x:.1f}" y2="{top + ph + 5}" stroke="#57606a"/>')
+        out.append(_text(x, top + ph + 18, fmt_bytes(2.0**e)))
+    out.append(f'<rect x="{left}" y="{top}" width="{pw}" height="{ph}" fill="none" stroke="#57606a"/>')
+    out.append(_text(left + pw / 2, height - 12, "KV of the working set (model geometry, log scale)"))
+    out.append(_text(16, top + ph / 2, ylabel, extra=f' transform="rotate(-90 16 {top + ph / 2:.1f})"'))
+    return out
+
+
+def _boundary_marks(ax: _WsAxes, boundaries: Sequence[tuple[float, str, str]]) -> list[str]:
+    """A dashed line at each tier's capacity, labelled (labels staggered over four rows)."""
+    left, top, pw, ph = _WS_LEFT, _WS_TOP, _WS_PW, _WS_PH
+    out = []
+    for k, (b, tier, label) in enumerate(sorted(boundaries)):
+        x = ax.px(b)
+        colour = TIER_COLOURS.get(tier, PALETTE[6])
+        out.append(f'<line class="tier-boundary" data-tier={quoteattr(tier)} data-bytes="{b:.0f}" '
+                   f'x1="{x:.1f}" y1="{top}" x2="{x:.1f}" y2="{top + ph}" stroke={quoteattr(colour)} '
+                   f'stroke-width="1.5" stroke-dasharray="5 4"><title>{escape(label)}: {fmt_bytes(b)}</title></line>')
+        text = f"{label} ({fmt_bytes(b)})"
+        y = top + 14 + 14 * (k % 4)
+        width = _text_width(text, 10)
+        anchor, tx = ("start", x + 3) if x + 3 + width <= left + pw else ("end", x - 3)
+        out.append(_text(tx, y, text, anchor=anchor, size=10, extra=f' fill={quoteattr(colour)}'))
+    return out
+
+
+def _series_lines(ax: _WsAxes, series: list[_Series]) -> list[str]:
+    """Each series' line (dashed when it says so) and its points with their values."""
+    px, py = ax.px, ax.py
+    out = []
+    for s in series:
+        ordered = sorted(s.points)
+        dash = ' stroke-dasharray="6 4"' if s.dashed else ""
+        if len(ordered) > 1:
+            coords = " ".join(f"{px(bx):.1f},{py(by):.1f}" for bx, by in ordered)
+            out.append(f'<polyline points="{coords}" fill="none" stroke={quoteattr(s.colour)} '
+                       f'stroke-width="2.2"{dash}/>')
+        for bx, by in ordered:
+            out.append(f'<circle cx="{px(bx):.1f}" cy="{py(by):.1f}" r="3" fill={quoteattr(s.colour)}>'
+                       f"<title>{escape(f'{s.name} at {fmt_bytes(bx)}: {_fmt_tick(by)}')}</title></circle>")
+    return out
+
+
 def _ws_chart(key: str, title: str, series: list[_Series], boundaries: Sequence[tuple[float, str, str]],
               ylabel: str, caption: str) -> Chart:
     """Lines against the working set's bytes (log2 x), with the tier boundaries marked."""
@@ -66,53 +140,11 @@ def _ws_chart(key: str, title: str, series: list[_Series], boundaries: Sequence[
     lo_x, hi_x = math.floor(math.log2(min(xs))), math.ceil(math.log2(max(xs)))
     if hi_x == lo_x:
         hi_x += 1
-    height = 340
-    left, right, top, bottom = 72, 190, 34, 56
-    pw, ph = WIDTH - left - right, height - top - bottom
     ys = [y for _, y in pts]
     ticks = nice_ticks(0.0, max(max(ys), 1e-9))
-    hi = ticks[-1]
-
-    def px(b: float) -> float:
-        return left + (math.log2(b) - lo_x) / (hi_x - lo_x) * pw
-
-    def py(v: float) -> float:
-        return top + ph - v / hi * ph
-
-    out = [_svg_open(height, title), _text(left, 20, title, anchor="start", size=13, extra=' font-weight="600"')]
-    for t in ticks:
-        out.append(f'<line x1="{left}" y1="{py(t):.1f}" x2="{left + pw}" y2="{py(t):.1f}" stroke="#e5e7eb"/>')
-        out.append(_text(left - 6, py(t) + 4, _fmt_tick(t), anchor="end"))
-    step = max(1, math.ceil((hi_x - lo_x) / 8))
-    for e in range(lo_x, hi_x + 1, step):
-        x = px(2.0**e)
-        out.append(f'<line x1="{x:.1f}" y1="{top + ph}" x2="{x:.1f}" y2="{top + ph + 5}" stroke="#57606a"/>')
-        out.append(_text(x, top + ph + 18, fmt_bytes(2.0**e)))
-    out.append(f'<rect x="{left}" y="{top}" width="{pw}" height="{ph}" fill="none" stroke="#57606a"/>')
-    out.append(_text(left + pw / 2, height - 12, "KV of the working set (model geometry, log scale)"))
-    out.append(_text(16, top + ph / 2, ylabel, extra=f' transform="rotate(-90 16 {top + ph / 2:.1f})"'))
-    for k, (b, tier, label) in enumerate(sorted(boundaries)):
-        x = px(b)
-        colour = TIER_COLOURS.get(tier, PALETTE[6])
-        out.append(f'<line class="tier-boundary" data-tier={quoteattr(tier)} data-bytes="{b:.0f}" '
-                   f'x1="{x:.1f}" y1="{top}" x2="{x:.1f}" y2="{top + ph}" stroke={quoteattr(colour)} '
-                   f'stroke-width="1.5" stroke-dasharray="5 4"><title>{escape(label)}: {fmt_bytes(b)}</title></line>')
-        text = f"{label} ({fmt_bytes(b)})"
-        y = top + 14 + 14 * (k % 4)
-        width = _text_width(text, 10)
-        anchor, tx = ("start", x + 3) if x + 3 + width <= left + pw else ("end", x - 3)
-        out.append(_text(tx, y, text, anchor=anchor, size=10, extra=f' fill={quoteattr(colour)}'))
-    for s in series:
-        ordered = sorted(s.points)
-        dash = ' stroke-dasharray="6 4"' if s.dashed else ""
-        if len(ordered) > 1:
-            coords = " ".join(f"{px(bx):.1f},{py(by):.1f}" for bx, by in ordered)
-            out.append(f'<polyline points="{coords}" fill="none" stroke={quoteattr(s.colour)} '
-                       f'stroke-width="2.2"{dash}/>')
-        for bx, by in ordered:
-            out.append(f'<circle cx="{px(bx):.1f}" cy="{py(by):.1f}" r="3" fill={quoteattr(s.colour)}>'
-                       f"<title>{escape(f'{s.name} at {fmt_bytes(bx)}: {_fmt_tick(by)}')}</title></circle>")
-    out += _legend(series, left + pw + 14, top + 10)
+    ax = _WsAxes(lo_x, hi_x, ticks[-1])
+    out = _ws_frame(ax, title, ticks, ylabel) + _boundary_marks(ax, boundaries) + _series_lines(ax, series)
+    out += _legend(series, _WS_LEFT + _WS_PW + 14, _WS_TOP + 10)
     out.append("</svg>")
     chart.svg = "".join(out)
     chart.caption = caption
