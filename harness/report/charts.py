@@ -29,7 +29,7 @@ Other sections are shown as tables by the renderer, not charted.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Optional
 from xml.sax.saxutils import escape as _escape
@@ -409,6 +409,35 @@ def _time_unit(span_s: float) -> tuple[float, str]:
     return 1.0, _t("time since the soak started (seconds)")
 
 
+def _fault_marks(marks: Sequence[tuple[float, str, str]], px: Callable[[float], float], y0: float,
+                 y1: float) -> list[str]:
+    """A dashed vertical line at each fault, in its kind's colour, with what it was."""
+    out = []
+    for t_s, kind, what in marks:
+        x = px(t_s)
+        out.append(f'<line x1="{x:.1f}" y1="{y0}" x2="{x:.1f}" y2="{y1}" stroke='
+                   f'{quoteattr(_FAULT_COLOURS[kind])} stroke-width="1.5" stroke-dasharray="4 3">'
+                   f"<title>{escape(f'{kind} at {t_s:.0f} s: {what}')}</title></line>")
+    return out
+
+
+def _time_series_marks(series: list[_Series], px: Callable[[float], float], py: Callable[[float], float]
+                       ) -> list[str]:
+    """Each series' line, and its points with their values when it has at most 200."""
+    out = []
+    for s in series:
+        coords = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in sorted(s.points))
+        dash = ' stroke-dasharray="6 4"' if s.dashed else ""
+        if len(s.points) > 1:
+            out.append(f'<polyline points="{coords}" fill="none" stroke={quoteattr(s.colour)} '
+                       f'stroke-width="2"{dash}/>')
+        if len(s.points) <= 200:
+            for x, y in s.points:
+                out.append(f'<circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="2.5" fill={quoteattr(s.colour)}>'
+                           f"<title>{escape(f'{s.name} at {x:.0f} s: {_fmt_tick(y)}')}</title></circle>")
+    return out
+
+
 def _time_chart(key: str, title: str, series: list[_Series], faults: Sequence[Mapping[str, Any]],
                 ylabel: str, *, zero: bool) -> Chart:
     chart = Chart(key, title)
@@ -446,21 +475,7 @@ def _time_chart(key: str, title: str, series: list[_Series], faults: Sequence[Ma
     out.append(f'<rect x="{left}" y="{top}" width="{pw}" height="{ph}" fill="none" stroke="#57606a"/>')
     out.append(_text(left + pw / 2, height - 8, unit))
     out.append(_text(16, top + ph / 2, ylabel, extra=f' transform="rotate(-90 16 {top + ph / 2:.1f})"'))
-    for t_s, kind, what in marks:
-        x = px(t_s)
-        out.append(f'<line x1="{x:.1f}" y1="{top}" x2="{x:.1f}" y2="{top + ph}" stroke='
-                   f'{quoteattr(_FAULT_COLOURS[kind])} stroke-width="1.5" stroke-dasharray="4 3">'
-                   f"<title>{escape(f'{kind} at {t_s:.0f} s: {what}')}</title></line>")
-    for s in series:
-        coords = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in sorted(s.points))
-        dash = ' stroke-dasharray="6 4"' if s.dashed else ""
-        if len(s.points) > 1:
-            out.append(f'<polyline points="{coords}" fill="none" stroke={quoteattr(s.colour)} '
-                       f'stroke-width="2"{dash}/>')
-        if len(s.points) <= 200:
-            for x, y in s.points:
-                out.append(f'<circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="2.5" fill={quoteattr(s.colour)}>'
-                           f"<title>{escape(f'{s.name} at {x:.0f} s: {_fmt_tick(y)}')}</title></circle>")
+    out += _fault_marks(marks, px, top, top + ph) + _time_series_marks(series, px, py)
     legend = list(series)
     kinds = sorted({k for _, k, _ in marks})
     legend += [_Series(k, colour=_FAULT_COLOURS[k], dashed=True) for k in kinds]
