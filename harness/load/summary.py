@@ -49,6 +49,32 @@ def stat_keys(metric: str, percentiles: Sequence[float] = DEFAULT_PERCENTILES) -
         f"p{_pword(p)}_{metric}_ms" for p in percentiles]
 
 
+def _goodput(ok: Sequence[Mapping[str, Any]], goodput: Mapping[str, float], dur: float) -> float:
+    """Requests per second that met every SLO of ``goodput`` (metric -> ms), as vLLM counts them."""
+    unknown = sorted(set(goodput) - set(GOODPUT_METRICS))
+    if unknown:
+        raise LoadInputError(f"goodput SLO {', '.join(unknown)}: expected one of {', '.join(GOODPUT_METRICS)}")
+    n_good = 0
+    for r in ok:
+        vals = {"ttft": float(r["ttft_ms"]), "e2el": float(r["e2el_ms"]),
+                "tpot": float(r["tpot_ms"]) if int(r.get("output_tokens") or 0) > 1
+                and r.get("tpot_ms") is not None else 0.0}
+        if all(vals[k] <= slo for k, slo in goodput.items()):
+            n_good += 1
+    return n_good / dur
+
+
+def _errors_by_kind(failed: Sequence[Mapping[str, Any]]) -> tuple[dict[str, int], dict[str, str]]:
+    """Failed requests counted by kind, with the first message of each kind."""
+    kinds: dict[str, int] = {}
+    examples: dict[str, str] = {}
+    for r in failed:
+        k = str(r.get("error_kind") or "unknown")
+        kinds[k] = kinds.get(k, 0) + 1
+        examples.setdefault(k, str(r.get("error") or ""))
+    return kinds, examples
+
+
 def _stats_into(out: dict[str, Any], metric: str, values: list[float], percentiles: Sequence[float]) -> None:
     s = sorted(values)
     out[f"mean_{metric}_ms"] = mean(s)
@@ -156,19 +182,7 @@ class Summary:
                  and r.get("tpot_ms") is not None]
         itls = [float(x) for r in ok for x in (r.get("itl_ms") or ())]
         queues = [float(r.get("queue_ms") or 0.0) for r in ok]
-        good: Optional[float] = None
-        if goodput:
-            unknown = sorted(set(goodput) - set(GOODPUT_METRICS))
-            if unknown:
-                raise LoadInputError(f"goodput SLO {', '.join(unknown)}: expected one of {', '.join(GOODPUT_METRICS)}")
-            n_good = 0
-            for r in ok:
-                vals = {"ttft": float(r["ttft_ms"]), "e2el": float(r["e2el_ms"]),
-                        "tpot": float(r["tpot_ms"]) if int(r.get("output_tokens") or 0) > 1
-                        and r.get("tpot_ms") is not None else 0.0}
-                if all(vals[k] <= slo for k, slo in goodput.items()):
-                    n_good += 1
-            good = n_good / dur
+        good = _goodput(ok, goodput, dur) if goodput else None
         data: dict[str, Any] = dict(setup or {})
         data.update({
             "duration": duration_s,
@@ -194,12 +208,7 @@ class Summary:
             data["max_prompt_build_ms"] = max(builds)
         if any(r.get("turn") is not None for r in recs):
             data["ttft_by_turn"] = ttft_by_turn(ok, percentiles)
-        kinds: dict[str, int] = {}
-        examples: dict[str, str] = {}
-        for r in failed:
-            k = str(r.get("error_kind") or "unknown")
-            kinds[k] = kinds.get(k, 0) + 1
-            examples.setdefault(k, str(r.get("error") or ""))
+        kinds, examples = _errors_by_kind(failed)
         data["cancelled"] = len(cancelled)
         data["errors_by_kind"] = kinds
         data["error_examples"] = examples
