@@ -65,6 +65,49 @@ class Generation:
     include_usage: bool
 
 
+def _completion_prompt(body: dict[str, Any]) -> tuple[list[int], int]:
+    """/v1/completions: the prompt's token ids (a string, a list of one string, or token ids) and max_tokens."""
+    if "prompt" not in body:
+        raise APIError(400, "'prompt' is required", param="prompt")
+    prompt = body["prompt"]
+    if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
+        prompt = prompt[0]
+    if isinstance(prompt, str):
+        ids = tokenize(prompt)
+    elif (
+        isinstance(prompt, list)
+        and prompt
+        and all(isinstance(t, int) and not isinstance(t, bool) for t in prompt)
+    ):
+        ids = [int(t) for t in prompt]
+    else:
+        raise APIError(
+            400,
+            "'prompt' must be a string, a list of one string, or a list of token ids",
+            param="prompt",
+        )
+    max_tokens = _positive_int(body, "max_tokens", 16)
+    assert max_tokens is not None
+    return ids, max_tokens
+
+
+def _chat_prompt(body: dict[str, Any]) -> tuple[list[int], int]:
+    """/v1/chat/completions: the messages' text as token ids, and max_(completion_)tokens."""
+    msgs = body.get("messages")
+    if not isinstance(msgs, list) or not msgs:
+        raise APIError(400, "'messages' must be a non-empty list", param="messages")
+    texts = []
+    for i, msg in enumerate(msgs):
+        if not isinstance(msg, dict) or not isinstance(msg.get("role"), str):
+            raise APIError(400, f"messages[{i}] must be an object with a 'role'", param="messages")
+        texts.append(_text_of(msg.get("content"), f"messages[{i}]"))
+    ids = tokenize(" ".join(texts))
+    max_tokens = _positive_int(body, "max_completion_tokens", None)
+    max_tokens = _positive_int(body, "max_tokens", max_tokens or 16)
+    assert max_tokens is not None
+    return ids, max_tokens
+
+
 def _positive_int(body: dict[str, Any], key: str, default: Optional[int]) -> Optional[int]:
     if key not in body or body[key] is None:
         return default
@@ -274,39 +317,7 @@ class SimServer:
             model = self.s.served_names[0]
         if not isinstance(model, str) or model not in self.s.served_names:
             raise APIError(404, f"The model `{model}` does not exist.", "NotFoundError", "model")
-        if kind == "completions":
-            if "prompt" not in body:
-                raise APIError(400, "'prompt' is required", param="prompt")
-            prompt = body["prompt"]
-            if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
-                prompt = prompt[0]
-            if isinstance(prompt, str):
-                ids = tokenize(prompt)
-            elif (
-                isinstance(prompt, list)
-                and prompt
-                and all(isinstance(t, int) and not isinstance(t, bool) for t in prompt)
-            ):
-                ids = [int(t) for t in prompt]
-            else:
-                raise APIError(
-                    400,
-                    "'prompt' must be a string, a list of one string, or a list of token ids",
-                    param="prompt",
-                )
-            max_tokens = _positive_int(body, "max_tokens", 16)
-        else:
-            msgs = body.get("messages")
-            if not isinstance(msgs, list) or not msgs:
-                raise APIError(400, "'messages' must be a non-empty list", param="messages")
-            texts = []
-            for i, msg in enumerate(msgs):
-                if not isinstance(msg, dict) or not isinstance(msg.get("role"), str):
-                    raise APIError(400, f"messages[{i}] must be an object with a 'role'", param="messages")
-                texts.append(_text_of(msg.get("content"), f"messages[{i}]"))
-            ids = tokenize(" ".join(texts))
-            max_tokens = _positive_int(body, "max_completion_tokens", None)
-            max_tokens = _positive_int(body, "max_tokens", max_tokens or 16)
+        ids, max_tokens = _completion_prompt(body) if kind == "completions" else _chat_prompt(body)
         assert max_tokens is not None
         n = _positive_int(body, "n", 1)
         if n != 1:
@@ -416,41 +427,42 @@ class SimServer:
             await resp.write_chunk(b"data: [DONE]\n\n")
             await resp.end_stream()
         else:
-            text = "".join(words)
-            if gen.kind == "chat":
-                choice: dict[str, Any] = {
-                    "index": 0,
-                    "message": {"role": "assistant", "content": text},
-                    "logprobs": None,
-                    "finish_reason": "length",
-                }
-                obj = "chat.completion"
-            else:
-                choice = {
-                    "index": 0,
-                    "text": text,
-                    "logprobs": None,
-                    "finish_reason": "length",
-                    "stop_reason": None,
-                }
-                obj = "text_completion"
-            await resp.send_json(
-                200,
-                {
-                    "id": ("chatcmpl-" if gen.kind == "chat" else "cmpl-") + gen.request_id,
-                    "object": obj,
-                    "created": int(time.time()),
-                    "model": gen.model,
-                    "choices": [choice],
-                    "usage": usage,
-                },
-            )
+            await resp.send_json(200, self._completion(gen, "".join(words), usage))
         tiers = ",".join(f"{k}:{v}" for k, v in sorted(pre.tiers.items())) or "none"
         return (
             f"prompt={pre.prompt_tokens} hbm_hit={pre.hbm_hit_tokens} ext_hit={pre.external_hit_tokens} "
             f"computed={pre.computed_tokens} chunks[{tiers}] read={pre.read_seconds * 1000:.1f}ms "
             f"compute={pre.compute_seconds * 1000:.1f}ms ttft={ttft * 1000:.1f}ms out={gen.max_tokens}"
         )
+
+    @staticmethod
+    def _completion(gen: Generation, text: str, usage: dict[str, int]) -> dict[str, Any]:
+        """The whole (non-streamed) response body, as vLLM's OpenAI server writes it."""
+        if gen.kind == "chat":
+            choice: dict[str, Any] = {
+                "index": 0,
+                "message": {"role": "assistant", "content": text},
+                "logprobs": None,
+                "finish_reason": "length",
+            }
+            obj = "chat.completion"
+        else:
+            choice = {
+                "index": 0,
+                "text": text,
+                "logprobs": None,
+                "finish_reason": "length",
+                "stop_reason": None,
+            }
+            obj = "text_completion"
+        return {
+            "id": ("chatcmpl-" if gen.kind == "chat" else "cmpl-") + gen.request_id,
+            "object": obj,
+            "created": int(time.time()),
+            "model": gen.model,
+            "choices": [choice],
+            "usage": usage,
+        }
 
     @staticmethod
     def _sse(obj: object) -> bytes:
