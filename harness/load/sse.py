@@ -213,45 +213,7 @@ class StreamTimeline:
         if choices is not None and not isinstance(choices, list):
             raise ResponseShapeError(f"choices is {type(choices).__name__}, not a list")
         if choices:
-            self.last_choice_ns = t
-            c0 = choices[0]
-            if not isinstance(c0, dict):
-                raise ResponseShapeError(f"choices[0] is {type(c0).__name__}, not an object")
-            if self.api == "chat":
-                delta = c0.get("delta") or {}
-                if not isinstance(delta, dict):
-                    raise ResponseShapeError(f"choices[0].delta is {type(delta).__name__}, not an object")
-                text = delta.get("content") or delta.get("reasoning_content") or ""
-            else:
-                text = c0.get("text") or ""
-            if not isinstance(text, str):
-                raise ResponseShapeError(f"the generated text is {type(text).__name__}, not a string")
-            reason = c0.get("finish_reason")
-            if reason:
-                self.finish_reason = str(reason)[:64]
-            if not self.first_token_ns and (text or not (self.api == "chat" and "role" in (c0.get("delta") or {}))):
-                self.first_token_ns = t
-            if text:
-                self.chunks += 1
-                ct = _count(usage.get("completion_tokens"), "completion_tokens") if usage else None
-                if ct is not None and ct > self._usage_ct:
-                    k = ct - self._usage_ct
-                    self._usage_ct = ct
-                else:
-                    k = len(text.split()) or 1
-                if self.counted + k > MAX_COMPLETION_TOKENS:
-                    raise ResponseShapeError(f"more than {MAX_COMPLETION_TOKENS} tokens in one response")
-                if self.keep_text:
-                    self.text_parts.append(text)
-                if not self.first_ns:
-                    self.first_ns = t
-                    if k > 1:
-                        self.itl_ns.extend([0.0] * (k - 1))
-                else:
-                    gap = (t - self.last_text_ns) / k
-                    self.itl_ns.extend([gap] * k)
-                self.last_text_ns = t
-                self.counted += k
+            self._on_choice(t, choices[0], usage)
         if usage:
             pt = _count(usage.get("prompt_tokens"), "prompt_tokens")
             ct = _count(usage.get("completion_tokens"), "completion_tokens")
@@ -259,6 +221,52 @@ class StreamTimeline:
                 self.prompt_tokens = pt
             if ct is not None:
                 self.completion_tokens = ct
+
+    def _on_choice(self, t: int, c0: Any, usage: Optional[dict[str, Any]]) -> None:
+        """The first choice of a chunk: its text (the delta's for chat), finish reason, first token."""
+        self.last_choice_ns = t
+        if not isinstance(c0, dict):
+            raise ResponseShapeError(f"choices[0] is {type(c0).__name__}, not an object")
+        if self.api == "chat":
+            delta = c0.get("delta") or {}
+            if not isinstance(delta, dict):
+                raise ResponseShapeError(f"choices[0].delta is {type(delta).__name__}, not an object")
+            text = delta.get("content") or delta.get("reasoning_content") or ""
+        else:
+            text = c0.get("text") or ""
+        if not isinstance(text, str):
+            raise ResponseShapeError(f"the generated text is {type(text).__name__}, not a string")
+        reason = c0.get("finish_reason")
+        if reason:
+            self.finish_reason = str(reason)[:64]
+        if not self.first_token_ns and (text or not (self.api == "chat" and "role" in (c0.get("delta") or {}))):
+            self.first_token_ns = t
+        if text:
+            self._on_text(t, text, usage)
+
+    def _on_text(self, t: int, text: str, usage: Optional[dict[str, Any]]) -> None:
+        """Count the chunk's tokens (the usage's completion count when it grows, else its words) and
+        spread the gap since the last text over them (ITL per token)."""
+        self.chunks += 1
+        ct = _count(usage.get("completion_tokens"), "completion_tokens") if usage else None
+        if ct is not None and ct > self._usage_ct:
+            k = ct - self._usage_ct
+            self._usage_ct = ct
+        else:
+            k = len(text.split()) or 1
+        if self.counted + k > MAX_COMPLETION_TOKENS:
+            raise ResponseShapeError(f"more than {MAX_COMPLETION_TOKENS} tokens in one response")
+        if self.keep_text:
+            self.text_parts.append(text)
+        if not self.first_ns:
+            self.first_ns = t
+            if k > 1:
+                self.itl_ns.extend([0.0] * (k - 1))
+        else:
+            gap = (t - self.last_text_ns) / k
+            self.itl_ns.extend([gap] * k)
+        self.last_text_ns = t
+        self.counted += k
 
     @property
     def output_tokens(self) -> int:
