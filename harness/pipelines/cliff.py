@@ -38,7 +38,6 @@ MANIFEST.sha256).
 
 from __future__ import annotations
 
-import getpass
 import json
 import math
 import time
@@ -60,12 +59,11 @@ from harness.load.hashtrace import TraceRequest, build_prompt, expected_reuse, t
 from harness.load.spec import RequestSpec
 from harness.load.workloads import count_tokens
 from harness.paths import reports_dir
-from harness.pipelines.context import GateRun, summary_of
+from harness.pipelines.context import GateRun, open_standalone_run, summary_of
 from harness.pipelines.loadpoint import run_point
 from harness.pipelines.sweep import _scrape, _start_instances, _stop_instances
 from harness.pipelines.tierhits import tier_hits, tier_rates, tier_rows
 from harness.progress import Progress
-from harness.store.campaign import Campaign, GateDir
 from harness.store.schema import CheckResult, GateResult, Observation, Verdict
 
 __all__ = ["CLIFF_GATE", "TOLERANCE", "CliffOptions", "CliffOutcome", "cliff_spec", "run_cliff",
@@ -429,13 +427,11 @@ def run_cliff(*, inventory_path: Path, profile_path: Path, reports_root: Optiona
     spec, arms = check_cliff_inputs(profile, str(profile_path))
     root = Path(reports_root) if reports_root else reports_dir()
     name = opts.campaign or f"cliff-{utc_stamp()}"
-    camp = Campaign.open(root, name, inventory_path=Path(inventory_path), profile_path=Path(profile_path),
-                         operator=opts.operator or getpass.getuser(), create=True)
+    run = open_standalone_run(root, name, CLIFF_GATE, cliff_spec(), inventory, profile,
+                              inventory_path=inventory_path, profile_path=profile_path, operator=opts.operator,
+                              accept_new_host_keys=opts.accept_new_host_keys, progress=opts.progress)
+    camp, gate_dir, gspec = run.campaign, run.gate_dir, run.spec
     try:
-        gate_dir = GateDir(camp.path / CLIFF_GATE, CLIFF_GATE)
-        gspec = cliff_spec()
-        run = GateRun(CLIFF_GATE, gspec, inventory, profile, camp, gate_dir,
-                      accept_new_host_keys=opts.accept_new_host_keys, progress=opts.progress)
         started = utc_now()
         summary = summary_of(run)
         bpt = kv_bytes_per_token(profile)

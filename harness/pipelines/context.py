@@ -3,6 +3,7 @@ one executor per node (opened lazily, closed at the end), and the faults met on 
 
 from __future__ import annotations
 
+import getpass
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -167,6 +168,21 @@ class GateRun:
             if n.target(target) is not None:
                 return n
         raise InputError(f"no node of inventory {self.inventory.cluster!r} has storage target {target!r}")
+
+
+def open_standalone_run(root: Path, name: str, gate: str, spec: GateSpec, inventory: Inventory, profile: Profile, *,
+                        inventory_path: Path, profile_path: Path, operator: Optional[str],
+                        accept_new_host_keys: bool, progress: bool) -> GateRun:
+    """A run outside G1-G4 (the nightly, the cliff) in a campaign of its own, opened and locked, with
+    one gate folder named after ``gate`` (as signing requires). The caller closes ``run.campaign``."""
+    camp = Campaign.open(root, name, inventory_path=Path(inventory_path), profile_path=Path(profile_path),
+                         operator=operator or getpass.getuser(), create=True)
+    try:
+        return GateRun(gate, spec, inventory, profile, camp, GateDir(camp.path / gate, gate),
+                       accept_new_host_keys=accept_new_host_keys, progress=progress)
+    except BaseException:
+        camp.close()
+        raise
 
 
 def summary_of(run: GateRun) -> dict[str, Any]:

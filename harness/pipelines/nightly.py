@@ -22,7 +22,6 @@ Steps:
 
 from __future__ import annotations
 
-import getpass
 import re
 import statistics
 from collections.abc import Mapping
@@ -49,13 +48,13 @@ from harness.gates.regression import (
 from harness.gates.result import build_gate_result, utc_now, utc_stamp
 from harness.gates.stats import percentile
 from harness.paths import gates_dir, reports_dir
-from harness.pipelines.context import GateRun, summary_of
+from harness.pipelines.context import GateRun, open_standalone_run, summary_of
 from harness.pipelines.historyrecords import NIGHTLY_GATE, record_from_result, series_key
 from harness.pipelines.sweep import load_sweep, run_arm_sweep
 from harness.pipelines.sweepdata import Sweep, sweep_table
 from harness.probes.fio_run import run_fio_probe
 from harness.progress import Progress
-from harness.store.campaign import Campaign, GateDir
+from harness.store.campaign import GateDir
 from harness.store.historydb import HistoryDB, StoredRun, open_history
 from harness.store.schema import CheckResult, GateResult, Interval, Observation, Verdict
 
@@ -259,14 +258,12 @@ def run_nightly(*, inventory_path: Path, profile_path: Path, history: Optional[s
 def _run(db: HistoryDB, inventory_path: Path, profile_path: Path, inventory: Any, profile: Any, root: Path,
          opts: NightlyOptions) -> NightlyOutcome:
     name = opts.campaign or f"nightly-{utc_stamp()}"
-    camp = Campaign.open(root, name, inventory_path=Path(inventory_path), profile_path=Path(profile_path),
-                         operator=opts.operator or getpass.getuser(), create=True)
+    # reports/nightly-<time>/nightly/
+    run = open_standalone_run(root, name, NIGHTLY_GATE, nightly_spec(), inventory, profile,
+                              inventory_path=inventory_path, profile_path=profile_path, operator=opts.operator,
+                              accept_new_host_keys=opts.accept_new_host_keys, progress=opts.progress)
+    camp, gate_dir, spec = run.campaign, run.gate_dir, run.spec
     try:
-        # reports/nightly-<time>/nightly/: a gate folder named after its gate, as signing requires
-        gate_dir = GateDir(camp.path / NIGHTLY_GATE, NIGHTLY_GATE)
-        spec = nightly_spec()
-        run = GateRun(NIGHTLY_GATE, spec, inventory, profile, camp, gate_dir,
-                      accept_new_host_keys=opts.accept_new_host_keys, progress=opts.progress)
         started = utc_now()
         summary = summary_of(run)
         # The series is the workload fingerprint of the candidate arm (harness.gates.fingerprint),
