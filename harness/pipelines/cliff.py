@@ -59,7 +59,7 @@ from harness.load.hashtrace import TraceRequest, build_prompt, expected_reuse, t
 from harness.load.spec import RequestSpec
 from harness.load.workloads import count_tokens
 from harness.paths import reports_dir
-from harness.pipelines.context import GateRun, open_standalone_run, summary_of
+from harness.pipelines.context import GateRun, StandaloneOptions, open_standalone_run, summary_of
 from harness.pipelines.loadpoint import run_point
 from harness.pipelines.sweep import _scrape, _start_instances, _stop_instances
 from harness.pipelines.tierhits import tier_hits, tier_rates, tier_rows
@@ -76,11 +76,8 @@ LMCACHE_GIB = 1024**3  # LMCache sizes its tiers as GB * 1024**3
 
 
 @dataclass
-class CliffOptions:
-    campaign: Optional[str] = None
-    operator: Optional[str] = None
-    accept_new_host_keys: bool = False
-    progress: bool = True
+class CliffOptions(StandaloneOptions):
+    """The cliff takes nothing more than every standalone run."""
 
 
 @dataclass
@@ -428,8 +425,7 @@ def run_cliff(*, inventory_path: Path, profile_path: Path, reports_root: Optiona
     root = Path(reports_root) if reports_root else reports_dir()
     name = opts.campaign or f"cliff-{utc_stamp()}"
     run = open_standalone_run(root, name, CLIFF_GATE, cliff_spec(), inventory, profile,
-                              inventory_path=inventory_path, profile_path=profile_path, operator=opts.operator,
-                              accept_new_host_keys=opts.accept_new_host_keys, progress=opts.progress)
+                              inventory_path=inventory_path, profile_path=profile_path, opts=opts)
     camp, gate_dir, gspec = run.campaign, run.gate_dir, run.spec
     try:
         started = utc_now()

@@ -170,16 +170,25 @@ class GateRun:
         raise InputError(f"no node of inventory {self.inventory.cluster!r} has storage target {target!r}")
 
 
+@dataclass
+class StandaloneOptions:
+    """What every run outside G1-G4 (the nightly, the cliff) takes from its command line."""
+
+    campaign: Optional[str] = None
+    operator: Optional[str] = None
+    accept_new_host_keys: bool = False
+    progress: bool = True
+
+
 def open_standalone_run(root: Path, name: str, gate: str, spec: GateSpec, inventory: Inventory, profile: Profile, *,
-                        inventory_path: Path, profile_path: Path, operator: Optional[str],
-                        accept_new_host_keys: bool, progress: bool) -> GateRun:
+                        inventory_path: Path, profile_path: Path, opts: StandaloneOptions) -> GateRun:
     """A run outside G1-G4 (the nightly, the cliff) in a campaign of its own, opened and locked, with
     one gate folder named after ``gate`` (as signing requires). The caller closes ``run.campaign``."""
     camp = Campaign.open(root, name, inventory_path=Path(inventory_path), profile_path=Path(profile_path),
-                         operator=operator or getpass.getuser(), create=True)
+                         operator=opts.operator or getpass.getuser(), create=True)
     try:
         return GateRun(gate, spec, inventory, profile, camp, GateDir(camp.path / gate, gate),
-                       accept_new_host_keys=accept_new_host_keys, progress=progress)
+                       accept_new_host_keys=opts.accept_new_host_keys, progress=opts.progress)
     except BaseException:
         camp.close()
         raise

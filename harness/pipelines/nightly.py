@@ -48,7 +48,7 @@ from harness.gates.regression import (
 from harness.gates.result import build_gate_result, utc_now, utc_stamp
 from harness.gates.stats import percentile
 from harness.paths import gates_dir, reports_dir
-from harness.pipelines.context import GateRun, open_standalone_run, summary_of
+from harness.pipelines.context import GateRun, StandaloneOptions, open_standalone_run, summary_of
 from harness.pipelines.historyrecords import NIGHTLY_GATE, record_from_result, series_key
 from harness.pipelines.sweep import load_sweep, run_arm_sweep
 from harness.pipelines.sweepdata import Sweep, sweep_table
@@ -65,16 +65,12 @@ CHANGE_POINT_SPAN = 365  # runs of the series looked at for change points and dr
 
 
 @dataclass
-class NightlyOptions:
+class NightlyOptions(StandaloneOptions):
     baseline_window: int = DEFAULT_WINDOW
     min_history: int = 1
     min_effect: dict[str, float] = field(default_factory=dict)  # metric-name part -> fraction
     fio_repetitions: int = 5
     with_baseline: bool = False
-    campaign: Optional[str] = None
-    operator: Optional[str] = None
-    accept_new_host_keys: bool = False
-    progress: bool = True
 
 
 @dataclass
@@ -260,8 +256,7 @@ def _run(db: HistoryDB, inventory_path: Path, profile_path: Path, inventory: Any
     name = opts.campaign or f"nightly-{utc_stamp()}"
     # reports/nightly-<time>/nightly/
     run = open_standalone_run(root, name, NIGHTLY_GATE, nightly_spec(), inventory, profile,
-                              inventory_path=inventory_path, profile_path=profile_path, operator=opts.operator,
-                              accept_new_host_keys=opts.accept_new_host_keys, progress=opts.progress)
+                              inventory_path=inventory_path, profile_path=profile_path, opts=opts)
     camp, gate_dir, spec = run.campaign, run.gate_dir, run.spec
     try:
         started = utc_now()
