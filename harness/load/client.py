@@ -27,7 +27,7 @@ import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from time import perf_counter_ns
-from typing import Any, Optional
+from typing import Any, Optional, Union
 
 from harness.load.errors import LoadInputError
 from harness.load.http import Endpoint, ProtocolError, ResponseParser, build_request
@@ -366,18 +366,10 @@ class StreamClient:
         retried = False
         while True:
             t0 = perf_counter_ns()
-            try:
-                # the timeout covers the connection (and TLS handshake) too
-                conn, reused = await self._pool.acquire(self.options.timeout_s)
-            except asyncio.CancelledError:
-                self.partial[spec.request_id] = self._fail(spec, t0, "cancelled", "cancelled before sending")
-                raise
-            except asyncio.TimeoutError:
-                return self._fail(spec, t0, "timeout", f"no connection to {self.endpoint.host_header} within "
-                                                       f"{self.options.timeout_s:g} s")
-            except (OSError, ssl.SSLError) as exc:
-                return self._fail(spec, t0, "connect_failed",
-                                  f"connect to {self.endpoint.host_header}: {exc}")
+            got = await self._connect(spec, t0)
+            if isinstance(got, RequestResult):
+                return got
+            conn, reused = got
             connect_ns = perf_counter_ns() - t0
             ex = _Exchange(loop.create_future())
             conn.exchange = ex
@@ -422,11 +414,29 @@ class StreamClient:
                     idle.cancel()
             keep = ex.parser.keep_alive
             res = self._finish(spec, ex, start, connect_ns, retried)
-            if keep:
-                self._pool.release(conn)
-            else:
-                conn.close()
+            self._hand_back(conn, keep)
             return res
+
+    def _hand_back(self, conn: _Connection, keep_alive: bool) -> None:
+        if keep_alive:
+            self._pool.release(conn)
+        else:
+            conn.close()
+
+    async def _connect(self, spec: RequestSpec, t0: int) -> Union[tuple[_Connection, bool], RequestResult]:
+        """A connection (and whether it was reused), or the failed request's result. An idle
+        connection comes back without yielding to the loop (``_Pool.acquire``)."""
+        try:
+            # the timeout covers the connection (and TLS handshake) too
+            return await self._pool.acquire(self.options.timeout_s)
+        except asyncio.CancelledError:
+            self.partial[spec.request_id] = self._fail(spec, t0, "cancelled", "cancelled before sending")
+            raise
+        except asyncio.TimeoutError:
+            return self._fail(spec, t0, "timeout", f"no connection to {self.endpoint.host_header} within "
+                                                   f"{self.options.timeout_s:g} s")
+        except (OSError, ssl.SSLError) as exc:
+            return self._fail(spec, t0, "connect_failed", f"connect to {self.endpoint.host_header}: {exc}")
 
     def _watch_idle(self, loop: asyncio.AbstractEventLoop, ex: _Exchange, start: int) -> asyncio.TimerHandle:
         limit = self.options.idle_timeout_s or 0.0
