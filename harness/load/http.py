@@ -163,28 +163,9 @@ class ResponseParser:
                     else:
                         self.state = _CRLF
             elif state == _SIZE:
-                end = data.find(b"\r\n", pos)
-                if end < 0:
-                    self._stash(data, pos, 1024, "chunk-size line")
+                pos = self._chunk_size(data, pos, t_ns)
+                if pos < 0:
                     return False
-                line = data[pos:end].split(b";", 1)[0].strip(b" \t")
-                # hex digits only: int() would also take "-6", "+6", "0x6" or "6_0"
-                if not line or len(line) > 16 or not _HEX.issuperset(line):
-                    raise ProtocolError(f"bad chunk-size line {line[:40]!r}")
-                size = int(line, 16)
-                if self.body_bytes + size > self.max_body:
-                    raise ProtocolError(f"response body larger than {self.max_body} bytes")
-                pos = end + 2
-                if size == 0:
-                    self.state = _TRAILER
-                elif n - pos >= size + 2 and data[pos + size:pos + size + 2] == b"\r\n":
-                    # the whole chunk and its CRLF are here (the usual case): take it at once
-                    self.pieces.append((t_ns, data[pos:pos + size]))
-                    self.body_bytes += size
-                    pos += size + 2
-                else:
-                    self.remaining = size
-                    self.state = _DATA
             elif state == _CRLF:
                 if n - pos < 2:
                     self.buf = data[pos:]
@@ -194,27 +175,13 @@ class ResponseParser:
                 pos += 2
                 self.state = _SIZE
             elif state == _TRAILER:
-                if data.startswith(b"\r\n", pos):
-                    pos += 2
-                    self.state = _DONE
-                    continue
-                end = data.find(b"\r\n\r\n", pos)
-                if end < 0:
-                    self._stash(data, pos, 65536, "trailer")
+                pos = self._trailer(data, pos)
+                if pos < 0:
                     return False
-                pos = end + 4
-                self.state = _DONE
             elif state == _HEAD:
-                # search only the new bytes (and 3 before them): a head trickled byte by byte
-                # costs linear time, not quadratic
-                end = data.find(b"\r\n\r\n", max(pos, pos + self._scanned - 3))
-                if end < 0:
-                    self._stash(data, pos, MAX_HEAD_BYTES, "response head")
-                    self._scanned = len(self.buf)
+                pos = self._head_at(data, pos)
+                if pos < 0:
                     return False
-                self._scanned = 0
-                self._head(data[pos:end])
-                pos = end + 4
             elif state == _CLOSE:
                 piece = data[pos:] if pos else data
                 if self.body_bytes + len(piece) > self.max_body:
@@ -225,6 +192,57 @@ class ResponseParser:
             else:  # _DONE: bytes after the end of the response
                 raise ProtocolError(f"{n - pos} unexpected bytes after the end of the response")
         return self.state == _DONE
+
+    # Each reads one part of the response at ``pos`` and returns where the next begins, or -1 when
+    # the part is not all here yet (what there is of it is kept in ``buf``).
+
+    def _chunk_size(self, data: bytes, pos: int, t_ns: int) -> int:
+        end = data.find(b"\r\n", pos)
+        if end < 0:
+            self._stash(data, pos, 1024, "chunk-size line")
+            return -1
+        line = data[pos:end].split(b";", 1)[0].strip(b" \t")
+        # hex digits only: int() would also take "-6", "+6", "0x6" or "6_0"
+        if not line or len(line) > 16 or not _HEX.issuperset(line):
+            raise ProtocolError(f"bad chunk-size line {line[:40]!r}")
+        size = int(line, 16)
+        if self.body_bytes + size > self.max_body:
+            raise ProtocolError(f"response body larger than {self.max_body} bytes")
+        pos = end + 2
+        if size == 0:
+            self.state = _TRAILER
+        elif len(data) - pos >= size + 2 and data[pos + size:pos + size + 2] == b"\r\n":
+            # the whole chunk and its CRLF are here (the usual case): take it at once
+            self.pieces.append((t_ns, data[pos:pos + size]))
+            self.body_bytes += size
+            pos += size + 2
+        else:
+            self.remaining = size
+            self.state = _DATA
+        return pos
+
+    def _trailer(self, data: bytes, pos: int) -> int:
+        if data.startswith(b"\r\n", pos):
+            self.state = _DONE
+            return pos + 2
+        end = data.find(b"\r\n\r\n", pos)
+        if end < 0:
+            self._stash(data, pos, 65536, "trailer")
+            return -1
+        self.state = _DONE
+        return end + 4
+
+    def _head_at(self, data: bytes, pos: int) -> int:
+        # search only the new bytes (and 3 before them): a head trickled byte by byte
+        # costs linear time, not quadratic
+        end = data.find(b"\r\n\r\n", max(pos, pos + self._scanned - 3))
+        if end < 0:
+            self._stash(data, pos, MAX_HEAD_BYTES, "response head")
+            self._scanned = len(self.buf)
+            return -1
+        self._scanned = 0
+        self._head(data[pos:end])
+        return end + 4
 
     def _stash(self, data: bytes, pos: int, limit: int, what: str) -> None:
         rest = data[pos:]
