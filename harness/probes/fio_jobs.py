@@ -24,6 +24,7 @@ from harness.config.inventory import StorageTarget
 from harness.config.profile import FioSpec
 from harness.errors import InputError
 from harness.probes.errors import ProbeError, ProbeRefused
+from harness.probes.iobuffers import with_huge_page_buffers
 from harness.remote.base import Executor
 from harness.remote.scratch import remove_owned_file
 
@@ -336,8 +337,9 @@ def fio_version(executor: Executor, fio: str = "fio") -> Optional[tuple[int, ...
 
 
 def fio_command(fio: str, jobfile_path: str, output_path: str, *, output_format: str = "json") -> list[str]:
-    """The fio argument list (also recorded as evidence, quoted with shlex)."""
-    return [fio, f"--output-format={output_format}", f"--output={output_path}", jobfile_path]
+    """The fio argument list (also recorded as evidence, quoted with shlex), its I/O buffers on huge
+    pages (``harness.probes.iobuffers``)."""
+    return with_huge_page_buffers([fio, f"--output-format={output_format}", f"--output={output_path}", jobfile_path])
 
 
 def describe_command(argv: Sequence[str]) -> str:

@@ -22,6 +22,10 @@ after the soak), so that two figures of it are like for like:
    in it, is the evidence. A job set that did not reach steady state carries that as its reason to
    be INCONCLUSIVE, never PASS.
 
+6. **Buffers.** fio's I/O buffers are asked onto transparent huge pages (``harness.probes.iobuffers``):
+   on 4 KiB pages a run's figure depended on which pages its buffers got, so two probes of one disk
+   minutes apart differed by up to 40% while each was steady on its own.
+
 Every read and write is ``direct=1`` (O_DIRECT): the node's page cache is out of the figure whether
 or not kvgate may drop it; a cache below the node (a VM host, an array controller) is what the
 working-set rule is for.
@@ -64,6 +68,7 @@ from harness.probes.fio_run import (
     _say,
     probe_setup,
 )
+from harness.probes.iobuffers import BufferPages, buffer_pages
 from harness.probes.roundsrecord import WINDOW, RoundsRecord
 from harness.probes.steady import SteadyState, check_steady_state
 from harness.remote.base import Executor
@@ -112,7 +117,7 @@ def run_fio_rounds(executor: Executor, target: StorageTarget, spec: FioSpec, out
     try:
         engine = choose_engine(executor, target.path if raw else f"{scratch}/kvgate-engine-probe",
                                target=target.name, preferred=sized.ioengine, fio=fio, remove_probe_file=not raw)
-        ctx = _Ctx(executor, target, sized, fio, engine, scratch, stem, out_dir, raw)
+        ctx = _Ctx(executor, target, sized, fio, engine, scratch, stem, out_dir, raw, buffer_pages(executor))
         pre = _precondition(ctx, progress)
         results: dict[str, JobSetResult] = {}
         for name in sets:
@@ -141,6 +146,7 @@ class _Ctx:
     stem: str
     out_dir: Path
     raw: bool
+    buffers: BufferPages
     fio_version: Optional[str] = None
     command: str = ""
     jobfiles: list[Path] = field(default_factory=list)
@@ -200,7 +206,8 @@ def _rounds(ctx: _Ctx, name: str, drain: DrainRecord, pre: str, cache_note: str,
     group, ctx.fio_version = _group(local, name, node, ctx.target.name)
     record = RoundsRecord(round_s, int(ctx.spec.max_rounds), {k: tuple(v) for k, v in series.items()}, steady,
                           drain, pre, int(ctx.spec.size) * ctx.spec.numjobs, cache_note, cache_problem,
-                          backing.describe(), ctx.target.kind == "memory", (local,), local_job)
+                          backing.describe(), ctx.target.kind == "memory", (local,), local_job,
+                          ctx.buffers.describe())
     return _result(name, group, record)
 
 

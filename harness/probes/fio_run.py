@@ -41,6 +41,7 @@ from harness.probes.fio_parse import (
     parse_fio_file,
     summarise_groups,
 )
+from harness.probes.iobuffers import with_huge_page_buffers
 from harness.probes.roundsrecord import RoundsRecord
 from harness.probes.steady import SteadyState, check_steady_state
 from harness.progress import Progress
@@ -631,7 +632,7 @@ def _start_server(client: Executor, srv: ServerSpec, spec: FioSpec, sets: Sequen
     _make_scratch(ex, f"{scratch}-server", f"kvgate-fio-{run_id}", srv.target.name)
     scratches.append((ex, f"{scratch}-server"))
     handle = ex.start_detached(
-        [fio, f"--server=ip:{srv.address},{srv.port}"],
+        with_huge_page_buffers([fio, f"--server=ip:{srv.address},{srv.port}"]),
         workdir=f"{scratch}-server",
         name=f"fio-server-{run_id}",
     )

@@ -104,7 +104,8 @@ def rounds_leaf(result: FioProbeResult, record: RoundsRecord, job_set: str, dire
         f"O_DIRECT, {result.fio_version or 'fio'}; median of the last {len(window)} of {record.rounds} rounds of "
         f"{record.round_s:g} s ({rounds}); steady state {'reached' if record.steady.steady else 'NOT reached'} "
         f"({record.steady.reason}); {record.precondition}; writes {record.drain.describe()}; "
-        f"{record.cache_note}; backing {record.backing}; errors {errors}",
+        f"{record.cache_note}; backing {record.backing}; {record.buffers or 'I/O buffers not recorded'}; "
+        f"errors {errors}",
         "evidence": evidence,
         "protocol": record.to_json(),
     }

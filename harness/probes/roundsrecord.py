@@ -32,6 +32,7 @@ class RoundsRecord:
     memory_tier: bool
     outputs: tuple[Path, ...] = field(default=())  # the run's fio JSON: its status dumps are the rounds
     jobfile: Optional[Path] = None
+    buffers: str = ""  # where fio's I/O buffers lived (harness.probes.iobuffers)
 
     @property
     def window_outputs(self) -> tuple[Path, ...]:
@@ -57,4 +58,5 @@ class RoundsRecord:
                 "rounds_are": "consecutive rounds of one continuous fio run, each closed by fio's cumulative "
                               "status dump (--status-interval); the run is stopped once the last rounds are steady, so "
                               "its JSON may hold one dump more than the rounds judged, written as fio stopped",
+                "io_buffers": self.buffers,
                 "outputs": [p.name for p in self.outputs]}

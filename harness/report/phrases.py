@@ -126,6 +126,13 @@ PATTERNS = (
                                                     "was not verified (%(why)s); accepted with --allow-unsigned-baseline"),
        "why"),
     _p(r"backing (?P<path>\S+) \((?P<fs>\S+)\) -> (?P<dev>\S+) \((?P<kind>\S+)\)", N_("backing %(path)s (%(fs)s) -> %(dev)s (%(kind)s)")),
+    _p(r"I/O buffers on transparent huge pages \((?P<how>\S+), THP (?P<mode>\S+), glibc (?P<libc>\S+)\)",
+       N_("I/O buffers on transparent huge pages (%(how)s, THP %(mode)s, glibc %(libc)s)")),
+    _p(r"I/O buffers on 4 KiB pages \(THP (?P<mode>\S+), glibc (?P<libc>\S+): huge pages not granted\), so figures of "
+       r"separate fio runs may differ by where their buffers land",
+       N_("I/O buffers on 4 KiB pages (THP %(mode)s, glibc %(libc)s: huge pages not granted), so figures of separate "
+          "fio runs may differ by where their buffers land")),
+    _p(r"I/O buffers not recorded", N_("I/O buffers not recorded")),
     _p(r"steady state NOT reached \(range (?P<range>\S+) of the mean exceeds (?P<limit>\S+)\)",
        N_("steady state NOT reached (range %(range)s of the mean exceeds %(limit)s)")),
     _p(r"errors (?P<n>\d+)", N_("errors %(n)s")),

@@ -25,6 +25,7 @@ from harness.probes.drain import wait_drained
 from harness.probes.fio_parse import parse_fio_file
 from harness.probes.fio_rounds import WINDOW, RoundsRecord, run_fio_rounds, size_working_set, status_rounds
 from harness.probes.fio_run import FioProbeResult
+from harness.probes.iobuffers import buffer_pages
 from harness.probes.measured import fio_leaf, rounds_leaf
 from harness.probes.steady import check_steady_state
 from harness.remote.local import LocalExecutor
@@ -68,6 +69,10 @@ def test_a_probe_is_preconditioned_drained_and_measured_in_rounds(probed: tuple[
     assert "may include cache" in rec.cache_note
     assert rec.to_json()["page_cache"] == "bypassed: every read and write is O_DIRECT (fio direct=1)"
     assert "direct=1" in (res.raw_output.parent / "fio-n1-t1-seq-read.fio").read_text().splitlines()
+    # fio ran with its buffers asked onto huge pages, and the record says what the node granted
+    assert res.command.startswith("env GLIBC_TUNABLES=glibc.malloc.hugetlb=1 /")
+    assert " --output-format=json " in res.command
+    assert rec.buffers == buffer_pages(LocalExecutor("n1")).describe() == rec.to_json()["io_buffers"]
     assert list(tier.iterdir()) == []  # the scratch directory is gone
 
 
