@@ -18,6 +18,7 @@ The cluster offers ``.inventory`` (``Inventory``), ``.inventory_path`` (the same
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -74,8 +75,10 @@ def passed_baseline(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Passed
     tests that only need a valid baseline take their own copy with ``copy_into(reports)``."""
     from tests.support.campaign import PassedBaseline  # the CLI import is only paid by its users
 
-    root = tmp_path_factory.mktemp("passed-baseline")
-    yield PassedBaseline.run(root)
+    # One run for the whole session, shared by its xdist workers (the first to get there runs it).
+    base = tmp_path_factory.getbasetemp()
+    root = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "passed-baseline"
+    yield PassedBaseline.shared(root)
     if stop_contained(root):
         _LEAKED.append(f"passed_baseline (under {root})")
 
@@ -109,14 +112,17 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
 
 
 # --- parallel runs (pytest-xdist) -----------------------------------------------------------------
-# `make test` runs the suite in two sessions: the tests marked ``timing`` one at a time on a quiet
-# machine (end-to-end gates on the emulator, the load client's TTFT clock, fio bandwidth, SSH
-# keep-alive and timeouts: their verdicts depend on the machine not being shared), then the rest in
-# parallel workers. The mark comes from the test's directory or file, so a new test there is serial
-# by default. The real vLLM tier (tests/real_engine, marked ``real_engine``) is minutes of CPU-bound
-# server start-up whose checks are the engine's counters and files, not times: `make test` runs it in
-# its own process beside the parallel session; a test of it that compares times carries its own
-# ``timing`` mark and runs in the serial session.
+# `make test` runs the suite in two sessions: the bulk in parallel workers, then the tests marked
+# ``timing`` (end-to-end gates on the emulator, the load client's TTFT clock, fio bandwidth, SSH
+# keep-alive and timeouts: their verdicts depend on time, disk bandwidth and load) two at a time.
+# They mostly wait (emulated prefill, fio rounds, soak windows), and each must hold beside a
+# neighbour anyway: CI also runs the suite beside a CPU hog. The mark comes from the test's
+# directory or file, so a new test there is a timing test by default. The real vLLM tier
+# (tests/real_engine, marked ``real_engine``) is minutes of CPU-bound server start-up whose checks are
+# the engine's counters and files, not times: `make test` runs it in its own process beside the
+# parallel session; a test of it that compares times carries its own ``timing`` mark.
+# Within a session the tests marked ``slow`` are handed out first, so no worker starts a long test
+# while the others have run out of work.
 _TIMING_DIRS = {"pipelines", "integrity", "sim", "engines", "load"}
 _TIMING_FILES = {"test_secrets.py", "test_faults.py", "test_load_client_bounds.py"}
 _REAL_ENGINE_DIR = "real_engine"
@@ -130,3 +136,4 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.timing)
         if rel[0] == _REAL_ENGINE_DIR:
             item.add_marker(pytest.mark.real_engine)
+    items.sort(key=lambda it: it.get_closest_marker("slow") is None)  # stable: same order on every worker
