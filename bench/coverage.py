@@ -47,7 +47,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from harness.gates.stats import bootstrap_interval, cluster_t_half_width, parse_sample_spec  # noqa: E402
-from harness.pipelines.soakdata import drift_leaf  # noqa: E402
+from harness.pipelines.g4.soakdata import drift_leaf  # noqa: E402
 
 REPS, REQUESTS, ICC = 5, 16, 0.3
 G2_CV = 0.10  # G2's ttft_p50_cv threshold

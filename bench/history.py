@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
 
-from harness.pipelines.historyanalysis import analyze_series  # noqa: E402
+from harness.pipelines.nightly.historyanalysis import analyze_series  # noqa: E402
 from harness.report.trend import render_trend_html  # noqa: E402
 from harness.store.historydb import HistoryDB, MetricRecord, RunRecord  # noqa: E402
 

@@ -1,7 +1,7 @@
 """Summarising a 72-hour soak: 2 million request records in 72 one-hour windows (compressed JSONL
 as the node agent writes them, with the node's summary line per window) -> the gate's path: every
 window re-summarised from its records and checked against the node's line
-(``harness.pipelines.soakverify``, as ``kvgate gate G4`` does at the soak's end) -> G4's measured
+(``harness.pipelines.g4.soakverify``, as ``kvgate gate G4`` does at the soak's end) -> G4's measured
 results and checks.
 
 Target (issue 12): <= 20 s and <= 1 GiB peak RSS on the 2-core test machine. The summary runs in
@@ -92,9 +92,9 @@ def profile_child(d: Path, window_s: float) -> None:
 def child(d: Path, workers: int, window_s: float, quiet: bool = False) -> None:
     from harness.config.loader import load_gate
     from harness.gates.evaluate import evaluate_gate
-    from harness.pipelines.soakdata import soak_measured
-    from harness.pipelines.soakrun import read_local_jsonl
-    from harness.pipelines.soakverify import verify_windows
+    from harness.pipelines.g4.soakdata import soak_measured
+    from harness.pipelines.g4.soakrun import read_local_jsonl
+    from harness.pipelines.g4.soakverify import verify_windows
 
     t0 = time.perf_counter()
     check = verify_windows(d, read_local_jsonl(d / "windows.jsonl"), workers=workers)

@@ -64,7 +64,7 @@ def test_no_import_cycles() -> None:
 
 def test_the_cycles_the_issue_named_are_gone() -> None:
     cycles = _cycles()
-    for pair in ({"harness.pipelines.agentload", "harness.pipelines.loadpoint"},
+    for pair in ({"harness.pipelines.shared.agentload", "harness.pipelines.shared.loadpoint"},
                  {"harness.sim.cli", "harness.sim.vllm_shim"}):
         assert not any(pair <= c for c in cycles), pair
     graph = grimp.build_graph("harness")

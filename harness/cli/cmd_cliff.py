@@ -36,10 +36,10 @@ def _pct(x: object) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from harness.pipelines.cliff import CliffOptions, run_cliff
+    from harness.pipelines.cliff.run import CliffOptions, run_cliff
 
     if args.create_local_targets:
-        from harness.pipelines.demo import prepare_local_targets
+        from harness.pipelines.gaterun.demo import prepare_local_targets
 
         prepare_local_targets(args.inventory)
     opts = CliffOptions(campaign=args.campaign, accept_new_host_keys=args.accept_new_host_keys,

@@ -31,7 +31,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 def run(args: argparse.Namespace) -> int:
     from harness.cli.outcome import print_outcome
-    from harness.pipelines.demo import run_demo
+    from harness.pipelines.gaterun.demo import run_demo
 
     campaign = args.campaign or "demo-" + _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
     res = run_demo(campaign, inventory=args.inventory, profile=args.profile, reports_root=args.reports,

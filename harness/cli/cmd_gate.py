@@ -53,8 +53,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 def run(args: argparse.Namespace) -> int:
     from harness.cli.outcome import print_outcome
-    from harness.pipelines.g4 import SoakDetached
-    from harness.pipelines.gate import run_gate
+    from harness.pipelines.g4.soak import SoakDetached
+    from harness.pipelines.gaterun.runner import run_gate
 
     try:
         outcome = run_gate(args.gate, inventory_path=args.inventory, profile_path=args.profile,

@@ -81,7 +81,7 @@ def _series(db: HistoryDB, prefix: str) -> str:
 
 
 def _import(args: argparse.Namespace) -> int:
-    from harness.pipelines.historyrecords import import_reports
+    from harness.pipelines.nightly.historyrecords import import_reports
 
     with _open(args) as db:
         rep = import_reports(db, args.directory)

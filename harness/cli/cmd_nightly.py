@@ -56,7 +56,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 def run(args: argparse.Namespace) -> int:
-    from harness.pipelines.nightly import NightlyOptions, run_nightly
+    from harness.pipelines.nightly.run import NightlyOptions, run_nightly
 
     if args.baseline_window < 1 or args.min_history < 1 or args.fio_repetitions < 1:
         raise InputError("--baseline-window, --min-history and --fio-repetitions must be at least 1")
@@ -66,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
     if warning:
         print(f"kvgate: {warning}", file=sys.stderr)
     if args.create_local_targets:
-        from harness.pipelines.demo import prepare_local_targets
+        from harness.pipelines.gaterun.demo import prepare_local_targets
 
         prepare_local_targets(args.inventory)
     opts = NightlyOptions(baseline_window=args.baseline_window, min_history=args.min_history,

@@ -52,7 +52,7 @@ def status(campaign: str, *, reports: Optional[Path] = None, inventory: Optional
     from harness.errors import InputError
     from harness.load.soak import DONE
     from harness.paths import reports_dir
-    from harness.pipelines.soakrun import WATCH_DIR, SoakHandle, WatchHandle, read_local_json, read_local_jsonl
+    from harness.pipelines.g4.soakrun import WATCH_DIR, SoakHandle, WatchHandle, read_local_json, read_local_jsonl
     from harness.store.campaign import Campaign, GateDir
 
     root = reports or reports_dir()
@@ -108,7 +108,7 @@ def _pull_unless_followed(camp: Any, inventory: Optional[Path], sh: Any, wh: Any
 
 
 def _pull(inv: Any, sh: Any, wh: Any, notes: list[str]) -> Optional[bool]:
-    from harness.pipelines.soakrun import pull, pull_watch
+    from harness.pipelines.g4.soakrun import pull, pull_watch
     from harness.remote.base import RemoteError
     from harness.remote.connect import executor_for
 
@@ -136,8 +136,8 @@ def _pull(inv: Any, sh: Any, wh: Any, notes: list[str]) -> Optional[bool]:
 def _measured_so_far(camp: Any, state: dict[str, Any], local: Path, *,
                      watched: bool) -> tuple[dict[str, Any], dict[str, Any], list[Any]]:
     """G4's measured tree and charts from what was pulled, and the profile's G4 overrides."""
-    from harness.pipelines.soakdata import soak_measured
-    from harness.pipelines.soakrun import WATCH_DIR
+    from harness.pipelines.g4.soakdata import soak_measured
+    from harness.pipelines.g4.soakrun import WATCH_DIR
 
     overrides: list[Any] = []
     level: dict[str, Any] = {}
@@ -223,7 +223,7 @@ def run(args: argparse.Namespace) -> int:
 def _stop(args: argparse.Namespace) -> int:
     from harness.errors import InputError
     from harness.paths import reports_dir
-    from harness.pipelines.soakrun import SoakHandle, request_stop
+    from harness.pipelines.g4.soakrun import SoakHandle, request_stop
     from harness.remote.connect import executor_for
     from harness.store.campaign import Campaign, GateDir
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from harness.cli.table import render_table
-from harness.pipelines.gate import GateOutcome
+from harness.pipelines.gaterun.runner import GateOutcome
 from harness.report.view import check_row
 
 # The terminal table stays readable; the report has every observation in full.

@@ -6,7 +6,7 @@ eviction ("GDS Backend does not support eviction"), nor has its fs:// remote con
 (``connector/fs_connector.py``); ``max_local_disk_size`` configures only the local-disk backend,
 which such an arm does not have: the tier keeps every chunk the gate stores until
 kvgate cleans the arm's directory at its end. The sweep sends the same point workload at every
-point (``pipelines/loadpoint.point_workload``, built once per arm), so the distinct KV an arm stores
+point (``pipelines/shared/loadpoint.point_workload``, built once per arm), so the distinct KV an arm stores
 is at most its populate and measured requests, each at most the longest request, times the KV bytes
 per token. A trace's lengths are in its file: no bound is computed from the profile alone.
 """

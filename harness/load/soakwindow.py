@@ -106,7 +106,7 @@ class WindowAccumulator:
         ttft = array("d", sorted(self._ttft))
         itl = array("d", sorted(self._itl))
         # Figures from the times as written (ms): the summary line is then reproducible from its
-        # own start, end and record file (the controller re-computes it: pipelines/soakverify.py).
+        # own start, end and record file (the controller re-computes it: pipelines/g4/soakverify.py).
         started, ended = round(self.started_unix, 3), round(ended_unix, 3)
         length = max(1e-9, ended - started)
         out: dict[str, Any] = {

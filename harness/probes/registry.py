@@ -6,7 +6,7 @@ its metrics in ``harness/catalog.py``, its chart layout in ``report/charts.py``'
 ``docs/ARCHITECTURE.md``, "Where to add things").
 
 fio is registered too (spec, leaves, chart, help) but runs over many targets at once through
-``fio_run`` (``session.probe_fio`` and ``pipelines.probesteps.fio_step``).
+``fio_run`` (``session.probe_fio`` and ``pipelines.shared.probesteps.fio_step``).
 """
 
 from __future__ import annotations

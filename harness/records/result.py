@@ -44,7 +44,7 @@ class GateResult(_Model):
         "baseline arm, G3: the candidate arm")
     baseline: Optional[dict[str, Any]] = Field(
         default=None, description="G3: the G2 baseline used {where, digest, accepted_mismatches, campaign, gate, "
-        "manifest_sha256, signers, verified, unsigned_baseline} (harness.pipelines.baseline)")
+        "manifest_sha256, signers, verified, unsigned_baseline} (harness.pipelines.gaterun.baselinecheck)")
     gate_files: list[dict[str, Any]] = Field(
         default_factory=list, description="Each gate file the result was decided by {gate, path, sha256, stock, "
         "stock_sha256, differences} (harness.gates.gatefile)")

@@ -542,7 +542,7 @@ def soak_charts(measurements: Mapping[str, Any]) -> list[Chart]:
 #
 #   measurements["sweep"]["<arm>"]["<concurrency>"] also carries, per point, the per-repetition
 #   figures' mean and 95% t interval: "ttft_p50_ci", "ttft_p90_ci", "output_throughput_ci" =
-#   [mean, low, high] (harness.pipelines.sweepdata.mean_interval); None below two repetitions.
+#   [mean, low, high] (harness.pipelines.shared.sweepdata.mean_interval); None below two repetitions.
 
 def _ci(values: Mapping[str, Any], key: str) -> Optional[tuple[float, float, float]]:
     v = values.get(key)

@@ -293,7 +293,7 @@ class SimServer:
                 tiers = t
         # No wait for the write-behind: a chunk still being written stays in the CPU tier (pinned
         # until its disk write completes), as LMCache's non-forced clear keeps it; the harness
-        # drains first (harness.pipelines.drain)
+        # drains first (harness.pipelines.shared.drain)
         dropped = self.store.evict(tiers)
         log.info("evicted in-process tiers: %s", dropped)
         await resp.send_json(200, {"evicted": dropped})

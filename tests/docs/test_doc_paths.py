@@ -2,12 +2,13 @@
 
 What counts as a path: a backticked word with a slash whose first part is a top-level folder of the
 repository (`harness/...`, `tests/...`, `tools/...`, `gates/...`, `profiles/...`, `.ci/...`) or a
-package of harness/ written from inside it (`pipelines/sweep.py`, `facts/parsers/`): the latter may
-stand at the root or under harness/. A `*` is a glob that must match something; `<name>`, `{a,b}` and
-`...` mark a placeholder and are not checked; `reports/...` is what a run writes, not a repository
-file. An attribute is written with dots (`pipelines.soakrun.pull`, not `pipelines/soakrun.pull`); a
-dotted name written from the root (`harness.store.durable.atomic_write`) must import and have the
-attributes it names (dotted names without `harness.` are left alone: `load.workload` is a profile key).
+package of harness/ written from inside it (`pipelines/shared/sweep.py`, `facts/parsers/`): the
+latter may stand at the root or under harness/. A `*` is a glob that must match something;
+`<name>`, `{a,b}` and `...` mark a placeholder and are not checked; `reports/...` is what a run
+writes, not a repository file. An attribute is written with dots (`pipelines.g4.soakrun.pull`, not
+`pipelines/g4/soakrun.pull`); a dotted name written from the root
+(`harness.store.durable.atomic_write`) must import and have the attributes it names (dotted names
+without `harness.` are left alone: `load.workload` is a profile key).
 """
 
 from __future__ import annotations
@@ -87,8 +88,10 @@ def test_every_harness_module_the_docs_name_exists() -> None:
 
 
 def test_a_stale_path_is_caught() -> None:
-    assert _exists("harness/pipelines/sweep.py") and _exists("pipelines/sweep.py") and _exists("gates/G*.yaml")
-    assert not _exists("harness/pipelines/no_such_module.py") and not _exists("pipelines/soakrun.pull")
-    assert _module_resolves("harness.pipelines.soakrun.pull")
+    assert _exists("harness/pipelines/shared/sweep.py") and _exists("pipelines/shared/sweep.py")
+    assert _exists("gates/G*.yaml")
+    assert not _exists("harness/pipelines/no_such_module.py") and not _exists("pipelines/g4/soakrun.pull")
+    assert not _exists("harness/pipelines/sweep.py")  # the flat layout before #31
+    assert _module_resolves("harness.pipelines.g4.soakrun.pull")
     assert not _module_resolves("harness.pipelines.no_such.thing")
-    assert not _module_resolves("harness.pipelines.soakrun.no_such_function")
+    assert not _module_resolves("harness.pipelines.g4.soakrun.no_such_function")

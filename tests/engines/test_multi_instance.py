@@ -19,11 +19,11 @@ from harness.engines.base import EngineInstance
 from harness.engines.planning import shares_tier
 from harness.load.spec import RequestSpec
 from harness.load.vocabulary import words
-from harness.pipelines.coldrestore import Expectation, cold_restore_measured
-from harness.pipelines.drain import cold_evict
-from harness.pipelines.instances import cross_instance, measure_offset, split_requests
-from harness.pipelines.loadpoint import run_local_point
-from harness.pipelines.sweepdata import Repetition
+from harness.pipelines.shared.coldrestore import Expectation, cold_restore_measured
+from harness.pipelines.shared.drain import cold_evict
+from harness.pipelines.shared.instances import cross_instance, measure_offset, split_requests
+from harness.pipelines.shared.loadpoint import run_local_point
+from harness.pipelines.shared.sweepdata import Repetition
 from harness.remote.local import LocalExecutor
 from harness.report import render_gate_reports
 from tests.real_engine.conftest import free_ports
@@ -76,7 +76,7 @@ def _run(profile: Profile, node: Node, arm: str, tmp: Path, *, offset: int) -> t
                 engine.wait_ready(inst)
             run_local_point(profile, insts, _specs("pop"), 2, tmp / "populate", "populate", 0)
             # the sweep's cold restore: the emulator's tier writes run behind the populate, as
-            # LMCache's do, so they are drained before the evict (harness.pipelines.drain)
+            # LMCache's do, so they are drained before the evict (harness.pipelines.shared.drain)
             assert cold_evict(engine, insts, {}, lambda i, new: None) is None
             before = [engine.scrape_metrics(i) for i in insts]
             summary, _ = run_local_point(profile, insts, _specs("pop"), 2, tmp / "measure", "measure", offset)

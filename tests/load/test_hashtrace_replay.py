@@ -48,10 +48,10 @@ def test_snippet_replay_hit_rate_matches_expected_reuse(tmp_path: Path, tier_blo
 def test_snippet_replay_through_the_lmcache_cpu_tier_matches_expected_reuse(tmp_path: Path) -> None:
     """The done-when of issue 19 with the tier an offload integration configures: LMCache's CPU tier
     sized at 12 of the trace's 512-token blocks (emulator HBM off), the hit rate read per tier from
-    the emulator's counters (harness.pipelines.tierhits), within 5 points of the trace's expected
+    the emulator's counters (harness.pipelines.shared.tierhits), within 5 points of the trace's expected
     reuse under an LRU of 12 blocks."""
     from harness.engines.prometheus import MetricsSnapshot
-    from harness.pipelines.tierhits import tier_hits, tier_rates
+    from harness.pipelines.shared.tierhits import tier_hits, tier_rates
     from tests.sim.simhelpers import CONNECTOR, lmcache_yaml
 
     tier_blocks, kv_per_token = 12, 64  # a 512-token chunk file = 32 KiB; 12 of them = 3 * 2**17 B

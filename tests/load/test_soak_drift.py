@@ -13,7 +13,7 @@ from harness.config.loader import load_gate
 from harness.config.profile import ThresholdOverride
 from harness.gates.evaluate import evaluate_gate
 from harness.load.soak import SoakConfig, run_soak_async
-from harness.pipelines.soakdata import soak_measured
+from harness.pipelines.g4.soakdata import soak_measured
 from tests.load.sse_server import Received, ScriptedServer, stream
 
 ROOT = Path(__file__).resolve().parents[2]

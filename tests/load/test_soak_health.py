@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from harness.load.soak import HEALTH, HealthSampler, SoakConfig, Watchdog, process_start_time
-from harness.pipelines.soakdata import soak_measured
+from harness.pipelines.g4.soakdata import soak_measured
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "facts"
 

@@ -17,7 +17,7 @@ from harness.config.loader import load_gate
 from harness.errors import InputError
 from harness.gates.fingerprint import fingerprint_record
 from harness.gates.result import build_gate_result
-from harness.pipelines.baseline import check_baseline
+from harness.pipelines.gaterun.baselinecheck import check_baseline
 from harness.report.sign import sign, write_manifest
 from harness.store.campaign import GateDir
 

@@ -18,7 +18,7 @@ import yaml
 from harness.cli.main import run
 from harness.config.loader import load_profile
 from harness.errors import InputError
-from harness.pipelines.cliff import _check, _observation, check_cliff_inputs, tier_capacities
+from harness.pipelines.cliff.run import _check, _observation, check_cliff_inputs, tier_capacities
 from harness.store.schema import Verdict
 from tests.pipelines.conftest import free_port
 
@@ -80,7 +80,7 @@ def test_inputs_are_refused_naming_the_field(tmp_path: Path) -> None:
 
 def test_expected_reuse_uses_the_largest_tier_and_records_the_disjoint_bound() -> None:
     from harness.load.hashtrace import working_set_trace
-    from harness.pipelines.cliff import _expected
+    from harness.pipelines.cliff.run import _expected
 
     caps = {"hbm": {"tokens": 2 * 4}, "local_cpu": {"tokens": 4 * 4}, "local_disk": {"tokens": 10 * 4}}
     reqs, pop = working_set_trace(prefixes=4, prefix_blocks=2, block_size=4, suffix_len=1)  # 8 blocks

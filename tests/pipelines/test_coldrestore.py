@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from harness.load.spec import RequestSpec
-from harness.pipelines.coldrestore import Expectation, cold_restore_measured, expectation, point_counters
-from harness.pipelines.sweepdata import Repetition
+from harness.pipelines.shared.coldrestore import Expectation, cold_restore_measured, expectation, point_counters
+from harness.pipelines.shared.sweepdata import Repetition
 
 
 def _spec(i: int, words: list[str]) -> RequestSpec:

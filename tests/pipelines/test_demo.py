@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 
 from harness.config.loader import load_inventory, load_profile
-from harness.pipelines.demo import per_campaign_inputs
+from harness.pipelines.gaterun.demo import per_campaign_inputs
 from tests.pipelines.conftest import free_port, small_profile
 from tests.support.storagenoise import not_passed_beyond_unsteady_storage
 

@@ -18,8 +18,8 @@ from typing import Any
 from harness.engines import drop_page_cache, get_engine
 from harness.engines.base import EngineInstance
 from harness.engines.lifecycle import port_free
-from harness.pipelines.drain import cold_evict, prove_memory_empty
-from harness.pipelines.tierhits import memory_hit_requests
+from harness.pipelines.shared.drain import cold_evict, prove_memory_empty
+from harness.pipelines.shared.tierhits import memory_hit_requests
 from harness.remote.local import LocalExecutor
 from harness.sim.cli import WRITE_DELAY_ENV
 from tests.real_engine.conftest import free_ports, local_node, real_profile

@@ -27,7 +27,7 @@ from harness.cli.main import run
 from harness.engines.base import EnginePlan
 from harness.load.soak import EVENTS, process_start_time
 from harness.load.soakwatch import RELAUNCHED, WatchConfig, run_watch
-from harness.pipelines.soakdata import engine_restarts, soak_measured
+from harness.pipelines.g4.soakdata import engine_restarts, soak_measured
 from tests.pipelines.test_g4_faults import (
     engine_process,
     gates_without_prerequisites,
@@ -317,7 +317,7 @@ def test_the_watcher_over_ssh_is_pulled_by_offset_across_a_controller_restart_an
     file), stop it with STOP and pull to the end: every event once, ``watch_end`` reached, and an
     untouched engine gives no restart (PASS). The same watcher never pulled to its end cannot."""
     from harness.agent.deploy import ensure_agent
-    from harness.pipelines.soakrun import WatchHandle, pull_watch, start_watch, stop_watch
+    from harness.pipelines.g4.soakrun import WatchHandle, pull_watch, start_watch, stop_watch
     from harness.remote.ssh import SSHExecutor
 
     node = shared_ssh_cluster.nodes[0].name

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from harness.pipelines.soakdata import soak_measured
+from harness.pipelines.g4.soakdata import soak_measured
 from tests.pipelines.test_g4_soakdata import write_soak
 
 

@@ -16,7 +16,7 @@ import pytest
 from harness.config.loader import load_gate
 from harness.config.profile import ThresholdOverride
 from harness.gates.evaluate import evaluate_gate
-from harness.pipelines.soakdata import soak_measured
+from harness.pipelines.g4.soakdata import soak_measured
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data" / "facts"
@@ -208,7 +208,7 @@ def test_an_unwatched_engine_alive_at_the_end_is_not_a_pass(tmp_path: Path) -> N
 def test_smart_and_raid_apply_only_when_the_inventory_names_drives_or_raid() -> None:
     from harness.config.inventory import Inventory
     from harness.config.loader import load_profile
-    from harness.pipelines.applicability import not_applicable
+    from harness.pipelines.gaterun.applicability import not_applicable
 
     profile = load_profile(ROOT / "profiles" / "demo.yaml")
 
@@ -341,7 +341,7 @@ def test_a_wandering_soak_that_drifted_past_the_threshold_does_not_pass_by_resam
     import random
 
     from harness.gates import stats
-    from harness.pipelines.soakdata import drift_leaf
+    from harness.pipelines.g4.soakdata import drift_leaf
 
     passes = {"blocks": 0, "single windows": 0}
     blocks = []

@@ -15,8 +15,8 @@ from harness.load.client import RequestResult
 from harness.load.records import make_record
 from harness.load.soakwindow import summarise_records
 from harness.load.spec import RequestSpec
-from harness.pipelines.soakdata import soak_measured
-from harness.pipelines.soakverify import verify_windows
+from harness.pipelines.g4.soakdata import soak_measured
+from harness.pipelines.g4.soakverify import verify_windows
 
 ROOT = Path(__file__).resolve().parents[2]
 SPEC = load_gate(ROOT / "gates" / "G4.yaml")

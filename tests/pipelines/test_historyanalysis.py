@@ -7,7 +7,7 @@ import random
 from pathlib import Path
 
 from harness.gates.regression import Status
-from harness.pipelines.historyanalysis import analyze_series
+from harness.pipelines.nightly.historyanalysis import analyze_series
 from harness.store.historydb import HistoryDB, MetricRecord, RunRecord
 
 

@@ -9,8 +9,8 @@ from harness.config.loader import load_gate
 from harness.gates.evaluate import evaluate_check
 from harness.gates.outcome import Verdict
 from harness.paths import gates_dir
-from harness.pipelines.identity import TOKENS, output_identity_measured
-from harness.pipelines.sweepdata import Repetition
+from harness.pipelines.g3.identity import TOKENS, output_identity_measured
+from harness.pipelines.shared.sweepdata import Repetition
 
 
 def _rep(base: Path, arm: str, r: int, texts: dict[str, str], status: str = "ok") -> Repetition:
@@ -120,7 +120,7 @@ def test_compared_tokens_from_the_gate_file(tmp_path: Path) -> None:
     from harness.config.gatespec import GateSpec
     from harness.config.loader import load_gate
     from harness.paths import gates_dir
-    from harness.pipelines.identity import compared_tokens
+    from harness.pipelines.g3.identity import compared_tokens
 
     g3 = load_gate(gates_dir() / "G3.yaml")
     assert compared_tokens(g3) == TOKENS == 16  # gates/G3.yaml states the default

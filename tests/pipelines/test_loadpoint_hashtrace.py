@@ -12,8 +12,8 @@ from pydantic import ValidationError
 from harness.config.profile import LoadSpec, Profile
 from harness.load import hashtrace
 from harness.load.workloads import LazyRequests
-from harness.pipelines.instances import split_lazily, split_requests
-from harness.pipelines.loadpoint import expected_reuse_table, point_expected_reuse, point_workload
+from harness.pipelines.shared.instances import split_lazily, split_requests
+from harness.pipelines.shared.loadpoint import expected_reuse_table, point_expected_reuse, point_workload
 from tests.pipelines.conftest import small_profile
 
 SNIPPET = Path(__file__).resolve().parents[1] / "data" / "load" / "mooncake_snippet.jsonl"

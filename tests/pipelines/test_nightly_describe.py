@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from harness.gates.regression import ChangePoint, Status, WindowComparison
-from harness.pipelines.nightly import _describe, _first_bad
+from harness.pipelines.nightly.run import _describe, _first_bad
 from harness.store.historydb import StoredRun
 
 
@@ -43,7 +43,7 @@ def test_an_unmeasured_sweep_is_not_run_never_absent() -> None:
     """The sweep crashed before any repetition: the profile's concurrencies still get their checks,
     NOT_RUN, so fio alone cannot make the night pass."""
     from harness.gates.regression import compare_to_window
-    from harness.pipelines.nightly import _check, _sweep_metrics
+    from harness.pipelines.nightly.run import _check, _sweep_metrics
 
     metrics = _sweep_metrics([2, 8], {}, "candidate")
     assert sorted(metrics) == ["candidate.c2.output_throughput", "candidate.c2.ttft_p50_ms",

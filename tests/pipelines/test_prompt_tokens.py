@@ -3,7 +3,7 @@ case of issue 18: `--input-len 256` words became 1057 tokens on a real byte-leve
 
 from __future__ import annotations
 
-from harness.pipelines.sweep import prompt_token_check
+from harness.pipelines.shared.sweep import prompt_token_check
 
 
 def _delta(prompt_tokens: float) -> dict[str, object]:

@@ -22,9 +22,9 @@ from harness.engines import get_engine
 from harness.engines.base import EngineInstance, EngineStartError
 from harness.engines.lifecycle import http_request
 from harness.gates.stats import percentile
-from harness.pipelines.drain import cold_evict
-from harness.pipelines.restoreprobe import probe_tier_files, restore_bandwidth_measured
-from harness.pipelines.sweepdata import Repetition
+from harness.pipelines.shared.drain import cold_evict
+from harness.pipelines.shared.restoreprobe import probe_tier_files, restore_bandwidth_measured
+from harness.pipelines.shared.sweepdata import Repetition
 from harness.remote.local import LocalExecutor
 from tests.real_engine.conftest import free_ports, local_node, real_profile
 

@@ -18,10 +18,10 @@ from harness.engines.base import EngineInstance
 from harness.engines.lifecycle import http_request
 from harness.engines.prometheus import delta
 from harness.load.spec import RequestSpec
-from harness.pipelines.coldrestore import cold_restore_measured, expectation, point_counters
-from harness.pipelines.drain import cold_evict
-from harness.pipelines.loadpoint import point_workload
-from harness.pipelines.sweepdata import Repetition
+from harness.pipelines.shared.coldrestore import cold_restore_measured, expectation, point_counters
+from harness.pipelines.shared.drain import cold_evict
+from harness.pipelines.shared.loadpoint import point_workload
+from harness.pipelines.shared.sweepdata import Repetition
 from harness.remote.local import LocalExecutor
 from tests.real_engine.conftest import free_ports, local_node, real_profile
 

@@ -13,14 +13,14 @@ from harness.errors import InputError
 from harness.gates.evaluate import evaluate_check
 from harness.gates.outcome import Verdict
 from harness.paths import gates_dir
-from harness.pipelines.slo import (
+from harness.pipelines.shared.slo import (
     capacity_gain_at_slo,
     confirm_order,
     confirmed_capacity,
     repetition_meets,
     slo_capacity,
 )
-from harness.pipelines.sweepdata import Repetition, sweep_table
+from harness.pipelines.shared.sweepdata import Repetition, sweep_table
 
 ROOT = Path(__file__).resolve().parents[2]
 SLO = SloSpec(ttft_p90=2.0, itl_p90=0.1)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.pipelines.sweepdata import (
+from harness.pipelines.shared.sweepdata import (
     Repetition,
     baseline_measured,
     best_point,

@@ -4,8 +4,8 @@ own metrics code), a vLLM without a per-tier split (None, never 0), and instance
 from __future__ import annotations
 
 from harness.engines.prometheus import MetricsSnapshot
-from harness.pipelines.sweepdata import Repetition
-from harness.pipelines.tierhits import memory_hit_requests, sweep_tier_rows, tier_hits, tier_rates, tier_rows
+from harness.pipelines.shared.sweepdata import Repetition
+from harness.pipelines.shared.tierhits import memory_hit_requests, sweep_tier_rows, tier_hits, tier_rates, tier_rows
 from harness.sim.metrics import SimMetrics
 
 CHUNK = 256

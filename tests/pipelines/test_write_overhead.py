@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from harness.pipelines.g3 import write_overhead_measured
+from harness.pipelines.g3.compare import write_overhead_measured
 
 
 def _populate(base: Path, arm: str, conc: int, rep: int, seconds: float) -> None:

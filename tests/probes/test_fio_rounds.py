@@ -19,7 +19,7 @@ from harness.config.profile import FioSpec
 from harness.gates.evaluate import evaluate_check
 from harness.gates.outcome import Verdict
 from harness.paths import gates_dir
-from harness.pipelines.soakdata import retention_leaf
+from harness.pipelines.g4.soakdata import retention_leaf
 from harness.probes.backing import resolve_backing
 from harness.probes.drain import wait_drained
 from harness.probes.fio_parse import parse_fio_file

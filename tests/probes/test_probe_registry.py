@@ -118,8 +118,8 @@ def test_without_the_registration_the_cli_does_not_know_it(capsys: pytest.Captur
 
 def test_the_fake_probe_runs_as_a_gate_step_through_the_same_runner(fake_probe: ProbeKind, tmp_path: Path) -> None:
     from harness.config.loader import load_gate, load_inventory, load_profile
-    from harness.pipelines.context import GateRun
-    from harness.pipelines.probesteps import probe_step
+    from harness.pipelines.shared.context import GateRun
+    from harness.pipelines.shared.probesteps import probe_step
     from harness.store.campaign import Campaign
 
     tier = tmp_path / "tier"

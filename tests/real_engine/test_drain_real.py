@@ -37,8 +37,8 @@ from harness.engines import drop_page_cache, get_engine
 from harness.engines.base import Engine, EngineInstance
 from harness.engines.lifecycle import http_request, port_free
 from harness.engines.prometheus import MetricsSnapshot
-from harness.pipelines.cliff import LMCACHE_GIB, kv_bytes_per_token, tier_capacities
-from harness.pipelines.drain import (
+from harness.pipelines.cliff.run import LMCACHE_GIB, kv_bytes_per_token, tier_capacities
+from harness.pipelines.shared.drain import (
     MP_COMPLETED,
     MP_L1_USAGE,
     MP_L2_USAGE,
@@ -47,7 +47,7 @@ from harness.pipelines.drain import (
     cold_evict,
     prove_memory_empty,
 )
-from harness.pipelines.tierhits import memory_hit_requests
+from harness.pipelines.shared.tierhits import memory_hit_requests
 from harness.remote.local import LocalExecutor
 from tests.real_engine.conftest import free_ports, local_node, real_profile
 from tests.real_engine.scenario import CHUNK, DOC_TOKENS, DOCS, chunk_files, complete

@@ -105,7 +105,7 @@ def make_result(*, emulated: bool = True, with_data: bool = True, verdict: Verdi
         gate="G3", title="Main gate (candidate vs baseline)", campaign="camp-1", verdict=verdict,
         exit_code=exit_code, started_at="2026-11-29T20:00:00+00:00", finished_at="2026-11-29T20:41:30+00:00",
         kvgate_version="0.1.0", git_commit="cede15b", operator="alice@vendor",
-        # the layout of harness.pipelines.context.summary_of, plus recorded software versions
+        # the layout of harness.pipelines.shared.context.summary_of, plus recorded software versions
         inventory={"cluster": "lab-mi308x", "nodes": [
             {"name": "node-a", "host": "10.0.0.11", "platform": "mi308x", "roles": ["server"],
              "accelerators": {"model": "MI308X", "count": 8}, "storage": ["local-nvme", "nvmeof-raid0"],

@@ -24,7 +24,7 @@ from harness.agent.bundle import build_zipapp
 from harness.agent.remote import AgentLoadError, pull_lines
 from harness.engines import httpprobe
 from harness.load.soakwindow import WindowFileError, iter_window_records, summarise_file
-from harness.pipelines.soakverify import verify_windows
+from harness.pipelines.g4.soakverify import verify_windows
 from harness.remote import local as local_executor
 from harness.remote.base import OutputTooLarge
 from harness.remote.local import LocalExecutor

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from harness.errors import StorageFull
-from harness.pipelines.context import GateRun
+from harness.pipelines.shared.context import GateRun
 from harness.store.campaign import Campaign
 from tests.pipelines.conftest import free_port, small_profile
 from tests.pipelines.test_gates_local import gate, result

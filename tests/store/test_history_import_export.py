@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from harness.cli.main import run as cli
-from harness.pipelines.historyrecords import import_reports, series_key
+from harness.pipelines.nightly.historyrecords import import_reports, series_key
 from harness.report.trend import render_trend_html
 from harness.store.campaign import GateDir
 from harness.store.export import MissingExtra, campaign_tables, history_tables, write_tables

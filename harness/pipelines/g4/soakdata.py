@@ -48,8 +48,8 @@ from harness.facts.parsers.health import (
 )
 from harness.gates.stats import block_length, block_resample_indices, percentile
 from harness.load.soak import DONE, EVENTS, HEALTH, WINDOWS_INDEX
-from harness.pipelines.soakrun import read_local_json, read_local_jsonl
-from harness.pipelines.sweepdata import _m
+from harness.pipelines.g4.soakrun import read_local_json, read_local_jsonl
+from harness.pipelines.shared.sweepdata import _m
 
 FULL_BYTES = 1 << 20  # less free space than this on the KV target: full
 

@@ -86,7 +86,7 @@ def _not_applicable_g2(profile: Profile) -> dict[str, str]:
 
 def _not_applicable_g3(profile: Profile) -> dict[str, str]:
     out: dict[str, str] = {}
-    # A candidate without a storage target is an input error (pipelines.g3.check_g3_inputs), never
+    # A candidate without a storage target is an input error (pipelines.g3.compare.check_g3_inputs), never
     # a reason to skip the storage checks.
     if not profile.load.cold_restore:
         out["candidate.cold_restore.restore_bandwidth_ratio.*"] = (

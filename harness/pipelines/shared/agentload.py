@@ -21,7 +21,7 @@ from harness.agent.remote import RECORDS, AgentLoad, start_load, stop_load, wait
 from harness.config.profile import Profile
 from harness.engines.base import EngineInstance
 from harness.load import RequestSpec
-from harness.pipelines.instances import combine, split_lazily
+from harness.pipelines.shared.instances import combine, split_lazily
 from harness.remote.base import Executor, RemoteError
 
 

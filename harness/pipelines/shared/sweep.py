@@ -24,15 +24,15 @@ from harness.engines.coldrestore import check_profile, unlike_settings
 from harness.engines.planning import shares_tier
 from harness.errors import InfraError, InputError
 from harness.gates.stats import percentile
-from harness.pipelines.coldrestore import point_counters
-from harness.pipelines.context import GateRun
-from harness.pipelines.drain import cold_evict
-from harness.pipelines.enospc import DiskFullWatch
-from harness.pipelines.instances import cross_instance, measure_offset
-from harness.pipelines.loadpoint import PointWorkload, point_workload, run_point
-from harness.pipelines.restoreprobe import WORKERS, probe_tier_files
-from harness.pipelines.sweepdata import Repetition, Sweep
-from harness.pipelines.tierhits import memory_hit_requests, tier_hits
+from harness.pipelines.shared.coldrestore import point_counters
+from harness.pipelines.shared.context import GateRun
+from harness.pipelines.shared.drain import cold_evict
+from harness.pipelines.shared.enospc import DiskFullWatch
+from harness.pipelines.shared.instances import cross_instance, measure_offset
+from harness.pipelines.shared.loadpoint import PointWorkload, point_workload, run_point
+from harness.pipelines.shared.restoreprobe import WORKERS, probe_tier_files
+from harness.pipelines.shared.sweepdata import Repetition, Sweep
+from harness.pipelines.shared.tierhits import memory_hit_requests, tier_hits
 from harness.progress import Progress
 from harness.remote.base import DetachedHandle, Executor
 
@@ -175,7 +175,7 @@ def _scrape(run: GateRun, engine: Engine, instances: Sequence[EngineInstance]) -
 
 def _evict_cold(run: GateRun, engine: Engine, instances: list[EngineInstance], arm: Arm,
                 protocol: dict[str, Any]) -> Optional[str]:
-    """Drain, evict, prove empty (harness.pipelines.drain.cold_evict), recording each step in
+    """Drain, evict, prove empty (harness.pipelines.shared.drain.cold_evict), recording each step in
     ``protocol``; returns why the point is not a cold restore (None: it is)."""
     def restarted(i: int, inst: EngineInstance) -> None:  # a new process to stop if we are killed
         run.gate_dir.write_evidence_json(f"engine/{arm.name}/instance{i}.json", inst.to_json())
@@ -188,7 +188,7 @@ def probe_key(arm: str) -> str:
 
 
 def _probe_tier(run: GateRun, arm: Arm, inst: EngineInstance, progress: Progress) -> None:
-    """Read the tier's own chunk files as the restores did (harness.pipelines.restoreprobe), once
+    """Read the tier's own chunk files as the restores did (harness.pipelines.shared.restoreprobe), once
     per arm, after its last measurement (recorded in the gate's state)."""
     if run.gate_dir.step_done(probe_key(arm.name)):
         return

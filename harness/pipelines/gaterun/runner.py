@@ -27,10 +27,10 @@ from harness.gates.gatefile import gate_file_notes, gate_file_record
 from harness.gates.hardware import inventory_fingerprint
 from harness.gates.result import build_gate_result
 from harness.paths import gates_dir, reports_dir
-from harness.pipelines.applicability import expected_leaves, fill_expected, mark_not_applicable, not_applicable
-from harness.pipelines.baseline import BaselineCheck, check_baseline
-from harness.pipelines.context import GateRun, summary_of
-from harness.pipelines.runfingerprint import recorded_versions, run_fingerprint
+from harness.pipelines.gaterun.applicability import expected_leaves, fill_expected, mark_not_applicable, not_applicable
+from harness.pipelines.gaterun.baselinecheck import BaselineCheck, check_baseline
+from harness.pipelines.gaterun.fingerprint import recorded_versions, run_fingerprint
+from harness.pipelines.shared.context import GateRun, summary_of
 from harness.report import render_campaign_report, render_gate_reports, write_manifest
 from harness.report.trust import Anchor, read_allowed_signers
 from harness.store.campaign import Campaign, GateDir, check_campaign_name
@@ -74,7 +74,7 @@ def run_gate(gate: str, *, inventory_path: Path, profile_path: Path, campaign: s
              on_window: Optional[Callable[[dict[str, Any]], None]] = None,
              allowed_signers: Optional[Path] = None, allow_unsigned_baseline: bool = False) -> GateOutcome:
     """Run ``gate`` (G1-G4) for ``campaign``; see the module docstring. G4 with ``wait=False``
-    starts the soak and raises ``harness.pipelines.g4.SoakDetached`` (nothing is decided yet)."""
+    starts the soak and raises ``harness.pipelines.g4.soak.SoakDetached`` (nothing is decided yet)."""
     if gate not in GATES:
         raise InputError(f"unknown gate {gate!r}; known: {', '.join(GATES)}")
     # 1. Every input is validated before any node is touched.
@@ -132,7 +132,7 @@ def _validated_inputs(gate: str, inventory_path: Path, profile_path: Path, gates
     profile_doc = load_yaml(profile_path)
     problems = check_profile(profile, [inventory], [spec], profile_doc, str(profile_path))
     if gate == "G3":
-        from harness.pipelines.g3 import check_g3_inputs
+        from harness.pipelines.g3.compare import check_g3_inputs
 
         problems += check_g3_inputs(profile, profile_doc, str(profile_path))
     if problems:
@@ -146,7 +146,7 @@ def _measure(gate: str, run: GateRun, root: Path, baseline_campaign: Optional[st
              on_window: Optional[Callable[[dict[str, Any]], None]]) -> tuple[dict[str, Any], dict[str, Any]]:
     """The gate's pipeline: (measured tree, measurements)."""
     if gate == "G4":
-        from harness.pipelines.g4 import run_g4
+        from harness.pipelines.g4.soak import run_g4
 
         return run_g4(run, wait=wait, on_window=on_window)
     return _pipeline(gate, run, root, baseline_campaign)
@@ -240,14 +240,14 @@ def _baseline_check(gate: str, profile: Profile, inventory: Inventory, camp_path
 def _pipeline(gate: str, run: GateRun, root: Path, baseline_campaign: Optional[str]
               ) -> tuple[dict[str, Any], dict[str, Any]]:
     if gate == "G1":
-        from harness.pipelines.g1 import run_g1
+        from harness.pipelines.g1.arrival import run_g1
 
         return run_g1(run)
     if gate == "G2":
-        from harness.pipelines.g2 import run_g2
+        from harness.pipelines.g2.baseline import run_g2
 
         return run_g2(run)
-    from harness.pipelines.g3 import run_g3
+    from harness.pipelines.g3.compare import run_g3
 
     g2, where = _baseline_dir(run.campaign.path, run.campaign.name, root, baseline_campaign)
     run.notes.append(f"baseline: G2 of {where}")
@@ -257,7 +257,7 @@ def _pipeline(gate: str, run: GateRun, root: Path, baseline_campaign: Optional[s
 def _check_prerequisites(gate: str, spec: GateSpec, camp_path: Path, camp_name: str, root: Path,
                          baseline_campaign: Optional[str]) -> None:
     """Refuse to start unless the gates this one needs have passed (read-only: nothing created)."""
-    from harness.pipelines.g3 import check_prerequisite
+    from harness.pipelines.g3.compare import check_prerequisite
 
     for pre in spec.prerequisites:
         if gate == "G3" and pre == "G2" and baseline_campaign:

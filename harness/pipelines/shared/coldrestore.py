@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from harness.load.spec import RequestSpec
-from harness.pipelines.sweepdata import Sweep, measurement, point_key
+from harness.pipelines.shared.sweepdata import Sweep, measurement, point_key
 
 __all__ = ["COUNTERS", "Expectation", "expectation", "point_counters", "cold_restore_measured"]
 
@@ -206,7 +206,7 @@ def cold_restore_measured(sweep: Sweep, concurrencies: Sequence[int], exp: Expec
 
 def memory_tier_measured(sweep: Sweep, concurrencies: Sequence[int]) -> dict[str, Any]:
     """Per concurrency, the most measured requests any repetition served from a host-memory tier
-    (harness.pipelines.tierhits.memory_hit_requests); None, with the reason, when a repetition's
+    (harness.pipelines.shared.tierhits.memory_hit_requests); None, with the reason, when a repetition's
     figure is unknown."""
     out: dict[str, Any] = {}
     for conc in concurrencies:

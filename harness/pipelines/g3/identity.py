@@ -24,7 +24,7 @@ from typing import Any, Optional
 
 from harness.config.gatespec import IDENTITY_METRIC, GateSpec
 from harness.load import read_records
-from harness.pipelines.sweepdata import Repetition, Sweep, measurement, point_key
+from harness.pipelines.shared.sweepdata import Repetition, Sweep, measurement, point_key
 
 __all__ = ["TOKENS", "compared_tokens", "outputs", "output_identity_measured"]
 

@@ -21,9 +21,9 @@ from harness.engines.base import EngineInstance
 from harness.load import LoadConfig, RequestSpec, Workload, build_workload, hashtrace, read_records, run_load_async
 from harness.load.summary import Summary
 from harness.load.workloads import LazyRequests
-from harness.pipelines.agentload import run_agent_point
-from harness.pipelines.context import GateRun
-from harness.pipelines.instances import combine, split_lazily
+from harness.pipelines.shared.agentload import run_agent_point
+from harness.pipelines.shared.context import GateRun
+from harness.pipelines.shared.instances import combine, split_lazily
 
 SUCCESS = "ok"
 

@@ -17,7 +17,7 @@ from harness.config.inventory import CONNECTION_DEFAULTS
 from harness.config.loader import load_inventory
 from harness.exitcodes import ExitCode
 from harness.paths import project_root
-from harness.pipelines.gate import GateOutcome, run_gate
+from harness.pipelines.gaterun.runner import GateOutcome, run_gate
 from harness.store.campaign import check_campaign_name
 
 

@@ -41,11 +41,9 @@ from harness.engines import EngineInstance, get_engine
 from harness.errors import InfraError, InputError, KvgateError
 from harness.load import RequestSpec
 from harness.load.soak import ACCEL_TOOLS, WINDOWS_INDEX
-from harness.pipelines.context import GateRun
-from harness.pipelines.loadpoint import point_workload
-from harness.pipelines.soakactors import note_node_actors, record_replacements
-from harness.pipelines.soakdata import soak_measured
-from harness.pipelines.soakrun import (
+from harness.pipelines.g4.soakactors import note_node_actors, record_replacements
+from harness.pipelines.g4.soakdata import soak_measured
+from harness.pipelines.g4.soakrun import (
     WATCH_DIR,
     SoakHandle,
     WatchHandle,
@@ -56,9 +54,11 @@ from harness.pipelines.soakrun import (
     start_watch,
     stop_watch,
 )
-from harness.pipelines.soakverify import WindowCheck, verify_windows
-from harness.pipelines.sweep import _start_instances, _stop_instances
-from harness.pipelines.sweepdata import measurement
+from harness.pipelines.g4.soakverify import WindowCheck, verify_windows
+from harness.pipelines.shared.context import GateRun
+from harness.pipelines.shared.loadpoint import point_workload
+from harness.pipelines.shared.sweep import _start_instances, _stop_instances
+from harness.pipelines.shared.sweepdata import measurement
 from harness.platforms import get_platform
 from harness.probes.fio_rounds import run_fio_rounds
 from harness.probes.measured import FIO_METRICS, fio_leaf
@@ -485,7 +485,7 @@ def _stop_relaunched(run: GateRun, state: dict[str, Any], ex: Any) -> None:
 def _remove_node_copy(run: GateRun, state: dict[str, Any]) -> None:
     """The soak's directory on the node goes once every window's records are here (by
     containment: only the directory this campaign created and marked)."""
-    from harness.pipelines.soakrun import read_local_jsonl
+    from harness.pipelines.g4.soakrun import read_local_jsonl
 
     base = state.get("base")
     if not base:

@@ -48,10 +48,10 @@ from harness.gates.regression import (
 from harness.gates.result import build_gate_result, utc_now, utc_stamp
 from harness.gates.stats import percentile
 from harness.paths import gates_dir, reports_dir
-from harness.pipelines.context import GateRun, StandaloneOptions, open_standalone_run, summary_of
-from harness.pipelines.historyrecords import NIGHTLY_GATE, record_from_result, series_key
-from harness.pipelines.sweep import load_sweep, run_arm_sweep
-from harness.pipelines.sweepdata import Sweep, sweep_table
+from harness.pipelines.nightly.historyrecords import NIGHTLY_GATE, record_from_result, series_key
+from harness.pipelines.shared.context import GateRun, StandaloneOptions, open_standalone_run, summary_of
+from harness.pipelines.shared.sweep import load_sweep, run_arm_sweep
+from harness.pipelines.shared.sweepdata import Sweep, sweep_table
 from harness.probes.fio_run import run_fio_probe
 from harness.progress import Progress
 from harness.store.campaign import GateDir

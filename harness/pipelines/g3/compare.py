@@ -12,15 +12,15 @@ from harness.config.crosscheck import _err
 from harness.config.profile import Profile
 from harness.config.yamlsource import YamlDocument
 from harness.errors import ConfigError, InfraError, InputError, KvgateError
-from harness.pipelines.context import GateRun
-from harness.pipelines.g2 import arm_cold_restore, arm_storage_probes
-from harness.pipelines.identity import compared_tokens, output_identity_measured
-from harness.pipelines.loadpoint import expected_reuse_table
-from harness.pipelines.slo import capacity_gain_at_slo
-from harness.pipelines.sloconfirm import confirm_slo_capacity, load_confirmations
-from harness.pipelines.sweep import load_sweep, run_arm_sweep
-from harness.pipelines.sweepdata import Sweep, compare_measured, failed_ratio, measurement, sweep_table
-from harness.pipelines.tierhits import sweep_tier_rows
+from harness.pipelines.g3.identity import compared_tokens, output_identity_measured
+from harness.pipelines.shared.armsteps import arm_cold_restore, arm_storage_probes
+from harness.pipelines.shared.context import GateRun
+from harness.pipelines.shared.loadpoint import expected_reuse_table
+from harness.pipelines.shared.slo import capacity_gain_at_slo
+from harness.pipelines.shared.sloconfirm import confirm_slo_capacity, load_confirmations
+from harness.pipelines.shared.sweep import load_sweep, run_arm_sweep
+from harness.pipelines.shared.sweepdata import Sweep, compare_measured, failed_ratio, measurement, sweep_table
+from harness.pipelines.shared.tierhits import sweep_tier_rows
 from harness.store.campaign import GateDir
 from harness.store.schema import Verdict
 

@@ -9,8 +9,8 @@ from typing import Any, Optional
 
 from harness.config.inventory import Node, StorageTarget
 from harness.errors import InfraError, InputError
-from harness.pipelines.context import GateRun
-from harness.pipelines.sweepdata import measurement
+from harness.pipelines.shared.context import GateRun
+from harness.pipelines.shared.sweepdata import measurement
 from harness.probes.fio_rounds import MemoryBackedTarget, run_fio_rounds
 from harness.probes.measured import FIO_METRICS, fio_leaf
 from harness.probes.registry import get_probe, run_probe_on

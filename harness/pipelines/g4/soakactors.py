@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import InfraError
-from harness.pipelines.context import GateRun
+from harness.pipelines.shared.context import GateRun
 from harness.remote.base import RemoteError
 from harness.remote.ray.executor import actor_identity
 from harness.store.durable import write_atomic

@@ -59,10 +59,10 @@ from harness.load.hashtrace import TraceRequest, build_prompt, expected_reuse, t
 from harness.load.spec import RequestSpec
 from harness.load.workloads import count_tokens
 from harness.paths import reports_dir
-from harness.pipelines.context import GateRun, StandaloneOptions, open_standalone_run, summary_of
-from harness.pipelines.loadpoint import run_point
-from harness.pipelines.sweep import _scrape, _start_instances, _stop_instances
-from harness.pipelines.tierhits import tier_hits, tier_rates, tier_rows
+from harness.pipelines.shared.context import GateRun, StandaloneOptions, open_standalone_run, summary_of
+from harness.pipelines.shared.loadpoint import run_point
+from harness.pipelines.shared.sweep import _scrape, _start_instances, _stop_instances
+from harness.pipelines.shared.tierhits import tier_hits, tier_rates, tier_rows
 from harness.progress import Progress
 from harness.store.schema import CheckResult, GateResult, Observation, Verdict
 

@@ -36,8 +36,8 @@ from harness.engines.base import EngineInstance
 from harness.errors import InputError, KvgateError
 from harness.estimate.loader import geometry_for_profile
 from harness.gates.stats import percentile
-from harness.pipelines.drain import node_writeback
-from harness.pipelines.sweepdata import Sweep, measurement, point_key
+from harness.pipelines.shared.drain import node_writeback
+from harness.pipelines.shared.sweepdata import Sweep, measurement, point_key
 from harness.probes.fio_parse import parse_fio_output
 
 __all__ = ["WORKERS", "ROUNDS", "kv_bytes_per_token", "probe_tier_files", "restore_bandwidth_measured"]

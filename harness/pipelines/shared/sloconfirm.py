@@ -1,4 +1,4 @@
-"""The SLO capacity's confirmation repetitions (the runs; the rules are in ``pipelines/slo.py``).
+"""The SLO capacity's confirmation repetitions (the runs; the rules are in ``pipelines/shared/slo.py``).
 
 After an arm's sweep, when the profile sets ``load.slo``: measure ``slo.confirm_repetitions``
 fresh repetitions at the sweep's SLO capacity, numbered after the sweep's repetitions (the same
@@ -14,10 +14,10 @@ from typing import Any
 
 from harness.config.profile import Profile, SloSpec
 from harness.errors import InfraError
-from harness.pipelines.context import GateRun
-from harness.pipelines.slo import confirm_order, confirmed_capacity
-from harness.pipelines.sweep import load_points, run_arm_sweep
-from harness.pipelines.sweepdata import Sweep
+from harness.pipelines.shared.context import GateRun
+from harness.pipelines.shared.slo import confirm_order, confirmed_capacity
+from harness.pipelines.shared.sweep import load_points, run_arm_sweep
+from harness.pipelines.shared.sweepdata import Sweep
 
 __all__ = ["confirm_slo_capacity", "load_confirmations"]
 

@@ -16,7 +16,7 @@ Rules:
   ``sweep/<arm>/c<N>/rep<R+1>...``); the capacity is confirmed only if every one of them meets the
   SLO, else the search steps down to the next lower swept concurrency and confirms there, at most
   once per swept point (:func:`confirm_order`, :func:`confirmed_capacity`; the runs are in
-  ``pipelines/sloconfirm.py``). G2 confirms the baseline's, G3 the candidate's.
+  ``pipelines/shared/sloconfirm.py``). G2 confirms the baseline's, G3 the candidate's.
 * ``capacity_gain_at_slo``: the candidate's mean output throughput over its confirmation
   repetitions at its confirmed capacity against the baseline's over its own, as ``capacity``
   samples (one point each), so the gate decides on a Welch t interval of the log ratio of fresh
@@ -36,7 +36,7 @@ from typing import Any, Optional
 
 from harness.config.profile import SloSpec
 from harness.gates.stats import percentile
-from harness.pipelines.sweepdata import Repetition, Sweep, measurement
+from harness.pipelines.shared.sweepdata import Repetition, Sweep, measurement
 
 __all__ = ["repetition_meets", "slo_capacity", "confirm_order", "confirmed_capacity", "capacity_gain_at_slo"]
 

@@ -9,9 +9,9 @@ from harness.config.inventory import Node
 from harness.errors import InfraError
 from harness.facts.collect import collect_facts
 from harness.facts.compare import compare_facts
-from harness.pipelines.context import GateRun
-from harness.pipelines.probesteps import fio_step
-from harness.pipelines.sweepdata import measurement
+from harness.pipelines.shared.context import GateRun
+from harness.pipelines.shared.probesteps import fio_step
+from harness.pipelines.shared.sweepdata import measurement
 from harness.progress import Progress
 
 

@@ -27,9 +27,9 @@ class Repetition:
     summary: dict[str, Any]
     ttft_ms: list[float]
     evidence: list[str] = field(default_factory=list)
-    # The engine's cold-restore counters over the measurement (harness.pipelines.coldrestore).
+    # The engine's cold-restore counters over the measurement (harness.pipelines.shared.coldrestore).
     counters: dict[str, Optional[float]] = field(default_factory=dict)
-    # Prompt tokens served per KV tier over the measurement (harness.pipelines.tierhits).
+    # Prompt tokens served per KV tier over the measurement (harness.pipelines.shared.tierhits).
     tiers: dict[str, Optional[float]] = field(default_factory=dict)
     # Why a figure above is None, by its key (e.g. memory_hit_requests on an engine without a split).
     notes: dict[str, str] = field(default_factory=dict)
