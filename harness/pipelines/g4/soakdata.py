@@ -437,20 +437,7 @@ def engine_restarts(events: Sequence[dict[str, Any]], *, engine_watched: bool,
         return _m(len(restarts), text, detail=(detail or "the engine process kept its identity (pid and start time)")
                   + health + (f" ({uncovered})" if uncovered else ""), evidence=evidence)
     gone = engine_alive_at_end is False
-    why: Optional[str] = None
-    if not watched_by_node:
-        why = f"the engine{node} was not watched during the soak (its node's watchdog was not started)"
-    elif not any(e.get("event") == "watch_start" for e in src):
-        why = f"the watchdog of the engine{node} left no events here (never started, or never pulled)"
-    else:
-        end = next((e for e in src if e.get("event") == "watch_end"), None)
-        if end is None:
-            last = max(float(e.get("t") or 0.0) for e in src)
-            why = (f"the watchdog of the engine{node} was pulled only up to {last:.0f} (no watch_end): "
-                   "the rest of the soak is unseen")
-        elif end.get("reason") != "stopped" and (done is None or float(end.get("t") or 0.0)
-                                                    < float(done.get("ended_unix") or float("inf"))):
-            why = f"the watchdog of the engine{node} ended ({end.get('reason')}) before the soak did"
+    why = _watch_uncovered(src, watched_by_node=watched_by_node, node=node, done=done)
     if why is not None:
         if restarts:  # a restart seen is a failure whatever was not seen
             return _m(len(restarts), text, detail=f"{detail}{health} ({why})", evidence=evidence)
@@ -462,6 +449,24 @@ def engine_restarts(events: Sequence[dict[str, Any]], *, engine_watched: bool,
     kept = ("watched on its node" + (f" {engine_node}" if engine_node else "")
             + ": every instance kept its identity (pid and start time)")
     return _m(len(restarts), text, detail=(detail or kept) + health, evidence=evidence)
+
+
+def _watch_uncovered(src: Sequence[dict[str, Any]], *, watched_by_node: bool, node: str,
+                     done: Optional[dict[str, Any]]) -> Optional[str]:
+    """Why the engine node's watchdog events do not vouch for the whole soak (None: they do)."""
+    if not watched_by_node:
+        return f"the engine{node} was not watched during the soak (its node's watchdog was not started)"
+    if not any(e.get("event") == "watch_start" for e in src):
+        return f"the watchdog of the engine{node} left no events here (never started, or never pulled)"
+    end = next((e for e in src if e.get("event") == "watch_end"), None)
+    if end is None:
+        last = max(float(e.get("t") or 0.0) for e in src)
+        return (f"the watchdog of the engine{node} was pulled only up to {last:.0f} (no watch_end): "
+                "the rest of the soak is unseen")
+    if end.get("reason") != "stopped" and (done is None or float(end.get("t") or 0.0)
+                                           < float(done.get("ended_unix") or float("inf"))):
+        return f"the watchdog of the engine{node} ended ({end.get('reason')}) before the soak did"
+    return None
 
 
 def retention_leaf(fio_before: Optional[dict[str, Any]], fio_after: Optional[dict[str, Any]]) -> dict[str, Any]:
@@ -519,24 +524,56 @@ def soak_measured(local: Path, *, duration_target_s: float, window_s: float, nvm
     if windows is None:
         windows = read_local_jsonl(local / WINDOWS_INDEX)
     events = read_local_jsonl(local / EVENTS)
-    health = read_local_jsonl(local / HEALTH)
+    load_health = read_local_jsonl(local / HEALTH)
     done = read_local_json(local / DONE)
-    soak: dict[str, Any] = {}
-    # Duration: time under load, from the first window's start to the last window's end (the
-    # node's clock); done.json says why it ended.
-    if windows:
-        elapsed, stalled = time_under_load(windows, window_s)
-        why = f"ended: {done.get('reason')}" if done is not None else "the soak left no done.json"
-        wall = float(windows[-1]["ended_unix"]) - float(windows[0]["started_unix"])
-        extra = ""
-        if stalled:
-            extra = (f"; {len(stalled)} window(s) lasted longer than the {window_s:g} s window (the agent stalled, "
-                     f"or the node's clock jumped) and count at {window_cap(window_s):g} s: "
-                     + ", ".join(stalled[:5]) + f"; wall time {wall:.0f} s")
-        soak["duration"] = _m(elapsed, f"{elapsed:.0f} s", detail=f"{why}; {len(windows)} windows; profile "
-                              f"duration {duration_target_s:.0f} s{extra}", evidence=[f"evidence/soak/{WINDOWS_INDEX}"])
-    else:
-        soak["duration"] = _m(None, detail="no window was closed")
+    watch_events = read_local_jsonl(watch / EVENTS) if watch is not None else []
+    soak: dict[str, Any] = {"duration": _duration_leaf(windows, done, window_s, duration_target_s),
+                            "failed_ratio": _failed_ratio_leaf(windows)}
+    soak["engine_restarts"] = engine_restarts(events, engine_watched=engine_watched, watch_events=watch_events,
+                                              watched_by_node=watch is not None, engine_node=engine_node,
+                                              engine_alive_at_end=engine_alive_at_end, done=done)
+    full, note = _drift_windows(windows, window_s, warmup_s)
+    soak.update(_drift_leaves(full, note, instances=instances, concurrency=concurrency, request_rate=request_rate))
+    soak["read_bw_retention"] = retention_leaf(fio_before, fio_after)
+    health, health_ev = load_health, f"evidence/soak/{HEALTH}"
+    if health_from_watch:  # the load's node says nothing of the engine node's storage or accelerators
+        health = read_local_jsonl(watch / HEALTH) if watch is not None else []
+        health_ev = f"evidence/soak/watch/{HEALTH}"
+    errors, kfaults = _error_leaves(health, health_ev, load_health if health_from_watch else None, windows,
+                                    accel_tools)
+    soak.update(errors)
+    soak["media_errors_delta"] = _smart(health, nvme, health_ev)
+    soak["raid_degraded"], raid_bad = _raid(health, md_arrays, health_ev)
+    soak["probe_identical"] = _probes(local, instances)
+    charts = soak_charts(windows, _tagged_events(events, watch_events, engine_node), kfaults, raid_bad, window_s,
+                         health, health_ev)
+    charts["warmup_s"] = warmup_s
+    charts["drift_windows"] = [w.get("index") for w in full]
+    charts["trend"] = {"ttft_p50_ms": trend(full, "ttft_p50_ms"), "throughput_tok_s": trend(full, "throughput_tok_s")}
+    charts["fio"] = {"before": (fio_before or {}).get("value"), "after": (fio_after or {}).get("value")}
+    return {"soak": soak}, charts
+
+
+def _duration_leaf(windows: Sequence[dict[str, Any]], done: Optional[dict[str, Any]], window_s: float,
+                   duration_target_s: float) -> dict[str, Any]:
+    """Duration: time under load, from the first window's start to the last window's end (the
+    node's clock); done.json says why it ended."""
+    if not windows:
+        return _m(None, detail="no window was closed")
+    elapsed, stalled = time_under_load(windows, window_s)
+    why = f"ended: {done.get('reason')}" if done is not None else "the soak left no done.json"
+    wall = float(windows[-1]["ended_unix"]) - float(windows[0]["started_unix"])
+    extra = ""
+    if stalled:
+        extra = (f"; {len(stalled)} window(s) lasted longer than the {window_s:g} s window (the agent stalled, "
+                 f"or the node's clock jumped) and count at {window_cap(window_s):g} s: "
+                 + ", ".join(stalled[:5]) + f"; wall time {wall:.0f} s")
+    return _m(elapsed, f"{elapsed:.0f} s", detail=f"{why}; {len(windows)} windows; profile "
+              f"duration {duration_target_s:.0f} s{extra}", evidence=[f"evidence/soak/{WINDOWS_INDEX}"])
+
+
+def _failed_ratio_leaf(windows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Failed requests over all requests of every window, with the failures by kind."""
     ok = sum(int(w.get("ok") or 0) for w in windows)
     failed = sum(int(w.get("failed") or 0) for w in windows)
     failures: dict[str, int] = {}
@@ -544,37 +581,55 @@ def soak_measured(local: Path, *, duration_target_s: float, window_s: float, nvm
         for k, v in (w.get("failures") or {}).items():
             failures[k] = failures.get(k, 0) + int(v)
     total = ok + failed
-    soak["failed_ratio"] = _m(failed / total if total else None, f"{failed} of {total}",
-                              detail=("failures by kind: " + ", ".join(f"{k} {v}" for k, v in sorted(failures.items()))
-                                      if failures else "no failure") if total else "no request completed",
-                              evidence=[f"evidence/soak/{WINDOWS_INDEX}"])
-    watch_events = read_local_jsonl(watch / EVENTS) if watch is not None else []
-    soak["engine_restarts"] = engine_restarts(events, engine_watched=engine_watched, watch_events=watch_events,
-                                              watched_by_node=watch is not None, engine_node=engine_node,
-                                              engine_alive_at_end=engine_alive_at_end, done=done)
+    return _m(failed / total if total else None, f"{failed} of {total}",
+              detail=("failures by kind: " + ", ".join(f"{k} {v}" for k, v in sorted(failures.items()))
+                      if failures else "no failure") if total else "no request completed",
+              evidence=[f"evidence/soak/{WINDOWS_INDEX}"])
+
+
+def _tagged_events(events: Sequence[dict[str, Any]], watch_events: Sequence[dict[str, Any]],
+                   engine_node: str) -> list[dict[str, Any]]:
+    """The soak's and the engine node's watchdog events, each with its evidence file (for the charts)."""
     where = f"engine node {engine_node}" if engine_node else "engine node"
-    events = [{**e, "evidence": f"evidence/soak/{EVENTS}"} for e in events] + [
+    return [{**e, "evidence": f"evidence/soak/{EVENTS}"} for e in events] + [
         {**e, "detail": f"{where}: {e.get('detail') or e.get('event')}", "evidence": f"evidence/soak/watch/{EVENTS}"}
         for e in watch_events]
+
+
+def _drift_windows(windows: Sequence[dict[str, Any]], window_s: float,
+                   warmup_s: float) -> tuple[list[dict[str, Any]], str]:
+    """The full windows after the warm-up the drift is measured on, and the note saying so."""
     full = after_warmup(full_windows(windows, window_s), warmup_s,
                         float(windows[0]["started_unix"]) if windows else None)
     note = ""
     if warmup_s > 0:
         skipped = len(full_windows(windows, window_s)) - len(full)
         note = f" after the {warmup_s:g} s warm-up ({skipped} window(s) left out)"
-    soak["ttft_p50_drift"] = drift_leaf(full, "ttft_p50_ms", "gain", "TTFT p50", note)
-    soak["throughput_drift"] = drift_leaf(full, "throughput_tok_s", "reduction", "output throughput", note)
-    soak["load_level"] = load_level(full, concurrency=concurrency, request_rate=request_rate, warmup_note=note)
+    return full, note
+
+
+def _drift_leaves(full: list[dict[str, Any]], note: str, *, instances: int, concurrency: Optional[int],
+                  request_rate: Optional[float]) -> dict[str, Any]:
+    """TTFT and throughput drift, the load level held, and (several instances) the drift per instance."""
+    out: dict[str, Any] = {
+        "ttft_p50_drift": drift_leaf(full, "ttft_p50_ms", "gain", "TTFT p50", note),
+        "throughput_drift": drift_leaf(full, "throughput_tok_s", "reduction", "output throughput", note),
+        "load_level": load_level(full, concurrency=concurrency, request_rate=request_rate, warmup_note=note),
+    }
     if instances > 1:
-        soak["instance_drift"] = instance_drift(full, instances, note)
-    soak["read_bw_retention"] = retention_leaf(fio_before, fio_after)
-    load_health, load_ev = health, f"evidence/soak/{HEALTH}"
-    health_ev = load_ev
-    if health_from_watch:  # the load's node says nothing of the engine node's storage or accelerators
-        health = read_local_jsonl(watch / HEALTH) if watch is not None else []
-        health_ev = f"evidence/soak/watch/{HEALTH}"
+        out["instance_drift"] = instance_drift(full, instances, note)
+    return out
+
+
+def _error_leaves(health: Sequence[dict[str, Any]], health_ev: str,
+                  load_health: Optional[Sequence[dict[str, Any]]], windows: Sequence[dict[str, Any]],
+                  accel_tools: Sequence[str]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Storage, network and accelerator error counts, and the kernel faults by kind (for the charts).
+    ``health``: the samples of the engine's node; ``load_health``: the load node's, when they are
+    another node's (network faults are then counted on both nodes)."""
     readable, kfaults = _kernel(health, health_ev)
-    if health_from_watch:
+    if load_health is not None:
+        load_ev = f"evidence/soak/{HEALTH}"
         load_readable, load_faults = _kernel(load_health, load_ev)
         readable_net = readable and load_readable
         net_faults = sorted(kfaults["network"] + load_faults["network"], key=lambda f: float(f.get("t") or 0.0))
@@ -582,35 +637,33 @@ def soak_measured(local: Path, *, duration_target_s: float, window_s: float, nvm
     else:
         readable_net, net_faults, net_ev = readable, kfaults["network"], [health_ev]
     kv = kv_errors(windows)
-    soak["storage_errors"] = _count_leaf(readable, kfaults["storage"], "storage (NVMe, blk, md, filesystem)",
-                                         [health_ev], extra=kv or 0,
-                                         extra_what="KV chunk writes/reads failed in the engine (its counters)")
+    out: dict[str, Any] = {}
+    out["storage_errors"] = _count_leaf(readable, kfaults["storage"], "storage (NVMe, blk, md, filesystem)",
+                                        [health_ev], extra=kv or 0,
+                                        extra_what="KV chunk writes/reads failed in the engine (its counters)")
     kfaults["network"] = net_faults
-    soak["network_errors"] = _count_leaf(readable_net, net_faults, "network (mlx5/RoCE link, NIC health)", net_ev)
+    out["network_errors"] = _count_leaf(readable_net, net_faults, "network (mlx5/RoCE link, NIC health)", net_ev)
+    out["accelerator_errors"] = _accelerator_leaf(health, health_ev, readable, kfaults, accel_tools)
+    return out, kfaults
+
+
+def _accelerator_leaf(health: Sequence[dict[str, Any]], health_ev: str, readable: bool, kfaults: dict[str, Any],
+                      accel_tools: Sequence[str]) -> dict[str, Any]:
+    """Accelerator faults from the kernel log and the accelerators' own tools (merged into
+    ``kfaults["accelerator"]`` for the charts)."""
     accel_unreadable, accel_faults = _accel(health, accel_tools, health_ev)
     kfaults["accelerator"] = sorted(kfaults["accelerator"] + accel_faults, key=lambda f: float(f.get("t") or 0.0))
     if accel_unreadable and readable:
         # the kernel log alone cannot vouch for accelerators whose own tool could not be read
         items = kfaults["accelerator"]
         why = "; ".join(accel_unreadable.values())
-        soak["accelerator_errors"] = (
-            _m(len(items), f"{len(items)} line(s) ({why})", detail=f"first: {items[0]['line']}",
-               evidence=[health_ev]) if items
-            else _m(None, detail=f"accelerator fault counters not read: {why}"))
-    else:
-        soak["accelerator_errors"] = _count_leaf(readable, kfaults["accelerator"],
-                                                 "accelerator (Xid, GPU reset, NPU; "
-                                                 + (", ".join(accel_tools) + " counters" if accel_tools
-                                                    else "kernel log only") + ")", [health_ev])
-    soak["media_errors_delta"] = _smart(health, nvme, health_ev)
-    soak["raid_degraded"], raid_bad = _raid(health, md_arrays, health_ev)
-    soak["probe_identical"] = _probes(local, instances)
-    charts = soak_charts(windows, events, kfaults, raid_bad, window_s, health, health_ev)
-    charts["warmup_s"] = warmup_s
-    charts["drift_windows"] = [w.get("index") for w in full]
-    charts["trend"] = {"ttft_p50_ms": trend(full, "ttft_p50_ms"), "throughput_tok_s": trend(full, "throughput_tok_s")}
-    charts["fio"] = {"before": (fio_before or {}).get("value"), "after": (fio_after or {}).get("value")}
-    return {"soak": soak}, charts
+        return (_m(len(items), f"{len(items)} line(s) ({why})", detail=f"first: {items[0]['line']}",
+                   evidence=[health_ev]) if items
+                else _m(None, detail=f"accelerator fault counters not read: {why}"))
+    return _count_leaf(readable, kfaults["accelerator"],
+                       "accelerator (Xid, GPU reset, NPU; "
+                       + (", ".join(accel_tools) + " counters" if accel_tools else "kernel log only") + ")",
+                       [health_ev])
 
 
 def _hit_rates(windows: Sequence[dict[str, Any]]) -> list[Optional[float]]:
