@@ -38,6 +38,8 @@ system-deps:  ## install fio and OpenSSH (client and server) with apt-get when m
 # an empty selection (exit 5) is not a failure. Two timing tests at a time: they mostly wait (emulated
 # prefill, fio rounds, soak windows), and each must hold under a neighbour's load anyway (CI runs the
 # suite beside a CPU hog too).
+# `--dist loadgroup`: a module marked `xdist_group` (one costly fixture, e.g. the page-budget PDFs) runs on
+# one worker, so its fixture is built once, not once per worker.
 # The real vLLM tier's counter checks (marked `real_engine`, not `timing`) run in their own process
 # beside the parallel session (its output is printed after it), so its minutes of server start-up
 # overlap the parallel tests instead of adding to them.
@@ -46,12 +48,12 @@ TIMING_WORKERS ?= 2
 test: install system-deps real-engine-env  ## run the whole test suite (the rest in parallel, then timing-sensitive tests two at a time)
 	@rc=0; log=$$(mktemp); t0=$$(date +%s); \
 	$(BIN)/pytest -m "real_engine and not timing" --durations=15 $(PYTEST_ARGS) >$$log 2>&1 & bg=$$!; \
-	$(BIN)/pytest -n $(TEST_WORKERS) -m "not timing and not real_engine" --durations=15 $(PYTEST_ARGS) || { r=$$?; [ $$r -eq 5 ] || rc=$$r; }; \
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup -m "not timing and not real_engine" --durations=15 $(PYTEST_ARGS) || { r=$$?; [ $$r -eq 5 ] || rc=$$r; }; \
 	t1=$$(date +%s); \
 	wait $$bg || { r=$$?; [ $$r -eq 5 ] || rc=$$r; }; \
 	t2=$$(date +%s); \
 	echo "--- the real-engine tier (ran beside the parallel session) ---"; cat $$log; rm -f $$log; \
-	$(BIN)/pytest -n $(TIMING_WORKERS) -m timing --durations=15 $(PYTEST_ARGS) || { r=$$?; [ $$r -eq 5 ] || rc=$$r; }; \
+	$(BIN)/pytest -n $(TIMING_WORKERS) --dist loadgroup -m timing --durations=15 $(PYTEST_ARGS) || { r=$$?; [ $$r -eq 5 ] || rc=$$r; }; \
 	t3=$$(date +%s); \
 	echo "make test: parallel session $$((t1 - t0)) s, real-engine tier $$((t2 - t0)) s (beside it)," \
 	     "timing session $$((t3 - t2)) s, total $$((t3 - t0)) s"; \

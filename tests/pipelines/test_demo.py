@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from harness.config.loader import load_inventory, load_profile
@@ -47,6 +48,7 @@ def _check_two(a: str, b: str) -> None:
     assert ia.nodes[0].workdir != ib.nodes[0].workdir
 
 
+@pytest.mark.slow
 def test_two_demos_at_once_both_pass(tmp_path: Path, local_inventory: Path,
                                      write_yaml: Callable[[str, dict[str, Any]], Path]) -> None:
     port = free_port()

@@ -201,7 +201,8 @@ def _bench_vs_kvgate(env: Path, inst: EngineInstance, out: Path,
     return [_vllm_bench_result(d) for d in vb_dirs], [_kvgate_result(d) for d in kv_dirs]
 
 
-@pytest.mark.timing  # compares two clients' TTFTs: needs the unshared machine of the serial session
+@pytest.mark.slow
+@pytest.mark.timing  # compares two clients' TTFTs: in the timing session, not beside the parallel one
 def test_recompute_arm_gets_no_offload_hits_and_kvgate_agrees_with_vllm_bench_serve(
         real_env: Path, tmp_path: Path) -> None:
     got: dict[str, Any] = {}

@@ -3,7 +3,7 @@ x 3 concurrencies with its baseline in 12; the demo's G4 and a 72-hour soak of 8
 (the soak is a chart, a drift table and a table of periods, not a row per window, and a folder of
 864 window files is one appendix row); all in English and in Chinese, and no page but a section's
 last is less than a third full. Real WeasyPrint PDFs, read with poppler (pdfinfo, pdftotext);
-each PDF is rendered once per module (layout is the slow part)."""
+each PDF is rendered once, when a test first needs it (layout is the slow part)."""
 
 from __future__ import annotations
 
@@ -29,19 +29,39 @@ def _run(*argv: str) -> str:
     return subprocess.run(argv, capture_output=True, text=True, timeout=120, check=True).stdout  # noqa: S603
 
 
+# One worker renders them all (`make test` hands out the module as one xdist group), each PDF on
+# first use: before, every worker that drew a test of this module rendered all eight (160 s each).
+pytestmark = pytest.mark.xdist_group("page_budget")
+
+
+class _Pdfs:
+    """The PDFs by (gate, language), rendered the first time a test asks for one."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._gates: dict[str, Path] = {}
+        self._pdfs: _Pdfs = {}
+
+    def _gate(self, name: str) -> Path:
+        if name not in self._gates:
+            write = {"demo": lambda d: write_gate_dir(d / "G3", demo_result()),
+                     "3x3": lambda d: write_gate_dir(d / "G3", grown_result()),
+                     "G4-demo": lambda d: write_soak_dir(d / "G4", demo_g4_result()),
+                     "G4-72h": lambda d: write_soak_dir(d / "G4", long_soak_result())}[name]
+            self._gates[name] = write(self.root / name)
+        return self._gates[name]
+
+    def __getitem__(self, key: tuple[str, str]) -> Path:
+        if key not in self._pdfs:
+            gate = self._gate(key[0])
+            render_gate_reports(gate, key[1])
+            self._pdfs[key] = write_pdf(gate, key[1])
+        return self._pdfs[key]
+
+
 @pytest.fixture(scope="module")
-def pdfs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[tuple[str, str], Path]]:
-    root = tmp_path_factory.mktemp("budget")
-    out: dict[tuple[str, str], Path] = {}
-    gates = [write_gate_dir(root / "demo" / "G3", demo_result()), write_gate_dir(root / "3x3" / "G3", grown_result()),
-             write_soak_dir(root / "G4-demo" / "G4", demo_g4_result()),
-             write_soak_dir(root / "G4-72h" / "G4", long_soak_result())]
-    for gate in gates:
-        name = gate.parent.name
-        for lang in ("en", "zh"):
-            render_gate_reports(gate, lang)
-            out[(name, lang)] = write_pdf(gate, lang)
-    yield out
+def pdfs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[_Pdfs]:
+    yield _Pdfs(tmp_path_factory.mktemp("budget"))
 
 
 def _pages(pdf: Path) -> int:
@@ -75,13 +95,13 @@ def _section_last(pdf: Path, lang: str) -> set[int]:
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
 @pytest.mark.parametrize("name", list(BUDGET))
-def test_page_budget(pdfs: dict[tuple[str, str], Path], name: str, lang: str) -> None:
+def test_page_budget(pdfs: _Pdfs, name: str, lang: str) -> None:
     assert _pages(pdfs[(name, lang)]) <= BUDGET[name]
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
 @pytest.mark.parametrize("name", list(BUDGET))
-def test_no_page_but_a_sections_last_is_nearly_empty(pdfs: dict[tuple[str, str], Path], name: str,
+def test_no_page_but_a_sections_last_is_nearly_empty(pdfs: _Pdfs, name: str,
                                                      lang: str) -> None:
     pdf = pdfs[(name, lang)]
     fills = _fill(pdf)
@@ -91,7 +111,7 @@ def test_no_page_but_a_sections_last_is_nearly_empty(pdfs: dict[tuple[str, str],
     assert thin == [], f"pages less than a third full: {thin} of {len(fills)}"
 
 
-def test_forest_plot_and_tables_are_on_the_page(pdfs: dict[tuple[str, str], Path]) -> None:
+def test_forest_plot_and_tables_are_on_the_page(pdfs: _Pdfs) -> None:
     text = _run("pdftotext", "-layout", str(pdfs[("3x3", "en")]), "-")
     assert "Checks: estimate and interval against each threshold" in text
     assert text.count("estimate and interval against the threshold") == 0  # no per-check plots
@@ -102,7 +122,7 @@ def test_forest_plot_and_tables_are_on_the_page(pdfs: dict[tuple[str, str], Path
     assert re.search(r"candidate-2\s+16\s", text)  # a per arm x concurrency row
 
 
-def test_soak_prints_as_a_document(pdfs: dict[tuple[str, str], Path]) -> None:
+def test_soak_prints_as_a_document(pdfs: _Pdfs) -> None:
     """The 72-hour soak's PDF: its drift checks with their intervals, the time series, the faults
     and at most 12 rows of windows; the 864 window files are one appendix row."""
     text = _run("pdftotext", "-layout", str(pdfs[("G4-72h", "en")]), "-")
@@ -114,7 +134,7 @@ def test_soak_prints_as_a_document(pdfs: dict[tuple[str, str], Path]) -> None:
 
 
 @pytest.mark.parametrize("name", ["3x3", "G4-72h"])
-def test_no_word_runs_off_the_page(pdfs: dict[tuple[str, str], Path], name: str) -> None:
+def test_no_word_runs_off_the_page(pdfs: _Pdfs, name: str) -> None:
     """Tables and the forest plot stay within the printed page, in en and zh: no word's box
     reaches past the page's right margin (WeasyPrint does not clip an overflowing table: it
     draws past the page edge, and the viewer cuts it)."""
