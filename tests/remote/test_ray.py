@@ -70,7 +70,8 @@ def _cases(junit: Path) -> dict[str, str]:
         for tag in ("failure", "error", "skipped"):
             if case.find(tag) is not None:
                 outcome = {"failure": "failed"}.get(tag, tag)
-        out[f"{case.get('classname', '')}::{case.get('name', '')}"] = outcome
+        name = case.get("name", "").rsplit("@", 1)[0]  # xdist's loadgroup names carry "@<group>"
+        out[f"{case.get('classname', '')}::{name}"] = outcome
     return out
 
 
