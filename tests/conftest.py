@@ -18,7 +18,6 @@ The cluster offers ``.inventory`` (``Inventory``), ``.inventory_path`` (the same
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -30,6 +29,7 @@ _ROOT = str(Path(__file__).resolve().parent.parent)
 if _ROOT not in sys.path:
     sys.path.insert(0, _ROOT)
 
+from tests.support.once import session_dir  # noqa: E402
 from tests.support.procs import stop_contained  # noqa: E402
 from tests.support.sshd import KeyStore, SshCluster  # noqa: E402
 
@@ -76,8 +76,7 @@ def passed_baseline(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Passed
     from tests.support.campaign import PassedBaseline  # the CLI import is only paid by its users
 
     # One run for the whole session, shared by its xdist workers (the first to get there runs it).
-    base = tmp_path_factory.getbasetemp()
-    root = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "passed-baseline"
+    root = session_dir(tmp_path_factory, "passed-baseline")
     yield PassedBaseline.shared(root)
     if stop_contained(root):
         _LEAKED.append(f"passed_baseline (under {root})")
@@ -112,15 +111,15 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
 
 
 # --- parallel runs (pytest-xdist) -----------------------------------------------------------------
-# `make test` runs the suite in two sessions: the bulk in parallel workers, then the tests marked
-# ``timing`` (end-to-end gates on the emulator, the load client's TTFT clock, fio bandwidth, SSH
-# keep-alive and timeouts: their verdicts depend on time, disk bandwidth and load) two at a time.
-# They mostly wait (emulated prefill, fio rounds, soak windows), and each must hold beside a
+# `make test` runs the suite in three sessions at once (tools/test-sessions.sh). In front: the tests
+# marked ``timing`` (end-to-end gates on the emulator, the load client's TTFT clock, fio bandwidth,
+# SSH keep-alive and timeouts: their verdicts depend on time, disk bandwidth and load), three at a
+# time. They mostly wait (emulated prefill, fio rounds, soak windows), and each must hold beside a
 # neighbour anyway: CI also runs the suite beside a CPU hog. The mark comes from the test's
-# directory or file, so a new test there is a timing test by default. The real vLLM tier
-# (tests/real_engine, marked ``real_engine``) is minutes of CPU-bound server start-up whose checks are
-# the engine's counters and files, not times: `make test` runs it in its own process beside the
-# parallel session; a test of it that compares times carries its own ``timing`` mark.
+# directory or file, so a new test there is a timing test by default. Behind them, at a lower CPU
+# priority: the rest in parallel, and the real vLLM tier (tests/real_engine, marked
+# ``real_engine``), minutes of CPU-bound server start-up whose checks are the engine's counters and
+# files, not times; a test of it that compares times carries its own ``timing`` mark.
 # Within a session the tests marked ``slow`` are handed out first, so no worker starts a long test
 # while the others have run out of work.
 _TIMING_DIRS = {"pipelines", "integrity", "sim", "engines", "load"}

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from harness.report import render_gate_reports
-from harness.report.pdf import write_pdf
+from harness.report.pdf import pdf_name, write_pdf
+from tests.support.once import build_once, session_dir
 
 from .budget import demo_g4_result, demo_result, grown_result, long_soak_result, write_gate_dir, write_soak_dir
 
@@ -29,39 +30,35 @@ def _run(*argv: str) -> str:
     return subprocess.run(argv, capture_output=True, text=True, timeout=120, check=True).stdout  # noqa: S603
 
 
-# One worker renders them all (`make test` hands out the module as one xdist group), each PDF on
-# first use: before, every worker that drew a test of this module rendered all eight (160 s each).
-pytestmark = pytest.mark.xdist_group("page_budget")
+_WRITERS = {"demo": lambda d: write_gate_dir(d / "G3", demo_result()),
+            "3x3": lambda d: write_gate_dir(d / "G3", grown_result()),
+            "G4-demo": lambda d: write_soak_dir(d / "G4", demo_g4_result()),
+            "G4-72h": lambda d: write_soak_dir(d / "G4", long_soak_result())}
 
 
 class _Pdfs:
-    """The PDFs by (gate, language), rendered the first time a test asks for one."""
+    """The PDFs by (gate, language), each rendered once per session when a test first asks for it,
+    by whichever xdist worker asks first (the others wait for it: ``tests.support.once``)."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
-        self._gates: dict[str, Path] = {}
-        self._pdfs: _Pdfs = {}
-
-    def _gate(self, name: str) -> Path:
-        if name not in self._gates:
-            write = {"demo": lambda d: write_gate_dir(d / "G3", demo_result()),
-                     "3x3": lambda d: write_gate_dir(d / "G3", grown_result()),
-                     "G4-demo": lambda d: write_soak_dir(d / "G4", demo_g4_result()),
-                     "G4-72h": lambda d: write_soak_dir(d / "G4", long_soak_result())}[name]
-            self._gates[name] = write(self.root / name)
-        return self._gates[name]
 
     def __getitem__(self, key: tuple[str, str]) -> Path:
-        if key not in self._pdfs:
-            gate = self._gate(key[0])
-            render_gate_reports(gate, key[1])
-            self._pdfs[key] = write_pdf(gate, key[1])
-        return self._pdfs[key]
+        name, lang = key
+
+        def render(d: Path) -> None:
+            gate = _WRITERS[name](d)
+            render_gate_reports(gate, lang)
+            write_pdf(gate, lang)
+
+        done = build_once(self.root / f"{name}-{lang}", render)
+        (pdf,) = done.glob(f"*/{pdf_name(lang)}")
+        return pdf
 
 
 @pytest.fixture(scope="module")
 def pdfs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[_Pdfs]:
-    yield _Pdfs(tmp_path_factory.mktemp("budget"))
+    yield _Pdfs(session_dir(tmp_path_factory, "page-budget"))
 
 
 def _pages(pdf: Path) -> int:

@@ -12,7 +12,6 @@ own inventory (its own tier and work directories) and its own engine port compar
 from __future__ import annotations
 
 import copy
-import fcntl
 import json
 import shutil
 from pathlib import Path
@@ -22,6 +21,7 @@ import yaml
 
 from harness.cli.main import run
 from tests.pipelines.conftest import free_port, small_profile
+from tests.support.once import build_once
 
 __all__ = ["PassedBaseline"]
 
@@ -59,21 +59,15 @@ class PassedBaseline:
 
     @classmethod
     def shared(cls, root: Path, name: str = "base") -> PassedBaseline:
-        """The baseline under ``root``, run there by the first process to ask (an xdist worker) while
-        the others wait on a lock, then read back by every later one."""
-        root.parent.mkdir(parents=True, exist_ok=True)
-        done = root / "passed.json"
-        with open(root.parent / f".{root.name}.lock", "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
-            if done.exists():
-                b = cls(root, json.loads(done.read_text())["name"])
-                b.profile_data = yaml.safe_load((root / "profile.yaml").read_text())
-                return b
-            if root.exists():
-                raise RuntimeError(f"the shared G1+G2 baseline under {root} failed in another worker; see its error")
-            b = cls.run(root, name)
-            done.write_text(json.dumps({"name": name}))
-            return b
+        """The baseline under ``root``, run there once per session (``tests.support.once``): by the
+        first xdist worker to ask while the others wait, then read back by every later one."""
+        def run(r: Path) -> None:
+            cls.run(r, name)
+
+        build_once(root, run)
+        b = cls(root, name)
+        b.profile_data = yaml.safe_load((root / "profile.yaml").read_text())
+        return b
 
     def profile(self, port: int | None = None) -> dict[str, Any]:
         """A fresh copy of the profile the baseline ran with (on ``port``, or a free one)."""
