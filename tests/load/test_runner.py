@@ -66,8 +66,10 @@ def test_open_loop_keeps_its_schedule_while_the_server_is_slow(server: ScriptedS
     s = run_load(cfg, tmp_path)
     recs = sorted(read_records(tmp_path / "records.jsonl"), key=lambda r: r["scheduled_ns"])
     assert s["completed"] == 16 and s["kvgate"]["mode"] == "open"
-    # each request left on time although every response takes 300 ms (no coordinated omission)
-    assert all(r["start_ns"] >= r["scheduled_ns"] and r["queue_ms"] < 50 for r in recs)
+    # each request left on its schedule although every response takes 300 ms (no coordinated
+    # omission): a request held back until an earlier one answered would be late by a whole response
+    # time; the bound is that response time, not a wall-clock figure a loaded machine can miss
+    assert all(r["start_ns"] >= r["scheduled_ns"] and r["queue_ms"] < 300 for r in recs)
     span = (recs[-1]["scheduled_ns"] - recs[0]["scheduled_ns"]) / 1e9
     assert 0.1 < span < 1.5  # 15 gaps at 40/s: 0.375 s on average
     assert s["max_concurrent_requests"] >= 5

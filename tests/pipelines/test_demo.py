@@ -49,6 +49,7 @@ def _check_two(a: str, b: str) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)  # what is tested is that two demos do not collide, not how fast a loaded machine runs them
 def test_two_demos_at_once_both_pass(tmp_path: Path, local_inventory: Path,
                                      write_yaml: Callable[[str, dict[str, Any]], Path]) -> None:
     port = free_port()
@@ -65,7 +66,7 @@ def test_two_demos_at_once_both_pass(tmp_path: Path, local_inventory: Path,
              "--until", "G3", "--no-progress"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
             for i in (1, 2)]
         outs = []
-        deadline = time.monotonic() + 270  # inside the suite's 300 s per-test timeout
+        deadline = time.monotonic() + 840  # inside the test's 900 s timeout
         try:
             for p in procs:
                 out, _ = p.communicate(timeout=max(1.0, deadline - time.monotonic()))

@@ -104,10 +104,9 @@ def test_soak_survives_controller_kill_ssh_restart_and_reports_engine_and_storag
     soak_dir = reports / "soak" / "G4" / "evidence" / "soak"
     follower: subprocess.Popen[bytes] | None = None
     try:
-        # 1. starts and returns
-        t0 = time.monotonic()
+        # 1. starts and returns while the soak runs on (its status says so: no wall-clock bound, which a
+        # loaded machine can exceed without anything being wrong)
         assert run(["gate", "G4", *common]) == 0
-        assert time.monotonic() - t0 < 30
         assert (soak_dir / "handle.json").exists()
         assert not (reports / "soak" / "G4" / "result.json").exists()
         st = status("soak", reports=reports, gates=gates)

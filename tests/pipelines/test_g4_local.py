@@ -138,7 +138,9 @@ def test_an_engine_killed_mid_soak_is_restarted_when_the_profile_says_so_and_sti
 
 def test_every_engine_instance_is_soaked_and_a_second_instance_dying_is_relaunched_and_counted(
         tmp_path: Path, local_inventory: Path, write_yaml: Callable[[str, dict[str, Any]], Path]) -> None:
-    data = soak_profile(_two_free_ports(), "10s", "2s")  # instance i listens on port + i
+    # instance i listens on port + i; 20 s: on a loaded machine the first window closed only after
+    # 12 s, and the relaunched instance must still serve windows that start after it is back
+    data = soak_profile(_two_free_ports(), "20s", "2s")
     data["model"]["instances_per_node"] = 2
     data["soak"]["restart_engine"] = True  # per instance: instance 1 is relaunched with its own command
     prof = write_yaml("profile.yaml", data)

@@ -55,7 +55,9 @@ def test_gates_over_loopback_ssh(tmp_path: Path, ssh_cluster: Any,
         ["make", "--no-print-directory", "-C", str(ROOT), "gate-G3", f"INVENTORY={inv}", f"PROFILE={prof}",
          "CAMPAIGN=ssh", f"KVGATE_FLAGS=--reports {reports} --no-progress --allow-unsigned-baseline"],
         capture_output=True, text=True, timeout=600, env=env)
-    g3 = json.loads((reports / "ssh" / "G3" / "result.json").read_text())
+    g3_result = reports / "ssh" / "G3" / "result.json"
+    assert g3_result.exists(), (proc.returncode, proc.stdout[-3000:], proc.stderr[-3000:])
+    g3 = json.loads(g3_result.read_text())
     red = next(c for c in g3["checks"] if c["id"] == "ttft_p50_reduction")
     assert red["verdict"] == "PASS", (proc.stdout[-3000:], proc.stderr[-3000:])
     assert proc.returncode in (0, 3), proc.stdout[-3000:]

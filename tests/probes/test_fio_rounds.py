@@ -60,7 +60,8 @@ def test_a_probe_is_preconditioned_drained_and_measured_in_rounds(probed: tuple[
     # (one per round, and the final result) are kept as evidence
     assert rec.rounds == WINDOW and [p.name for p in rec.outputs] == ["fio-n1-t1-seq-read.json"]
     assert len(parse_fio_file(rec.outputs[0]).documents) >= WINDOW + 1
-    assert rec.series["read"] == tuple(sorted(rec.series["read"], key=rec.series["read"].index))
+    # one figure per round (two rounds may move exactly the same bytes: no ordering is implied)
+    assert len(rec.series["read"]) == WINDOW and all(v > 0 for v in rec.series["read"])
     assert js.read_bw_bytes == sorted(rec.window("read"))[WINDOW // 2]  # the median of the window
     assert rec.precondition.startswith("preconditioned") and rec.working_set_bytes == 8 * 2**20
     assert (res.raw_output.parent / "fio-n1-t1-precondition.json").exists()
