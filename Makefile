@@ -38,8 +38,9 @@ system-deps:  ## install fio and OpenSSH (client and server) with apt-get when m
 # an empty selection (exit 5) is not a failure. Two timing tests at a time: they mostly wait (emulated
 # prefill, fio rounds, soak windows), and each must hold under a neighbour's load anyway (CI runs the
 # suite beside a CPU hog too).
-# `--dist loadgroup`: a module marked `xdist_group` (one costly fixture, e.g. the page-budget PDFs) runs on
-# one worker, so its fixture is built once, not once per worker.
+# `--dist loadgroup`: tests are handed out one at a time in collection order, and the tests of one
+# `xdist_group` run on one worker (the Ray session's checks that kill a node actor);
+# tests/test_xdist_groups.py checks that grouping still works.
 # The real vLLM tier's counter checks (marked `real_engine`, not `timing`) run in their own process
 # beside the parallel session (its output is printed after it), so its minutes of server start-up
 # overlap the parallel tests instead of adding to them.

@@ -111,15 +111,15 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
 
 
 # --- parallel runs (pytest-xdist) -----------------------------------------------------------------
-# `make test` runs the suite in three sessions at once (tools/test-sessions.sh). In front: the tests
-# marked ``timing`` (end-to-end gates on the emulator, the load client's TTFT clock, fio bandwidth,
-# SSH keep-alive and timeouts: their verdicts depend on time, disk bandwidth and load), three at a
-# time. They mostly wait (emulated prefill, fio rounds, soak windows), and each must hold beside a
+# `make test` runs the suite in two sessions: the bulk in parallel workers, then the tests marked
+# ``timing`` (end-to-end gates on the emulator, the load client's TTFT clock, fio bandwidth, SSH
+# keep-alive and timeouts: their verdicts depend on time, disk bandwidth and load) two at a time.
+# They mostly wait (emulated prefill, fio rounds, soak windows), and each must hold beside a
 # neighbour anyway: CI also runs the suite beside a CPU hog. The mark comes from the test's
-# directory or file, so a new test there is a timing test by default. Behind them, at a lower CPU
-# priority: the rest in parallel, and the real vLLM tier (tests/real_engine, marked
-# ``real_engine``), minutes of CPU-bound server start-up whose checks are the engine's counters and
-# files, not times; a test of it that compares times carries its own ``timing`` mark.
+# directory or file, so a new test there is a timing test by default. The real vLLM tier
+# (tests/real_engine, marked ``real_engine``) is minutes of CPU-bound server start-up whose checks are
+# the engine's counters and files, not times: `make test` runs it in its own process beside the
+# parallel session; a test of it that compares times carries its own ``timing`` mark.
 # Within a session the tests marked ``slow`` are handed out first, so no worker starts a long test
 # while the others have run out of work.
 _TIMING_DIRS = {"pipelines", "integrity", "sim", "engines", "load"}

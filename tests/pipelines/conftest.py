@@ -39,7 +39,9 @@ def small_profile(port: int, **changes: Any) -> dict[str, Any]:
         "recompute": "baseline",
         "load": {"workload": "long-doc", "input_len": 2048, "output_len": 4, "concurrency": [2],
                  "prompts_per_point": 8, "warmup": 0, "repetitions": 5, "seed": 3},
-        "probes": {"fio": {"job_sets": ["seq-read", "seq-write"], "size": "8 MiB", "runtime": "1s",
+        # seq-read only: the job set every gate's blocker reads; G1's fio_write is advisory (NOT_RUN
+        # here, deciding nothing), and its write rounds cost 5-10 s per fio step of every test
+        "probes": {"fio": {"job_sets": ["seq-read"], "size": "8 MiB", "runtime": "1s",
                            "ramp_time": "0s", "numjobs": 1, "iodepth": 4}},
         "overrides": [
             {"gate": "G3", "check": "read_bandwidth", "threshold": "10 MB/s",
