@@ -224,7 +224,7 @@ def _run_until_steady(ctx: _Ctx, name: str, argv: list[str], remote_out: str, bu
         while True:
             state = ex.poll(handle)
             series = status_rounds(ex.read_file(remote_out, max_bytes=STATUS_BYTES_MAX) if _exists(ex, remote_out)
-                                   else b"", name, round_s, node=node)
+                                   else b"", name, round_s, node=node, max_rounds=int(ctx.spec.max_rounds))
             totals = _totals(series)
             if len(totals) > seen:
                 seen, steady = len(totals), _judge(totals, round_s)
@@ -272,11 +272,15 @@ def _fio_time(seconds: float) -> str:
     return f"{max(1, round(seconds * 1000))}ms"
 
 
-def status_rounds(data: bytes, name: str, round_s: float, *, node: str) -> dict[str, list[float]]:
+def status_rounds(data: bytes, name: str, round_s: float, *, node: str,
+                  max_rounds: Optional[int] = None) -> dict[str, list[float]]:
     """Per direction, the bytes/s of every complete round: between two of fio's cumulative status dumps
     (``--status-interval``), the job set's bytes moved (summed over its jobs) over the time its jobs
     ran. A dump cut off mid-write is ignored; a round shorter than half ``round_s`` (the final dump
-    when fio is stopped) is left out."""
+    when fio is stopped) is left out. At most ``max_rounds`` rounds: on a loaded node the dumps
+    (timed by the wall clock) drift off the jobs' runtime, and a run of ``max_rounds`` rounds can
+    then end in a further fragment over half a round long, which is the run's tail, not a round
+    (seen in CI: six "rounds" of a five-round run)."""
     text = data.decode("utf-8", "replace")
     cut = text.rfind("\n}\n")
     if cut < 0:
@@ -299,7 +303,7 @@ def status_rounds(data: bytes, name: str, round_s: float, *, node: str) -> dict[
             for d, b in moved.items():
                 out.setdefault(d, []).append((b - prev_bytes.get(d, 0)) / ((ms - prev_ms) / 1000.0))
             prev_bytes, prev_ms = moved, ms
-    return out
+    return {d: v[:max_rounds] for d, v in out.items()} if max_rounds is not None else out
 
 
 def _result(name: str, group: GroupSummary, record: RoundsRecord) -> JobSetResult:

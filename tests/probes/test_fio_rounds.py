@@ -100,6 +100,17 @@ def test_rounds_are_the_steps_between_fio_status_dumps() -> None:
     assert status_rounds(b"", "mix", 2.0, node="n1") == {}
 
 
+def test_a_run_of_n_rounds_never_yields_more_than_n() -> None:
+    # a loaded node: the wall-clock status dumps drift off the jobs' runtime, so a 5-round run of 300 ms
+    # rounds ends in a 160 ms fragment after five steps of at least half a round; the fragment is not a
+    # sixth round (CI saw rounds == 6 with max_rounds == 5)
+    steps = [160, 470, 750, 1100, 1340, 1500]
+    dumps = "".join(_dump(ms, ms) for ms in steps)
+    uncapped = status_rounds(dumps.encode(), "mix", 0.3, node="n1")["read"]
+    assert len(uncapped) == 6
+    assert status_rounds(dumps.encode(), "mix", 0.3, node="n1", max_rounds=5) == {"read": uncapped[:5]}
+
+
 def _with_series(res: FioProbeResult, values: list[float]) -> tuple[FioProbeResult, RoundsRecord]:
     rec = res.job_sets["seq-read"].rounds
     assert rec is not None
