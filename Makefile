@@ -33,32 +33,22 @@ install: $(VENV)/.installed  ## create .venv and install kvgate with its dev ext
 system-deps:  ## install fio and OpenSSH (client and server) with apt-get when missing
 	@bash tools/ensure-system-deps.sh
 
-# Two sessions: the tests whose verdicts depend on time, disk bandwidth or load (marked `timing` by
-# tests/conftest.py) TIMING_WORKERS at a time after the rest, which run in TEST_WORKERS parallel workers;
-# an empty selection (exit 5) is not a failure. Two timing tests at a time: they mostly wait (emulated
-# prefill, fio rounds, soak windows), and each must hold under a neighbour's load anyway (CI runs the
-# suite beside a CPU hog too).
-# `--dist loadgroup`: tests are handed out one at a time in collection order, and the tests of one
-# `xdist_group` run on one worker (the Ray session's checks that kill a node actor);
-# tests/test_xdist_groups.py checks that grouping still works.
-# The real vLLM tier's counter checks (marked `real_engine`, not `timing`) run in their own process
-# beside the parallel session (its output is printed after it), so its minutes of server start-up
-# overlap the parallel tests instead of adding to them.
+# Three sessions at once. In front, at normal priority: the tests whose verdicts depend on time,
+# disk bandwidth or load (marked `timing` by tests/conftest.py), TIMING_WORKERS at a time; they mostly
+# wait (emulated prefill, fio rounds, soak windows), and each must hold beside a neighbour anyway (CI
+# also runs the suite beside a CPU hog). Behind them, at `nice -n $(BACKGROUND_NICE)`, so they take
+# the CPU the timing tests leave idle and yield it when those want it: the rest in TEST_WORKERS
+# parallel workers, and the real vLLM tier's counter checks (marked `real_engine`, not `timing`: its
+# checks are the engine's counters and files, not times) in a process of its own. Their output is
+# printed when they end (tools/test-sessions.sh); an empty selection (exit 5) is not a failure.
+# `--dist loadgroup`: the tests of one `xdist_group` run on one worker (the Ray session's checks that
+# kill a node actor); tests/test_xdist_groups.py checks that it still does.
 TEST_WORKERS ?= 3
-TIMING_WORKERS ?= 2
-test: install system-deps real-engine-env  ## run the whole test suite (the rest in parallel, then timing-sensitive tests two at a time)
-	@rc=0; log=$$(mktemp); t0=$$(date +%s); \
-	$(BIN)/pytest -m "real_engine and not timing" --durations=15 $(PYTEST_ARGS) >$$log 2>&1 & bg=$$!; \
-	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup -m "not timing and not real_engine" --durations=15 $(PYTEST_ARGS) || { r=$$?; [ $$r -eq 5 ] || rc=$$r; }; \
-	t1=$$(date +%s); \
-	wait $$bg || { r=$$?; [ $$r -eq 5 ] || rc=$$r; }; \
-	t2=$$(date +%s); \
-	echo "--- the real-engine tier (ran beside the parallel session) ---"; cat $$log; rm -f $$log; \
-	$(BIN)/pytest -n $(TIMING_WORKERS) --dist loadgroup -m timing --durations=15 $(PYTEST_ARGS) || { r=$$?; [ $$r -eq 5 ] || rc=$$r; }; \
-	t3=$$(date +%s); \
-	echo "make test: parallel session $$((t1 - t0)) s, real-engine tier $$((t2 - t0)) s (beside it)," \
-	     "timing session $$((t3 - t2)) s, total $$((t3 - t0)) s"; \
-	exit $$rc
+TIMING_WORKERS ?= 3
+BACKGROUND_NICE ?= 10
+test: install system-deps real-engine-env  ## run the whole test suite (timing-sensitive tests in front, the rest and the real vLLM tier behind them at a lower priority)
+	@TEST_WORKERS=$(TEST_WORKERS) TIMING_WORKERS=$(TIMING_WORKERS) BACKGROUND_NICE=$(BACKGROUND_NICE) \
+	    bash tools/test-sessions.sh $(BIN) $(PYTEST_ARGS)
 
 i18n: install  ## re-extract the report wording into harness/report/locale (then translate the new msgids)
 	$(BIN)/python tools/i18n_extract.py

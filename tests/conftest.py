@@ -111,19 +111,27 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
 
 
 # --- parallel runs (pytest-xdist) -----------------------------------------------------------------
-# `make test` runs the suite in two sessions: the bulk in parallel workers, then the tests marked
-# ``timing`` (end-to-end gates on the emulator, the load client's TTFT clock, fio bandwidth, SSH
-# keep-alive and timeouts: their verdicts depend on time, disk bandwidth and load) two at a time.
-# They mostly wait (emulated prefill, fio rounds, soak windows), and each must hold beside a
+# `make test` runs the suite in three sessions at once (tools/test-sessions.sh). In front: the tests
+# marked ``timing`` (end-to-end gates on the emulator, the load client's TTFT clock, fio bandwidth,
+# SSH keep-alive and timeouts: their verdicts depend on time, disk bandwidth and load), three at a
+# time. They mostly wait (emulated prefill, fio rounds, soak windows), and each must hold beside a
 # neighbour anyway: CI also runs the suite beside a CPU hog. The mark comes from the test's
-# directory or file, so a new test there is a timing test by default. The real vLLM tier
-# (tests/real_engine, marked ``real_engine``) is minutes of CPU-bound server start-up whose checks are
-# the engine's counters and files, not times: `make test` runs it in its own process beside the
-# parallel session; a test of it that compares times carries its own ``timing`` mark.
+# directory or file, so a new test there is a timing test by default. Behind them, at a lower CPU
+# priority: the rest in parallel, and the real vLLM tier (tests/real_engine, marked
+# ``real_engine``), minutes of CPU-bound server start-up whose checks are the engine's counters and
+# files, not times; a test of it that compares times carries its own ``timing`` mark.
+# The probe tests that drive the local disk hard (fio, checkpoint writes, model loads) are timing
+# tests too: `nice` shares the CPU but not the disk (the disk's scheduler here, mq-deadline, ignores
+# I/O priorities), and run behind the gates they kept a G3's 1 s fio rounds from reaching steady
+# state (read_bandwidth INCONCLUSIVE, seen once at three sessions at once). In front, at most two
+# other tests run beside them, as among the gates' own fio probes.
 # Within a session the tests marked ``slow`` are handed out first, so no worker starts a long test
 # while the others have run out of work.
 _TIMING_DIRS = {"pipelines", "integrity", "sim", "engines", "load"}
-_TIMING_FILES = {"test_secrets.py", "test_faults.py", "test_load_client_bounds.py"}
+_TIMING_FILES = {"test_secrets.py", "test_faults.py", "test_load_client_bounds.py",
+                 # the probes that drive the disk (above)
+                 "test_fio_run.py", "test_fio_ssh.py", "test_fio_rounds.py", "test_cmd_probe.py",
+                 "test_checkpoint_modelload.py"}
 _REAL_ENGINE_DIR = "real_engine"
 
 

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# `make test`: three pytest sessions at once (see the Makefile's comment on `test`).
+#   in front, at normal priority: the tests marked `timing`, TIMING_WORKERS at a time, shown live;
+#   behind, at `nice -n BACKGROUND_NICE`: the rest in TEST_WORKERS workers, and the real vLLM tier.
+# The background sessions' output is printed once the timing session and they have ended. Exit: the first failing session's code;
+# an empty selection (pytest exit 5) is not a failure.
+# Usage: tools/test-sessions.sh BIN_DIR [pytest args...]
+set -uo pipefail
+bin=$1; shift
+workers=${TEST_WORKERS:-3} timing_workers=${TIMING_WORKERS:-3} nice_level=${BACKGROUND_NICE:-10}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+t0=$(date +%s)
+
+background() {  # name, pytest args...: run behind at low priority; its exit code and end time to files
+  local name=$1; shift
+  (
+    nice -n "$nice_level" "$bin/pytest" "$@" >"$tmp/$name.log" 2>&1 &
+    child=$!
+    # a script's background jobs ignore Ctrl-C: pass it on, so pytest stops what its tests started
+    trap 'kill -INT "$child" 2>/dev/null; wait "$child"; exit 130' TERM
+    wait "$child"
+    echo $? >"$tmp/$name.rc"
+    date +%s >"$tmp/$name.end"
+  ) &
+}
+trap 'kill -TERM $(jobs -p) 2>/dev/null; wait; exit 130' INT TERM
+
+background real-engine -m "real_engine and not timing" --durations=15 "$@"
+background parallel -n "$workers" --dist loadgroup -m "not timing and not real_engine" --durations=15 "$@"
+echo "make test: the parallel session and the real-engine tier run behind this one at nice $nice_level;" \
+     "their output follows when they end"
+"$bin/pytest" -n "$timing_workers" --dist loadgroup -m timing --durations=15 "$@"
+timing_rc=$?
+t1=$(date +%s)
+wait
+
+rc=0
+keep() { [ "$1" -eq 0 ] || [ "$1" -eq 5 ] || [ "$rc" -ne 0 ] || rc=$1; }
+keep "$timing_rc"
+for name in parallel real-engine; do
+  echo "--- the $name session (ran behind the timing session) ---"
+  cat "$tmp/$name.log"
+  keep "$(cat "$tmp/$name.rc" 2>/dev/null || echo 1)"
+done
+echo "make test: timing session $((t1 - t0)) s, parallel session $(( $(cat "$tmp/parallel.end") - t0 )) s," \
+     "real-engine tier $(( $(cat "$tmp/real-engine.end") - t0 )) s, all at once: total $(( $(date +%s) - t0 )) s"
+exit "$rc"
