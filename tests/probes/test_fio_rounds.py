@@ -57,9 +57,11 @@ def test_a_probe_is_preconditioned_drained_and_measured_in_rounds(probed: tuple[
     rec = js.rounds
     assert rec is not None
     # the round limit was the window itself: exactly WINDOW rounds of one fio run, whose status dumps
-    # (one per round, and the final result) are kept as evidence
+    # are kept as evidence
     assert rec.rounds == WINDOW and [p.name for p in rec.outputs] == ["fio-n1-t1-seq-read.json"]
-    assert len(parse_fio_file(rec.outputs[0]).documents) >= WINDOW + 1
+    # one dump per round; fio's final result is a further dump unless it fell within half a round of the
+    # last status dump (a loaded node), when it closes the last round itself
+    assert len(parse_fio_file(rec.outputs[0]).documents) >= WINDOW
     # one figure per round (two rounds may move exactly the same bytes: no ordering is implied)
     assert len(rec.series["read"]) == WINDOW and all(v > 0 for v in rec.series["read"])
     assert js.read_bw_bytes == sorted(rec.window("read"))[WINDOW // 2]  # the median of the window

@@ -118,7 +118,9 @@ def test_facts_through_ray_take_a_few_actor_calls(tmp_path: Path) -> None:
 def test_killed_actor_is_lost_and_detached_work_reattaches(tmp_path: Path) -> None:
     inv = ray_inventory()
     ex = RayExecutor.from_inventory(inv, "ray-b")
-    h = ex.start_detached(["sleep", "60"], workdir=str(tmp_path / "work"), name="survivor")
+    # long enough to outlive a loaded machine's actor restart and second controller (seen: "sleep 60"
+    # had ended by then); stopped below
+    h = ex.start_detached(["sleep", "600"], workdir=str(tmp_path / "work"), name="survivor")
     errors: list[BaseException] = []
 
     def long_command() -> None:
