@@ -61,10 +61,10 @@ class PassedBaseline:
     def shared(cls, root: Path, name: str = "base") -> PassedBaseline:
         """The baseline under ``root``, run there once per session (``tests.support.once``): by the
         first xdist worker to ask while the others wait, then read back by every later one."""
-        def run(r: Path) -> None:
+        def build(r: Path) -> None:
             cls.run(r, name)
 
-        build_once(root, run)
+        build_once(root, build)
         b = cls(root, name)
         b.profile_data = yaml.safe_load((root / "profile.yaml").read_text())
         return b
