@@ -195,9 +195,15 @@ def test_drain_waits_for_dirty_pages_and_records_them(tmp_path: Path) -> None:
     ex = LocalExecutor("n1")
     devices = resolve_backing(ex, str(tmp_path)).devices
     assert devices  # the temp directory is on a block device of this machine
-    with open(tmp_path / "dirty", "wb") as fh:  # buffered, never fsync'd: dirty pages
-        fh.write(os.urandom(2**20) * 96)
-    rec = wait_drained(ex, str(tmp_path), devices, timeout_s=60)
+    # a sync by any other process (every gate's drain calls one; timing tests run three at a time) can
+    # flush the pages between the write and the drain's first look: the write is the test's setup, so
+    # it is made again, at most three times; the drain's record is what is asserted
+    for _ in range(3):
+        with open(tmp_path / "dirty", "wb") as fh:  # buffered, never fsync'd: dirty pages
+            fh.write(os.urandom(2**20) * 96)
+        rec = wait_drained(ex, str(tmp_path), devices, timeout_s=60)
+        if rec.first.pending_bytes >= 64 * 2**20:
+            break
     assert rec.first.pending_bytes >= 64 * 2**20
     assert rec.drained and rec.last.quiet(rec.idle_bytes) and rec.sync.startswith("sync")
     assert rec.to_json()["first"]["dirty_bytes"] == rec.first.dirty_bytes
