@@ -411,6 +411,11 @@ class SoakSpec(StrictModel):
                              "for duration, failures, restarts and errors")
     concurrency: PositiveInt = Field(default=16, description="Concurrency held during the soak")
     request_rate: Optional[float] = Field(default=None, gt=0, description="Open-loop rate instead")
+    fio_runs: int = Field(default=5, ge=1, le=50, description="Independent fio probes of the KV target before "
+                          "the soak and again after it (each preconditioned, drained, in rounds to steady "
+                          "state); bandwidth_retention is decided on the interval over these runs, which carries "
+                          "the run-to-run wander of the storage's level that the rounds of one run do not show. "
+                          "Fewer than 5 per side is INCONCLUSIVE")
     restart_engine: bool = Field(default=False, description="Restart the engine when it dies during the soak "
                                  "(every restart is counted: G4's no_restarts still fails)")
 

@@ -2,8 +2,9 @@
 
 Steps, each recorded in the gate's resumable state (``--resume`` repeats nothing):
 
-1. ``soak/fio-before``: fio read bandwidth on the candidate's target, under the gates' protocol
-   (``harness.probes.fio_rounds``: preconditioned, drained, rounds until steady state).
+1. ``soak/fio-before`` (and ``-2`` .. ``-N``): fio read bandwidth on the candidate's target, under
+   the gates' protocol (``harness.probes.fio_rounds``: preconditioned, drained, rounds until steady
+   state), ``soak.fio_runs`` independent runs.
 2. ``soak/start``: the engine is started with the same launcher as G3 (candidate arm), then the
    node agent's soak mode, detached on the client node (``harness.load.soak``). When the engine
    runs on another node, that node first gets its own detached watchdog (``soak-watch``,
@@ -15,9 +16,9 @@ Steps, each recorded in the gate's resumable state (``--resume`` repeats nothing
    grace period; nothing pulled is ever lost (local files are exact prefixes of the node's).
 4. ``soak/finished``: the engine node's watchdog is stopped (it takes a last look) and pulled to
    its end, the engine's logs are collected into evidence, the engine is stopped.
-5. ``soak/fio-after``: the same fio job set on the same target under the same protocol, so it
-   starts only once the soak's writes have drained: retention = after / before, decided on the
-   interval of the ratio of the two steady windows (``soakdata.retention_leaf``).
+5. ``soak/fio-after`` (and ``-2`` .. ``-N``): the same runs on the same target under the same
+   protocol, so each starts only once the soak's writes have drained: retention = after / before,
+   decided on the interval over the runs (``soakdata.retention_leaf``).
 
 The measured results come from ``soakdata.soak_measured``; every check is decided by the gate
 evaluator from ``gates/G4.yaml``.
@@ -42,7 +43,7 @@ from harness.errors import InfraError, InputError, KvgateError
 from harness.load import RequestSpec
 from harness.load.soak import ACCEL_TOOLS, WINDOWS_INDEX
 from harness.pipelines.g4.soakactors import note_node_actors, record_replacements
-from harness.pipelines.g4.soakdata import soak_measured
+from harness.pipelines.g4.soakdata import side_leaf, soak_measured
 from harness.pipelines.g4.soakrun import (
     WATCH_DIR,
     SoakHandle,
@@ -112,12 +113,27 @@ def _drives(target: StorageTarget) -> tuple[list[str], list[str]]:
 
 
 def _fio(run: GateRun, node: Node, target: StorageTarget, side: str) -> dict[str, Any]:
-    key = f"soak/fio-{side}"
+    """The profile's ``soak.fio_runs`` independent probes of ``target`` on one side of the soak, as one
+    leaf (``soakdata.side_leaf``). One probe's rounds share its level, which wanders from run to run
+    (docs/ARCHITECTURE.md "Retention (G4) is decided on runs"), so retention is decided on the runs,
+    never on the rounds of one."""
+    leaves: list[dict[str, Any]] = []
+    for i in range(run.profile.soak.fio_runs):
+        leaves.append(_fio_run(run, node, target, side, i))
+        if leaves[-1].get("value") is None:
+            break  # fio refused or failed (recorded as a fault): another run says nothing more
+    return side_leaf(leaves)
+
+
+def _fio_run(run: GateRun, node: Node, target: StorageTarget, side: str, i: int) -> dict[str, Any]:
+    # the first run keeps the step and evidence names of a one-run side (resume of older campaigns)
+    tag = side if i == 0 else f"{side}-{i + 1}"
+    key = f"soak/fio-{tag}"
     done = run.gate_dir.step_done(key)
     if done is not None:
         return dict(done)
-    out_dir = Path(run.gate_dir.evidence_path(f"fio/{side}/{node.name}/{target.name}"))
-    with Progress(f"G4 fio {side} {node.name}/{target.name}", enabled=run.progress) as p:
+    out_dir = Path(run.gate_dir.evidence_path(f"fio/{tag}/{node.name}/{target.name}"))
+    with Progress(f"G4 fio {tag} {node.name}/{target.name}", enabled=run.progress) as p:
         try:
             res = run_fio_rounds(run.executor(node.name), target, run.profile.probes.fio, out_dir,
                                  job_sets=["seq-read"], progress=p, owner=run.campaign.id)
