@@ -15,7 +15,8 @@ t0=$(date +%s)
 background() {  # name, pytest args...: run behind at low priority; its exit code and end time to files
   local name=$1; shift
   (
-    nice -n "$nice_level" "$bin/pytest" "$@" >"$tmp/$name.log" 2>&1 &
+    # a session (and so an autogroup) of its own: see tools/background_autogroups.py
+    KVGATE_TEST_BACKGROUND=1 setsid --wait nice -n "$nice_level" "$bin/pytest" "$@" >"$tmp/$name.log" 2>&1 &
     child=$!
     # a script's background jobs ignore Ctrl-C: pass it on, so pytest stops what its tests started
     trap 'kill -INT "$child" 2>/dev/null; wait "$child"; exit 130' TERM
@@ -23,17 +24,25 @@ background() {  # name, pytest args...: run behind at low priority; its exit cod
     echo $? >"$tmp/$name.rc"
     date +%s >"$tmp/$name.end"
   ) &
+  sessions+=($!)
 }
+sessions=()
 trap 'kill -TERM $(jobs -p) 2>/dev/null; wait; exit 130' INT TERM
 
 background real-engine -m "real_engine and not timing" --durations=15 "$@"
 background parallel -n "$workers" --dist loadgroup -m "not timing and not real_engine" --durations=15 "$@"
+# nice reaches no process that calls setsid (engines, fio, soak agents: each its own autogroup);
+# this gives their autogroups the background's nice too (see the tool's docstring)
+"$bin/python" "$(dirname "$0")/background_autogroups.py" $$ "$nice_level" KVGATE_TEST_BACKGROUND=1 &
+renicer=$!
 echo "make test: the parallel session and the real-engine tier run behind this one at nice $nice_level;" \
      "their output follows when they end"
 "$bin/pytest" -n "$timing_workers" --dist loadgroup -m timing --durations=15 "$@"
 timing_rc=$?
 t1=$(date +%s)
-wait
+wait "${sessions[@]}"
+kill "$renicer" 2>/dev/null
+wait "$renicer" 2>/dev/null
 
 rc=0
 keep() { [ "$1" -eq 0 ] || [ "$1" -eq 5 ] || [ "$rc" -ne 0 ] || rc=$1; }
