@@ -36,18 +36,20 @@ system-deps:  ## install fio and OpenSSH (client and server) with apt-get when m
 # Three sessions at once. In front, at normal priority: the tests whose verdicts depend on time,
 # disk bandwidth or load (marked `timing` by tests/conftest.py), TIMING_WORKERS at a time; they mostly
 # wait (emulated prefill, fio rounds, soak windows), and each must hold beside a neighbour anyway (CI
-# also runs the suite beside a CPU hog). Behind them, at `nice -n $(BACKGROUND_NICE)`, so they take
-# the CPU the timing tests leave idle and yield it when those want it: the rest in TEST_WORKERS
-# parallel workers, and the real vLLM tier's counter checks (marked `real_engine`, not `timing`: its
-# checks are the engine's counters and files, not times) in a process of its own. Their output is
+# also runs the suite beside a CPU hog). Behind them, so they take the CPU the timing tests leave
+# idle and yield it when those want it: the rest in TEST_WORKERS parallel workers at
+# `nice -n $(BACKGROUND_NICE)`, and the real vLLM tier's counter checks (marked `real_engine`, not
+# `timing`: its checks are the engine's counters and files, not times) in a process of its own at
+# `nice -n $(REAL_ENGINE_NICE)`, ahead of the parallel tests (one long chain of server start-ups). Their output is
 # printed when they end (tools/test-sessions.sh); an empty selection (exit 5) is not a failure.
 # `--dist loadgroup`: the tests of one `xdist_group` run on one worker (the Ray session's checks that
 # kill a node actor); tests/test_xdist_groups.py checks that it still does.
 TEST_WORKERS ?= 3
 TIMING_WORKERS ?= 3
 BACKGROUND_NICE ?= 10
+REAL_ENGINE_NICE ?= 5
 test: install system-deps real-engine-env  ## run the whole test suite (timing-sensitive tests in front, the rest and the real vLLM tier behind them at a lower priority)
-	@TEST_WORKERS=$(TEST_WORKERS) TIMING_WORKERS=$(TIMING_WORKERS) BACKGROUND_NICE=$(BACKGROUND_NICE) \
+	@TEST_WORKERS=$(TEST_WORKERS) TIMING_WORKERS=$(TIMING_WORKERS) BACKGROUND_NICE=$(BACKGROUND_NICE) REAL_ENGINE_NICE=$(REAL_ENGINE_NICE) \
 	    bash tools/test-sessions.sh $(BIN) $(PYTEST_ARGS)
 
 i18n: install  ## re-extract the report wording into harness/report/locale (then translate the new msgids)

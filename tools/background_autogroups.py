@@ -5,11 +5,11 @@ CPU between sessions first and applies ``nice`` only inside one. Every engine, f
 the tests start calls setsid (``start_new_session``, kvgate's detached wrapper), so each gets an
 autogroup of its own at nice 0, and ``nice -n 10`` on the background pytest sessions would reach
 none of them: a background real vLLM server would weigh as much as the whole timing session. This
-loop gives every autogroup whose processes carry the background sessions' environment marker the
-same nice, until the given parent process ends; the parent's own autogroup (the timing session's)
-is left alone.
+loop gives every autogroup whose processes carry the environment marker ``NAME=N`` (set by the
+background sessions, inherited by what they start) the nice N, until the given parent process ends;
+the parent's own autogroup (the timing session's) is left alone.
 
-Usage: background_autogroups.py PARENT_PID NICE MARKER   (MARKER: NAME=VALUE in the environment)
+Usage: background_autogroups.py PARENT_PID NAME
 Stdlib only; processes that vanish while being read are skipped."""
 
 from __future__ import annotations
@@ -18,15 +18,21 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import Optional
 
 POLL_S = 0.5
 
 
-def _marked(pid: str, marker: bytes) -> bool:
+def _marked_nice(pid: str, prefix: bytes) -> Optional[int]:
+    """N when the process's environment holds NAME=N (``prefix`` is ``NAME=``)."""
     try:
-        return marker in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
     except OSError:  # gone, or not ours to read
-        return False
+        return None
+    for item in env:
+        if item.startswith(prefix) and item[len(prefix):].isdigit():
+            return int(item[len(prefix):])
+    return None
 
 
 def _group(pid: str) -> tuple[str, int]:
@@ -46,22 +52,22 @@ def _renice_group(pid: str, nice: int, spare: str) -> None:
         return
 
 
-def sweep(nice: int, marker: bytes, spare: str) -> None:
+def sweep(prefix: bytes, spare: str) -> None:
     for entry in os.scandir("/proc"):
-        if entry.name.isdigit() and _marked(entry.name, marker):
+        if entry.name.isdigit() and (nice := _marked_nice(entry.name, prefix)) is not None:
             _renice_group(entry.name, nice, spare)
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 3:
+    if len(argv) != 2:
         print(__doc__, file=sys.stderr)
         return 2
-    parent, nice, marker = int(argv[0]), int(argv[1]), argv[2].encode()
+    parent, prefix = int(argv[0]), argv[1].encode() + b"="
     if not Path("/proc/self/autogroup").exists():
         return 0  # no autogroups: nice alone does the job
     spare, _ = _group(str(parent))
     while Path(f"/proc/{parent}").exists():
-        sweep(nice, marker, spare)
+        sweep(prefix, spare)
         time.sleep(POLL_S)
     return 0
 

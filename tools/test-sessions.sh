@@ -1,22 +1,23 @@
 #!/usr/bin/env bash
 # `make test`: three pytest sessions at once (see the Makefile's comment on `test`).
 #   in front, at normal priority: the tests marked `timing`, TIMING_WORKERS at a time, shown live;
-#   behind, at `nice -n BACKGROUND_NICE`: the rest in TEST_WORKERS workers, and the real vLLM tier.
+#   behind: the rest in TEST_WORKERS workers at `nice -n BACKGROUND_NICE`, the real vLLM tier at REAL_ENGINE_NICE.
 # The background sessions' output is printed once the timing session and they have ended. Exit: the first failing session's code;
 # an empty selection (pytest exit 5) is not a failure.
 # Usage: tools/test-sessions.sh BIN_DIR [pytest args...]
 set -uo pipefail
 bin=$1; shift
 workers=${TEST_WORKERS:-3} timing_workers=${TIMING_WORKERS:-3} nice_level=${BACKGROUND_NICE:-10}
+real_engine_nice=${REAL_ENGINE_NICE:-5}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 t0=$(date +%s)
 
-background() {  # name, pytest args...: run behind at low priority; its exit code and end time to files
-  local name=$1; shift
+background() {  # name, nice, pytest args...: run behind at lower priority; its exit code and end time to files
+  local name=$1 level=$2; shift 2
   (
     # a session (and so an autogroup) of its own: see tools/background_autogroups.py
-    KVGATE_TEST_BACKGROUND=1 setsid --wait nice -n "$nice_level" "$bin/pytest" "$@" >"$tmp/$name.log" 2>&1 &
+    KVGATE_TEST_BACKGROUND=$level setsid --wait nice -n "$level" "$bin/pytest" "$@" >"$tmp/$name.log" 2>&1 &
     child=$!
     # a script's background jobs ignore Ctrl-C: pass it on, so pytest stops what its tests started
     trap 'kill -INT "$child" 2>/dev/null; wait "$child"; exit 130' TERM
@@ -29,13 +30,15 @@ background() {  # name, pytest args...: run behind at low priority; its exit cod
 sessions=()
 trap 'kill -TERM $(jobs -p) 2>/dev/null; wait; exit 130' INT TERM
 
-background real-engine -m "real_engine and not timing" --durations=15 "$@"
-background parallel -n "$workers" --dist loadgroup -m "not timing and not real_engine" --durations=15 "$@"
+# the real vLLM tier is one long chain of server start-ups: ahead of the parallel session, whose many
+# short tests fill both cores at the end
+background real-engine "$real_engine_nice" -m "real_engine and not timing" --durations=15 "$@"
+background parallel "$nice_level" -n "$workers" --dist loadgroup -m "not timing and not real_engine" --durations=15 "$@"
 # nice reaches no process that calls setsid (engines, fio, soak agents: each its own autogroup);
 # this gives their autogroups the background's nice too (see the tool's docstring)
-"$bin/python" "$(dirname "$0")/background_autogroups.py" $$ "$nice_level" KVGATE_TEST_BACKGROUND=1 &
+"$bin/python" "$(dirname "$0")/background_autogroups.py" $$ KVGATE_TEST_BACKGROUND &
 renicer=$!
-echo "make test: the parallel session and the real-engine tier run behind this one at nice $nice_level;" \
+echo "make test: the parallel session (nice $nice_level) and the real-engine tier (nice $real_engine_nice) run behind this one;" \
      "their output follows when they end"
 "$bin/pytest" -n "$timing_workers" --dist loadgroup -m timing --durations=15 "$@"
 timing_rc=$?
