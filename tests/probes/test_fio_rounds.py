@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,8 +19,6 @@ from harness.gates.evaluate import evaluate_check
 from harness.gates.outcome import Verdict
 from harness.paths import gates_dir
 from harness.pipelines.g4.soakdata import retention_leaf, side_leaf
-from harness.probes.backing import resolve_backing
-from harness.probes.drain import wait_drained
 from harness.probes.fio_parse import parse_fio_file
 from harness.probes.fio_rounds import WINDOW, RoundsRecord, run_fio_rounds, size_working_set, status_rounds
 from harness.probes.fio_run import FioProbeResult
@@ -245,30 +242,6 @@ def _runs_leaves(res: FioProbeResult, levels: list[float]) -> list[dict[str, Any
         r, rec = _with_series(res, [level * j for j in (1.0, 1.02, 0.99, 1.01, 0.98)])
         out.append(rounds_leaf(r, rec, "seq-read", "read", level, []))
     return out
-
-
-def test_drain_waits_for_dirty_pages_and_records_them(tmp_path: Path) -> None:
-    ex = LocalExecutor("n1")
-    devices = resolve_backing(ex, str(tmp_path)).devices
-    assert devices  # the temp directory is on a block device of this machine
-    # a sync by any other process (every gate's drain calls one; timing tests run three at a time) can
-    # flush the pages between the write and the drain's first look: the write is the test's setup, so
-    # it is made again, at most three times; the drain's record is what is asserted
-    for _ in range(3):
-        with open(tmp_path / "dirty", "wb") as fh:  # buffered, never fsync'd: dirty pages
-            fh.write(os.urandom(2**20) * 96)
-        rec = wait_drained(ex, str(tmp_path), devices, timeout_s=60)
-        if rec.first.pending_bytes >= 64 * 2**20:
-            break
-    assert rec.first.pending_bytes >= 64 * 2**20
-    assert rec.drained and rec.last.quiet(rec.idle_bytes) and rec.sync.startswith("sync")
-    assert rec.to_json()["first"]["dirty_bytes"] == rec.first.dirty_bytes
-
-
-def test_drain_is_bounded_and_says_when_it_did_not_drain(tmp_path: Path) -> None:
-    # a device whose in-flight count cannot be read keeps the node "busy": the wait ends at its bound
-    rec = wait_drained(LocalExecutor("n1"), str(tmp_path), ["kvgate-no-such-dev"], timeout_s=0.5)
-    assert not rec.drained and 0.5 <= rec.waited_s < 10 and "NOT drained within 0.5 s" in rec.describe()
 
 
 def test_working_set_is_at_least_twice_the_declared_cache() -> None:
