@@ -54,10 +54,14 @@ def test_two_demos_at_once_both_pass(tmp_path: Path, local_inventory: Path,
                                      write_yaml: Callable[[str, dict[str, Any]], Path]) -> None:
     port = free_port()
     with socket_held(port):  # even the profile's own port is taken: each demo picks a free one
-        # a slower emulated prefill than the other e2e tests: the verdict must not hinge on how busy
-        # two emulators on one small machine make each other (the storage benefit is made large)
+        # A slower emulated prefill than the other e2e tests: the verdict must not hinge on how busy
+        # two demos on one small machine make each other. The recompute arm's TTFT is an emulated
+        # wait plus the CPU each request costs (tokens, hashes, HTTP); under load only the CPU part
+        # grows, so the wait must be long next to it. At 5000 tokens/s (410 ms) CI saw a twin's G2
+        # repetitions spread 11% (TTFT p50) and 14% (throughput), over G2's 10%; at 2000 tokens/s
+        # (1.02 s) the same delays are 2.5 times smaller in proportion. It costs wall time, not CPU.
         prof = small_profile(port)
-        prof["engine"]["sim"]["prefill_tokens_per_s"] = 5000
+        prof["engine"]["sim"]["prefill_tokens_per_s"] = 2000
         profile = write_yaml("profile.yaml", prof)
         env = {**os.environ, "PYTHONPATH": str(REPO)}
         procs = [subprocess.Popen(  # noqa: S603 - fixed argv, test code
