@@ -17,6 +17,7 @@ from harness.cli.main import run
 from tests.pipelines.conftest import free_port, small_profile
 from tests.pipelines.test_g4_faults import ROOT
 from tests.remote.ray_inventory import ray_inventory_data
+from tests.support.storagenoise import not_passed_beyond_unsteady_storage
 
 # one worker of the Ray session runs these one after another: the killed-actor check kills ray-b's
 # actor, under which G1 and G2 run (the soak, on ray-c, runs beside them: ray_soak_checks.py)
@@ -59,15 +60,21 @@ def test_g1_g2_through_ray(tmp_path: Path, write_yaml: Callable[[str, dict[str, 
     assert g1["nodes_reachable"]["verdict"] == g1["target_mounted"]["verdict"] == "PASS"
     assert g1["fio_read"]["verdict"] in ("PASS", "INCONCLUSIVE") and g1["fio_read"]["observations"]
     # G2 without its G1 prerequisite (whose verdict depends on the machine's load, above). This runs
-    # in `make test`'s parallel session: the repeatability and bandwidth intervals may not settle
-    # (INCONCLUSIVE); the gate's verdict itself is tested serially (test_gates_ssh.py). Asserted:
-    # every point measured through Ray and no request failed.
-    assert run(["gate", "G2", *common, "--gates", str(gates_without(tmp_path, "G2"))]) in (0, 3)
+    # in `make test`'s parallel session at nice 10, with 2 repetitions of 4 requests: their spread is
+    # the machine's load, so the repeatability checks (point estimates) may honestly FAIL (a
+    # fresh-clone run saw throughput spread 17.4%), and the bandwidth intervals may not settle
+    # (INCONCLUSIVE); the gate's verdict itself is tested in front (test_gates_ssh.py). Asserted:
+    # every point measured through Ray, no request failed, no fault, and nothing else short of PASS.
+    code = run(["gate", "G2", *common, "--gates", str(gates_without(tmp_path, "G2"))])
     g2 = json.loads((reports / "ray" / "G2" / "result.json").read_text())
     checks = {c["id"]: c["verdict"] for c in g2["checks"]}
-    assert g2["verdict"] in ("PASS", "INCONCLUSIVE") and not g2["faults"], g2["faults"]
+    assert not g2["faults"], g2["faults"]
     for check in ("complete", "failed_requests"):
         assert checks[check] == "PASS", (check, checks)
+    load_bound = frozenset({"ttft_repeatability", "throughput_repeatability", "estimate_agreement"})
+    assert not_passed_beyond_unsteady_storage(g2["checks"], load_bound, blockers_only=False) == [], checks
+    failed = any(checks[c] == "FAIL" for c in ("ttft_repeatability", "throughput_repeatability"))
+    assert code == (1 if failed else 3 if g2["verdict"] == "INCONCLUSIVE" else 0), (code, checks)
     # the records were written on the node by the agent (through the Ray node actor) and pulled back
     assert list((reports / "ray" / "G2" / "evidence" / "sweep" / "baseline").glob("c2/rep1/measure/records.jsonl"))
     plan = json.loads((reports / "ray" / "G2" / "evidence" / "engine" / "baseline" / "instance0-plan.json")

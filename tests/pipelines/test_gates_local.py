@@ -108,7 +108,15 @@ def test_g1_g2_g3_pass_with_real_disk_reads(tmp_path: Path, local_inventory: Pat
     obs = red["observations"][0]
     assert obs["interval"]["low"] >= 0.25 and obs["n_samples"] >= 5
     assert check(g3, "recompute_speedup")["observations"][0]["measured"] > 1.5
-    assert code == 0 and g3["verdict"] == "PASS", [(c["id"], c["verdict"]) for c in g3["checks"]]
+    # G3's read_bandwidth runs its own fio rounds while other timing tests read and write the same
+    # VM disk: they may never steady (a fresh-clone run saw 25 rounds of 0.81-2.28 GB/s), and the
+    # honest verdict is then INCONCLUSIVE (exit 3) with that reason, never PASS; nothing else may
+    # fall short of PASS, and a steady read_bandwidth must PASS
+    assert not_passed_beyond_unsteady_storage(g3["checks"]) == [], [(c["id"], c["verdict"]) for c in g3["checks"]]
+    bw = check(g3, "read_bandwidth")
+    assert bw["observations"][0]["measured"] > 1e6
+    unsteady = bw["verdict"] == "INCONCLUSIVE"
+    assert (code, g3["verdict"]) == ((3, "INCONCLUSIVE") if unsteady else (0, "PASS")), bw["reason"]
     # the candidate's disk tier was really read: the engine's own counters say how many prompt tokens
     # it served in every repetition, and the gate reports the lowest of them
     deltas = sorted((reports / "c1" / "G3" / "evidence" / "sweep" / "candidate").glob("c2/rep*/metrics-delta.json"))
