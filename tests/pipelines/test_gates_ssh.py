@@ -19,6 +19,7 @@ import yaml
 
 from harness.cli.main import run
 from tests.pipelines.conftest import free_port, small_profile
+from tests.support.storagenoise import not_passed_beyond_unsteady_storage
 
 pytestmark = [pytest.mark.ssh, pytest.mark.fio, pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -60,7 +61,14 @@ def test_gates_over_loopback_ssh(tmp_path: Path, ssh_cluster: Any,
     g3 = json.loads(g3_result.read_text())
     red = next(c for c in g3["checks"] if c["id"] == "ttft_p50_reduction")
     assert red["verdict"] == "PASS", (proc.stdout[-3000:], proc.stderr[-3000:])
-    assert proc.returncode in (0, 3), proc.stdout[-3000:]
+    # G3's own fio rounds may never steady beside the other timing tests' disk I/O: INCONCLUSIVE with
+    # that reason, and nothing else short of PASS. make turns any failing command into its own exit
+    # code 2 and names the command's in "Error N" (kvgate's 3: INCONCLUSIVE)
+    assert not_passed_beyond_unsteady_storage(g3["checks"]) == [], proc.stdout[-3000:]
+    if g3["verdict"] == "PASS":
+        assert proc.returncode == 0, (proc.stdout[-3000:], proc.stderr[-3000:])
+    else:
+        assert g3["verdict"] == "INCONCLUSIVE" and proc.returncode == 2 and "gate-G3] Error 3" in proc.stderr
     assert "G3 Main gate" in proc.stdout
     plan_file = reports / "ssh" / "G3" / "evidence" / "engine" / "candidate" / "instance0-plan.json"
     plan = json.loads(plan_file.read_text())

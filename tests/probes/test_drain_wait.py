@@ -1,34 +1,60 @@
 """The drain wait of the gates' storage protocol (``harness.probes.drain``) on this machine's disk.
 
-Not a ``timing`` test on purpose: in front, three timing tests at a time run fio probes whose drains
-each call ``sync``, and a sync by any other process flushes this test's dirty pages before the
-drain's first look (seen in a fresh-clone run: all three writes of 96 MiB already in writeback)."""
+The dirty pages are written to a filesystem of the test's own (ext4 on a loop device over a file on
+this machine's disk, created here as root and removed afterwards): every fio probe's drain calls
+``sync -f`` on its own directory, and on a shared filesystem any of them flushed this test's pages
+before the drain's first look (seen in fresh-clone runs: in front, all three writes of 96 MiB; behind
+at load average 43, all five). ``sync -f`` flushes one filesystem only, so theirs leave this one be.
+Not a ``timing`` test: it waits on the kernel, not on time."""
 
 from __future__ import annotations
 
 import os
+import subprocess
+from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
 
 from harness.probes.backing import resolve_backing
 from harness.probes.drain import wait_drained
 from harness.remote.local import LocalExecutor
 
 
-def test_drain_waits_for_dirty_pages_and_records_them(tmp_path: Path) -> None:
+@pytest.fixture
+def own_filesystem(tmp_path: Path) -> Iterator[Path]:
+    """ext4 on /dev/loopN over a 256 MiB file in tmp_path, mounted at tmp_path/mnt. The loop device
+    writes its file with direct I/O, so what the drain flushes leaves no second copy dirty behind."""
+    image, mnt = tmp_path / "fs.img", tmp_path / "mnt"
+    mnt.mkdir()
+    loop, mounted = "", False
+    try:
+        _sh("truncate", "-s", "256M", str(image))
+        loop = _sh("losetup", "-f", "--show", "--direct-io=on", str(image))
+        _sh("mkfs.ext4", "-q", loop)
+        _sh("mount", loop, str(mnt))
+        mounted = True
+        yield mnt
+    finally:
+        if mounted:
+            subprocess.run(["umount", str(mnt)], check=False)  # noqa: S603
+        if loop:
+            subprocess.run(["losetup", "-d", loop], check=False)  # noqa: S603
+
+
+def _sh(*argv: str) -> str:
+    return subprocess.run(argv, check=True, capture_output=True, text=True).stdout.strip()  # noqa: S603
+
+
+def test_drain_waits_for_dirty_pages_and_records_them(own_filesystem: Path) -> None:
     ex = LocalExecutor("n1")
-    devices = resolve_backing(ex, str(tmp_path)).devices
-    assert devices  # the temp directory is on a block device of this machine
-    # another process's sync can still flush the pages between the write and the drain's first look:
-    # the write is the test's setup, so it is made again, at most five times; the drain's record is
-    # what is asserted
-    for _ in range(5):
-        with open(tmp_path / "dirty", "wb") as fh:  # buffered, never fsync'd: dirty pages
-            fh.write(os.urandom(2**20) * 96)
-        rec = wait_drained(ex, str(tmp_path), devices, timeout_s=60)
-        if rec.first.pending_bytes >= 64 * 2**20:
-            break
-    assert rec.first.pending_bytes >= 64 * 2**20
-    assert rec.drained and rec.last.quiet(rec.idle_bytes) and rec.sync.startswith("sync")
+    devices = resolve_backing(ex, str(own_filesystem)).devices
+    assert any(d.startswith("loop") for d in devices)  # the loop device and, under it, this machine's disk
+    with open(own_filesystem / "dirty", "wb") as fh:  # buffered, never fsync'd: dirty pages
+        fh.write(os.urandom(2**20) * 96)
+    rec = wait_drained(ex, str(own_filesystem), devices, timeout_s=60)
+    assert rec.first.pending_bytes >= 64 * 2**20, rec.describe()
+    assert rec.drained and rec.last.quiet(rec.idle_bytes) and rec.sync == f"sync -f {own_filesystem}"
     assert rec.to_json()["first"]["dirty_bytes"] == rec.first.dirty_bytes
 
 
