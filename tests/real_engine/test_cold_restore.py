@@ -185,6 +185,11 @@ def _vllm_bench_result(out: Path) -> dict[str, Any]:
     return dict(result)
 
 
+def _relative_difference(a: float, b: float) -> float:
+    """``a - b`` relative to their mean."""
+    return (a - b) / ((a + b) / 2)
+
+
 def _bench_vs_kvgate(env: Path, inst: EngineInstance, out: Path,
                      ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """``vllm bench serve`` and ``kvgate load run`` in turns against the same server, same token
@@ -236,5 +241,13 @@ def test_recompute_arm_gets_no_offload_hits_and_kvgate_agrees_with_vllm_bench_se
     assert all(r["completed"] == BENCH_PROMPTS for r in (*vruns, *runs))
     assert all(r["total_input_tokens"] == BENCH_PROMPTS * BENCH_IN for r in (*vruns, *runs))
     assert len(vb_ttfts) == BENCH_TURNS * BENCH_PROMPTS and len(kv_ttfts) == (BENCH_TURNS + 1) * BENCH_PROMPTS
-    a, b = vb_median, kv_median
-    assert abs(a - b) <= 0.25 * (a + b) / 2, (a, b)  # within 25% of their mean
+    # Each vllm bench serve run is compared with the two kvgate runs on both sides of it in time (the
+    # turns exist for this): the machine's speed wanders between stretches, and the pooled medians
+    # compared stretches. A fresh-clone run read pooled 23.5 against 30.8 ms (27%) while the turns
+    # went kvgate 32.7, vllm 32.7, kvgate 30.8, vllm 26.6, kvgate 20.3, vllm 20.7, kvgate 30.8,
+    # vllm 19.9, kvgate 32.7: the last vllm run landed in a fast stretch, kvgate's extra last run in
+    # a slow one. A client that measures TTFT differently differs from its neighbours in every turn:
+    # the median of the four paired differences, each relative to the pair's mean, is within 25%.
+    paired = [_relative_difference(v["median_ttft_ms"], (k0["median_ttft_ms"] + k1["median_ttft_ms"]) / 2)
+              for v, k0, k1 in zip(vruns, runs, runs[1:])]
+    assert abs(statistics.median(paired)) <= 0.25, (paired, vb_median, kv_median)
