@@ -17,35 +17,19 @@ from harness.config.inventory import StorageTarget
 from harness.probes.backing import resolve_backing
 from harness.probes.fio_rounds import MemoryBackedTarget, check_backing
 from harness.remote.local import LocalExecutor
+from tests.support.loopfs import loop_filesystem
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _sh(*argv: str) -> str:
-    return subprocess.run(argv, check=True, capture_output=True, text=True).stdout.strip()  # noqa: S603
 
 
 @pytest.fixture
 def ram_backed_mount(tmp_path: Path) -> Iterator[tuple[Path, str, str]]:
     """ext4 on /dev/loopN on a file in /dev/shm, mounted under tmp_path: (mount point, loop, file)."""
-    image = f"/dev/shm/kvgate-test-{uuid.uuid4().hex[:8]}.img"
+    image = Path(f"/dev/shm/kvgate-test-{uuid.uuid4().hex[:8]}.img")
     mnt = tmp_path / "mnt"
     mnt.mkdir()
-    loop = ""
-    mounted = False
-    try:
-        _sh("truncate", "-s", "32M", image)
-        loop = _sh("losetup", "-f", "--show", image)
-        _sh("mkfs.ext4", "-q", loop)
-        _sh("mount", loop, str(mnt))
-        mounted = True
-        yield mnt, loop, image
-    finally:
-        if mounted:
-            subprocess.run(["umount", str(mnt)], check=False)  # noqa: S603
-        if loop:
-            subprocess.run(["losetup", "-d", loop], check=False)  # noqa: S603
-        Path(image).unlink(missing_ok=True)
+    with loop_filesystem(image, "32M", mnt) as loop:
+        yield mnt, loop, str(image)
 
 
 def test_a_loop_device_on_a_tmpfs_file_is_memory(ram_backed_mount: tuple[Path, str, str]) -> None:

@@ -10,7 +10,6 @@ Not a ``timing`` test: it waits on the kernel, not on time."""
 from __future__ import annotations
 
 import os
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,31 +18,17 @@ import pytest
 from harness.probes.backing import resolve_backing
 from harness.probes.drain import wait_drained
 from harness.remote.local import LocalExecutor
+from tests.support.loopfs import loop_filesystem
 
 
 @pytest.fixture
 def own_filesystem(tmp_path: Path) -> Iterator[Path]:
-    """ext4 on /dev/loopN over a 256 MiB file in tmp_path, mounted at tmp_path/mnt. The loop device
+    """ext4 on a loop device over a 256 MiB file in tmp_path, mounted at tmp_path/mnt; the loop device
     writes its file with direct I/O, so what the drain flushes leaves no second copy dirty behind."""
-    image, mnt = tmp_path / "fs.img", tmp_path / "mnt"
+    mnt = tmp_path / "mnt"
     mnt.mkdir()
-    loop, mounted = "", False
-    try:
-        _sh("truncate", "-s", "256M", str(image))
-        loop = _sh("losetup", "-f", "--show", "--direct-io=on", str(image))
-        _sh("mkfs.ext4", "-q", loop)
-        _sh("mount", loop, str(mnt))
-        mounted = True
+    with loop_filesystem(tmp_path / "fs.img", "256M", mnt, direct_io=True):
         yield mnt
-    finally:
-        if mounted:
-            subprocess.run(["umount", str(mnt)], check=False)  # noqa: S603
-        if loop:
-            subprocess.run(["losetup", "-d", loop], check=False)  # noqa: S603
-
-
-def _sh(*argv: str) -> str:
-    return subprocess.run(argv, check=True, capture_output=True, text=True).stdout.strip()  # noqa: S603
 
 
 def test_drain_waits_for_dirty_pages_and_records_them(own_filesystem: Path) -> None:

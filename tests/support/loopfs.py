@@ -1,0 +1,34 @@
+"""An ext4 filesystem on a loop device over an image file, mounted for one test (root only), and
+removed afterwards: what the storage-stack tests need a real block device for."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+
+def sh(*argv: str) -> str:
+    return subprocess.run(argv, check=True, capture_output=True, text=True).stdout.strip()  # noqa: S603
+
+
+@contextmanager
+def loop_filesystem(image: Path, size: str, mnt: Path, *, direct_io: bool = False) -> Iterator[str]:
+    """ext4 on /dev/loopN over ``image`` (made ``size`` long), mounted at ``mnt``: yields the loop
+    device. ``direct_io``: the loop device writes its file with direct I/O (no second dirty copy in
+    the page cache). The mount, the device and the image are removed afterwards."""
+    loop, mounted = "", False
+    try:
+        sh("truncate", "-s", size, str(image))
+        loop = sh("losetup", "-f", "--show", *(["--direct-io=on"] if direct_io else []), str(image))
+        sh("mkfs.ext4", "-q", loop)
+        sh("mount", loop, str(mnt))
+        mounted = True
+        yield loop
+    finally:
+        if mounted:
+            subprocess.run(["umount", str(mnt)], check=False)  # noqa: S603
+        if loop:
+            subprocess.run(["losetup", "-d", loop], check=False)  # noqa: S603
+        image.unlink(missing_ok=True)
