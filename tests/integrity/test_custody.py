@@ -195,3 +195,7 @@ def test_g3_in_a_campaign_without_its_own_g1_is_refused(base: Base, capsys: pyte
     g1.write_text(g1.read_text().replace('"verdict": "PASS"', '"verdict": "FAIL"', 1))
     code, out = kvgate(capsys, *gate_argv("G3", base.inv, base.prof, base.reports, "failedg1", *FROM_BASE))
     assert code == 2 and "G1 there is FAIL" in out, out
+    # the advice is one kvgate follows: a gate's result is final, so G1 again means a new campaign
+    assert "run G1 in a new campaign" in out and "--baseline failedg1" in out, out
+    code, out = kvgate(capsys, *gate_argv("G1", base.inv, base.prof, base.reports, "failedg1"))
+    assert code == 2 and "already has recorded steps" in out, out

@@ -15,6 +15,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -52,8 +53,14 @@ def test_soak_outlives_its_controller_and_a_killed_node_actor_is_a_fault(
     soak_dir = reports / "raysoak" / "G4" / "evidence" / "soak"
     assert run(["gate", "G4", *common]) == 0  # starts the soak and returns
     ray = cluster.ray_module()
+    killed_at = time.time()
     ray.kill(ray.get_actor(cluster.ACTOR_PREFIX + "ray-c"), no_restart=True)
-    assert status("raysoak", reports=reports, gates=gates)["running"] is True  # through a new actor
+    # through a new actor, which may take longer to start than the soak's 45 s on a loaded machine
+    # (a CI run beside a CPU hog: the soak had ended when it answered): the soak is running, or it
+    # ended at its duration after the kill; either way it outlived the actor that started it
+    st = status("raysoak", reports=reports, gates=gates)
+    ended = st["ended"] or {}
+    assert st["running"] is True or (ended.get("reason") == "duration" and ended["ended_unix"] > killed_at), st
     follower = subprocess.Popen(  # noqa: S603 - fixed argv, test paths
         [sys.executable, "-m", "harness.cli.main", "gate", "G4", "--resume", *common], cwd=ROOT,
         env=dict(os.environ, PYTHONPATH=str(ROOT)), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,

@@ -66,8 +66,8 @@ def check_prerequisite(gate_dir: GateDir, where: str, needed_by: str) -> None:
         raise InputError(f"{needed_by} needs a passed {pre} ({where}): {exc}") from None
     if result.verdict != Verdict.PASS:
         hint = " or name another campaign with --baseline" if needed_by == "G3" else ""
-        raise InputError(f"{needed_by} needs a passed {pre}; {pre} in {where} is {result.verdict.value} "
-                         f"(run `kvgate gate {pre}` until it passes{hint})")
+        raise InputError(f"{needed_by} needs a passed {pre}; {pre} in {where} is {result.verdict.value}, and a gate's "
+                         f"result is final in its campaign: run {pre} again in a new campaign{hint}")
 
 
 def _populate_seconds(base: Path, arm: str, conc: int, reps: int) -> list[float]:

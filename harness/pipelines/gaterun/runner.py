@@ -168,8 +168,9 @@ def _check_g1_first(gate: str, profile: Profile, inventory: Inventory, camp_path
                          f"arrival acceptance where it is compared; run `kvgate gate G1 --campaign {camp_name}` "
                          f"first ({exc})") from None
     if g1.verdict != Verdict.PASS:
-        raise InputError(f"G3 needs a passed G1 in {where}; G1 there is {g1.verdict.value} (run `kvgate gate G1` "
-                         "until it passes)")
+        raise InputError(f"G3 needs a passed G1 in {where}; G1 there is {g1.verdict.value}, and a gate's result is "
+                         "final in its campaign: run G1 in a new campaign (`kvgate gate G1 --campaign NEW`), then G3 "
+                         f"there, with `--baseline {camp_name}` if this campaign's G2 passed")
     _check_g1_inventory(g1, inventory, where)
     target = profile.arm(profile.candidate).storage
     probed = [o for c in g1.checks if c.id == "fio_read" for o in c.observations
