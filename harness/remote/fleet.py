@@ -170,11 +170,17 @@ class Fleet:
                     outcome: NodeOutcome[T] = NodeOutcome(node, True, value, None, time.monotonic() - t0)
                 except Exception as exc:  # noqa: BLE001 - recorded per node, never hides the others
                     outcome = NodeOutcome(node, False, None, exc, time.monotonic() - t0)
+                # the progress line before map() can return (a line after it would land in the
+                # caller's later output, or in a stream it closed), and none for a node map() gave up on
                 with finished:
-                    done.setdefault(node, outcome)
-                    finished.notify_all()
-                if progress is not None:
-                    progress.update(1, f"{node} {'ok' if outcome.ok else 'FAILED'}")
+                    if node in done:
+                        continue
+                    done[node] = outcome
+                    try:
+                        if progress is not None:
+                            progress.update(1, f"{node} {'ok' if outcome.ok else 'FAILED'}")
+                    finally:
+                        finished.notify_all()
 
         for _ in range(max(1, min(max_workers, len(names)))):
             threading.Thread(target=worker, daemon=True, name="kvgate-fleet").start()

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import io
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
 from harness.errors import InfraError, InputError
+from harness.progress import Progress
 from harness.remote.base import Executor, Unreachable
 from harness.remote.fleet import Fleet, FleetError, NodeTimeout
 from harness.remote.local import LocalExecutor
@@ -38,16 +41,44 @@ def test_fanout_over_8_nodes_with_one_dead(ssh_cluster: Factory) -> None:
         assert "1 of 8 node(s) failed" in str(err) and "node5: Unreachable: cannot connect" in str(err)
 
 
+# a barrier: each node's command marks its arrival, then waits (at most 60 s) until all 8 have arrived;
+# run one after another, the first would never see the others (a wall-clock bound failed beside a
+# CPU hog: 8 x 0.5 s took 2.29 s)
+BARRIER = ('touch "$0/$$"; i=0; while [ "$(ls "$0" | wc -l)" -lt 8 ]; do i=$((i + 1)); '
+           '[ "$i" -gt 1200 ] && exit 9; sleep 0.05; done')
+
+
 @pytest.mark.ssh
-def test_fanout_runs_in_parallel(ssh_cluster: Factory) -> None:
+def test_fanout_runs_in_parallel(ssh_cluster: Factory, tmp_path: Path) -> None:
     cluster = ssh_cluster(8)
+    arrived = tmp_path / "arrived"
+    arrived.mkdir()
     with Fleet(cluster.inventory) as fleet:
-        fleet.run(["true"]).raise_for_failures()  # connect first
-        start = time.monotonic()
-        res = fleet.run(["sleep", "0.5"])
-        elapsed = time.monotonic() - start
-    assert res.ok
-    assert elapsed < 2.0, f"8 x 0.5 s took {elapsed:.2f} s: not parallel"
+        res = fleet.run(["sh", "-c", BARRIER, str(arrived)], check=False)
+    assert all(o.ok and o.value is not None and o.value.exit_code == 0 for o in res.outcomes.values()), res.outcomes
+    assert len(list(arrived.iterdir())) == 8
+
+
+def test_no_progress_line_after_map_returns() -> None:
+    returned = threading.Event()
+    late: list[str] = []
+
+    class Stream(io.StringIO):
+        def write(self, text: str) -> int:
+            time.sleep(0.01)  # widens the window a late line would fall into; decides nothing
+            if returned.is_set():
+                late.append(text)
+            return super().write(text)
+
+    stream = Stream()
+    progress = Progress("fan-out", total=6, stream=stream)
+    with Fleet([LocalExecutor(f"n{i}") for i in range(6)]) as fleet:
+        fleet.map(lambda ex: ex.node, progress=progress)
+        returned.set()
+    for t in [t for t in threading.enumerate() if t.name == "kvgate-fleet"]:
+        t.join(10)
+    assert late == []
+    assert "[fan-out] 6/6" in stream.getvalue()
 
 
 def test_hanging_node_does_not_block_the_others() -> None:
