@@ -164,6 +164,8 @@ class Fleet:
                     return
                 t0 = time.monotonic()
                 with finished:
+                    if node in done:
+                        continue  # map gave up on it ("not started within"): it must not run after map returned
                     started[node] = t0
                 try:
                     value = fn(self.executor(node))

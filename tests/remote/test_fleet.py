@@ -156,3 +156,23 @@ def test_fanout_with_a_hung_ssh_node(ssh_cluster: Factory) -> None:
     assert type(res["node1"].error).__name__ == "ConnectionLost"
     assert all(res[n].ok and res[n].duration_s < 2.5 for n in ("node0", "node2", "node3"))
     assert elapsed < 0.3 + 3.0 + 1.5
+
+
+def test_a_node_not_started_before_the_timeout_never_runs() -> None:
+    release = threading.Event()
+    ran: list[str] = []
+
+    def op(ex: Executor) -> str:
+        ran.append(ex.node)
+        if ex.node == "n0":
+            release.wait(30)  # holds the only worker past the timeout
+        return ex.node
+
+    with Fleet([LocalExecutor(f"n{i}") for i in range(3)]) as fleet:
+        res = fleet.map(op, max_workers=1, timeout=0.5)
+        release.set()
+        for t in [t for t in threading.enumerate() if t.name == "kvgate-fleet"]:
+            t.join(10)
+    assert ran == ["n0"]
+    assert [type(o.error) for o in res.outcomes.values()] == [NodeTimeout] * 3
+    assert "not started within" in res["n1"].reason
