@@ -58,7 +58,8 @@ def _inner(tmp_path_factory: pytest.TempPathFactory) -> InnerRun:
                           capture_output=True, text=True, timeout=1400, cwd=ROOT, env=env)
     seconds = time.monotonic() - start
     output = proc.stdout[-6000:] + proc.stderr[-3000:]
-    assert junit.exists(), f"the Ray session did not run (exit {proc.returncode}):\n{output}"
+    # a start that failed prints Ray's own log tails (tests/support/raycluster.py): all of them
+    assert junit.exists(), f"the Ray session did not run (exit {proc.returncode}):\n{proc.stdout[-3000:]}{proc.stderr[-20000:]}"
     print(f"Ray test session: {seconds:.0f} s wall, exit {proc.returncode}\n{output[-1500:]}")
     return InnerRun(_cases(junit), output, seconds)
 

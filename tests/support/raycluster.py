@@ -39,9 +39,22 @@ def namespace_argv(workdir: Path, cmd: list[str], *, head_nodes: list[str], work
             str(workdir), "--head-nodes", ",".join(head_nodes), "--worker-nodes", ",".join(worker_nodes), "--", *cmd]
 
 
+class RayStartError(RuntimeError):
+    """``ray start`` failed or did not return; carries its output for the evidence."""
+
+
 def _ray(*args: str, env: dict[str, str]) -> None:
-    subprocess.run([sys.executable, "-m", "ray.scripts.scripts", *args], check=True, env=env,  # noqa: S603
-                   stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=300)
+    # its output into a file, not a pipe: a daemon it spawns that kept the pipe open would hold
+    # subprocess.run until the timeout after the CLI itself had exited
+    with tempfile.TemporaryFile() as out:
+        try:
+            subprocess.run([sys.executable, "-m", "ray.scripts.scripts", *args], check=True, env=env,  # noqa: S603
+                           stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, timeout=300)
+        except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as exc:
+            out.seek(0)
+            text = out.read().decode(errors="replace")[-3000:]
+            why = f"exit {exc.returncode}" if isinstance(exc, subprocess.CalledProcessError) else f"no return in {exc.timeout:.0f} s"
+            raise RayStartError(f"ray {args[0]} {args[1]} failed ({why}):\n{text}") from exc
 
 
 def _resources(names: list[str]) -> str:
@@ -96,8 +109,8 @@ def main() -> int:
     try:
         try:
             nodes = start(temp, *split)
-        except subprocess.CalledProcessError as exc:
-            print(f"ray start failed: {exc.stderr.decode(errors='replace')[-3000:]}", file=sys.stderr)
+        except RayStartError as exc:
+            print(f"{exc}\n(after {time.monotonic() - t0:.0f} s)\n{_processes()}\n{_log_tails(temp)}", file=sys.stderr)
             return 90
         env = dict(os.environ, KVGATE_RAY_ADDRESS=ADDRESS, KVGATE_RAY_NODES=json.dumps(nodes),
                    KVGATE_RAY_TEMP=str(temp), KVGATE_RAY_START_S=f"{time.monotonic() - t0:.1f}")
@@ -107,6 +120,26 @@ def main() -> int:
             _stop_namespace()
     finally:
         _keep_logs(temp, args.workdir / "ray-logs")
+
+
+def _processes() -> str:
+    """This namespace's processes (its own /proc): which of Ray's were up, which were busy."""
+    ps = subprocess.run(["ps", "-eo", "pid,ppid,stat,etime,time,args", "--width", "200"],  # noqa: S603, S607
+                        capture_output=True, text=True, timeout=30, check=False)
+    return f"processes:\n{ps.stdout}"
+
+
+def _log_tails(temp: Path, lines: int = 25) -> str:
+    """The last lines of each of Ray's non-empty logs, largest-risk first (the GCS and raylet), for
+    the evidence of a start that failed or hung: the temp dir goes with this process."""
+    logs = temp / "session_latest" / "logs"
+    files = sorted((f for f in logs.glob("*") if f.is_file() and f.stat().st_size > 0),
+                   key=lambda f: (not f.name.startswith(("gcs_server", "raylet")), f.name)) if logs.is_dir() else []
+    parts = [f"Ray logs in {logs}: {', '.join(f.name for f in files) or 'none'}"]
+    for f in files[:8]:
+        tail = f.read_text(errors="replace").splitlines()[-lines:]
+        parts.append(f"--- {f.name} (last {len(tail)} lines)\n" + "\n".join(line[:300] for line in tail))
+    return "\n".join(parts)
 
 
 def _keep_logs(temp: Path, dest: Path) -> None:
