@@ -8,8 +8,10 @@ skipped when a file of that name with the same sha256 is already there.
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import posixpath
+import shutil
 import tempfile
 import threading
 from pathlib import Path
@@ -33,6 +35,9 @@ def local_agent() -> tuple[Path, str]:
         if hit is not None and hit[0].exists():
             return hit
         d = Path(tempfile.mkdtemp(prefix="kvgate-agent-"))
+        # the directory this process created, removed when it exits: every kvgate command builds
+        # one, and a node's nightly runs left one behind each in /tmp
+        atexit.register(shutil.rmtree, d, True)
         path = d / f"kvgate-agent-{digest[:16]}.pyz"
         path.write_bytes(data)
         path.chmod(0o755)

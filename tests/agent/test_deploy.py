@@ -31,3 +31,17 @@ def test_ensure_agent_copies_only_when_needed(tmp_path: Path) -> None:
     Path(path).write_bytes(b"truncated")
     assert ensure_agent(ex, workdir) == path and ex.puts == 2
     assert hashlib.sha256(Path(path).read_bytes()).hexdigest() == digest
+
+
+def test_the_local_build_is_removed_when_the_process_exits(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    code = "from harness.agent.deploy import local_agent; p, _ = local_agent(); print(p); assert p.exists()"
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=root,
+                         env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(root), "TMPDIR": str(tmp_path)}, check=False)
+    assert res.returncode == 0, res.stderr
+    built = Path(res.stdout.strip())
+    assert built.parent.parent == tmp_path and built.name.startswith("kvgate-agent-")
+    assert not built.parent.exists() and list(tmp_path.iterdir()) == []
