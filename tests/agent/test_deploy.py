@@ -39,8 +39,9 @@ def test_the_local_build_is_removed_when_the_process_exits(tmp_path: Path) -> No
 
     root = Path(__file__).resolve().parents[2]
     code = "from harness.agent.deploy import local_agent; p, _ = local_agent(); print(p); assert p.exists()"
-    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=root,
-                         env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(root), "TMPDIR": str(tmp_path)}, check=False)
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,  # noqa: S603
+                         cwd=root, check=False,
+                         env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(root), "TMPDIR": str(tmp_path)})
     assert res.returncode == 0, res.stderr
     built = Path(res.stdout.strip())
     assert built.parent.parent == tmp_path and built.name.startswith("kvgate-agent-")

@@ -59,7 +59,8 @@ def _inner(tmp_path_factory: pytest.TempPathFactory) -> InnerRun:
     seconds = time.monotonic() - start
     output = proc.stdout[-6000:] + proc.stderr[-3000:]
     # a start that failed prints Ray's own log tails (tests/support/raycluster.py): all of them
-    assert junit.exists(), f"the Ray session did not run (exit {proc.returncode}):\n{proc.stdout[-3000:]}{proc.stderr[-20000:]}"
+    assert junit.exists(), (f"the Ray session did not run (exit {proc.returncode}):\n"
+                            f"{proc.stdout[-3000:]}{proc.stderr[-20000:]}")
     print(f"Ray test session: {seconds:.0f} s wall, exit {proc.returncode}\n{output[-1500:]}")
     return InnerRun(_cases(junit), output, seconds)
 

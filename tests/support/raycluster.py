@@ -53,7 +53,10 @@ def _ray(*args: str, env: dict[str, str]) -> None:
         except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as exc:
             out.seek(0)
             text = out.read().decode(errors="replace")[-3000:]
-            why = f"exit {exc.returncode}" if isinstance(exc, subprocess.CalledProcessError) else f"no return in {exc.timeout:.0f} s"
+            if isinstance(exc, subprocess.CalledProcessError):
+                why = f"exit {exc.returncode}"
+            else:
+                why = f"no return in {exc.timeout:.0f} s"
             raise RayStartError(f"ray {args[0]} {args[1]} failed ({why}):\n{text}") from exc
 
 
