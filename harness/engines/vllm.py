@@ -52,6 +52,19 @@ def serve_argv(c: Common, profile: Profile) -> list[str]:
     return argv
 
 
+# a unix socket's path is at most 107 bytes; vLLM names its ZMQ sockets <base>/<uuid4> (36)
+_SOCKET_PATH_MAX = 107
+
+
+def rpc_base_env(instance_dir: str) -> dict[str, str]:
+    """vLLM's ZMQ sockets (``VLLM_RPC_BASE_PATH``, by default the temp dir) in the instance's own
+    directory: an engine that is stopped hard leaves them behind, and a node's /tmp gathered hundreds.
+    Left at vLLM's default where the instance directory is too long for a socket path."""
+    if len(instance_dir) + 1 + 36 > _SOCKET_PATH_MAX:
+        return {}
+    return {"VLLM_RPC_BASE_PATH": instance_dir}
+
+
 def multinode(
     node: Node, profile: Profile, peers: Sequence[Node], platform: str
 ) -> tuple[list[str], Optional[RayClusterPlan], list[str]]:
@@ -109,7 +122,7 @@ class VllmEngine(EngineLifecycle):
             argv += ["--kv-transfer-config", c.kv_transfer]
         extra, secret_env, secret_notes = move_secret_args(profile.engine.extra_args)  # secrets by env (i17)
         argv += extra
-        env = {**c.env, **secret_env}
+        env = {**rpc_base_env(c.instance_dir), **c.env, **secret_env}  # the profile's engine.env wins
         if ray is not None:
             ray = with_engine_env(ray, c.env)  # every raylet, so every Ray worker, gets LMCache's settings
             env = {**ray.env_for(node.name), **env}  # the engine process on the head needs the head's too

@@ -171,6 +171,20 @@ def test_recompute_arm_runs_without_connector() -> None:
     assert plan.offload is False and any("recompute" in n for n in plan.notes)
 
 
+def test_vllm_sockets_live_in_the_instance_directory() -> None:
+    node, profile = _node("mi308x-8gpu.example.yaml", "node1"), _profile("moe-480b-tp8.yaml")
+    engine = get_engine("vllm")
+    plan = engine.plan(node, profile, "candidate")
+    assert plan.env["VLLM_RPC_BASE_PATH"] == plan.instance_dir
+    # a workdir too long for <dir>/<uuid4> in a unix socket's 107 bytes: vLLM's own default
+    deep = engine.plan(node, profile, "candidate", workdir="/srv/" + "w" * 80)
+    assert len(deep.instance_dir) + 37 > 107 and "VLLM_RPC_BASE_PATH" not in deep.env
+    # the profile's engine.env wins
+    mine = profile.model_copy(update={"engine": profile.engine.model_copy(
+        update={"env": {**profile.engine.env, "VLLM_RPC_BASE_PATH": "/run/vllm"}})})
+    assert engine.plan(node, mine, "candidate").env["VLLM_RPC_BASE_PATH"] == "/run/vllm"
+
+
 def test_tp4x2_two_instances_split_devices_and_ports() -> None:
     node, profile = _node("mi308x-8gpu.example.yaml", "node1"), _profile("tp4x2.yaml")
     engine = get_engine("vllm")
