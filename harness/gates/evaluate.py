@@ -265,6 +265,8 @@ _DECIDE = {"request": M.DECIDE_REQUESTS, "repetition": M.DECIDE_REPETITIONS, "sa
 
 
 def _size_msg(spec: stats.SampleSpec) -> Message:
+    if spec.clustered and spec.members == "rounds":
+        return M.msg(M.SIZE_RUNS, n=spec.n, rounds=min(len(spec.a), len(spec.b)))
     if spec.clustered:
         return M.msg(M.SIZE_REPETITIONS, n=spec.n, requests=min(len(spec.a), len(spec.b)))
     if spec.kind == "binomial":

@@ -25,6 +25,7 @@ FEW_SAMPLES = N_("%(n)s sample(s): an interval needs at least %(min)s per group"
 FEW_REQUESTS = N_("%(n)s request(s): an interval needs at least %(min)s per group")
 INTERVAL = N_("%(value)s [%(low)s, %(high)s] (%(confidence)s%% CI, %(size)s)")
 SIZE_REPETITIONS = N_("%(n)s repetitions, %(requests)s requests")
+SIZE_RUNS = N_("%(n)s runs, %(rounds)s rounds")
 SIZE_BINOMIAL = N_("%(k)s of %(trials)s requests")
 SIZE_BINOMIAL_GROUPS = N_("%(k)s of %(trials)s requests over %(groups)s repetitions")
 SIZE_CAPACITY = N_("peak of %(candidate)s candidate / %(baseline)s baseline points, %(n)s+ repetitions each")

@@ -7,8 +7,9 @@ Sample specs (produced by the pipelines, see the brief's "measured results" cont
         value = 1 - s(a)/s(b)  (reduction),  s(a)/s(b) - 1  (gain),  s(a)/s(b)  (ratio)
         a = candidate, b = baseline; the two groups are resampled independently.
     {"kind": "ratio", "a_groups": [[...], ...], "b_groups": [[...], ...], "stat": ..., "transform": ...,
-     "b_filtered": true}
-        the same, with the samples grouped by repetition (clustered). For a median (``p50``) with
+     "b_filtered": true, "members": "requests"|"rounds"}
+        the same, with the samples grouped by repetition (clustered; ``members`` names what a group
+        holds, for the report: a load run's requests, by default, or an fio run's rounds). For a median (``p50``) with
         two or more repetitions per arm: the estimate is exp(mean of per-repetition log p50s of a -
         the same of b) and the interval the cluster-level t (:func:`cluster_t_half_width`); else
         the estimate is computed on the pooled samples, the interval by a hierarchical (two-stage)
@@ -151,6 +152,7 @@ def _mean(xs: Sequence[float]) -> float:
 
 _STATS: dict[str, Callable[[Sequence[float]], float]] = {"p50": _median, "median": _median, "mean": _mean}
 _TRANSFORMS = ("reduction", "gain", "ratio")
+_MEMBERS = ("requests", "rounds")
 
 
 @dataclass(frozen=True)
@@ -173,6 +175,7 @@ class SampleSpec:
     a_points: tuple[tuple[str, tuple[float, ...]], ...] = ()  # capacity: (point, per-repetition values)
     b_points: tuple[tuple[str, tuple[float, ...]], ...] = ()
     b_filtered: bool = False  # grouped ratio: b's repetitions passed a repeatability filter
+    members: str = "requests"  # grouped ratio: what one group holds (a run's requests, or its fio rounds)
 
     @property
     def clustered(self) -> bool:
@@ -226,7 +229,8 @@ def parse_sample_spec(spec: Mapping[str, Any]) -> SampleSpec:
         raise SampleSpecError(f"samples must be a mapping, got {type(spec).__name__}")
     kind = spec.get("kind")
     if kind == "ratio":
-        extra = set(spec) - {"kind", "a", "b", "stat", "transform", "a_groups", "b_groups", "block", "b_filtered"}
+        extra = set(spec) - {"kind", "a", "b", "stat", "transform", "a_groups", "b_groups", "block", "b_filtered",
+                             "members"}
         if extra:
             raise SampleSpecError(f"ratio samples: unknown keys {sorted(extra)}")
         stat = spec.get("stat", "p50")
@@ -243,11 +247,16 @@ def parse_sample_spec(spec: Mapping[str, Any]) -> SampleSpec:
             filtered = spec.get("b_filtered", False)
             if not isinstance(filtered, bool):
                 raise SampleSpecError(f"ratio samples: b_filtered must be true or false, got {filtered!r}")
+            members = spec.get("members", "requests")
+            if members not in _MEMBERS:
+                raise SampleSpecError(f"ratio samples: members {members!r} is not one of {list(_MEMBERS)}")
             ga, gb = _groups("a_groups", spec.get("a_groups")), _groups("b_groups", spec.get("b_groups"))
             return SampleSpec("ratio", a=tuple(x for g in ga for x in g), b=tuple(x for g in gb for x in g),
-                              stat=stat, transform=transform, a_groups=ga, b_groups=gb, b_filtered=filtered)
-        if "b_filtered" in spec:
-            raise SampleSpecError("ratio samples: b_filtered applies to a_groups/b_groups, not to a/b")
+                              stat=stat, transform=transform, a_groups=ga, b_groups=gb, b_filtered=filtered,
+                              members=members)
+        for key in ("b_filtered", "members"):
+            if key in spec:
+                raise SampleSpecError(f"ratio samples: {key} applies to a_groups/b_groups, not to a/b")
         a, b = _floats("a", spec.get("a")), _floats("b", spec.get("b"))
         block = spec.get("block", 1)
         if isinstance(block, bool) or not isinstance(block, int) or not 1 <= block <= min(len(a), len(b)):

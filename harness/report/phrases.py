@@ -70,6 +70,7 @@ PATTERNS = (
        N_("%(value)s [%(low)s, %(high)s] (%(confidence)s%% CI, %(size)s)"), "value", "size"),
     _p(r"n=(?P<n>\d+)", N_("n=%(n)s")),
     _p(r"(?P<n>\d+) repetitions, (?P<requests>\d+) requests", N_("%(n)s repetitions, %(requests)s requests")),
+    _p(r"(?P<n>\d+) runs, (?P<rounds>\d+) rounds", N_("%(n)s runs, %(rounds)s rounds")),
     _p(r"the (?P<confidence>\d+)% interval straddles the threshold (?P<threshold>\S+)",
        N_("the %(confidence)s%% interval straddles the threshold %(threshold)s")),
     _p(r"about (?P<n>\d+) samples per group would likely decide", N_("about %(n)s samples per group would likely decide")),

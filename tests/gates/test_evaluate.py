@@ -342,6 +342,14 @@ def test_the_sample_size_message_names_what_limits_each_interval() -> None:
     grouped = stats.parse_sample_spec({"kind": "ratio", "a_groups": [[1.0, 2.0, 3.0]] * 5,
                                        "b_groups": [[1.0, 2.0]] * 6})
     assert _size_msg(grouped) == M.msg(M.SIZE_REPETITIONS, n=5, requests=12) and _unit(grouped) == "repetition"
+    # fio runs (G4 retention): each run's members are its rounds, never called requests
+    runs = stats.parse_sample_spec({"kind": "ratio", "a_groups": [[1.0] * 5] * 5, "b_groups": [[1.0] * 6] * 5,
+                                    "members": "rounds"})
+    assert _size_msg(runs) == M.msg(M.SIZE_RUNS, n=5, rounds=25)
+    with pytest.raises(stats.SampleSpecError, match="members 'windows' is not one of"):
+        stats.parse_sample_spec({"kind": "ratio", "a_groups": [[1.0]], "b_groups": [[1.0]], "members": "windows"})
+    with pytest.raises(stats.SampleSpecError, match="members applies to a_groups/b_groups"):
+        stats.parse_sample_spec({"kind": "ratio", "a": [1.0], "b": [1.0], "members": "rounds"})
     pooled = stats.parse_sample_spec({"kind": "binomial", "k": 3, "n": 80, "groups": 5})
     assert _size_msg(pooled) == M.msg(M.SIZE_BINOMIAL_GROUPS, k=3, trials=80, groups=5) and _unit(pooled) == "request"
     assert _size_msg(stats.parse_sample_spec({"kind": "binomial", "k": 3, "n": 80})) == \

@@ -527,7 +527,8 @@ def retention_leaf(fio_before: Optional[dict[str, Any]], fio_after: Optional[dic
                      f"{len(ga)} / {len(gb)} independent runs (same job set, target and protocol)",
               evidence=list(fio_before.get("evidence") or []) + list(fio_after.get("evidence") or []))
     if ga and gb:
-        leaf["samples"] = {"kind": "ratio", "a_groups": ga, "b_groups": gb, "stat": "median", "transform": "ratio"}
+        leaf["samples"] = {"kind": "ratio", "a_groups": ga, "b_groups": gb, "stat": "median", "transform": "ratio",
+                           "members": "rounds"}
     why = [f"{side}: {leaf_side['inconclusive']}" for side, leaf_side in (("before", fio_before),
                                                                           ("after", fio_after))
            if leaf_side.get("inconclusive")]
