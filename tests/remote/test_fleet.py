@@ -25,9 +25,9 @@ def test_fanout_over_8_nodes_with_one_dead(ssh_cluster: Factory) -> None:
     cluster = ssh_cluster(8)
     cluster.kill("node5")
     with Fleet(cluster.inventory) as fleet:
-        start = time.monotonic()
+        # no wall-clock bound (a loaded machine's SSH handshakes decide it): that the nodes run side
+        # by side is test_fanout_runs_in_parallel's barrier; here, that the dead one fails alone
         res = fleet.run(["sh", "-c", "echo $0", "hello"], timeout=60)
-        assert time.monotonic() - start < 10
         assert list(res.outcomes) == [f"node{i}" for i in range(8)]
         assert [o.node for o in res.failed] == ["node5"]
         assert isinstance(res["node5"].error, Unreachable)
@@ -82,20 +82,24 @@ def test_no_progress_line_after_map_returns() -> None:
 
 
 def test_hanging_node_does_not_block_the_others() -> None:
-    release = threading.Event()
+    release, hung_ended = threading.Event(), threading.Event()
     executors = [LocalExecutor(f"n{i}") for i in range(4)]
 
     def op(ex: Executor) -> str:
         if ex.node == "n2":
-            release.wait(30)  # hangs until released
+            release.wait(60)  # hangs until released
+            hung_ended.set()
         return ex.run(["echo", ex.node]).stdout.strip()
 
     fleet = Fleet(executors)
     start = time.monotonic()
     res = fleet.map(op, timeout=1.0)
     elapsed = time.monotonic() - start
+    # map returned at its timeout while the hung node was still hanging, not when it ended
+    # (an event, not a wall-clock bound a loaded machine decides)
+    returned_before_the_hung_node = not hung_ended.is_set()
     release.set()
-    assert 1.0 <= elapsed < 3.0
+    assert elapsed >= 1.0 and returned_before_the_hung_node
     assert res.values() == {"n0": "n0", "n1": "n1", "n3": "n3"}
     assert isinstance(res["n2"].error, NodeTimeout) and "no result within 1 s" in res["n2"].reason
     assert not res.ok
