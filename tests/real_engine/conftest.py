@@ -5,10 +5,13 @@ package) fails these tests with the script's message; they never skip."""
 from __future__ import annotations
 
 import random
+import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -112,6 +115,19 @@ def real_profile(env: Path, *, port: int, mp_port: int, cold_restore: bool = Tru
     data["engine"]["dev_mode"] = dev_mode
     data["arms"] += list(more_arms)
     return Profile.model_validate(data)
+
+
+@contextmanager
+def engine_workdir() -> Iterator[str]:
+    """A node workdir short enough for vLLM's ZMQ sockets to live in the engine instance's directory
+    (``harness.engines.vllm.rpc_base_env``: the directory and a uuid within a unix socket's 107
+    bytes). Under pytest's long tmp paths vLLM fell back to /tmp, where every engine the tier
+    stopped left its sockets (hundreds). Removed afterwards, with everything the engines left in it."""
+    d = tempfile.mkdtemp(prefix="kvw-", dir="/tmp")
+    try:
+        yield d
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
 
 
 def local_node(tier: Path) -> Node:

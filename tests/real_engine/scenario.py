@@ -26,6 +26,7 @@ from harness.engines.base import EngineInstance, EvictResult
 from harness.engines.lifecycle import http_request, port_free, restart
 from harness.engines.prometheus import MetricsDelta, MetricsSnapshot
 from harness.remote.local import LocalExecutor
+from tests.real_engine.conftest import engine_workdir
 
 DOCS, DOC_TOKENS, CHUNK = 3, 1024, 256
 
@@ -94,18 +95,21 @@ class Record:
                 for s in self.steps]
 
 
-def run_scenario(profile: Profile, node: Node, tmp: Path, *, arm: str = "mp") -> Record:
+def run_scenario(profile: Profile, node: Node, *, arm: str = "mp") -> Record:
     """The scenario on ``profile``'s engine; stops everything it started (asserted)."""
     engine = get_engine(profile.engine.kind)
     rec = Record()
     t0 = time.monotonic()
-    with LocalExecutor("local") as ex:
-        plan = engine.plan(node, profile, arm, 0, workdir=str(tmp / "w"), python=sys.executable)
+    with engine_workdir() as workdir, LocalExecutor("local") as ex:
+        plan = engine.plan(node, profile, arm, 0, workdir=workdir, python=sys.executable)
         kv = Path(plan.kv_dirs[0])
         inst = engine.start(ex, plan)
         handles = [inst.handle, *([inst.sidecar_handle] if inst.sidecar_handle else [])]
         try:
             engine.wait_ready(inst)
+            if profile.engine.kind == "vllm":  # its sockets where kvgate put them, not in the node's /tmp
+                assert any(f.is_socket() for f in Path(plan.instance_dir).iterdir()), \
+                    f"no vLLM socket in {plan.instance_dir} (VLLM_RPC_BASE_PATH {plan.env.get('VLLM_RPC_BASE_PATH')})"
             snap = engine.scrape_metrics(inst)
             files = 0
 

@@ -49,7 +49,7 @@ from harness.pipelines.shared.drain import (
 )
 from harness.pipelines.shared.tierhits import memory_hit_requests
 from harness.remote.local import LocalExecutor
-from tests.real_engine.conftest import free_ports, local_node, real_profile
+from tests.real_engine.conftest import engine_workdir, free_ports, local_node, real_profile
 from tests.real_engine.scenario import CHUNK, DOC_TOKENS, DOCS, chunk_files, complete
 from tests.real_engine.slowdisk import throttled_writes
 
@@ -166,8 +166,8 @@ def test_real_multiprocess_drain_waits_out_the_l2_backlog_the_old_protocol_serve
     cap_tokens = tier_capacities(profile, arm)["local_disk"]["tokens"]  # kvgate's cliff boundary
     engine = get_engine("vllm")
     t_start = time.monotonic()
-    with LocalExecutor("local") as ex:
-        plan = engine.plan(local_node(tmp_path / "tier"), profile, ARM, 0, workdir=str(tmp_path / "w"),
+    with engine_workdir() as workdir, LocalExecutor("local") as ex:
+        plan = engine.plan(local_node(tmp_path / "tier"), profile, ARM, 0, workdir=workdir,
                            python=sys.executable)
         assert plan.sidecar is not None
         spec = plan.sidecar.argv[plan.sidecar.argv.index("--l2-adapter") + 1]

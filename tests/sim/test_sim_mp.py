@@ -26,7 +26,7 @@ from tests.sim.simhelpers import REPO
 def test_multiprocess_mode_gives_the_real_servers_counter_movements_and_files(tmp_path: Path) -> None:
     port = free_ports(3)
     rec = run_scenario(real_profile(tmp_path, port=port, mp_port=port + 1, kind="sim"),
-                       local_node(tmp_path / "tier"), tmp_path)
+                       local_node(tmp_path / "tier"))
     real = json.loads(REAL_SIGNATURE.read_text())
     assert diff(real, rec.signature()) == []
     # and the figures behind the signature: every restore read all of its chunks from L2 files
