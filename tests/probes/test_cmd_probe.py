@@ -192,12 +192,24 @@ def test_probe_help_and_missing_arguments(capsys: pytest.CaptureFixture[str]) ->
     assert "--inventory and --profile are required" in capsys.readouterr().err
 
 
-def _free_port() -> int:
+def _free_port_pair() -> int:
+    """A port free together with the next one (the second server takes it): a port free on its own
+    had its neighbour taken by another test's server in a fresh-clone run ("fio: bind: Address
+    already in use")."""
     import socket
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    for _ in range(100):
+        with socket.socket() as a, socket.socket() as b:
+            a.bind(("127.0.0.1", 0))
+            port = int(a.getsockname()[1])
+            if port >= 65535:
+                continue
+            try:
+                b.bind(("127.0.0.1", port + 1))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no two free neighbouring ports on 127.0.0.1")
 
 
 @pytest.mark.fio
@@ -225,7 +237,7 @@ def test_probe_fio_client_server_two_nodes(tmp_path: Path, capsys: pytest.Captur
     )
     out = tmp_path / "out"
     # both "nodes" are this machine: the second server gets the next port
-    port = _free_port()
+    port = _free_port_pair()
     code = run(
         [
             "probe",

@@ -176,7 +176,8 @@ def test_before_and_after_under_the_same_protocol_decide_retention(tmp_path: Pat
     leaf = retention_leaf(side_leaf([b_leaf]), side_leaf([a_leaf]))
     # decided on runs: each run's steady window is one group
     assert leaf["samples"] == {"kind": "ratio", "a_groups": [list(ra.window("read"))],
-                               "b_groups": [list(rb.window("read"))], "stat": "median", "transform": "ratio"}
+                               "b_groups": [list(rb.window("read"))], "stat": "median", "transform": "ratio",
+                               "members": "rounds"}
     # one run per side cannot show how far a run's level wanders: never a PASS, however tight its rounds
     assert _decide("G4", "bandwidth_retention", leaf, "soak.read_bw_retention") is Verdict.INCONCLUSIVE
     assert _decide("G4", "bandwidth_retention", retention_leaf(b_leaf, a_leaf), "soak.read_bw_retention") \
