@@ -150,6 +150,8 @@ PATTERNS = (
     _p(r"(?P<n>\d+) line\(s\)", N_("%(n)s line(s)")),
     _p(r"(?P<value>\S+) \(median of first (?P<a>\d+) windows (?P<x>\S+), last (?P<b>\d+) (?P<y>\S+)\)",
        N_("%(value)s (median of first %(a)s windows %(x)s, last %(b)s %(y)s)")),
+    _p(r"(?P<value>\S+) \(mean of first (?P<a>\d+) windows (?P<x>\S+), last (?P<b>\d+) (?P<y>\S+)\)",
+       N_("%(value)s (mean of first %(a)s windows %(x)s, last %(b)s %(y)s)")),
     _p(r"(?P<value>\S+) \((?P<level>\S+) of (?P<n>\S+) requests in flight\)",
        N_("%(value)s (%(level)s of %(n)s requests in flight)")),
     _p(r"(?P<metric>TTFT p50|output throughput): first (?P<a>\d+) vs last (?P<b>\d+) of (?P<n>\d+) full windows "

@@ -98,11 +98,14 @@ def _drift_groups(values: list[Any]) -> tuple[list[Any], list[Any]]:
 
 
 def drift_leaf(windows: Sequence[dict[str, Any]], key: str, transform: str, what: str,
-               warmup_note: str = "") -> dict[str, Any]:
+               warmup_note: str = "", *, stat: str = "median") -> dict[str, Any]:
     """Drift of ``key`` between the first and the last third of ``windows`` (full windows after
-    the warm-up, in order). A window of either group without the figure (no request completed in
-    it) makes the drift NOT_RUN: leaving it out would compare other windows than the first and
-    the last."""
+    the warm-up, in order), on the ``stat`` of each third: the median of the windows' TTFT p50s,
+    the mean of their throughputs (the tokens the third served over its time; a median of
+    throughputs ignores any minority of stalled windows, and whole requests per window put it on
+    a few levels a resample never leaves). A window of either group without the figure (no request
+    completed in it) makes the drift NOT_RUN: leaving it out would compare other windows than the
+    first and the last."""
     if len(windows) < 2:
         return _m(None, detail=f"{what}: {len(windows)} full window(s){warmup_note}; at least 2 are needed")
     first_w, last_w = _drift_groups(list(windows))
@@ -112,16 +115,17 @@ def drift_leaf(windows: Sequence[dict[str, Any]], key: str, transform: str, what
                   "last third, so the drift between them cannot be measured")
     first = [float(w[key]) for w in first_w]
     last = [float(w[key]) for w in last_w]
-    med_f, med_l = percentile(first, 50), percentile(last, 50)
+    centre = statistics.fmean if stat == "mean" else (lambda xs: percentile(xs, 50))
+    med_f, med_l = centre(first), centre(last)
     if med_f == 0:
-        return _m(None, detail=f"{what}: the first windows' median is zero")
+        return _m(None, detail=f"{what}: the first windows' {stat} is zero")
     value = med_l / med_f - 1.0 if transform == "gain" else 1.0 - med_l / med_f
     block = block_length([first, last], len(first))
-    text = f"{value * 100:+.1f}% (median of first {len(first)} windows {med_f:.4g}, last {len(last)} {med_l:.4g})"
+    text = f"{value * 100:+.1f}% ({stat} of first {len(first)} windows {med_f:.4g}, last {len(last)} {med_l:.4g})"
     return _m(value, text, detail=f"{what}: first {len(first)} vs last {len(last)} of {len(windows)} full "
               f"windows{warmup_note}; resampled in blocks of {block} consecutive window(s)",
               evidence=[f"evidence/soak/{WINDOWS_INDEX}"],
-              samples={"kind": "ratio", "a": last, "b": first, "stat": "median", "transform": transform,
+              samples={"kind": "ratio", "a": last, "b": first, "stat": stat, "transform": transform,
                        "block": block})
 
 
@@ -177,7 +181,7 @@ def instance_drift(windows: Sequence[dict[str, Any]], instances: int, warmup_not
         out[f"instance {i}"] = {
             "ttft_p50": drift_leaf(per, "ttft_p50_ms", "gain", f"instance {i} TTFT p50", warmup_note),
             "throughput": drift_leaf(per, "throughput_tok_s", "reduction", f"instance {i} output throughput",
-                                     warmup_note)}
+                                     warmup_note, stat="mean")}
     return out
 
 
@@ -651,7 +655,8 @@ def _drift_leaves(full: list[dict[str, Any]], note: str, *, instances: int, conc
     """TTFT and throughput drift, the load level held, and (several instances) the drift per instance."""
     out: dict[str, Any] = {
         "ttft_p50_drift": drift_leaf(full, "ttft_p50_ms", "gain", "TTFT p50", note),
-        "throughput_drift": drift_leaf(full, "throughput_tok_s", "reduction", "output throughput", note),
+        "throughput_drift": drift_leaf(full, "throughput_tok_s", "reduction", "output throughput", note,
+                                       stat="mean"),
         "load_level": load_level(full, concurrency=concurrency, request_rate=request_rate, warmup_note=note),
     }
     if instances > 1:
