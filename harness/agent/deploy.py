@@ -36,7 +36,7 @@ def local_agent() -> tuple[Path, str]:
             return hit
         d = Path(tempfile.mkdtemp(prefix="kvgate-agent-"))
         # the directory this process created, removed when it exits: every kvgate command builds
-        # one, and a node's nightly runs left one behind each in /tmp
+        # one, and the controller's /tmp gathered hundreds (a killed process still leaves its own)
         atexit.register(shutil.rmtree, d, True)
         path = d / f"kvgate-agent-{digest[:16]}.pyz"
         path.write_bytes(data)
