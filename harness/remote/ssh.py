@@ -377,7 +377,7 @@ class SSHExecutor(detached.DetachedByRun):
         try:
             return self._run_on(chan, transport, args, line, start, timeout, check, on_line, stdin)
         finally:
-            chan.close()
+            _close_quietly(chan)
 
     def _open_channel(self, args: tuple[str, ...]) -> tuple[paramiko.Channel, paramiko.Transport]:
         """A session channel; when the connection turns out to be dead at this point nothing has
@@ -405,7 +405,7 @@ class SSHExecutor(detached.DetachedByRun):
             feeder = threading.Thread(target=_feed, args=(chan, stdin), daemon=True, name="kvgate-stdin")
             feeder.start()
         else:
-            chan.shutdown_write()
+            _send_eof(chan)
         streams = {"stdout": _Stream("stdout", on_line), "stderr": _Stream("stderr", on_line, strip_pid=True)}
         deadline = None if timeout is None else start + timeout
         self._pump(chan, transport, streams, args, deadline, timeout)
@@ -680,9 +680,34 @@ def _has_status(chan: paramiko.Channel) -> bool:
 def _feed(chan: paramiko.Channel, data: bytes) -> None:
     try:
         chan.sendall(data)
-        chan.shutdown_write()
+        _send_eof(chan)
     except (OSError, EOFError, paramiko.SSHException):
         pass
+
+
+def _close_quietly(chan: paramiko.Channel) -> None:
+    """Close a command's channel; on a connection already lost paramiko raises EOFError here, which
+    would replace the ConnectionLost that says what happened."""
+    try:
+        chan.close()
+    except (OSError, EOFError, paramiko.SSHException):
+        pass
+
+
+def _send_eof(chan: paramiko.Channel) -> None:
+    """The end of the command's stdin, never after the channel is closed. paramiko's
+    ``shutdown_write`` builds the EOF under the channel's lock but sends it after releasing it: a
+    command that ends at once (``echo``) lets paramiko's transport thread answer the server's CLOSE
+    in between, and an EOF that follows our CLOSE names a channel OpenSSH has already freed, which
+    it answers by dropping the whole connection, every command on it ("ieof packet referred to
+    nonexistent channel" in sshd's log; 3 of 8 concurrent commands lost beside a CPU hog). Sent
+    under the lock, it goes out before any CLOSE: the transport thread needs that lock to close."""
+    with chan.lock:
+        if chan.closed or chan.transport is None:
+            return
+        msg = chan._send_eof()  # type: ignore[attr-defined]  # noqa: SLF001 - paramiko's own EOF message
+        if msg is not None:
+            chan.transport._send_user_message(msg)  # type: ignore[attr-defined]  # noqa: SLF001
 
 
 def _quiet_remove(sftp: paramiko.SFTPClient, path: str) -> None:
