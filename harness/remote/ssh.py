@@ -405,7 +405,10 @@ class SSHExecutor(detached.DetachedByRun):
             feeder = threading.Thread(target=_feed, args=(chan, stdin), daemon=True, name="kvgate-stdin")
             feeder.start()
         else:
-            _send_eof(chan)
+            try:
+                _send_eof(chan)
+            except (paramiko.SSHException, OSError, EOFError) as exc:
+                raise self._lost("command start", args) from exc
         streams = {"stdout": _Stream("stdout", on_line), "stderr": _Stream("stderr", on_line, strip_pid=True)}
         deadline = None if timeout is None else start + timeout
         self._pump(chan, transport, streams, args, deadline, timeout)

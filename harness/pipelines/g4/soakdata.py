@@ -116,12 +116,12 @@ def drift_leaf(windows: Sequence[dict[str, Any]], key: str, transform: str, what
     first = [float(w[key]) for w in first_w]
     last = [float(w[key]) for w in last_w]
     centre = statistics.fmean if stat == "mean" else (lambda xs: percentile(xs, 50))
-    med_f, med_l = centre(first), centre(last)
-    if med_f == 0:
+    c_first, c_last = centre(first), centre(last)
+    if c_first == 0:
         return _m(None, detail=f"{what}: the first windows' {stat} is zero")
-    value = med_l / med_f - 1.0 if transform == "gain" else 1.0 - med_l / med_f
+    value = c_last / c_first - 1.0 if transform == "gain" else 1.0 - c_last / c_first
     block = block_length([first, last], len(first))
-    text = f"{value * 100:+.1f}% ({stat} of first {len(first)} windows {med_f:.4g}, last {len(last)} {med_l:.4g})"
+    text = f"{value * 100:+.1f}% ({stat} of first {len(first)} windows {c_first:.4g}, last {len(last)} {c_last:.4g})"
     return _m(value, text, detail=f"{what}: first {len(first)} vs last {len(last)} of {len(windows)} full "
               f"windows{warmup_note}; resampled in blocks of {block} consecutive window(s)",
               evidence=[f"evidence/soak/{WINDOWS_INDEX}"],
