@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from harness.cli.main import run
+from tests.real_engine.conftest import free_ports
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "fio"
 
@@ -192,26 +193,6 @@ def test_probe_help_and_missing_arguments(capsys: pytest.CaptureFixture[str]) ->
     assert "--inventory and --profile are required" in capsys.readouterr().err
 
 
-def _free_port_pair() -> int:
-    """A port free together with the next one (the second server takes it): a port free on its own
-    had its neighbour taken by another test's server in a fresh-clone run ("fio: bind: Address
-    already in use")."""
-    import socket
-
-    for _ in range(100):
-        with socket.socket() as a, socket.socket() as b:
-            a.bind(("127.0.0.1", 0))
-            port = int(a.getsockname()[1])
-            if port >= 65535:
-                continue
-            try:
-                b.bind(("127.0.0.1", port + 1))
-            except OSError:
-                continue
-            return port
-    raise RuntimeError("no two free neighbouring ports on 127.0.0.1")
-
-
 @pytest.mark.fio
 def test_probe_fio_client_server_two_nodes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     _, profile, _ = _files(tmp_path)
@@ -237,7 +218,7 @@ def test_probe_fio_client_server_two_nodes(tmp_path: Path, capsys: pytest.Captur
     )
     out = tmp_path / "out"
     # both "nodes" are this machine: the second server gets the next port
-    port = _free_port_pair()
+    port = free_ports(2)  # the second server takes the next port: both must be free
     code = run(
         [
             "probe",
