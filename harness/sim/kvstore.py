@@ -16,7 +16,7 @@ import time
 import zlib
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Any, Optional
 
 from harness.sim import directio
 from harness.sim.chunkcrc import ChunkCrc, expected_crc, with_crc
@@ -145,7 +145,7 @@ class KVStore:
         # parallel chunk reads of one request (a separate pool: the readers above wait on it)
         self._chunk_io = ThreadPoolExecutor(max_workers=CHUNK_IO_WORKERS, thread_name_prefix="kv-io")
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kv-write")
-        self._pending_writes: set[asyncio.Future[None]] = set()
+        self._pending_writes: set[asyncio.Future[Any]] = set()
         self._pending_chunks = 0  # queued for the directory tiers, not yet written
         self.payload_cache: dict[bytes, bytes] = {}
 
@@ -302,14 +302,12 @@ class KVStore:
     def _store(self, digests: list[bytes]) -> None:
         """Runs in the writer thread: put new chunks in every configured tier."""
         m = self.metrics
-        if self.s.mp is not None:
+        if self.s.mp is not None:  # store_now (probes, benchmarks): the answer awaited here
             try:
                 self.s.mp.call({"op": "store", "digests": [d.hex() for d in digests],
                                 "chunk_bytes": self.s.chunk_bytes})
             except MPServerError as exc:
-                log.error("store of %d chunk(s) to the LMCache server failed: %s", len(digests), exc)
-                with m.lock:
-                    m.sim_store_errors.inc(m.tier_labels("reason", "lmcache_server"))
+                self._mp_store_failed(len(digests), exc)
             return
         start = time.perf_counter()
         stored = 0
@@ -360,6 +358,40 @@ class KVStore:
                     m.sim_write_bytes.inc(m.tier_labels("tier", tier.name), len(data))
                 if evicted:
                     m.sim_evicted.inc(m.tier_labels("tier", tier.name), evicted)
+
+    async def submit_store(self, digests: list[bytes]) -> None:
+        """Store ``digests`` before the first token leaves: in-process, the CPU tier holds them at once
+        and the writes go behind; multiprocess, the store is sent to the LMCache server now and its
+        answer awaited behind. The real connector submits a request's store at the end of the forward
+        pass that computed the token (``wait_for_save``), so a request sent after the token arrived
+        finds it; sent from a thread after the token, it lagged under load and a lookup right after
+        (the reset probe's third pass) missed what the real server hit."""
+        if self.s.mp is None:
+            self.store_behind(digests)
+            return
+        if not self.s.connector or not digests:
+            return
+        try:
+            answer = await self.s.mp.submit({"op": "store", "digests": [d.hex() for d in digests],
+                                             "chunk_bytes": self.s.chunk_bytes})
+        except MPServerError as exc:
+            self._mp_store_failed(len(digests), exc)
+            return
+        self._pending_writes.add(answer)
+        answer.add_done_callback(lambda fut: self._mp_store_done(fut, len(digests)))
+
+    def _mp_store_done(self, fut: asyncio.Future[dict[str, object]], chunks: int) -> None:
+        self._pending_writes.discard(fut)
+        exc = None if fut.cancelled() else fut.exception()
+        if isinstance(exc, MPServerError):
+            self._mp_store_failed(chunks, exc)
+        elif exc is not None:
+            log.error("store of %d chunk(s) to the LMCache server failed: %r", chunks, exc)
+
+    def _mp_store_failed(self, chunks: int, exc: MPServerError) -> None:
+        log.error("store of %d chunk(s) to the LMCache server failed: %s", chunks, exc)
+        with self.metrics.lock:
+            self.metrics.sim_store_errors.inc(self.metrics.tier_labels("reason", "lmcache_server"))
 
     def store_behind(self, digests: list[bytes]) -> None:
         """Schedule the write of ``digests`` (call after the response has started)."""

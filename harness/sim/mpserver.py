@@ -476,8 +476,32 @@ class MPClient:
                     buf += part
         except OSError as exc:
             raise MPServerError(f"LMCache server tcp://{self.host}:{self.port}: {exc}") from exc
+        return self._answer(bytes(buf))
+
+    async def submit(self, req: dict[str, object]) -> asyncio.Task[dict[str, Any]]:
+        """Send ``req`` now; its answer is awaited behind, by the task returned. As the real
+        connector's ``wait_for_save`` submits a request's store before its token leaves the
+        engine, while the server lands it in its own time."""
         try:
-            answer = json.loads(bytes(buf))
+            reader, writer = await asyncio.wait_for(asyncio.open_connection(self.host, self.port), self.timeout)
+            writer.write(json.dumps(req).encode() + b"\n")
+            await asyncio.wait_for(writer.drain(), self.timeout)
+        except (OSError, asyncio.TimeoutError) as exc:
+            raise MPServerError(f"LMCache server tcp://{self.host}:{self.port}: {exc!r}") from exc
+        return asyncio.ensure_future(self._read_answer(reader, writer))
+
+    async def _read_answer(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> dict[str, Any]:
+        try:
+            line = await asyncio.wait_for(reader.readline(), self.timeout)
+        except (OSError, ValueError, asyncio.TimeoutError) as exc:
+            raise MPServerError(f"LMCache server tcp://{self.host}:{self.port}: {exc!r}") from exc
+        finally:
+            writer.close()
+        return self._answer(line)
+
+    def _answer(self, buf: bytes) -> dict[str, Any]:
+        try:
+            answer = json.loads(buf)
         except ValueError:
             raise MPServerError(f"LMCache server tcp://{self.host}:{self.port} answered no JSON") from None
         if not isinstance(answer, dict) or "error" in answer:

@@ -400,8 +400,8 @@ class SimServer:
         ttft = time.perf_counter() - arrival
         with m.lock:
             m.ttft.observe(m.vllm_labels, ttft)
-        # the first token exists now: the new chunks are written behind, off the request's path
-        self.store.store_behind(pre.new_chunks)
+        # the first token exists now: its store is submitted before it leaves, the writes go behind
+        await self.store.submit_store(pre.new_chunks)
         words: list[str] = []
         out = output_tokens(gen.prompt_ids, pre.corrupted, gen.max_tokens)
         t0 = time.perf_counter()
