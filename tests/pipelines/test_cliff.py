@@ -142,8 +142,11 @@ def cliff_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, An
 
 def test_demo_cliff_hit_rate_falls_past_each_tier_and_matches_the_expected_reuse(cliff_run: dict[str, Any]) -> None:
     res = cliff_run["result"]
-    assert cliff_run["code"] == 0 and res["verdict"] == "PASS", res["verdict_reason"]
     arms = res["measurements"]["cliff"]["arms"]
+    # on failure: whether each point's populate stores landed before its measurement, and the notes
+    settles = {(name, p["prefixes"]): (p.get("settle"), p.get("stored_before"), p.get("stored_after"))
+               for name, arm in arms.items() for p in arm["points"]}
+    assert cliff_run["code"] == 0 and res["verdict"] == "PASS", (res["verdict_reason"], settles, res.get("notes"))
     for name, arm in arms.items():
         bounds = arm["boundaries"]
         largest = max(b["tokens"] for b in bounds.values())
