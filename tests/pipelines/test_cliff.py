@@ -112,6 +112,13 @@ def test_the_check_passes_only_on_measured_counters_that_match() -> None:
     assert failed.verdict is Verdict.NOT_RUN
     unsized = _observation("a", 4, _point(0.5, None), None)
     assert unsized.verdict is Verdict.NOT_RUN
+    # measured before the populate pass's stores landed: a figure that happens to match, or not
+    late = "lmcache:num_stored_tokens reached 2048 of 4096 before the measurement"
+    for measured in (0.985, 0.40):
+        unsettled = _observation("a", 4, _point(measured, 0.985, settled=False, settle=late), None)
+        assert unsettled.verdict is Verdict.NOT_RUN
+        assert "had not landed" in unsettled.reason and late in unsettled.reason
+    assert _observation("a", 4, _point(0.97, 0.985, settled=True), None).verdict is Verdict.PASS
     missing = _observation("a", 8, None, "arm a stopped at 4 prefixes: engine died")
     assert missing.verdict is Verdict.NOT_RUN and missing.caused_by_fault
     assert _check([ok, ok]).verdict is Verdict.PASS
