@@ -24,9 +24,14 @@ def test_a_slowdown_in_the_second_half_fails_the_drift_checks(tmp_path: Path) ->
     trace = tmp_path / "trace.jsonl"
     trace.write_text("".join(json.dumps({"request_id": f"r{i}", "prompt": f"p {i}", "output_len": 2}) + "\n"
                              for i in range(8)))
-    t0 = [0.0]
+    # halfway by the soak's own clock, from its first request: timed from before the soak started,
+    # a slow start-up on a loaded machine (a fresh-clone run beside a CPU hog) moved the slowdown into
+    # the first third, and the throughput drift on the thirds' means came out INCONCLUSIVE
+    t0: list[float] = []
 
     def script(_r: Received) -> list[object]:
+        if not t0:
+            t0.append(time.monotonic())
         slow = time.monotonic() - t0[0] > (WARMUP + DURATION) / 2
         return [("sleep", 0.06 if slow else 0.03), *stream(["a ", "b"])]
 
@@ -34,7 +39,6 @@ def test_a_slowdown_in_the_second_half_fails_the_drift_checks(tmp_path: Path) ->
         server.script = script  # type: ignore[assignment]
         cfg = SoakConfig(out=str(tmp_path / "soak"), endpoint=server.url, model="m", trace=str(trace),
                          duration_s=DURATION, window_s=WINDOW, concurrency=2, timeout_s=10.0, sample_s=60.0)
-        t0[0] = time.monotonic()
         asyncio.run(run_soak_async(cfg))
     measured, _ = soak_measured(tmp_path / "soak", duration_target_s=DURATION, window_s=WINDOW, warmup_s=WARMUP)
     spec = load_gate(ROOT / "gates" / "G4.yaml")
@@ -42,7 +46,7 @@ def test_a_slowdown_in_the_second_half_fails_the_drift_checks(tmp_path: Path) ->
     v = {c.id: c for c in evaluate_gate(spec, measured, overrides=[dur])}
     assert measured["soak"]["ttft_p50_drift"]["value"] > 0.5, measured["soak"]["ttft_p50_drift"]
     assert v["ttft_drift"].verdict.value == "FAIL", v["ttft_drift"]
-    assert v["throughput_drift"].verdict.value == "FAIL", v["throughput_drift"]
+    assert v["throughput_drift"].verdict.value == "FAIL", (measured["soak"]["throughput_drift"], v["throughput_drift"])
     assert v["failed_requests"].verdict.value == "PASS"
 
 
