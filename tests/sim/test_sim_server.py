@@ -282,7 +282,11 @@ def test_bounded_batch_queues_requests(sim: Callable[..., SimProc]) -> None:
     for t in threads:
         t.join()
     assert seen_waiting == 2
-    assert max(results) >= 0.7  # the last one waited for two full requests
+    # One running and two waiting at once: the last served waited at least for the whole decode of
+    # the one before it (39 steps of 10 ms after its first token), and a client's stamps only add.
+    # Not 0.7 s ("two full requests"): that holds only if all three arrived together, and on a
+    # loaded machine (a fresh-clone run beside a CPU hog: 0.44 s) the threads start apart.
+    assert max(results) >= 0.39
 
 
 def test_keepalive_connection_serves_several_requests(sim: Callable[..., SimProc]) -> None:
