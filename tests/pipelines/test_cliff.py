@@ -214,3 +214,28 @@ def test_an_engine_that_does_not_start_is_a_fault_with_exit_4(tmp_path: Path) ->
     obs = res["checks"][0]["observations"]
     assert len(obs) == 4 and all(o["verdict"] == "NOT_RUN" and o["caused_by_fault"] for o in obs)
     assert (reports / "f" / "cliff" / "report.html").is_file()
+
+
+def test_a_point_whose_populate_stores_never_land_is_marked_unsettled(monkeypatch: pytest.MonkeyPatch) -> None:
+    """_settle, the producer of ``settled``: a store counter short of the populate pass's tokens at
+    the bound marks the point unsettled (then NOT_RUN, above); one that reaches them, settled."""
+    from types import SimpleNamespace
+
+    from harness.pipelines.cliff import run as cliff
+
+    class Snap:
+        def __init__(self, stored: float) -> None:
+            self.stored = stored
+
+        def value(self, name: str) -> float | None:
+            return self.stored if name == cliff.STORED else None
+
+    arm = SimpleNamespace(name="cpu-disk", offload=True)
+    monkeypatch.setattr(cliff, "SETTLE_S", 0.0)
+    for stored, settled in ((2048.0, False), (4096.0, True)):
+        monkeypatch.setattr(cliff, "_scrape", lambda *_a, s=stored: [Snap(s)])
+        run = SimpleNamespace(notes=[])
+        point: dict[str, Any] = {"prefixes": 4, "stored_before": 0.0}
+        cliff._settle(run, None, [], arm, 4096, point)  # type: ignore[arg-type]
+        assert point["settled"] is settled, point
+        assert bool(run.notes) is not settled
