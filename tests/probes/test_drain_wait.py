@@ -1,49 +1,109 @@
 """The drain wait of the gates' storage protocol (``harness.probes.drain``) on this machine's disk.
 
-The dirty pages are written to a filesystem of the test's own (ext4 on a loop device over a file on
-this machine's disk, created here as root and removed afterwards): every fio probe's drain calls
-``sync -f`` on its own directory, and on a shared filesystem any of them flushed this test's pages
-before the drain's first look (seen in fresh-clone runs: in front, all three writes of 96 MiB; behind
-at load average 43, all five). ``sync -f`` flushes one filesystem only, so theirs leave this one be.
-Not a ``timing`` test: it waits on the kernel, not on time."""
+The writes go to a filesystem of the test's own (ext4 on a loop device over a file on a second such
+filesystem, over a file on this machine's disk, created here as root and removed afterwards): every
+fio probe's drain calls ``sync -f`` on its own directory, and on a shared filesystem any of them
+flushed this test's pages before the drain's first look. ``sync -f`` flushes one filesystem only, so
+theirs leave this one be. Not a ``timing`` test: it waits on the kernel, not on time."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from harness.probes.backing import resolve_backing
-from harness.probes.drain import wait_drained
+from harness.probes.drain import QUIET_POLLS, wait_drained
+from harness.remote.base import RunResult
 from harness.remote.local import LocalExecutor
-from tests.support.loopfs import loop_filesystem
+from tests.support.background import Background
+from tests.support.loopfs import Frozen, loop_filesystem
+
+
+@dataclass(frozen=True)
+class Stack:
+    mnt: Path  # ext4 on ``loop`` ...
+    loop: str  # ... whose image file is on the filesystem mounted at ``outer``
+    outer: Path
 
 
 @pytest.fixture
-def own_filesystem(tmp_path: Path) -> Iterator[Path]:
-    """ext4 on a loop device over a 256 MiB file in tmp_path, mounted at tmp_path/mnt; the loop device
-    writes its file with direct I/O, so what the drain flushes leaves no second copy dirty behind."""
-    mnt = tmp_path / "mnt"
+def own_filesystem(tmp_path: Path) -> Iterator[Stack]:
+    """ext4 on a loop device over a 256 MiB file, which lives on ext4 on a second loop device (the
+    outer filesystem, one the test may freeze). The inner loop device writes its file with direct
+    I/O, so what the drain flushes leaves no second copy dirty behind."""
+    outer, mnt = tmp_path / "outer", tmp_path / "mnt"
+    outer.mkdir()
     mnt.mkdir()
-    with loop_filesystem(tmp_path / "fs.img", "256M", mnt, direct_io=True):
-        yield mnt
+    with loop_filesystem(tmp_path / "outer.img", "320M", outer), \
+            loop_filesystem(outer / "fs.img", "256M", mnt, direct_io=True) as loop:
+        yield Stack(mnt, loop.rsplit("/", 1)[-1], outer)
 
 
-def test_drain_waits_for_dirty_pages_and_records_them(own_filesystem: Path) -> None:
-    ex = LocalExecutor("n1")
-    devices = resolve_backing(ex, str(own_filesystem)).devices
-    assert any(d.startswith("loop") for d in devices)  # the loop device and, under it, this machine's disk
-    with open(own_filesystem / "dirty", "wb") as fh:  # buffered, never fsync'd: dirty pages
-        fh.write(os.urandom(2**20) * 96)
-    rec = wait_drained(ex, str(own_filesystem), devices, timeout_s=60)
-    # the node was busy when the drain began (by the drain's own rule: pages past the idle amount or
-    # I/O in flight), not a byte count: beside a CPU hog the kernel had already written 68 of the 96
-    # MiB at the first look (28 MiB still in writeback, 27 requests in flight on the loop device)
-    assert not rec.first.quiet(rec.idle_bytes), rec.describe()
-    assert rec.drained and rec.last.quiet(rec.idle_bytes) and rec.sync == f"sync -f {own_filesystem}"
-    assert rec.to_json()["first"]["dirty_bytes"] == rec.first.dirty_bytes
+class _FirstLook(LocalExecutor):
+    """Calls ``then`` once its first command, the drain's first look at the node, has returned."""
+
+    def __init__(self, then: Callable[[], None]) -> None:
+        super().__init__("n1")
+        self._then: Callable[[], None] | None = then
+
+    def run(self, argv: Sequence[str], **kwargs: Any) -> RunResult:
+        try:
+            return super().run(argv, **kwargs)
+        finally:
+            then, self._then = self._then, None
+            if then is not None:
+                then()
+
+
+def _write_behind_a_freeze(path: Path, frozen: threading.Event) -> Callable[[threading.Event], None]:
+    """Once the outer filesystem is frozen: 32 MiB buffered, never fsync'd, and writeback of the first
+    4 MiB started (it cannot finish: the loop device's own writes wait on the freeze)."""
+    def work(stop: threading.Event) -> None:
+        assert frozen.wait(60), "the outer filesystem was never frozen"
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
+        try:
+            os.write(fd, os.urandom(2**20) * 32)
+            os.posix_fadvise(fd, 0, 4 * 2**20, os.POSIX_FADV_DONTNEED)  # starts writeback, no wait
+        finally:
+            os.close(fd)
+    return work
+
+
+def _writes_in_flight(loop: str) -> int:
+    """Writes only: the writer's open of its file has the loop device read, and a look taken on that
+    read alone came before the writes (seen: nothing dirty, nothing in flight at the first look)."""
+    return int(Path(f"/sys/class/block/{loop}/inflight").read_text().split()[1])
+
+
+def test_drain_waits_for_writes_in_flight_and_records_them(own_filesystem: Stack) -> None:
+    """The node is busy at the drain's first look because the test holds it busy until then: the
+    loop device's writes wait on a frozen filesystem, thawed once the drain has looked. Dirty pages
+    written and left were not enough: when memory was short, the kernel's background threshold fell
+    below the drain's idle amount and writeback had taken 96 MiB down to 52 MiB, nothing in flight,
+    before the first look (a fresh-clone CI run; reproduced with ``dirty_background_bytes`` at 32 MiB,
+    as was a writer still writing during the look)."""
+    fs = own_filesystem
+    devices = resolve_backing(LocalExecutor("n1"), str(fs.mnt)).devices
+    assert fs.loop in devices and len(devices) >= 3  # this loop device, the outer one, this machine's disk
+    frozen = threading.Event()
+    with Background(_write_behind_a_freeze(fs.mnt / "dirty", frozen), name="writer") as bg, \
+            Frozen(fs.outer) as freeze:
+        frozen.set()
+        while not _writes_in_flight(fs.loop):
+            bg.check()
+            time.sleep(0.05)  # polls a condition the kernel sets; the bound is the test's timeout
+        rec = wait_drained(_FirstLook(freeze.thaw), str(fs.mnt), devices, timeout_s=60)
+    assert rec.first.inflight[fs.loop] > 0 and rec.first.writeback_bytes > 0, rec.describe()
+    assert not rec.first.quiet(rec.idle_bytes)  # busy by the drain's own rule ...
+    assert rec.drained and rec.last.quiet(rec.idle_bytes) and rec.sync == f"sync -f {fs.mnt}"  # ... then quiet
+    assert rec.polls >= QUIET_POLLS and rec.to_json()["first"]["inflight"] == rec.first.inflight
 
 
 def test_drain_is_bounded_and_says_when_it_did_not_drain(tmp_path: Path) -> None:

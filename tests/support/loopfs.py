@@ -1,9 +1,11 @@
 """An ext4 filesystem on a loop device over an image file, mounted for one test (root only), and
-removed afterwards: what the storage-stack tests need a real block device for."""
+removed afterwards: what the storage-stack tests need a real block device for; and a freeze of one
+(:class:`Frozen`) that holds a loop device above it busy."""
 
 from __future__ import annotations
 
 import subprocess
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -32,3 +34,29 @@ def loop_filesystem(image: Path, size: str, mnt: Path, *, direct_io: bool = Fals
         if loop:
             subprocess.run(["losetup", "-d", loop], check=False)  # noqa: S603
         image.unlink(missing_ok=True)
+
+
+class Frozen:
+    """``fsfreeze -f`` on a mounted filesystem until :meth:`thaw` (idempotent) or the block's end.
+
+    Writes to a frozen filesystem wait, so a loop device whose image file lives on it keeps its
+    requests in flight until the thaw: a block device that is busy for as long as a test needs."""
+
+    def __init__(self, mnt: Path) -> None:
+        self._mnt = mnt
+        self._frozen = False
+        self._lock = threading.Lock()
+
+    def __enter__(self) -> Frozen:
+        sh("fsfreeze", "-f", str(self._mnt))
+        self._frozen = True
+        return self
+
+    def thaw(self) -> None:
+        with self._lock:
+            if self._frozen:
+                self._frozen = False
+                sh("fsfreeze", "-u", str(self._mnt))
+
+    def __exit__(self, *exc: object) -> None:
+        self.thaw()
