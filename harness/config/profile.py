@@ -393,6 +393,9 @@ class ModelLoadSpec(StrictModel):
     readers: PositiveInt = Field(default=8, description="Parallel readers")
     targets: list[str] = Field(default_factory=list, description="Targets holding a copy of the weights")
     synthetic_size: Optional[Bytes] = Field(default=None, description="Write synthetic shards of this size")
+    max_rounds: int = Field(default=10, ge=5, le=100, description="The weights are read cold in rounds until the "
+                            "last 5 are steady (SNIA: range within 20%, slope within 10%) or this many; never "
+                            "steady is INCONCLUSIVE")
 
 
 class ProbesSpec(StrictModel):

@@ -11,9 +11,11 @@ from pathlib import Path
 from typing import Optional
 
 from harness.probes.checkpoint import CheckpointResult
+from harness.probes.drain import DrainRecord
 from harness.probes.fio_rounds import RoundsRecord
 from harness.probes.fio_run import FioProbeResult
 from harness.probes.modelload import ModelLoadResult
+from harness.probes.steady import STEADY_WINDOW, SteadyState
 from harness.units import UnitKind, format_quantity
 
 # catalog metric name under ``...fio.`` -> (job set, direction)
@@ -132,20 +134,27 @@ def fio_tree(results: Sequence[FioProbeResult], base: Optional[Path] = None) -> 
 def checkpoint_leaf(result: CheckpointResult, base: Optional[Path] = None) -> Leaf:
     """Sustained checkpoint write bandwidth (``*.checkpoint.write_bw``): the median round of the
     steady window, with the window's rounds as samples (the gate's interval)."""
-    leaf = _checkpoint_point(result, base)
-    if result.rounds and result.steady is not None:
-        leaf["samples"] = {"kind": "percentile", "x": list(result.window), "q": 50}
-        rounds = ", ".join(format_quantity(v, UnitKind.BANDWIDTH) for v in result.rounds)
-        state = "reached" if result.steady.steady else "NOT reached"
-        leaf["detail"] = (f"{leaf['detail']}; median of the last {len(result.window)} of {len(result.rounds)} "
-                          f"snapshot writes ({rounds}); steady state {state} ({result.steady.reason})"
-                          + (f"; writes {result.drain.describe()}" if result.drain else ""))
-        why = [] if result.steady.steady else [f"steady state NOT reached in {len(result.rounds)} snapshot writes: "
-                                                f"{result.steady.reason}"]
-        if result.drain is not None and not result.drain.drained:
-            why.append(f"written before the node's writes drained ({result.drain.describe()})")
-        if why:
-            leaf["inconclusive"] = "; ".join(why)
+    return _in_rounds(_checkpoint_point(result, base), result.rounds, result.steady, result.drain, "snapshot writes")
+
+
+def _in_rounds(leaf: Leaf, rounds: tuple[float, ...], steady: Optional[SteadyState], drain: Optional[DrainRecord],
+               what: str) -> Leaf:
+    """A probe's leaf measured in rounds: the steady window's rounds as the samples of its interval,
+    every round and the steady state in the detail, and INCONCLUSIVE when the rounds never settled or
+    the node's writes had not drained before them."""
+    if not rounds or steady is None:
+        return leaf
+    window = list(rounds[-STEADY_WINDOW:])
+    leaf["samples"] = {"kind": "percentile", "x": window, "q": 50}
+    shown = ", ".join(format_quantity(v, UnitKind.BANDWIDTH) for v in rounds)
+    state = "reached" if steady.steady else "NOT reached"
+    leaf["detail"] = (f"{leaf['detail']}; median of the last {len(window)} of {len(rounds)} {what} ({shown}); "
+                      f"steady state {state} ({steady.reason})" + (f"; writes {drain.describe()}" if drain else ""))
+    why = [] if steady.steady else [f"steady state NOT reached in {len(rounds)} {what}: {steady.reason}"]
+    if drain is not None and not drain.drained:
+        why.append(f"measured before the node's writes drained ({drain.describe()})")
+    if why:
+        leaf["inconclusive"] = "; ".join(why)
     return leaf
 
 
@@ -161,7 +170,8 @@ def _checkpoint_point(result: CheckpointResult, base: Optional[Path]) -> Leaf:
 
 
 def modelload_leaf(result: ModelLoadResult, base: Optional[Path] = None) -> Leaf:
-    """Model load read bandwidth (``*.modelload.read_bw``); None when cached reads may be in it."""
+    """Model load read bandwidth (``*.modelload.read_bw``), in rounds like the checkpoint write; None when
+    cached reads may be in it."""
     measured = format_quantity(result.read_bw_bytes, UnitKind.BANDWIDTH)
     if result.may_include_cached:
         return {
@@ -170,10 +180,11 @@ def modelload_leaf(result: ModelLoadResult, base: Optional[Path] = None) -> Leaf
             "detail": f"not counted as storage bandwidth: {result.how}",
             "evidence": _rel([result.evidence], base),
         }
-    return {
+    leaf: Leaf = {
         "value": result.read_bw_bytes,
         "text": measured,
         "detail": f"{format_quantity(result.total_bytes, UnitKind.BYTES)} in {result.files} files, "
         f"{result.readers} readers, {result.total_s:.3f} s on {result.node}; {result.how}",
         "evidence": _rel([result.evidence], base),
     }
+    return _in_rounds(leaf, result.rounds, result.steady, result.drain, "cold reads")

@@ -18,6 +18,7 @@ from harness.probes.fio_parse import (
 )
 from harness.probes.fio_run import FioProbeResult
 from harness.probes.modelload import ModelLoadResult
+from harness.probes.steady import SteadyState
 
 FIO_HEADERS = (
     "node",
@@ -123,6 +124,7 @@ def checkpoint_rows(results: Sequence[CheckpointResult]) -> tuple[tuple[str, ...
         "write GB/s",
         "read-back GB/s",
         "read-back",
+        "rounds",
     )
     rows: list[list[object]] = [
         [
@@ -135,6 +137,7 @@ def checkpoint_rows(results: Sequence[CheckpointResult]) -> tuple[tuple[str, ...
             _gb(r.write_bw_bytes),
             _gb(r.read_back_bw_bytes),
             r.read_back.how if r.read_back else "-",
+            _rounds(r.rounds, r.steady),
         ]
         for r in results
     ]
@@ -142,7 +145,7 @@ def checkpoint_rows(results: Sequence[CheckpointResult]) -> tuple[tuple[str, ...
 
 
 def modelload_rows(results: Sequence[ModelLoadResult]) -> tuple[tuple[str, ...], list[list[object]]]:
-    headers = ("node", "source", "files", "readers", "size GB", "time s", "read GB/s", "cold read")
+    headers = ("node", "source", "files", "readers", "size GB", "time s", "read GB/s", "cold read", "rounds")
     rows: list[list[object]] = [
         [
             r.node,
@@ -153,10 +156,18 @@ def modelload_rows(results: Sequence[ModelLoadResult]) -> tuple[tuple[str, ...],
             f"{r.total_s:.3f}",
             _gb(r.read_bw_bytes),
             ("MAY INCLUDE CACHED READS: " if r.may_include_cached else "") + r.how,
+            _rounds(r.rounds, r.steady),
         ]
         for r in results
     ]
     return headers, rows
+
+
+def _rounds(rounds: Sequence[float], steady: Optional[SteadyState]) -> str:
+    """How many rounds, and whether the last 5 were steady: the figure is their median."""
+    if steady is None:
+        return str(len(rounds))
+    return f"{len(rounds)}, {'steady' if steady.steady else 'NOT steady'}"
 
 
 def parse_saved(paths: Sequence[str]) -> list[FioOutput]:

@@ -10,6 +10,7 @@ import os
 import statistics
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -19,7 +20,8 @@ from harness.config.profile import CheckpointSpec, ModelLoadSpec
 from harness.errors import InputError
 from harness.gates.evaluate import evaluate_check
 from harness.gates.outcome import Verdict
-from harness.probes.checkpoint import cold_read, run_checkpoint_probe
+from harness.probes import modelload as modelload_module
+from harness.probes.checkpoint import ColdRead, cold_read, run_checkpoint_probe
 from harness.probes.errors import ProbeRefused
 from harness.probes.measured import checkpoint_leaf, modelload_leaf
 from harness.probes.modelload import run_modelload_probe
@@ -120,7 +122,8 @@ def test_modelload_reads_a_weights_tree_with_odirect(tmp_path: Path) -> None:
     for name, size in sizes.items():
         (weights / name).write_bytes(os.urandom(size))
     res = run_modelload_probe(
-        LocalExecutor("n1"), str(weights), ModelLoadSpec(readers=2), tmp_path / "out", drop_caches=False
+        LocalExecutor("n1"), str(weights), ModelLoadSpec(readers=2, max_rounds=5), tmp_path / "out",
+        drop_caches=False
     )
     assert res.files == 3 and res.total_bytes == sum(sizes.values())
     assert res.direct_io and not res.may_include_cached and not res.synthetic
@@ -144,7 +147,7 @@ def test_direct_reads_land_in_the_emulators_huge_page_buffers(tmp_path: Path) ->
 def test_modelload_synthetic_shards(tmp_path: Path) -> None:
     target = _tier(tmp_path)
     res = run_modelload_probe(
-        LocalExecutor("n1"), target, ModelLoadSpec(readers=2, synthetic_size="16 MiB"), tmp_path / "out"
+        LocalExecutor("n1"), target, ModelLoadSpec(readers=2, synthetic_size="16 MiB", max_rounds=5), tmp_path / "out"
     )
     assert res.synthetic and res.total_bytes == 16 * MiB and res.files == 2
     assert res.cache_dropped == ROOT and not res.may_include_cached
@@ -154,6 +157,49 @@ def test_modelload_synthetic_shards(tmp_path: Path) -> None:
     # a read that may include cached data is never counted as storage bandwidth
     cached = dataclasses.replace(res, may_include_cached=True, how="O_DIRECT refused, not root")
     leaf = modelload_leaf(cached)
+    assert leaf["value"] is None and "not counted as storage" in str(leaf["detail"])
+
+
+def test_modelload_is_read_in_rounds_after_a_drain_and_decided_on_their_interval(tmp_path: Path) -> None:
+    spec = ModelLoadSpec(readers=2, synthetic_size="8 MiB", max_rounds=5)
+    # O_DIRECT rounds: a cache drop before each (root) is test_modelload_synthetic_shards' part
+    res = run_modelload_probe(LocalExecutor("n1"), _tier(tmp_path), spec, tmp_path / "out", drop_caches=False)
+    assert len(res.rounds) == 5 and res.read_bw_bytes == pytest.approx(statistics.median(res.rounds))
+    assert res.drain is not None and res.drain.drained and res.steady is not None
+    evidence = json.loads(res.evidence.read_text())
+    assert [r["bw_bytes"] for r in evidence["rounds"]] == pytest.approx(list(res.rounds))
+    assert evidence["read"]["total_bytes"] == res.total_bytes and evidence["drain"]["drained"] is True
+    leaf = modelload_leaf(res)
+    assert leaf["samples"] == {"kind": "percentile", "x": list(res.rounds), "q": 50}
+    assert ("inconclusive" in leaf) is (not res.steady.steady)
+    check = load_gate(ROOT_DIR / "gates" / "G2.yaml").check("model_load")
+    flat = [1.0e9, 1.01e9, 0.99e9, 1.0e9, 1.02e9]
+    climbing = [0.5e9, 0.7e9, 0.9e9, 1.1e9, 1.3e9]  # the cache still warming or the device waking: no figure
+    steady = dataclasses.replace(res, rounds=tuple(flat), steady=check_steady_state(flat, source="t"))
+    unsteady = dataclasses.replace(res, rounds=tuple(climbing), steady=check_steady_state(climbing, source="t"))
+    undrained = dataclasses.replace(steady, drain=dataclasses.replace(res.drain, drained=False))
+    decide = {name: evaluate_check(check, {"baseline": {"modelload": {"read_bw": modelload_leaf(r)}}}).verdict
+              for name, r in (("steady", steady), ("unsteady", unsteady), ("undrained", undrained))}
+    assert decide == {"steady": Verdict.PASS, "unsteady": Verdict.INCONCLUSIVE, "undrained": Verdict.INCONCLUSIVE}
+
+
+def test_one_round_that_may_be_cached_keeps_the_whole_load_out_of_the_figures(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the median round may be a cold one; a load with any round served from the page cache is not signable
+    real, calls = modelload_module.cold_read, []
+
+    def third_round_cached(*args: Any, **kwargs: Any) -> tuple[ColdRead, dict[str, Any]]:
+        read, ev = real(*args, **kwargs)
+        calls.append(read)
+        if len(calls) == 3:
+            read = dataclasses.replace(read, may_include_cached=True, how="O_DIRECT refused, not root")
+        return read, ev
+
+    monkeypatch.setattr(modelload_module, "cold_read", third_round_cached)
+    spec = ModelLoadSpec(readers=2, synthetic_size="4 MiB", max_rounds=5)
+    res = run_modelload_probe(LocalExecutor("n1"), _tier(tmp_path), spec, tmp_path / "out", drop_caches=False)
+    assert len(calls) == len(res.rounds) >= 5 and res.may_include_cached
+    leaf = modelload_leaf(res)
     assert leaf["value"] is None and "not counted as storage" in str(leaf["detail"])
 
 
@@ -192,7 +238,7 @@ def test_checkpoint_and_modelload_over_ssh(ssh_node: Executor, tmp_path: Path) -
     )
     assert ck.node == ssh_node.node and ck.total_bytes == 8 * MiB and ck.read_back is not None
     ml = run_modelload_probe(
-        ssh_node, target, ModelLoadSpec(readers=2, synthetic_size="8 MiB"), tmp_path / "out"
+        ssh_node, target, ModelLoadSpec(readers=2, synthetic_size="8 MiB", max_rounds=5), tmp_path / "out"
     )
     assert ml.total_bytes == 8 * MiB and not ml.may_include_cached
     assert list(Path(target.path).iterdir()) == []
