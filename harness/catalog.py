@@ -51,7 +51,8 @@ _METRICS: list[MetricInfo] = [
                sampled=True),
     MetricInfo("baseline.checkpoint.write_bw", UnitKind.BANDWIDTH, "G2", "probes.checkpoint",
                "sustained checkpoint write bandwidth", sampled=True),
-    MetricInfo("baseline.modelload.read_bw", UnitKind.BANDWIDTH, "G2", "probes.modelload", "model load bandwidth"),
+    MetricInfo("baseline.modelload.read_bw", UnitKind.BANDWIDTH, "G2", "probes.modelload",
+               "model load bandwidth (cold reads in rounds)", sampled=True),
     # Cold-restore validity from the engine's counters (harness.pipelines.shared.coldrestore).
     MetricInfo("baseline.cold_restore.offload_hit_tokens.*", UnitKind.COUNT, "G2", "pipeline.G2",
                "prompt tokens served by the KV offload tiers during the measurement (lowest repetition)"),
