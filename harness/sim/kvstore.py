@@ -411,7 +411,8 @@ class KVStore:
 
     def _admit(self, digests: list[bytes]) -> None:
         """LMCache's in-process store: the CPU tier holds the chunks at once, and each stays
-        pinned there until its asynchronous disk write completed (an evict keeps it meanwhile)."""
+        pinned there until its asynchronous disk write completed (an evict keeps it meanwhile); each
+        directory tier makes room for them now (``DirTier.admit``), and writes them behind."""
         m = self.metrics
         if self.cpu is not None:
             before = self.cpu.evicted
@@ -421,6 +422,19 @@ class KVStore:
                     self.cpu.pins.lock(d)
             with m.lock:
                 m.sim_evicted.inc(m.tier_labels("tier", "local_cpu"), self.cpu.evicted - before)
+        nbytes = directio.aligned_size(self.s.chunk_bytes)
+        for tier in self.dirs:
+            evicted = 0
+            for d in digests:
+                try:
+                    evicted += tier.admit(d, nbytes)[1]
+                except OSError as exc:
+                    # no room while earlier stores are in flight: LMCache skips the store (a warning in
+                    # its log); the emulator's write skips it too. Not a storage error: debug only.
+                    log.debug("store of chunk %s to %s skipped: %s", d.hex()[:16], tier.name, exc)
+            if evicted:
+                with m.lock:
+                    m.sim_evicted.inc(m.tier_labels("tier", tier.name), evicted)
         with m.lock:
             self._pending_chunks += len(digests)
             m.sim_pending_writes.set(m.vllm_labels, self._pending_chunks)
