@@ -84,7 +84,11 @@ def test_open_loop_with_a_concurrency_cap_records_the_queueing(server: ScriptedS
     assert s["completed"] == 6 and s["max_concurrent_requests"] == 1
     assert recs[-1]["queue_ms"] > 200  # 6 x 100 ms of service vs arrivals every ~20 ms
     assert s["p99_client_queue_time_ms"] > 200
-    assert all(r["ttft_ms"] < 300 for r in recs)  # queueing is reported beside TTFT, not inside it
+    # Queueing is reported beside TTFT, not inside it: inside, the last request's TTFT would exceed its
+    # queue time by a whole service. Its queue is the five services before it less their arrival
+    # gaps, so a load that slows every service keeps the order; a bound of 300 ms did not (a
+    # fresh-clone run beside a CPU hog).
+    assert recs[-1]["ttft_ms"] < recs[-1]["queue_ms"], recs[-1]
 
 
 def test_duration_bound_cycles_the_workload(server: ScriptedServer, tmp_path: Path) -> None:
