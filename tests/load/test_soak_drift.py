@@ -1,5 +1,5 @@
 """A real slowdown in the second half of a soak (the agent's soak mode against a real HTTP server
-on 127.0.0.1 whose time to first token doubles halfway) makes G4's ``ttft_drift`` and
+on 127.0.0.1 whose time to first token grows fourfold halfway) makes G4's ``ttft_drift`` and
 ``throughput_drift`` FAIL, also with a declared warm-up. The compressed soak runs a few seconds."""
 
 from __future__ import annotations
@@ -33,7 +33,10 @@ def test_a_slowdown_in_the_second_half_fails_the_drift_checks(tmp_path: Path) ->
         if not t0:
             t0.append(time.monotonic())
         slow = time.monotonic() - t0[0] > (WARMUP + DURATION) / 2
-        return [("sleep", 0.06 if slow else 0.03), *stream(["a ", "b"])]
+        # four times slower, not twice: a request's own cost (client, HTTP, a loaded CPU) is not slowed,
+        # and beside a CPU hog it diluted a doubled TTFT to a 16% throughput loss on 8 windows a third,
+        # an interval across the 10% bound (INCONCLUSIVE, where the slowdown is plain)
+        return [("sleep", 0.12 if slow else 0.03), *stream(["a ", "b"])]
 
     with ScriptedServer() as server:
         server.script = script  # type: ignore[assignment]
