@@ -93,7 +93,12 @@ class ChunkLRU:
 
 
 class DirTier:
-    """A directory of chunk files, bounded by ``max_bytes`` (0: unbounded), oldest evicted first."""
+    """A directory of chunk files, bounded by ``max_bytes`` (0: unbounded), least recently used
+    evicted first. Recency is each file's mtime, set by this tier (nanoseconds) when a chunk is
+    written, read, or stored again while present, so that instances sharing a directory share one
+    order. LMCache's local disk (lmcache 0.5.6 ``local_disk_backend.py``) moves a key to the end of
+    its LRU on every successful load and when a store finds the key already on disk; evicting by
+    write time alone (FIFO) kept a chunk LMCache had dropped whenever a hit had refreshed another."""
 
     def __init__(self, name: str, directory: str, max_bytes: int, *, read_delay_s: float = 0.0,
                  index_in_memory: bool = False) -> None:
@@ -125,14 +130,28 @@ class DirTier:
     def read(self, digest: bytes, content: Optional[Any] = None) -> tuple[int, str]:
         if self._index is not None and digest not in self._index:
             raise FileNotFoundError(self.path(digest))  # not in this process's index: a miss
-        out = directio.read_chunk(self.path(digest), digest, content)
+        path = self.path(digest)
+        out = directio.read_chunk(path, digest, content)
+        self._touch(path)  # after the load succeeded, as LMCache updates its LRU
         if self.read_delay_s > 0:
             time.sleep(self.read_delay_s)
         return out
 
-    def usage(self) -> tuple[int, list[tuple[float, str, int]]]:
-        """Bytes used by chunk files (ours and any other instance's) and the files, oldest first."""
-        files: list[tuple[float, str, int]] = []
+    @staticmethod
+    def _touch(path: str) -> None:
+        """Make ``path`` the most recently used chunk. Writes are stamped here too: the kernel
+        stamps a write from a clock that ticks every few milliseconds, so a chunk written just
+        after a hit would look older than the chunk the hit refreshed."""
+        now = time.time_ns()
+        try:
+            os.utime(path, ns=(now, now))
+        except FileNotFoundError:
+            pass  # evicted meanwhile (by this tier or another instance): nothing to refresh
+
+    def usage(self) -> tuple[int, list[tuple[int, str, int]]]:
+        """Bytes used by chunk files (ours and any other instance's) and the files, least recently
+        used first."""
+        files: list[tuple[int, str, int]] = []
         total = 0
         try:
             with os.scandir(self.directory) as it:
@@ -143,7 +162,7 @@ class DirTier:
                         st = entry.stat()
                     except FileNotFoundError:
                         continue  # evicted concurrently by another instance
-                    files.append((st.st_mtime, entry.path, st.st_size))
+                    files.append((st.st_mtime_ns, entry.path, st.st_size))
                     total += st.st_size
         except FileNotFoundError:
             os.makedirs(self.directory, exist_ok=True)
@@ -151,7 +170,7 @@ class DirTier:
         return total, files
 
     def _make_room(self, nbytes: int) -> int:
-        """Evict the oldest chunk files until ``nbytes`` more fit; returns how many were evicted."""
+        """Evict the least recently used chunk files until ``nbytes`` more fit; returns how many."""
         if self.max_bytes <= 0:
             return 0
         if nbytes > self.max_bytes:
@@ -185,11 +204,14 @@ class DirTier:
         the tier's size is gone as soon as the store that displaced it was submitted, however far
         behind the disk is. Evicting only at the write kept chunks LMCache had dropped and gave a
         cyclic working set over the tier's size disk hits (the demo cliff: 24.6% where LRU gives 0).
-        Returns (admitted, chunks evicted); a chunk present or already admitted is not admitted. When
-        the stores admitted and not yet written leave no room, OSError ENOSPC, and the chunk's write
-        is skipped, as LMCache skips the store."""
+        Returns (admitted, chunks evicted); a chunk present (made the most recently used, as LMCache
+        does) or already admitted is not admitted. When the stores admitted and not yet written
+        leave no room, OSError ENOSPC, and the chunk's write is skipped, as LMCache skips the store."""
         with self._lock:
-            if digest in self._pending or self._present(digest):
+            if digest in self._pending:
+                return False, 0
+            if self._present(digest):
+                self._touch(self.path(digest))
                 return False, 0
             try:
                 evicted = self._make_room(nbytes)
@@ -214,6 +236,7 @@ class DirTier:
                 evicted = self._make_room(len(data))
             try:
                 directio.write_chunk(path, data)
+                self._touch(path)
             except OSError:
                 self._used = None  # its room was counted: recount at the next bounded admission
                 raise
