@@ -27,11 +27,12 @@ from typing import Any, Optional
 from harness.config.inventory import StorageTarget
 from harness.config.profile import CheckpointSpec
 from harness.probes.backing import check_backing
-from harness.probes.drain import DrainRecord, wait_drained
+from harness.probes.drain import wait_drained
 from harness.probes.errors import ProbeError, ProbeRefused
 from harness.probes.fio_jobs import check_target, inspect_target
 from harness.probes.node_io import DEFAULT_BLOCK, find_python, run_helper
-from harness.probes.steady import STEADY_WINDOW, SteadyState, check_steady_state
+from harness.probes.roundsrecord import InRounds
+from harness.probes.steady import SteadyState, rounds_until_steady
 from harness.remote.base import Executor, RemoteError
 from harness.remote.scratch import create_owned_dir, remove_owned_dir
 
@@ -73,7 +74,7 @@ class ColdRead:
 
 
 @dataclass(frozen=True)
-class CheckpointResult:
+class CheckpointResult(InRounds):
     node: str
     target: str
     total_bytes: int
@@ -85,13 +86,6 @@ class CheckpointResult:
     per_file: tuple[FileTiming, ...]
     read_back: Optional[ColdRead]
     evidence: Path
-    rounds: tuple[float, ...] = ()  # write bandwidth of every round, in order
-    steady: Optional[SteadyState] = None  # on the last STEADY_WINDOW rounds
-    drain: Optional[DrainRecord] = None  # the node's writes before the first round
-
-    @property
-    def window(self) -> tuple[float, ...]:
-        return self.rounds[-STEADY_WINDOW:]
 
     @property
     def write_gb_s(self) -> float:
@@ -288,24 +282,18 @@ def _write_rounds(executor: Executor, py: str, directory: str, spec: CheckpointS
     """Write the snapshot (the same files, overwritten) round after round until the last
     STEADY_WINDOW rounds are steady or ``spec.max_rounds``; returns the median round of the window
     (its figures are the result's), every round's bandwidth and the steady-state verdict."""
-    writes: list[Mapping[str, Any]] = []
-    bws: list[float] = []
-    steady = check_steady_state([], source="no round")
-    for i in range(1, spec.max_rounds + 1):
+
+    def one_write() -> tuple[Mapping[str, Any], float]:
         write = run_helper(executor, py, ["write", directory, str(spec.files), str(int(spec.size)),
                                           str(spec.writers), str(DEFAULT_BLOCK)], target=target)
         if float(write["total_s"]) <= 0:
             raise ProbeError("the checkpoint write took no measurable time", node=executor.node, target=target)
-        writes.append(write)
-        bws.append(int(write["total_bytes"]) / float(write["total_s"]))
-        if i >= STEADY_WINDOW:
-            steady = check_steady_state(bws[-STEADY_WINDOW:], source=f"last {STEADY_WINDOW} of {i} snapshot writes")
-            if steady.steady:
-                break
-    window = list(range(len(bws)))[-STEADY_WINDOW:]
-    median = sorted(window, key=lambda k: bws[k])[len(window) // 2]
-    evidence["write"] = writes[median]
+        return write, int(write["total_bytes"]) / float(write["total_s"])
+
+    rounds = rounds_until_steady(one_write, spec.max_rounds, "snapshot writes")
+    median = rounds.taken[rounds.median]
+    evidence["write"] = median
     evidence["rounds"] = [{"round": k + 1, "total_bytes": w["total_bytes"], "total_s": w["total_s"],
-                           "bw_bytes": bws[k]} for k, w in enumerate(writes)]
-    evidence["steady_state"] = steady.to_json()
-    return writes[median], bws, steady
+                           "bw_bytes": rounds.bws[k]} for k, w in enumerate(rounds.taken)]
+    evidence["steady_state"] = rounds.steady.to_json()
+    return median, list(rounds.bws), rounds.steady

@@ -26,18 +26,19 @@ from harness.config.profile import ModelLoadSpec
 from harness.errors import InputError
 from harness.probes.backing import check_backing, resolve_backing
 from harness.probes.checkpoint import ColdRead, cold_read, make_tree, remove_tree, write_evidence
-from harness.probes.drain import DrainRecord, wait_drained
+from harness.probes.drain import wait_drained
 from harness.probes.errors import ProbeError, ProbeRefused
 from harness.probes.fio_jobs import check_target, inspect_target
 from harness.probes.node_io import DEFAULT_BLOCK, find_python, run_helper
-from harness.probes.steady import STEADY_WINDOW, SteadyState, check_steady_state
+from harness.probes.roundsrecord import InRounds
+from harness.probes.steady import SteadyState, rounds_until_steady
 from harness.remote.base import Executor
 
 SYNTHETIC_SHARD = 512 * 2**20  # upper bound of one synthetic shard (real shards are 2-10 GB)
 
 
 @dataclass(frozen=True)
-class ModelLoadResult:
+class ModelLoadResult(InRounds):
     node: str
     source: str  # the directory read (or the target holding synthetic shards)
     synthetic: bool
@@ -51,13 +52,6 @@ class ModelLoadResult:
     may_include_cached: bool
     how: str
     evidence: Path
-    rounds: tuple[float, ...] = ()  # read bandwidth of every round, in order
-    steady: Optional[SteadyState] = None  # on the last STEADY_WINDOW rounds
-    drain: Optional[DrainRecord] = None  # the node's writes before the first round
-
-    @property
-    def window(self) -> tuple[float, ...]:
-        return self.rounds[-STEADY_WINDOW:]
 
     @property
     def read_gb_s(self) -> float:
@@ -173,10 +167,9 @@ def _read_rounds(executor: Executor, py: str, source: str, spec: ModelLoadSpec, 
     """Read the weights cold round after round until the last STEADY_WINDOW rounds are steady or
     ``spec.max_rounds``; returns the median round of the window, every round's bandwidth, the
     steady-state verdict and whether any round may have been served from the page cache."""
-    rounds: list[_Round] = []
     raws: list[dict[str, Any]] = []
-    steady = check_steady_state([], source="no round")
-    for i in range(1, spec.max_rounds + 1):
+
+    def one_read() -> tuple[_Round, float]:
         read, ev = cold_read(executor, py, [source], spec.readers, target=label, drop_caches=drop_caches)
         raw = ev["read"]
         if int(raw["total_bytes"]) != int(raw["expected_bytes"]):
@@ -184,17 +177,12 @@ def _read_rounds(executor: Executor, py: str, source: str, spec: ModelLoadSpec, 
                 f"read {raw['total_bytes']} bytes of {raw['expected_bytes']} (files changed while being read?)",
                 node=executor.node, target=label,
             )
-        rounds.append(_Round(read, int(raw["files"]), int(raw["readers"])))
         raws.append(ev)
-        if i >= STEADY_WINDOW:
-            bws = [r.read.bw_bytes for r in rounds]
-            steady = check_steady_state(bws[-STEADY_WINDOW:], source=f"last {STEADY_WINDOW} of {i} cold reads")
-            if steady.steady:
-                break
-    bws = [r.read.bw_bytes for r in rounds]
-    window = list(range(len(rounds)))[-STEADY_WINDOW:]
-    median = sorted(window, key=lambda k: bws[k])[len(window) // 2]
-    evidence.update(raws[median])
-    evidence["rounds"] = [{"round": k + 1, **r.read.to_json()} for k, r in enumerate(rounds)]
-    evidence["steady_state"] = steady.to_json()
-    return rounds[median], bws, steady, any(r.read.may_include_cached for r in rounds)
+        return _Round(read, int(raw["files"]), int(raw["readers"])), read.bw_bytes
+
+    rounds = rounds_until_steady(one_read, spec.max_rounds, "cold reads")
+    evidence.update(raws[rounds.median])
+    evidence["rounds"] = [{"round": k + 1, **r.read.to_json()} for k, r in enumerate(rounds.taken)]
+    evidence["steady_state"] = rounds.steady.to_json()
+    return (rounds.taken[rounds.median], list(rounds.bws), rounds.steady,
+            any(r.read.may_include_cached for r in rounds.taken))

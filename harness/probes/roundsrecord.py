@@ -15,6 +15,20 @@ from harness.probes.steady import STEADY_WINDOW, SteadyState
 WINDOW = STEADY_WINDOW
 
 
+@dataclass(frozen=True, kw_only=True)
+class InRounds:
+    """The round figures of a node I/O probe run in rounds (checkpoint write, model load), shared by
+    their results; keyword-only so that each result's own fields come first."""
+
+    rounds: tuple[float, ...] = ()  # bandwidth of every round, in order
+    steady: Optional[SteadyState] = None  # on the last WINDOW rounds
+    drain: Optional[DrainRecord] = None  # the node's writes before the first round
+
+    @property
+    def window(self) -> tuple[float, ...]:
+        return self.rounds[-WINDOW:]
+
+
 @dataclass(frozen=True)
 class RoundsRecord:
     """How one job set's figure was measured (the protocol in the module docstring)."""

@@ -6,13 +6,16 @@ mean. Pure functions; the samples come from fio's ``steadystate`` data or its ba
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 RANGE_TOLERANCE = 0.20
 SLOPE_TOLERANCE = 0.10
 MIN_SAMPLES = 3
 STEADY_WINDOW = 5  # SNIA's measurement window: the last 5 rounds of a probe run in rounds
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -73,3 +76,36 @@ def check_steady_state(values: Sequence[float], *, source: str, range_tolerance:
     reason = ("range and slope within bounds" if steady else "; ".join(problems))
     return SteadyState(steady, n, mean, range_ratio, slope_ratio, range_tolerance, slope_tolerance, source,
                        reason)
+
+
+@dataclass(frozen=True)
+class Rounds(Generic[T]):
+    """A probe run in rounds: what each round returned, its bandwidth, the verdict on the window."""
+
+    taken: tuple[T, ...]
+    bws: tuple[float, ...]
+    steady: SteadyState
+
+    @property
+    def median(self) -> int:
+        """Index of the window's median round (the upper one of an even window): its figures are
+        the probe's, a round that was measured rather than a mean no round had."""
+        window = list(range(len(self.bws)))[-STEADY_WINDOW:]
+        return sorted(window, key=lambda k: self.bws[k])[len(window) // 2]
+
+
+def rounds_until_steady(take: Callable[[], tuple[T, float]], max_rounds: int, what: str) -> Rounds[T]:
+    """Call ``take`` (one round: what it measured and its bandwidth) until the last STEADY_WINDOW
+    rounds are steady or ``max_rounds`` were taken; ``what`` names the rounds in the verdict."""
+    taken: list[T] = []
+    bws: list[float] = []
+    steady = check_steady_state([], source="no round")
+    for i in range(1, max_rounds + 1):
+        item, bw = take()
+        taken.append(item)
+        bws.append(bw)
+        if i >= STEADY_WINDOW:
+            steady = check_steady_state(bws[-STEADY_WINDOW:], source=f"last {STEADY_WINDOW} of {i} {what}")
+            if steady.steady:
+                break
+    return Rounds(tuple(taken), tuple(bws), steady)
