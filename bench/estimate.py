@@ -34,7 +34,6 @@ import os
 import resource
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -55,6 +54,7 @@ from harness.estimate import (  # noqa: E402
     Workload,
     predict_point,
 )
+from harness.ports import free_port  # noqa: E402
 from harness.sim.kvstore import CPU_COPY_BYTES_PER_S, KVStore, StoreSettings  # noqa: E402
 from harness.sim.lmcache_config import LMCacheConfig  # noqa: E402
 from harness.sim.metrics import SimMetrics  # noqa: E402
@@ -90,12 +90,6 @@ LOOP_WAITS_FIRST = 3
 HOST_CORES = float(os.cpu_count() or 1)
 LOOP_WAITS_LAST = 1
 TARGET = 0.20
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def fio_read_bw(directory: Path, jobs: int, size_mb: int = 512) -> float:

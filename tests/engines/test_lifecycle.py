@@ -28,10 +28,10 @@ from harness.engines import (
 from harness.engines.coldrestore import UnsafeColdRestore
 from harness.load.runner import LoadConfig, run_load
 from harness.load.workloads import Workload, build_workload
+from harness.ports import free_port
 from harness.remote.base import Executor
 from harness.remote.local import LocalExecutor
 from harness.sim.vllm_shim import write_vllm_shim
-from tests.sim.simhelpers import free_port
 
 # 256-token chunks of 16 KiB/token = 4 MiB per chunk: a 2048-token document is 32 MiB of real reads
 EMULATOR_ARGS = ["--prefill-tokens-per-s", "10000", "--decode-tokens-per-s", "2000", "--hbm-tokens", "65536"]

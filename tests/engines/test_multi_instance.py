@@ -24,9 +24,9 @@ from harness.pipelines.shared.drain import cold_evict
 from harness.pipelines.shared.instances import cross_instance, measure_offset, split_requests
 from harness.pipelines.shared.loadpoint import run_local_point
 from harness.pipelines.shared.sweepdata import Repetition
+from harness.ports import free_ports
 from harness.remote.local import LocalExecutor
 from harness.report import render_gate_reports
-from tests.real_engine.conftest import free_ports
 from tests.report.conftest import make_result, write_gate
 
 DOCS, DOC_WORDS = 4, 1024

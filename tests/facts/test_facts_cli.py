@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-import socket
 from pathlib import Path
 
 import pytest
 import yaml
 
 from harness.cli.main import run
+from harness.ports import free_port
 
 
 def _local_inventory(tmp_path: Path) -> Path:
@@ -63,9 +63,7 @@ def test_unknown_node_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFix
 def test_facts_over_ssh_and_an_unreachable_node(shared_ssh_cluster, tmp_path: Path,  # type: ignore[no-untyped-def]
                                                 capsys: pytest.CaptureFixture[str]) -> None:
     doc = yaml.safe_load(shared_ssh_cluster.inventory_path.read_text())
-    with socket.socket() as s:  # a loopback port nobody listens on
-        s.bind(("127.0.0.1", 0))
-        dead_port = s.getsockname()[1]
+    dead_port = free_port()  # a loopback port nobody listens on
     dead = dict(doc["nodes"][0], name="dead", port=dead_port)
     doc["nodes"].append(dead)
     doc.setdefault("defaults", {})["connect_timeout"] = 2

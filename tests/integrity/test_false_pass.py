@@ -19,7 +19,8 @@ import pytest
 import yaml
 
 from harness.cli.main import run
-from tests.pipelines.conftest import free_port, small_profile
+from harness.ports import free_port
+from tests.pipelines.conftest import small_profile
 from tests.support.background import Background, files_now
 from tests.support.campaign import PassedBaseline
 

@@ -14,7 +14,8 @@ import pytest
 import yaml
 
 from harness.cli.main import run
-from tests.pipelines.conftest import free_port, small_profile
+from harness.ports import free_port
+from tests.pipelines.conftest import small_profile
 from tests.pipelines.test_g4_faults import ROOT
 from tests.remote.ray_inventory import ray_inventory_data
 from tests.support.storagenoise import not_passed_beyond_unsteady_storage

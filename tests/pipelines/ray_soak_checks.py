@@ -25,8 +25,8 @@ import yaml
 
 from harness.cli.cmd_soak import status
 from harness.cli.main import run
+from harness.ports import free_port
 from harness.remote.ray import cluster
-from tests.pipelines.conftest import free_port
 from tests.pipelines.test_g4_faults import ROOT, gates_without_prerequisites, soak_profile, wait_for, window_count
 from tests.remote.ray_inventory import ray_inventory_data
 

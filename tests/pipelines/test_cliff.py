@@ -19,8 +19,8 @@ from harness.cli.main import run
 from harness.config.loader import load_profile
 from harness.errors import InputError
 from harness.pipelines.cliff.run import _check, _observation, check_cliff_inputs, tier_capacities
+from harness.ports import free_port
 from harness.store.schema import Verdict
-from tests.pipelines.conftest import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 DEMO_CLIFF = REPO / "profiles" / "demo-cliff.yaml"

@@ -19,7 +19,8 @@ import yaml
 
 from harness.config.loader import load_inventory, load_profile
 from harness.pipelines.gaterun.demo import per_campaign_inputs
-from tests.pipelines.conftest import free_port, small_profile
+from harness.ports import free_port
+from tests.pipelines.conftest import small_profile
 from tests.support.storagenoise import not_passed_beyond_unsteady_storage
 
 REPO = Path(__file__).resolve().parents[2]

@@ -20,9 +20,10 @@ from harness.engines.base import EngineInstance
 from harness.engines.lifecycle import port_free
 from harness.pipelines.shared.drain import cold_evict, prove_memory_empty
 from harness.pipelines.shared.tierhits import memory_hit_requests
+from harness.ports import free_ports
 from harness.remote.local import LocalExecutor
 from harness.sim.cli import WRITE_DELAY_ENV
-from tests.real_engine.conftest import free_ports, local_node, real_profile
+from tests.real_engine.conftest import local_node, real_profile
 from tests.real_engine.scenario import complete
 
 DOCS, DOC_TOKENS = 3, 1024

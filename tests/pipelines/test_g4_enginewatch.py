@@ -28,6 +28,7 @@ from harness.engines.base import EnginePlan
 from harness.load.soak import EVENTS, process_start_time
 from harness.load.soakwatch import RELAUNCHED, WatchConfig, run_watch
 from harness.pipelines.g4.soakdata import engine_restarts, soak_measured
+from harness.ports import free_ports
 from tests.pipelines.test_g4_faults import (
     engine_process,
     gates_without_prerequisites,
@@ -35,7 +36,6 @@ from tests.pipelines.test_g4_faults import (
     wait_for,
     window_count,
 )
-from tests.pipelines.test_g4_local import _two_free_ports
 from tests.pipelines.test_g4_soakdata import MD_OK, SMART_OK, T0, verdicts, write_soak
 from tests.support.background import Background
 
@@ -200,7 +200,7 @@ def test_g4_with_the_engine_on_another_node_sees_an_instance_killed_and_restarte
     # a soak far longer than the test, stopped once the engine started by hand has served a window: on a
     # loaded machine its start-up can outlast a short soak's remaining seconds (seen: the end probes found
     # instance 1 not yet listening, so probe_identity was NOT_RUN); duration FAILs as well, as stopped
-    data = soak_profile(_two_free_ports(), "300s", "2s")  # instance i listens on port + i
+    data = soak_profile(free_ports(2), "300s", "2s")  # instance i listens on port + i
     data["model"]["instances_per_node"] = 2
     prof = write_yaml("profile.yaml", data)
     reports = tmp_path / "reports"

@@ -34,7 +34,8 @@ import yaml
 
 from harness.cli.cmd_soak import status
 from harness.cli.main import run
-from tests.pipelines.conftest import free_port, small_profile
+from harness.ports import free_port
+from tests.pipelines.conftest import small_profile
 
 pytestmark = [pytest.mark.ssh, pytest.mark.fio, pytest.mark.slow]
 

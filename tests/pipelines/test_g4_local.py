@@ -16,7 +16,7 @@ import pytest
 
 from harness.cli.cmd_soak import status
 from harness.cli.main import run
-from tests.pipelines.conftest import free_port
+from harness.ports import free_port, free_ports
 from tests.pipelines.test_g4_faults import (
     ROOT,
     engine_process,
@@ -137,7 +137,7 @@ def test_every_engine_instance_is_soaked_and_a_second_instance_dying_is_relaunch
         tmp_path: Path, local_inventory: Path, write_yaml: Callable[[str, dict[str, Any]], Path]) -> None:
     # instance i listens on port + i; 20 s: on a loaded machine the first window closed only after
     # 12 s, and the relaunched instance must still serve windows that start after it is back
-    data = soak_profile(_two_free_ports(), "20s", "2s")
+    data = soak_profile(free_ports(2), "20s", "2s")
     data["model"]["instances_per_node"] = 2
     data["soak"]["restart_engine"] = True  # per instance: instance 1 is relaunched with its own command
     prof = write_yaml("profile.yaml", data)
@@ -178,17 +178,3 @@ def test_every_engine_instance_is_soaked_and_a_second_instance_dying_is_relaunch
         assert not Path(f"/proc/{e['handle']['pid']}").exists()
     assert not Path(f"/proc/{relaunched['pid']}").exists()
     assert (gate / "evidence" / "engine" / "candidate" / relaunched["log"]).exists()
-
-
-def _two_free_ports() -> int:
-    import socket
-
-    for _ in range(50):
-        port = free_port()
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port + 1))
-            except OSError:
-                continue
-        return port
-    raise RuntimeError("no two consecutive free ports")

@@ -23,7 +23,8 @@ from typing import Any
 import pytest
 
 from harness.cli.main import run
-from tests.pipelines.conftest import free_port, small_profile
+from harness.ports import free_port
+from tests.pipelines.conftest import small_profile
 from tests.support.campaign import PassedBaseline
 from tests.support.storagenoise import NOT_STEADY, not_passed_beyond_unsteady_storage
 

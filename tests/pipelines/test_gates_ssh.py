@@ -18,7 +18,8 @@ import pytest
 import yaml
 
 from harness.cli.main import run
-from tests.pipelines.conftest import free_port, small_profile
+from harness.ports import free_port
+from tests.pipelines.conftest import small_profile
 from tests.support.storagenoise import not_passed_beyond_unsteady_storage
 
 pytestmark = [pytest.mark.ssh, pytest.mark.fio, pytest.mark.slow, pytest.mark.timeout(900)]

@@ -21,8 +21,9 @@ import pytest
 
 from harness.cli.main import run as cli
 from harness.gates.regression import ALPHA
+from harness.ports import free_port
 from harness.store.historydb import HistoryDB, history_url
-from tests.pipelines.conftest import free_port, small_profile
+from tests.pipelines.conftest import small_profile
 
 # Four short emulator nights (was six with larger ones: 2.5-6 minutes on two busy cores).
 pytestmark = [pytest.mark.fio, pytest.mark.slow, pytest.mark.timeout(600)]

@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 
 from harness.cli.main import run as cli
+from harness.ports import free_port
 from harness.store.historydb import HistoryDB
-from tests.pipelines.conftest import free_port, small_profile
+from tests.pipelines.conftest import small_profile
 
 
 def _args(inventory: Path, profile: Path, reports: Path, *extra: str) -> list[str]:

@@ -25,8 +25,9 @@ from harness.gates.stats import percentile
 from harness.pipelines.shared.drain import cold_evict
 from harness.pipelines.shared.restoreprobe import probe_tier_files, restore_bandwidth_measured
 from harness.pipelines.shared.sweepdata import Repetition
+from harness.ports import free_ports
 from harness.remote.local import LocalExecutor
-from tests.real_engine.conftest import free_ports, local_node, real_profile
+from tests.real_engine.conftest import local_node, real_profile
 
 DISK = {"name": "disk", "storage": "fast",
         "lmcache": {"mode": "in_process", "chunk_size": 256, "local_cpu": False, "max_local_disk_size": 1}}

@@ -22,8 +22,9 @@ from harness.pipelines.shared.coldrestore import cold_restore_measured, expectat
 from harness.pipelines.shared.drain import cold_evict
 from harness.pipelines.shared.loadpoint import point_workload
 from harness.pipelines.shared.sweepdata import Repetition
+from harness.ports import free_ports
 from harness.remote.local import LocalExecutor
-from tests.real_engine.conftest import free_ports, local_node, real_profile
+from tests.real_engine.conftest import local_node, real_profile
 
 REPO = Path(__file__).resolve().parents[2]
 

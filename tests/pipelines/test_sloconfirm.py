@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from harness.cli.main import run
-from tests.pipelines.conftest import free_port, small_profile
+from harness.ports import free_port
+from tests.pipelines.conftest import small_profile
 from tests.support.campaign import PassedBaseline
 
 pytestmark = [pytest.mark.fio, pytest.mark.slow]

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from harness.cli.main import run
-from tests.real_engine.conftest import free_ports
+from harness.ports import free_ports
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "fio"
 

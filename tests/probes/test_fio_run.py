@@ -12,6 +12,7 @@ import pytest
 
 from harness.config.inventory import StorageTarget
 from harness.config.profile import FioSpec
+from harness.ports import free_port
 from harness.probes.errors import ProbeError, ProbeRefused
 from harness.probes.fio_parse import parse_fio_file
 from harness.probes.fio_run import FioProbeResult, ProbeFailure, bw_log_series, run_fio_probe, run_fio_probes
@@ -130,14 +131,6 @@ def test_bw_log_series_sums_jobs_per_window() -> None:
     assert series == [1500 * 1024.0, 1600 * 1024.0, 1600 * 1024.0, 1400 * 1024.0]
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def test_client_server_two_fio_servers_on_loopback(tmp_path: Path) -> None:
     from harness.probes.fio_run import ServerSpec, run_fio_client_server
 
@@ -145,8 +138,8 @@ def test_client_server_two_fio_servers_on_loopback(tmp_path: Path) -> None:
     a.mkdir()
     b.mkdir()
     servers = [
-        ServerSpec(LocalExecutor("n1"), StorageTarget(name="ta", path=str(a)), "127.0.0.1", _free_port()),
-        ServerSpec(LocalExecutor("n2"), StorageTarget(name="tb", path=str(b)), "127.0.0.1", _free_port()),
+        ServerSpec(LocalExecutor("n1"), StorageTarget(name="ta", path=str(a)), "127.0.0.1", free_port()),
+        ServerSpec(LocalExecutor("n2"), StorageTarget(name="tb", path=str(b)), "127.0.0.1", free_port()),
     ]
     spec = SPEC.model_copy(update={"job_sets": ["seq-read"], "numjobs": 1})
     res = run_fio_client_server(LocalExecutor("ctl"), servers, spec, tmp_path / "out")

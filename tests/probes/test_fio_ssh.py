@@ -12,6 +12,7 @@ import pytest
 
 from harness.config.inventory import StorageTarget
 from harness.config.profile import FioSpec
+from harness.ports import free_port
 from harness.probes.fio_run import ServerSpec, run_fio_client_server, run_fio_probe
 from harness.remote.base import Executor
 from harness.remote.connect import executor_for
@@ -45,12 +46,6 @@ def test_fio_probe_over_ssh(ssh_node: Executor, tmp_path: Path) -> None:
     assert list(tier.iterdir()) == []  # removed on the node (loopback: same filesystem)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def test_client_server_over_ssh(ssh_cluster: object, tmp_path: Path) -> None:
     cluster: SshCluster = ssh_cluster(2)  # type: ignore[operator]
     exs = [executor_for(cluster.inventory, n.name) for n in cluster.nodes]
@@ -59,7 +54,7 @@ def test_client_server_over_ssh(ssh_cluster: object, tmp_path: Path) -> None:
         for d in dirs:
             d.mkdir()
         servers = [
-            ServerSpec(ex, StorageTarget(name=f"t{i}", path=str(d)), "127.0.0.1", _free_port())
+            ServerSpec(ex, StorageTarget(name=f"t{i}", path=str(d)), "127.0.0.1", free_port())
             for i, (ex, d) in enumerate(zip(exs, dirs))
         ]
         spec = SPEC.model_copy(update={"job_sets": ["seq-read"], "numjobs": 1})

@@ -4,10 +4,8 @@ package) fails these tests with the script's message; they never skip."""
 
 from __future__ import annotations
 
-import random
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 from collections.abc import Iterator, Sequence
@@ -46,30 +44,6 @@ def real_env() -> Path:
         pytest.fail("the real-engine environment could not be built; tools/ensure-real-engine.sh said:\n"
                     + "\n".join(res.stderr.strip().splitlines()[-15:]), pytrace=False)
     return Path(res.stdout.strip().splitlines()[-1])
-
-
-def free_ports(n: int) -> int:
-    """The first of ``n`` consecutive loopback ports that are free now."""
-    rng = random.Random()
-    # below the kernel's ephemeral range: vLLM, ZMQ and every outgoing connection take ports from
-    # that range at any moment, so a port found free there can be gone before LMCache binds it
-    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
-    for _ in range(200):
-        base = rng.randrange(10000, max(low, 10000 + 2 * n) - n)
-        socks = []
-        try:
-            for p in range(base, base + n):
-                s = socket.socket()
-                s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-                socks.append(s)
-                s.bind(("127.0.0.1", p))
-            return base
-        except OSError:
-            continue
-        finally:
-            for s in socks:
-                s.close()
-    raise RuntimeError("no block of free ports")
 
 
 def real_profile(env: Path, *, port: int, mp_port: int, cold_restore: bool = True, kind: str = "vllm",

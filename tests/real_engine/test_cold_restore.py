@@ -22,8 +22,9 @@ from harness.engines import delta, drop_page_cache, get_engine
 from harness.engines.base import EngineInstance, EvictResult
 from harness.engines.lifecycle import port_free
 from harness.engines.prometheus import MetricsDelta
+from harness.ports import free_ports
 from harness.remote.local import LocalExecutor
-from tests.real_engine.conftest import REPO, SERVED, engine_workdir, free_ports, local_node, real_profile
+from tests.real_engine.conftest import REPO, SERVED, engine_workdir, local_node, real_profile
 from tests.real_engine.scenario import CHUNK, DOC_TOKENS, DOCS, chunk_files, complete, diff, docs, run_scenario
 
 # The real server's signature of the conformance scenario, captured by the test below (which

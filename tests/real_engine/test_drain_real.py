@@ -48,8 +48,9 @@ from harness.pipelines.shared.drain import (
     prove_memory_empty,
 )
 from harness.pipelines.shared.tierhits import memory_hit_requests
+from harness.ports import free_ports
 from harness.remote.local import LocalExecutor
-from tests.real_engine.conftest import engine_workdir, free_ports, local_node, real_profile
+from tests.real_engine.conftest import engine_workdir, local_node, real_profile
 from tests.real_engine.scenario import CHUNK, DOC_TOKENS, DOCS, chunk_files, complete
 from tests.real_engine.slowdisk import throttled_writes
 

@@ -18,6 +18,7 @@ import pytest
 
 from harness.config.inventory import Inventory
 from harness.errors import InputError
+from harness.ports import free_port
 from harness.remote import keys
 from harness.remote.base import (
     ConnectionLost,
@@ -178,10 +179,7 @@ def test_changed_host_key_always_refused(ssh_cluster: Factory) -> None:
 
 def test_unreachable_and_auth_failure(ssh_cluster: Factory) -> None:
     cluster = ssh_cluster(1)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        free = s.getsockname()[1]
-    inv = cluster.inventory_with(nodes={"node0": {"port": free}})
+    inv = cluster.inventory_with(nodes={"node0": {"port": free_port()}})
     start = time.monotonic()
     with pytest.raises(Unreachable, match="cannot connect"):
         _ex(inv, "node0").run(["true"])

@@ -11,7 +11,6 @@ from __future__ import annotations
 import ast
 import os
 import re
-import socket
 from pathlib import Path
 
 import pytest
@@ -22,6 +21,7 @@ from harness.deletion import DeletionRefused, remove_file
 from harness.engines.base import EnginePlan
 from harness.engines.lifecycle import EngineStartError
 from harness.engines.sim import SimEngine
+from harness.ports import free_port
 from harness.remote.local import LocalExecutor
 from harness.remote.scratch import (
     ENGINE_OWNER,
@@ -232,14 +232,8 @@ def test_prometheus_dir_kvgate_made_is_emptied(tmp_path: Path) -> None:
 def _plan(instance: Path, env: dict[str, str]) -> EnginePlan:
     return EnginePlan(
         kind="sim", node="n1", profile="p", arm="baseline", instance_index=0, argv=("/bin/sleep", "30"),
-        env=env, files={}, host="127.0.0.1", port=_free_port(), external_host="127.0.0.1", devices=(),
+        env=env, files={}, host="127.0.0.1", port=free_port(), external_host="127.0.0.1", devices=(),
         platform="cpu", instance_dir=str(instance), name="kvgate-test", served_model_name="m")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def test_local_helper_refuses_escapes(tmp_path: Path, victim: Path) -> None:

@@ -21,8 +21,9 @@ import pytest
 
 from harness.errors import StorageFull
 from harness.pipelines.shared.context import GateRun
+from harness.ports import free_port
 from harness.store.campaign import Campaign
-from tests.pipelines.conftest import free_port, small_profile
+from tests.pipelines.conftest import small_profile
 from tests.pipelines.test_gates_local import gate, result
 
 

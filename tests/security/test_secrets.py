@@ -23,11 +23,12 @@ import pytest
 
 from harness.config.profile import Profile
 from harness.engines import get_engine
+from harness.ports import free_port
 from harness.redact import redact_data
 from harness.remote.local import LocalExecutor
 from harness.store.campaign import Campaign, GateDir
 from tests.engines.test_lifecycle import _node, _profile
-from tests.pipelines.conftest import free_port, small_profile
+from tests.pipelines.conftest import small_profile
 from tests.support.background import Background
 
 API_KEY = "sk-kvgate-API-0123456789"

@@ -21,8 +21,9 @@ from pathlib import Path
 
 import pytest
 
+from harness.ports import free_port
 from harness.sim.http import Limits, Request, Response, serve_connection
-from tests.sim.simhelpers import REPO, SimProc, free_port, read_until_closed, start_sim
+from tests.sim.simhelpers import REPO, SimProc, read_until_closed, start_sim
 
 LOW_ENV = {"KVGATE_SIM_IDLE_TIMEOUT": "1.0", "KVGATE_SIM_HEADER_TIMEOUT": "0.5"}
 LOW = Limits(idle_timeout_s=1.0, header_timeout_s=0.5)

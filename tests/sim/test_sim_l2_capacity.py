@@ -17,8 +17,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Optional
 
+from harness.ports import free_port
 from harness.sim.mpserver import MPClient
-from tests.sim.simhelpers import REPO, free_port
+from tests.sim.simhelpers import REPO
 
 CHUNK = 64 * 1024
 GIB = 1024**3

@@ -14,10 +14,11 @@ from pathlib import Path
 from harness.config.profile import Profile
 from harness.engines import get_engine
 from harness.engines.lifecycle import http_request
+from harness.ports import free_ports
 from harness.remote.local import LocalExecutor
 from harness.sim.cli import per_instance
 from harness.sim.lmcache_config import build_config
-from tests.real_engine.conftest import free_ports, local_node, real_profile
+from tests.real_engine.conftest import local_node, real_profile
 from tests.real_engine.scenario import DOC_TOKENS, DOCS, diff, run_scenario
 from tests.real_engine.test_cold_restore import REAL_SIGNATURE
 from tests.sim.simhelpers import REPO

@@ -12,8 +12,9 @@ import urllib.request
 from pathlib import Path
 
 from harness.cli.main import run as kvgate_run
+from harness.ports import free_port
 from harness.sim.vllm_shim import SHIM_VERSION, write_vllm_shim
-from tests.sim.simhelpers import CONNECTOR, free_port, lmcache_yaml, port_is_free, words
+from tests.sim.simhelpers import CONNECTOR, lmcache_yaml, port_is_free, words
 
 
 def test_shim_runs_vllm_serve_with_vllm_flags(tmp_path: Path) -> None:

@@ -20,7 +20,8 @@ from typing import Any
 import yaml
 
 from harness.cli.main import run
-from tests.pipelines.conftest import free_port, small_profile
+from harness.ports import free_port
+from tests.pipelines.conftest import small_profile
 from tests.support.once import build_once
 
 __all__ = ["PassedBaseline"]

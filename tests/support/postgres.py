@@ -22,6 +22,8 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.ports import free_port
+
 
 def _bin(name: str) -> str:
     found = shutil.which(name)
@@ -32,12 +34,6 @@ def _bin(name: str) -> str:
         raise RuntimeError(f"{name} not found: run `make system-deps` (tools/ensure-system-deps.sh installs "
                            "the postgresql package)")
     return candidates[0]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass
@@ -62,7 +58,7 @@ class PostgresServer:
         subprocess.run(prefix + ["mkdir", "-p", str(sock)], check=True)
         subprocess.run(prefix + [_bin("initdb"), "-D", str(data), "-U", "kvgate", "--auth=trust", "-E", "UTF8",
                                  "--no-sync"], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        port = _free_port()
+        port = free_port()
         opts = f"-p {port} -k {sock} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=50"
         subprocess.run(prefix + [_bin("pg_ctl"), "-D", str(data), "-l", str(base / "server.log"), "-o", opts,
                                  "-w", "-t", "60", "start"], check=True, stdout=subprocess.DEVNULL)

@@ -32,6 +32,7 @@ from typing import Any, Optional
 import yaml
 
 from harness.config.inventory import Inventory
+from harness.ports import free_port
 from tests.support.procs import descendants, stop_contained, stop_processes, wait_exited
 
 SSHD = "/usr/sbin/sshd"
@@ -76,12 +77,6 @@ class KeyStore:
 
     def authorized_keys(self) -> str:
         return "".join(Path(str(self.client_key(k)) + ".pub").read_text() for k in CLIENT_KEY_KINDS)
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _signal_all(pids: list[int], sig: int) -> None:
@@ -190,7 +185,7 @@ class SshCluster:
         env = {**({} if self.login_rc else {"SHLVL": "1"}), **self.session_env}
         setenv = ['"' + f"{k}={v}" + '"' for k, v in env.items()]
         for _attempt in range(5):
-            node.port = port or _free_port()
+            node.port = port or free_port()
             node.config_path.write_text("\n".join([
                 f"Port {node.port}",
                 f"ListenAddress {node.host}",

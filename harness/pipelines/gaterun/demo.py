@@ -5,7 +5,6 @@ emulator and real fio (no cluster, no GPU). Each run gets its own paths and engi
 from __future__ import annotations
 
 import posixpath
-import socket
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,6 +17,7 @@ from harness.config.loader import load_inventory
 from harness.exitcodes import ExitCode
 from harness.paths import project_root
 from harness.pipelines.gaterun.runner import GateOutcome, run_gate
+from harness.ports import free_port
 from harness.store.campaign import check_campaign_name
 
 
@@ -40,12 +40,6 @@ def prepare_local_targets(inventory_path: Path) -> None:
                     Path(target.path).mkdir(parents=True, exist_ok=True)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def per_campaign_inputs(campaign: str, inventory: Path, profile: Path) -> tuple[Path, Path]:
     """Copies of the inventory and profile for this demo run, so two demos on one machine never
     share anything: every local node's storage targets and workdir get a ``<campaign>`` subfolder,
@@ -63,7 +57,7 @@ def per_campaign_inputs(campaign: str, inventory: Path, profile: Path) -> tuple[
         for target in node.get("storage", []):
             if not str(target["path"]).startswith("/dev/"):
                 target["path"] = posixpath.join(str(target["path"]), campaign)
-    prof.setdefault("engine", {})["port"] = free_port()
+    prof.setdefault("engine", {})["port"] = free_port()  # below the ephemeral range: see harness.ports
     Path(home).mkdir(parents=True, exist_ok=True)
     inv_path, prof_path = Path(home) / inventory.name, Path(home) / profile.name
     header = f"# written by kvgate demo for campaign {campaign} from {{}}\n"

@@ -1,0 +1,85 @@
+"""``harness.ports``: loopback ports below the ephemeral range, never handed to two processes at once.
+
+The race it closes was seen in CI: a test picked a free port by binding port 0, the engine started
+34 s later (after G4's fio probes) and found it taken by someone's outgoing connection."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+from harness import ports
+from harness.ports import ephemeral_low, free_port, free_ports
+
+REPO = Path(__file__).resolve().parents[1]
+PICK = "from harness.ports import free_port; print(' '.join(str(free_port()) for _ in range(40)), flush=True)"
+
+
+def test_ports_are_below_the_ephemeral_range_and_free() -> None:
+    low = ephemeral_low()
+    for _ in range(20):
+        base = free_ports(3)
+        assert 10000 <= base and base + 3 <= low
+        for p in range(base, base + 3):
+            with socket.socket() as s:
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                s.bind(("127.0.0.1", p))
+
+
+def _away_from_the_slot_end() -> int:
+    """A port whose next two in this process's slot do not wrap round to the slot's start."""
+    while True:
+        port = free_port()
+        assert ports._slot is not None
+        if port + 2 < ports._slot.high:
+            return port
+
+
+def test_a_port_something_listens_on_is_not_handed_out() -> None:
+    first = _away_from_the_slot_end()
+    with socket.socket() as busy:  # the port this process would hand out next
+        busy.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        busy.bind(("127.0.0.1", first + 1))
+        busy.listen(1)
+        assert free_port() == first + 2
+
+
+def test_processes_picking_at_once_never_get_the_same_port() -> None:
+    procs = [subprocess.Popen([sys.executable, "-c", PICK], cwd=REPO, stdout=subprocess.PIPE, text=True)  # noqa: S603
+             for _ in range(4)]
+    picks = []
+    try:
+        for p in procs:
+            out, _ = p.communicate(timeout=60)
+            assert p.returncode == 0
+            picks.append(set(map(int, out.split())))
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+    assert all(len(s) == 40 for s in picks)
+    mine = {free_port() for _ in range(40)}
+    every = [mine, *picks]
+    assert sum(len(s) for s in every) == len(set().union(*every))
+
+
+def test_a_forked_child_takes_a_slot_of_its_own() -> None:
+    before = _away_from_the_slot_end()
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: its first port, through the pipe
+        try:
+            os.write(w, str(free_port()).encode())
+        finally:
+            os._exit(0)
+    os.close(w)
+    try:
+        child = int(os.read(r, 32))
+    finally:
+        os.close(r)
+        os.waitpid(pid, 0)
+    # the parent's next port would be before + 1; the child's slot is another share of the range
+    assert child != before + 1 and free_port() == before + 1
