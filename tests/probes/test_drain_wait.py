@@ -62,18 +62,28 @@ class _FirstLook(LocalExecutor):
                 then()
 
 
-def _write_behind_a_freeze(path: Path, frozen: threading.Event) -> Callable[[threading.Event], None]:
-    """Once the outer filesystem is frozen: 32 MiB buffered, never fsync'd, and writeback of the first
-    4 MiB started (it cannot finish: the loop device's own writes wait on the freeze)."""
+def _write_behind_a_freeze(path: Path, frozen: threading.Event,
+                           written: threading.Event) -> Callable[[threading.Event], None]:
+    """Once the outer filesystem is frozen: 32 MiB buffered, never fsync'd (``written`` set), and
+    writeback of the first 4 MiB started (it cannot finish: the loop device's own writes wait on the
+    freeze)."""
     def work(stop: threading.Event) -> None:
         assert frozen.wait(60), "the outer filesystem was never frozen"
         fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
         try:
             os.write(fd, os.urandom(2**20) * 32)
+            written.set()
             os.posix_fadvise(fd, 0, 4 * 2**20, os.POSIX_FADV_DONTNEED)  # starts writeback, no wait
         finally:
             os.close(fd)
     return work
+
+
+def _writeback_bytes() -> int:
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("Writeback:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError("no Writeback line in /proc/meminfo")
 
 
 def _writes_in_flight(loop: str) -> int:
@@ -92,11 +102,14 @@ def test_drain_waits_for_writes_in_flight_and_records_them(own_filesystem: Stack
     fs = own_filesystem
     devices = resolve_backing(LocalExecutor("n1"), str(fs.mnt)).devices
     assert fs.loop in devices and len(devices) >= 3  # this loop device, the outer one, this machine's disk
-    frozen = threading.Event()
-    with Background(_write_behind_a_freeze(fs.mnt / "dirty", frozen), name="writer") as bg, \
+    frozen, written = threading.Event(), threading.Event()
+    with Background(_write_behind_a_freeze(fs.mnt / "dirty", frozen, written), name="writer") as bg, \
             Frozen(fs.outer) as freeze:
         frozen.set()
-        while not _writes_in_flight(fs.loop):
+        # the data's writeback, not only a write in flight: beside a CPU hog the writer was still
+        # filling its buffer while the journal's write (of the file's creation) was in flight, and
+        # the first look saw 2 MiB dirty, nothing under writeback
+        while not (written.is_set() and _writes_in_flight(fs.loop) and _writeback_bytes() > 0):
             bg.check()
             time.sleep(0.05)  # polls a condition the kernel sets; the bound is the test's timeout
         rec = wait_drained(_FirstLook(freeze.thaw), str(fs.mnt), devices, timeout_s=60)
