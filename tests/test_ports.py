@@ -13,6 +13,7 @@ from pathlib import Path
 
 from harness import ports
 from harness.ports import ephemeral_low, free_port, free_ports
+from tests.support.procs import HANG_GUARD_S
 
 REPO = Path(__file__).resolve().parents[1]
 PICK = "from harness.ports import free_port; print(' '.join(str(free_port()) for _ in range(40)), flush=True)"
@@ -53,7 +54,7 @@ def test_processes_picking_at_once_never_get_the_same_port() -> None:
     picks = []
     try:
         for p in procs:
-            out, _ = p.communicate(timeout=60)
+            out, _ = p.communicate(timeout=HANG_GUARD_S)
             assert p.returncode == 0
             picks.append(set(map(int, out.split())))
     finally:

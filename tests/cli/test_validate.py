@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from harness.cli.main import run
+from tests.support.procs import HANG_GUARD_S
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -179,6 +180,6 @@ def test_missing_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> Non
 def test_console_script_no_traceback(tmp_path: Path) -> None:
     p = write(tmp_path, "dup.yaml", "a: 1\na: 2\n")
     proc = subprocess.run([sys.executable, "-m", "harness.cli.main", "validate", str(p)],  # noqa: S603 - fixed argv
-                          capture_output=True, text=True, timeout=60)
+                          capture_output=True, text=True, timeout=HANG_GUARD_S)
     assert proc.returncode == 2
     assert "dup.yaml:2:1" in proc.stderr and "Traceback" not in proc.stderr

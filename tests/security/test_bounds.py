@@ -29,6 +29,7 @@ from harness.remote import local as local_executor
 from harness.remote.base import OutputTooLarge
 from harness.remote.local import LocalExecutor
 from harness.report.manifest import MAX_READ_BYTES, ManifestError, read_regular
+from tests.support.procs import HANG_GUARD_S
 
 
 def _bomb(path: Path, total: int, line: bytes = b"") -> None:
@@ -164,6 +165,6 @@ def test_verify_reads_no_huge_manifest(tmp_path: Path) -> None:
     gate.mkdir()
     (tmp_path / "MANIFEST.sha256").rename(gate / "MANIFEST.sha256")
     proc = subprocess.run([sys.executable, "-m", "harness.cli.main", "verify", str(gate)],  # noqa: S603
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=HANG_GUARD_S)
     assert proc.returncode not in (0, 5), proc.stderr
     assert "Traceback" not in proc.stderr

@@ -16,11 +16,12 @@ from harness.load.hashtrace import parse_trace
 from harness.load.jsonl import MAX_TRACE_SECONDS
 from harness.load.workloads import _trace
 from tests.store.test_history_import_export import _gate_result, _write
+from tests.support.procs import HANG_GUARD_S
 
 
 def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "harness.cli.main", *args],  # noqa: S603
-                          capture_output=True, text=True, timeout=120, cwd=cwd)
+                          capture_output=True, text=True, timeout=HANG_GUARD_S, cwd=cwd)
 
 
 def test_verify_with_a_non_pdf_report_pdf_is_a_finding(tmp_path: Path) -> None:

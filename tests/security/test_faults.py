@@ -25,6 +25,7 @@ from harness.ports import free_port
 from harness.store.campaign import Campaign
 from tests.pipelines.conftest import small_profile
 from tests.pipelines.test_gates_local import gate, result
+from tests.support.procs import HANG_GUARD_S
 
 
 @pytest.fixture()
@@ -57,7 +58,8 @@ def test_full_reports_directory_is_exit_4_without_traceback(tmp_path: Path, smal
     _fill(small_fs)
     proc = subprocess.run([sys.executable, "-m", "harness.cli.main", "gate", "G1", "--inventory",  # noqa: S603
                            str(local_inventory), "--profile", str(prof), "--campaign", "c", "--reports",
-                           str(small_fs / "reports"), "--no-progress"], capture_output=True, text=True, timeout=120)
+                           str(small_fs / "reports"), "--no-progress"], capture_output=True, text=True,
+                          timeout=HANG_GUARD_S)
     assert proc.returncode == 4, proc.stderr
     assert "No space left on device" in proc.stderr and "Traceback" not in proc.stderr + proc.stdout
     assert "free space and run again with --resume" in proc.stderr

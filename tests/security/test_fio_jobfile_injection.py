@@ -18,6 +18,7 @@ from harness.errors import InputError
 from harness.probes.fio_jobs import build_jobfile, fio_safe_path
 from harness.probes.fio_run import run_fio_probe
 from harness.remote.local import LocalExecutor
+from tests.support.procs import HANG_GUARD_S
 
 SPEC = FioSpec(job_sets=["seq-read"], size="1 MiB", runtime="1s", ramp_time="0s", numjobs=1, iodepth=1)
 
@@ -37,7 +38,7 @@ def test_newline_exec_prerun_in_target_path_is_refused_at_load(tmp_path: Path) -
     marker = tmp_path / "pwned"
     inv = _inventory(tmp_path, f'"{tmp_path}/tier\\nexec_prerun=touch {marker}"')
     proc = subprocess.run([sys.executable, "-m", "harness.cli.main", "validate", str(inv)],  # noqa: S603
-                          capture_output=True, text=True, timeout=60)
+                          capture_output=True, text=True, timeout=HANG_GUARD_S)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     out = proc.stdout + proc.stderr
     assert f"{inv}:8" in out and "control character (newline)" in out and "Traceback" not in out

@@ -22,6 +22,7 @@ from harness.report.documents import pdf_problems
 from harness.report.pdfread import MAX_STREAM_BYTES, PdfBombError
 from harness.report.pdfsign import check_pdf, sign_pdf
 from tests.store.test_history_import_export import _gate_result, _write
+from tests.support.procs import HANG_GUARD_S
 
 LIMIT_TEXT = "16 MiB inflated from one stream, 64 MiB from the whole PDF"
 
@@ -123,7 +124,7 @@ def test_verify_reports_the_bomb_as_a_finding_naming_file_and_limit(bomb: Path, 
         f"a decompression bomb, or not a kvgate report (Decoded stream data exceeds the limit of "
         f"{MAX_STREAM_BYTES} bytes.)"]
     proc = subprocess.run([sys.executable, "-m", "harness.cli.main", "verify", str(gate)],  # noqa: S603
-                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
+                          capture_output=True, text=True, timeout=HANG_GUARD_S, cwd=tmp_path)
     assert proc.returncode == 1, (proc.returncode, proc.stderr[-2000:])
     assert "Traceback" not in proc.stderr and LIMIT_TEXT in proc.stdout and "report.pdf" in proc.stdout
 

@@ -30,6 +30,7 @@ from harness.store.campaign import Campaign, GateDir
 from tests.engines.test_lifecycle import _node, _profile
 from tests.pipelines.conftest import small_profile
 from tests.support.background import Background
+from tests.support.procs import HANG_GUARD_S
 
 API_KEY = "sk-kvgate-API-0123456789"
 HF = "hf_kvgateTOKEN0123456789"
@@ -220,7 +221,7 @@ def test_round3_plan_output_masks_remote_auth_and_url_passwords() -> None:
 def test_round3_history_url_query_password_is_masked_and_warned(tmp_path: Path) -> None:
     url = f"postgresql://kv@127.0.0.1:1/x?password={QUERY_PW}&sslpassword={QUERY_PW}"
     proc = subprocess.run([sys.executable, "-m", "harness.cli.main", "history", "list",  # noqa: S603
-                           "--history", url], capture_output=True, text=True, cwd=tmp_path, timeout=120)
+                           "--history", url], capture_output=True, text=True, cwd=tmp_path, timeout=HANG_GUARD_S)
     assert proc.returncode in (2, 4), proc.stderr
     assert QUERY_PW not in proc.stdout + proc.stderr
     assert "carries a password" in proc.stderr

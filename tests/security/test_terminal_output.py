@@ -16,6 +16,7 @@ import pytest
 from harness.cli import cmd_soak
 from harness.cli.table import json_safe, terminal_safe
 from tests.store.test_history_import_export import _gate_result, _write
+from tests.support.procs import HANG_GUARD_S
 
 EVIL = "x\x1b[2J\x1b]0;pwned\x07\r\nVERIFIED: everything\x9b31m\x00"
 
@@ -31,7 +32,7 @@ def test_verify_prints_a_hostile_file_name_clean(tmp_path: Path) -> None:
     gate = _write(tmp_path / "reports", "c1", "G3", _gate_result("c1", "G3", "2026-01-01T01:00:00Z", 0.3))
     (gate / "MANIFEST.sha256").write_text("0" * 64 + "  evil" + EVIL.replace("\x00", "").replace("\n", "") + "\n")
     proc = subprocess.run([sys.executable, "-m", "harness.cli.main", "verify", str(gate)],  # noqa: S603
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=HANG_GUARD_S)
     assert proc.returncode not in (0, 5), proc.stderr
     assert "\x1b" not in proc.stdout and "\x9b" not in proc.stdout and "\r" not in proc.stdout
     assert not [line for line in proc.stdout.splitlines() if line.startswith("VERIFIED")]

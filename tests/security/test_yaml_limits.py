@@ -15,6 +15,7 @@ import pytest
 
 from harness.config.yamlsource import load_yaml
 from harness.errors import ConfigError
+from tests.support.procs import HANG_GUARD_S
 
 
 def _laughs() -> str:
@@ -51,7 +52,7 @@ def test_cli_exits_2_without_traceback(tmp_path: Path) -> None:
     p = tmp_path / "laughs.yaml"
     p.write_text(_laughs())
     proc = subprocess.run([sys.executable, "-m", "harness.cli.main", "validate", str(p)],  # noqa: S603
-                          capture_output=True, text=True, timeout=60)
+                          capture_output=True, text=True, timeout=HANG_GUARD_S)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr + proc.stdout
     assert f"{p}:2:" in proc.stdout + proc.stderr
 

@@ -22,6 +22,7 @@ from tests.real_engine.conftest import local_node, real_profile
 from tests.real_engine.scenario import DOC_TOKENS, DOCS, diff, run_scenario
 from tests.real_engine.test_cold_restore import REAL_SIGNATURE
 from tests.sim.simhelpers import REPO
+from tests.support.procs import HANG_GUARD_S
 
 
 def test_multiprocess_mode_gives_the_real_servers_counter_movements_and_files(tmp_path: Path) -> None:
@@ -64,7 +65,7 @@ def test_reset_endpoint_is_404_without_dev_mode(tmp_path: Path) -> None:
 def test_lmcache_server_rejects_what_it_does_not_model(tmp_path: Path) -> None:
     for bad in (['--l2-adapter', '{"type":"s3","base_path":"x"}'], ["--l2-adapter", "{nope"], ["--chunk-size", "0"]):
         res = subprocess.run([sys.executable, "-m", "harness.sim.cli", "lmcache-server", "--port", "1",  # noqa: S603
-                              "--http-port", "2", *bad], capture_output=True, text=True, cwd=REPO, timeout=60,
+                              "--http-port", "2", *bad], capture_output=True, text=True, cwd=REPO, timeout=HANG_GUARD_S,
                              check=False)
         assert res.returncode == 2, res.stderr
         assert "kvgate sim lmcache-server: error:" in res.stderr and "Traceback" not in res.stderr
