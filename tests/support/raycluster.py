@@ -64,17 +64,26 @@ def _resources(names: list[str]) -> str:
     return json.dumps({f"kvgate-node:{n}": 1 for n in names})
 
 
+def _agent_ports(base: int) -> list[str]:
+    """Fixed ports for a raylet's agents. Given none, the raylet waits for the agents to write the
+    ports they took to files, for a fixed 15 s, and dies when one is late (ray-project/ray#65983):
+    seen in a CI run beside a CPU hog, where the test's processes got a few percent of a core. The
+    namespace is the test's own, so fixed ports collide with nothing outside it."""
+    return [f"--metrics-export-port={base}", f"--dashboard-agent-grpc-port={base + 1}",
+            f"--dashboard-agent-listen-port={base + 2}", f"--runtime-env-agent-port={base + 3}"]
+
+
 def start(temp: Path, head_nodes: list[str], worker_nodes: list[str]) -> list[dict[str, object]]:
     subprocess.run(["ip", "link", "set", "lo", "up"], check=True)  # noqa: S603, S607
     env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0")
     common = ["--node-ip-address=127.0.0.1", f"--temp-dir={temp}", "--disable-usage-stats"]
     t0 = time.monotonic()
     _ray("start", "--head", f"--port={PORT}", "--num-cpus=2", "--include-dashboard=false",
-         f"--resources={_resources(head_nodes)}", *common, env=env)
+         f"--resources={_resources(head_nodes)}", *_agent_ports(21000), *common, env=env)
     print(f"ray head up in {time.monotonic() - t0:.1f} s", file=sys.stderr)
     if worker_nodes:
         _ray("start", f"--address={ADDRESS}", "--num-cpus=0", f"--resources={_resources(worker_nodes)}",
-             *common, env=env)
+             *_agent_ports(21010), *common, env=env)
     print(f"ray worker raylet up at {time.monotonic() - t0:.1f} s", file=sys.stderr)
     return _nodes(len(worker_nodes) > 0)
 
