@@ -4,10 +4,11 @@ tests start: picked so that nothing else takes them between the pick and the ser
 A port found free by binding port 0 comes from the kernel's ephemeral range, from which every
 outgoing connection on the machine takes its local port at any moment; a server started tens of
 seconds later (after a gate's fio probes) found it taken (seen in CI: "port ... is already in use").
-So ports are picked below that range. Two processes picking at once (two demos, the parallel test
-workers) would still meet there, so each process first locks one slot of that range (``flock`` on a
-slot file, released by the kernel when the process ends) and hands out the ports of its own slot in
-turn, each checked free by a bind.
+So ports are picked outside that range: below it (Linux's default, 32768-60999, leaves 10000-32767),
+or above it where a range that starts low leaves more room there. Two processes picking at once (two
+demos, the parallel test workers) would still meet there, so each process first locks one slot of
+that range (``flock`` on a slot file, released by the kernel when the process ends) and hands out the
+ports of its own slot in turn, each checked free by a bind.
 """
 
 from __future__ import annotations
@@ -22,7 +23,9 @@ from typing import Optional
 
 EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
 LOWEST = 10000  # below: well-known services' ports (and a range the tests' own fixed ports avoid)
+HIGHEST = 65535
 SLOTS = 48
+MIN_SLOT = 16  # ports a slot needs to serve a test's servers; with less outside the range, the bind check alone
 
 
 class _Slot:
@@ -35,12 +38,26 @@ _lock = threading.Lock()
 _slot: Optional[_Slot] = None
 
 
-def ephemeral_low() -> int:
-    """The first port of the kernel's ephemeral range (32768 where it cannot be read)."""
+def ephemeral_range() -> tuple[int, int]:
+    """The kernel's ephemeral range, first and last port (Linux's default where it cannot be read)."""
     try:
-        return int(EPHEMERAL_RANGE.read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        return 32768
+        low, high = (int(v) for v in EPHEMERAL_RANGE.read_text().split()[:2])
+        return low, high
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
+def picking_range() -> tuple[int, int]:
+    """The ports handed out, ``[low, high)``: the larger of the gaps below and above the ephemeral
+    range; with neither wide enough for the slots, everything from LOWEST up, the bind check alone
+    guarding it."""
+    eph_low, eph_high = ephemeral_range()
+    below = (LOWEST, max(LOWEST, eph_low))
+    above = (max(LOWEST, eph_high + 1), HIGHEST + 1)
+    low, high = max(below, above, key=lambda r: r[1] - r[0])
+    if high - low < SLOTS * MIN_SLOT:
+        return LOWEST, HIGHEST + 1
+    return low, high
 
 
 def _lock_dir() -> Path:
@@ -52,7 +69,7 @@ def _lock_dir() -> Path:
 def _take_slot() -> _Slot:
     """Lock a free slot (a process's own share of the ports below the ephemeral range); with every
     slot taken, the whole range, the bind check alone guarding it."""
-    low, high = LOWEST, max(ephemeral_low(), LOWEST + 2 * SLOTS)
+    low, high = picking_range()
     width = (high - low) // SLOTS
     first = random.randrange(SLOTS)
     directory = _lock_dir()

@@ -11,23 +11,42 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from harness import ports
-from harness.ports import ephemeral_low, free_port, free_ports
+from harness.ports import free_port, free_ports, picking_range
 from tests.support.procs import HANG_GUARD_S
 
 REPO = Path(__file__).resolve().parents[1]
 PICK = "from harness.ports import free_port; print(' '.join(str(free_port()) for _ in range(40)), flush=True)"
 
 
-def test_ports_are_below_the_ephemeral_range_and_free() -> None:
-    low = ephemeral_low()
+def test_ports_are_outside_the_ephemeral_range_and_free() -> None:
+    low, high = picking_range()
+    eph_low, eph_high = ports.ephemeral_range()
+    assert high <= eph_low or low > eph_high
     for _ in range(20):
         base = free_ports(3)
-        assert 10000 <= base and base + 3 <= low
+        assert low <= base and base + 3 <= high
         for p in range(base, base + 3):
             with socket.socket() as s:
                 s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
                 s.bind(("127.0.0.1", p))
+
+
+@pytest.mark.parametrize(("ephemeral", "expected"), [
+    ("32768\t60999\n", (10000, 32768)),   # Linux's default: below it
+    ("1024 60999\n", (61000, 65536)),      # a range that starts low: above it
+    ("15000 65000\n", (10000, 15000)),     # the larger gap (5000 ports below, 535 above)
+    ("1024 65535\n", (10000, 65536)),      # no room outside it: everything, the bind check alone
+    ("garbage\n", (10000, 32768)),         # unreadable: as Linux's default
+])
+def test_the_ports_handed_out_avoid_the_ephemeral_range(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                        ephemeral: str, expected: tuple[int, int]) -> None:
+    fake = tmp_path / "ip_local_port_range"
+    fake.write_text(ephemeral)
+    monkeypatch.setattr(ports, "EPHEMERAL_RANGE", fake)
+    assert picking_range() == expected
 
 
 def _away_from_the_slot_end() -> int:
