@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+RAY_START = Path(__file__).resolve().with_name("raystart.py")  # `ray start`, the raylet given every agent port
 PORT = 6380
 ADDRESS = f"127.0.0.1:{PORT}"
 
@@ -48,7 +49,7 @@ def _ray(*args: str, env: dict[str, str]) -> None:
     # subprocess.run until the timeout after the CLI itself had exited
     with tempfile.TemporaryFile() as out:
         try:
-            subprocess.run([sys.executable, "-m", "ray.scripts.scripts", *args], check=True, env=env,  # noqa: S603
+            subprocess.run([sys.executable, str(RAY_START), *args], check=True, env=env,  # noqa: S603
                            stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, timeout=300)
         except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as exc:
             out.seek(0)
@@ -67,15 +68,18 @@ def _resources(names: list[str]) -> str:
 def _agent_ports(base: int) -> list[str]:
     """Fixed ports for a raylet's agents. Given none, the raylet waits for the agents to write the
     ports they took to files, for a fixed 15 s, and dies when one is late (ray-project/ray#65983):
-    seen in a CI run beside a CPU hog, where the test's processes got a few percent of a core. The
-    namespace is the test's own, so fixed ports collide with nothing outside it."""
+    seen in CI runs beside a CPU hog, where the test's processes got a few percent of a core (the
+    listen port reaches the raylet only through ``raystart.py``). The namespace is the test's own,
+    so fixed ports collide with nothing outside it."""
     return [f"--metrics-export-port={base}", f"--dashboard-agent-grpc-port={base + 1}",
             f"--dashboard-agent-listen-port={base + 2}", f"--runtime-env-agent-port={base + 3}"]
 
 
 def start(temp: Path, head_nodes: list[str], worker_nodes: list[str]) -> list[dict[str, object]]:
     subprocess.run(["ip", "link", "set", "lo", "up"], check=True)  # noqa: S603, S607
-    env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0")
+    # the agents' ports known, the raylet still waits for the runtime-env agent to answer, 30 s by
+    # default; beside a hog that agent took 14 s to listen: a hang guard instead of a measure
+    env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0", RAY_agent_register_timeout_ms="240000")
     common = ["--node-ip-address=127.0.0.1", f"--temp-dir={temp}", "--disable-usage-stats"]
     t0 = time.monotonic()
     _ray("start", "--head", f"--port={PORT}", "--num-cpus=2", "--include-dashboard=false",
