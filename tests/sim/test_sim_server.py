@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from tests.sim.simhelpers import CONNECTOR, REPO, SimProc, lmcache_yaml, start_sim, words
+from tests.support.procs import HANG_GUARD_S
 
 # chunk = 256 tokens x 16 KiB = 4 MiB; a 2048-token prompt = 8 chunks = 32 MiB read per disk hit
 KV_ARGS = [
@@ -270,26 +271,47 @@ def test_api_surface_models_chat_nonstreaming_request_ids(sim: Callable[..., Sim
 
 
 def test_bounded_batch_queues_requests(sim: Callable[..., SimProc]) -> None:
-    # 1 slot, each request decodes 40 tokens at 100 tok/s = 0.4 s: the others wait
+    # 1 slot, each request decodes 200 tokens at 100 tok/s = 2 s. The first is running before the
+    # other two are sent, so both must wait while it decodes: the overlap is made by the order of
+    # events, not by three threads starting together (on a loaded machine they did not: CI saw at
+    # most one waiting when the first 0.4 s request ended before the third arrived).
     s = sim("--max-batch", "1", "--decode-tokens-per-s", "100")
     results: list[float] = []
-    threads = [threading.Thread(target=lambda: results.append(s.ttft("a b c", max_tokens=40))) for _ in range(3)]
-    for t in threads:
-        t.start()
-    import time
 
-    deadline = time.monotonic() + 5
+    def send() -> threading.Thread:
+        t = threading.Thread(target=lambda: results.append(s.ttft("a b c", max_tokens=200)))
+        t.start()
+        return t
+
+    threads = [send()]
+    assert _until(lambda: s.metric("vllm:num_requests_running") == 1), "the first request never ran"
+    threads += [send(), send()]
     seen_waiting = 0.0
-    while time.monotonic() < deadline and seen_waiting < 2:
+
+    def both_waiting() -> bool:
+        nonlocal seen_waiting
         seen_waiting = max(seen_waiting, s.metric("vllm:num_requests_waiting"))
+        return seen_waiting >= 2 or len(results) == 3
+
+    _until(both_waiting)
     for t in threads:
         t.join()
     assert seen_waiting == 2
-    # One running and two waiting at once: the last served waited at least for the whole decode of
-    # the one before it (39 steps of 10 ms after its first token), and a client's stamps only add.
-    # Not 0.7 s ("two full requests"): that holds only if all three arrived together, and on a
-    # loaded machine (a fresh-clone run beside a CPU hog: 0.44 s) the threads start apart.
-    assert max(results) >= 0.39
+    # the last served waited at least for the whole decode of the one before it (199 steps of 10 ms
+    # after its first token); a client's stamps only add
+    assert max(results) >= 1.99
+
+
+def _until(ready: Callable[[], bool]) -> bool:
+    """Poll ``ready`` until it holds; the deadline is a hang guard (HANG_GUARD_S), not a measure."""
+    import time
+
+    deadline = time.monotonic() + HANG_GUARD_S
+    while time.monotonic() < deadline:
+        if ready():
+            return True
+        time.sleep(0.01)
+    return False
 
 
 def test_keepalive_connection_serves_several_requests(sim: Callable[..., SimProc]) -> None:
