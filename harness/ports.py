@@ -67,7 +67,7 @@ def _lock_dir() -> Path:
 
 
 def _take_slot() -> _Slot:
-    """Lock a free slot (a process's own share of the ports below the ephemeral range); with every
+    """Lock a free slot (a process's own share of the ports outside the ephemeral range); with every
     slot taken, the whole range, the bind check alone guarding it."""
     low, high = picking_range()
     width = (high - low) // SLOTS
