@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -119,24 +120,46 @@ def test_multiprocess_cold_restore_is_served_from_storage_and_the_emulator_confo
 # 11.4 ms over four consecutive runs), so one run of each compared "early" with "late": 20.1 ms
 # against 13.3 and 17.1 ms on both sides of it, in one trial. Fine turns in one process (vLLM is
 # imported once, ~10 s) let both sides sample the same stretch of time.
-VLLM_BENCH_TURNS = ("import json, subprocess, sys\n"
+VLLM_BENCH_TURNS = ("import json, subprocess, sys, urllib.request\n"
+                    "from prometheus_client.parser import text_string_to_metric_families\n"
                     "from vllm.benchmarks.serve import add_cli_args, main\n"
                     "from vllm.utils.argparse_utils import FlexibleArgumentParser\n"
                     "plan = json.loads(sys.argv[1])\n"
+                    "def engine_ttft():\n"
+                    "    with urllib.request.urlopen(plan['metrics'], timeout=60) as r:\n"
+                    "        text = r.read(8 << 20).decode()\n"
+                    "    got = {'sum': 0.0, 'count': 0.0}\n"
+                    "    for fam in text_string_to_metric_families(text):\n"
+                    "        if fam.name == 'vllm:time_to_first_token_seconds':\n"
+                    "            for s in fam.samples:\n"
+                    "                for k in got:\n"
+                    "                    if s.name == fam.name + '_' + k:\n"
+                    "                        got[k] += s.value\n"
+                    "    return got\n"
+                    "engine = []\n"
+                    "def turn(run, *args):\n"
+                    "    before = engine_ttft()\n"
+                    "    run(*args)\n"
+                    "    after = engine_ttft()\n"
+                    "    engine.append({k: after[k] - before[k] for k in after})\n"
                     "def kvgate(argv):\n"
                     "    r = subprocess.run(argv, capture_output=True, text=True, timeout=600)\n"
                     "    if r.returncode:\n"
                     "        sys.exit('kvgate load run failed: ' + r.stdout[-2000:] + r.stderr[-3000:])\n"
-                    "kvgate(plan['kvgate'][0])\n"
-                    "for bench, kv in zip(plan['vllm'], plan['kvgate'][1:]):\n"
+                    "def bench(argv):\n"
                     "    p = FlexibleArgumentParser(prog='vllm bench serve')\n"
                     "    add_cli_args(p)\n"
-                    "    main(p.parse_args(bench))\n"
-                    "    kvgate(kv)\n")
+                    "    main(p.parse_args(argv))\n"
+                    "turn(kvgate, plan['kvgate'][0])\n"
+                    "for b, kv in zip(plan['vllm'], plan['kvgate'][1:]):\n"
+                    "    turn(bench, b)\n"
+                    "    turn(kvgate, kv)\n"
+                    "with open(plan['engine_ttfts'], 'w') as f:\n"
+                    "    json.dump(engine, f)\n")
 # 1024-token prompts: vllm bench serve's own client costs about 1.6 ms more per request than
 # kvgate's (against a stdlib server that answers 10 ms after the request: 12.65 against 11.0 ms, in
 # one run side by side), which at 256 tokens (12-15 ms TTFT) was 10-15% of the 25% bound by itself
-# ten short turns each: see the test's comparison of the fastest TTFTs
+# ten short turns each, interleaved, so both clients meet the same stretches of the server's speed
 BENCH_PROMPTS, BENCH_IN, BENCH_OUT, BENCH_TURNS = 5, 1024, 8, 10
 # vllm bench serve's result keys that are run settings or per-request lists, not summary figures
 BENCH_META = {"date", "endpoint_type", "backend", "label", "model_id", "tokenizer_id", "num_prompts", "request_rate",
@@ -185,25 +208,28 @@ def _vllm_bench_result(out: Path) -> dict[str, Any]:
     return dict(result)
 
 
-def _relative_difference(a: float, b: float) -> float:
-    """``a - b`` relative to their mean."""
-    return (a - b) / ((a + b) / 2)
-
-
 def _bench_vs_kvgate(env: Path, inst: EngineInstance, out: Path,
                      ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """``vllm bench serve`` and ``kvgate load run`` in turns against the same server, same token
-    lengths, kvgate first and last: (vllm bench serve's runs, kvgate's runs)."""
+    lengths, kvgate first and last: (vllm bench serve's runs, kvgate's runs). Each run also carries
+    the engine's own TTFTs of its turn (``engine_ttft_sum_s``, ``engine_ttft_count``: the movement
+    of ``vllm:time_to_first_token_seconds`` around it)."""
     kv_dirs = [out / f"kvgate-{t}" for t in range(BENCH_TURNS + 1)]
     vb_dirs = [out / f"vllm-{t}" for t in range(BENCH_TURNS)]
+    engine_file = out / "engine-ttfts.json"
     plan = {"kvgate": [_kvgate_argv(inst, d, seed) for seed, d in enumerate(kv_dirs, start=1)],
-            "vllm": [_vllm_bench_argv(env, inst, d, t) for t, d in enumerate(vb_dirs)]}
+            "vllm": [_vllm_bench_argv(env, inst, d, t) for t, d in enumerate(vb_dirs)],
+            "metrics": inst.endpoint_url + "/metrics", "engine_ttfts": str(engine_file)}
     run_env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "NO_PROXY": "*"}
     turns = subprocess.run(  # noqa: S603 - fixed code, argv
         [str(env / "venv" / "bin" / "python"), "-c", VLLM_BENCH_TURNS, json.dumps(plan)],
         capture_output=True, text=True, env=run_env, timeout=1800, check=False)
     assert turns.returncode == 0, turns.stdout[-2000:] + turns.stderr[-3000:]
-    return [_vllm_bench_result(d) for d in vb_dirs], [_kvgate_result(d) for d in kv_dirs]
+    vruns, kvruns = [_vllm_bench_result(d) for d in vb_dirs], [_kvgate_result(d) for d in kv_dirs]
+    engine = json.loads(engine_file.read_text())  # kvgate's turn 0, then vllm t and kvgate t + 1
+    for run, moved in zip([kvruns[0], *(r for pair in zip(vruns, kvruns[1:]) for r in pair)], engine):
+        run["engine_ttft_sum_s"], run["engine_ttft_count"] = moved["sum"], moved["count"]
+    return vruns, kvruns
 
 
 @pytest.mark.slow
@@ -231,7 +257,6 @@ def test_recompute_arm_gets_no_offload_hits_and_kvgate_agrees_with_vllm_bench_se
     figures = {k for k, v in vb.items() if isinstance(v, (int, float)) and k not in BENCH_META}
     vb_ttfts = sorted(t for r in vruns for t in r["ttfts_ms"])
     kv_ttfts = sorted(t for r in runs for t in r["ttfts_ms"])
-    vb_min, kv_min = min(vb_ttfts), min(kv_ttfts)
     print(f"vllm bench serve: fastest TTFT per turn {[round(min(r['ttfts_ms']), 1) for r in vruns]} ms; "
           f"kvgate: {[round(min(r['ttfts_ms']), 1) for r in runs]} ms (TTFTs: vllm bench serve "
           f"{[round(t, 1) for t in vb_ttfts]}, kvgate {[round(t, 1) for t in kv_ttfts]})")
@@ -240,15 +265,29 @@ def test_recompute_arm_gets_no_offload_hits_and_kvgate_agrees_with_vllm_bench_se
     assert all(r["completed"] == BENCH_PROMPTS for r in (*vruns, *runs))
     assert all(r["total_input_tokens"] == BENCH_PROMPTS * BENCH_IN for r in (*vruns, *runs))
     assert len(vb_ttfts) == BENCH_TURNS * BENCH_PROMPTS and len(kv_ttfts) == (BENCH_TURNS + 1) * BENCH_PROMPTS
-    # The fastest TTFT each measured, over ten interleaved turns in the same half-minute, within 25%
-    # of their mean. Load only ever adds to a TTFT, so the fastest is the server's own time plus that
-    # client's stamping: a client that stamped the first token at another moment moves it as much as
-    # its median. Not the medians: each client's own CPU per request is part of what it measures, and
-    # under load the medians part by the machine's load (two fresh-clone runs: pooled medians 23.5
-    # against 30.8 ms, then 22.5 against 15.6 ms). Not the 10th percentiles of four turns of eight:
-    # this machine's speed under load wanders within seconds, and a quiet stretch that fell in one
-    # kvgate turn alone moved it (a fresh-clone run beside a CPU hog: that turn all at 12.0-12.5 ms,
-    # vllm bench serve never below 14.8 ms; 10th percentiles 16.0 against 12.2 ms, 27% apart). Ten
-    # short turns each give both clients the quiet moments (three trials, one idle and two beside
-    # three CPU hogs: fastest 12.1/11.1, 13.1/13.3 and 12.2/11.8 ms; per-turn fastest 11.1-25 ms).
-    assert abs(_relative_difference(vb_min, kv_min)) <= 0.25, (vb_min, kv_min)
+    # kvgate stamps what vllm bench serve stamps, held from both sides.
+    # From below by the engine itself: vLLM's own TTFT of a request runs from its arrival in the API
+    # server to its first token reaching the API server's output processing (the histogram's movement
+    # over each turn). A client sends before the one and reads the token after the other, so over a
+    # turn its mean TTFT is never below the engine's for the same requests, however loaded the
+    # machine. A client that stamped its first token early (at the response headers, which leave
+    # before any token) falls below it. vllm bench serve, the reference, never does.
+    for run in (*vruns, *runs):
+        assert run["engine_ttft_count"] == BENCH_PROMPTS, run["engine_ttft_count"]  # that turn's requests only
+        engine_mean_ms = run["engine_ttft_sum_s"] * 1000.0 / BENCH_PROMPTS
+        assert statistics.fmean(run["ttfts_ms"]) >= engine_mean_ms, (run["ttfts_ms"], engine_mean_ms)
+    over_engine = [[round(statistics.fmean(r["ttfts_ms"]) / (r["engine_ttft_sum_s"] * 1000.0 / BENCH_PROMPTS), 2)
+                    for r in rs] for rs in (vruns, runs)]
+    print(f"mean TTFT over the engine's own per turn: vllm bench serve {over_engine[0]}, kvgate {over_engine[1]}")
+    # From above by vllm bench serve: kvgate's fastest TTFT over ten interleaved turns in the same
+    # half-minute at most 25% above vllm bench serve's (relative to their mean). Load only ever adds
+    # to a TTFT, so the fastest is the server's own time plus that client's stamping; one that stamped
+    # the first token late (at the end of the stream: seven more decode steps) is 61% above in an
+    # idle run (55.7 against 29.5 ms). Not
+    # two-sided: each client's own CPU per request is part of what it measures and vllm bench
+    # serve's costs more, so on a loaded machine its floor rises and kvgate's less (a fresh-clone CI
+    # run: vllm bench serve's fastest 34.3-35.7 ms in six turns of ten, kvgate's 26.4 ms, 26% apart;
+    # the engine's own time is the exact bound on that side). Not the medians: under load they part by
+    # the machine's load (23.5 against 30.8 ms, then 22.5 against 15.6 ms in two fresh-clone runs).
+    vb_min, kv_min = min(vb_ttfts), min(kv_ttfts)
+    assert (kv_min - vb_min) / ((kv_min + vb_min) / 2) <= 0.25, (vb_min, kv_min)
