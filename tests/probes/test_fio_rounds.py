@@ -68,7 +68,11 @@ def test_a_probe_is_preconditioned_drained_and_measured_in_rounds(probed: tuple[
     assert rec.steady.samples == WINDOW and rec.steady.source.startswith(f"last {WINDOW} of {WINDOW} rounds")
     assert "may include cache" in rec.cache_note
     assert rec.to_json()["page_cache"] == "bypassed: every read and write is O_DIRECT (fio direct=1)"
-    assert "direct=1" in (res.raw_output.parent / "fio-n1-t1-seq-read.fio").read_text().splitlines()
+    jobfile = (res.raw_output.parent / "fio-n1-t1-seq-read.fio").read_text().splitlines()
+    assert "direct=1" in jobfile
+    # fio may run one round past the limit (a dump a loaded node delays merges two rounds into one;
+    # CI beside a CPU hog saw 4 rounds of a 5-round run), and kvgate stops it at the limit
+    assert f"runtime={round(0.3 * (WINDOW + 1) * 1000)}ms" in jobfile
     # fio ran with its buffers asked onto huge pages, and the record says what the node granted
     assert res.command.startswith("env GLIBC_TUNABLES=glibc.malloc.hugetlb=1 /")
     assert " --output-format=json " in res.command
