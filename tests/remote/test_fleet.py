@@ -15,6 +15,8 @@ from harness.progress import Progress
 from harness.remote.base import Executor, Unreachable
 from harness.remote.fleet import Fleet, FleetError, NodeTimeout
 from harness.remote.local import LocalExecutor
+from tests.support.background import Background
+from tests.support.procs import descendants
 from tests.support.sshd import SshCluster
 
 Factory = Callable[..., SshCluster]
@@ -146,20 +148,40 @@ def test_unknown_or_duplicate_nodes() -> None:
 def test_fanout_with_a_hung_ssh_node(ssh_cluster: Factory) -> None:
     # A node that stops answering mid-operation (SIGSTOP: like a hung host or a cut link) becomes a
     # ConnectionLost within the liveness bound; the other nodes finish at their own pace.
+    # Frozen once its `sleep` runs, not after a fixed delay: beside a CPU hog a 0.3 s timer fired
+    # after the sleep had ended, and node1 finished cleanly (a fresh-clone CI run).
     cluster = ssh_cluster(4, keepalive=1.0)
+    frozen_at: list[float] = []
+
+    def freeze_when_sleeping(stop: threading.Event) -> None:
+        sshd = cluster.node("node1").proc
+        assert sshd is not None
+        while not any(_argv0(pid) == b"sleep" for pid in descendants(sshd.pid)):
+            if stop.wait(0.01):
+                return
+        cluster.freeze("node1")
+        frozen_at.append(time.monotonic())
+
     with Fleet(cluster.inventory) as fleet:
         fleet.run(["true"]).raise_for_failures()
-        threading.Timer(0.3, cluster.freeze, args=("node1",)).start()
-        start = time.monotonic()
         try:
-            res = fleet.run(["sleep", "1"])
+            with Background(freeze_when_sleeping, name="freeze-node1"):
+                res = fleet.run(["sleep", "1"])
         finally:
             cluster.thaw("node1")
-        elapsed = time.monotonic() - start
+        elapsed = time.monotonic() - frozen_at[0]
     assert [o.node for o in res.failed] == ["node1"]
     assert type(res["node1"].error).__name__ == "ConnectionLost"
     assert all(res[n].ok and res[n].duration_s < 2.5 for n in ("node0", "node2", "node3"))
-    assert elapsed < 0.3 + 3.0 + 1.5
+    assert elapsed < 3.0 + 1.5  # the liveness bound, from the freeze
+
+
+def _argv0(pid: int) -> bytes:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            return fh.read(4096).split(b"\0", 1)[0]
+    except OSError:  # gone since it was listed
+        return b""
 
 
 def test_a_node_not_started_before_the_timeout_never_runs() -> None:
