@@ -36,6 +36,7 @@ from harness.cli.cmd_soak import status
 from harness.cli.main import run
 from harness.ports import free_port
 from tests.pipelines.conftest import small_profile
+from tests.support.procs import wait_for
 
 pytestmark = [pytest.mark.ssh, pytest.mark.fio, pytest.mark.slow]
 
@@ -61,15 +62,6 @@ def gates_without_prerequisites(tmp_path: Path) -> Path:
     spec["prerequisites"] = []
     (d / "G4.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
     return d
-
-
-def wait_for(cond: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def engine_process(wrapper: int) -> int:

@@ -27,7 +27,7 @@ from harness.remote.ray.executor import RayExecutor
 from tests.facts.test_facts_collect import _comparable
 from tests.remote.ray_inventory import ray_inventory, ray_inventory_data, ray_nodes
 from tests.remote.test_contract import _wait_for
-from tests.support.procs import alive
+from tests.support.procs import alive, argv
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -131,7 +131,7 @@ def test_killed_actor_is_lost_and_detached_work_reattaches(tmp_path: Path) -> No
 
     t = threading.Thread(target=long_command)
     t.start()
-    _wait_for(lambda: any("sleep 30" in _cmdline(p) for p in _pids()))
+    _wait_for(lambda: any("sleep 30" in " ".join(argv(p)) for p in _pids()))
     cluster.ray_module().kill(ex.actor(), no_restart=True)
     t.join(60)
     assert errors and isinstance(errors[0], ConnectionLost), errors
@@ -154,10 +154,3 @@ def test_killed_actor_is_lost_and_detached_work_reattaches(tmp_path: Path) -> No
 
 def _pids() -> list[int]:
     return [int(p) for p in os.listdir("/proc") if p.isdigit()]
-
-
-def _cmdline(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-    except OSError:
-        return ""

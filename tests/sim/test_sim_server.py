@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from tests.sim.simhelpers import CONNECTOR, REPO, SimProc, lmcache_yaml, start_sim, words
-from tests.support.procs import HANG_GUARD_S
+from tests.support.procs import HANG_GUARD_S, wait_for
 
 # chunk = 256 tokens x 16 KiB = 4 MiB; a 2048-token prompt = 8 chunks = 32 MiB read per disk hit
 KV_ARGS = [
@@ -284,7 +284,7 @@ def test_bounded_batch_queues_requests(sim: Callable[..., SimProc]) -> None:
         return t
 
     threads = [send()]
-    assert _until(lambda: s.metric("vllm:num_requests_running") == 1), "the first request never ran"
+    wait_for(lambda: s.metric("vllm:num_requests_running") == 1, HANG_GUARD_S, "the first request to run", poll=0.01)
     threads += [send(), send()]
     seen_waiting = 0.0
 
@@ -293,25 +293,13 @@ def test_bounded_batch_queues_requests(sim: Callable[..., SimProc]) -> None:
         seen_waiting = max(seen_waiting, s.metric("vllm:num_requests_waiting"))
         return seen_waiting >= 2 or len(results) == 3
 
-    _until(both_waiting)
+    wait_for(both_waiting, HANG_GUARD_S, "two requests waiting, or all three served", poll=0.01)
     for t in threads:
         t.join()
     assert seen_waiting == 2
     # the last served waited at least for the whole decode of the one before it (199 steps of 10 ms
     # after its first token); a client's stamps only add
     assert max(results) >= 1.99
-
-
-def _until(ready: Callable[[], bool]) -> bool:
-    """Poll ``ready`` until it holds; the deadline is a hang guard (HANG_GUARD_S), not a measure."""
-    import time
-
-    deadline = time.monotonic() + HANG_GUARD_S
-    while time.monotonic() < deadline:
-        if ready():
-            return True
-        time.sleep(0.01)
-    return False
 
 
 def test_keepalive_connection_serves_several_requests(sim: Callable[..., SimProc]) -> None:
@@ -524,4 +512,3 @@ def test_lmcache_metrics_only_with_multiprocess_prometheus(sim: Callable[..., Si
     text = s.metrics()
     assert "lmcache:" not in text
     assert "vllm:external_prefix_cache_hits_total{" in text  # vLLM's own connector counters stay
-

@@ -13,10 +13,11 @@ import os
 import re
 import signal
 import time
+from collections.abc import Callable
 from pathlib import Path
 
-__all__ = ["HANG_GUARD_S", "alive", "contained_processes", "descendants", "stop_contained", "stop_processes",
-           "wait_exited"]
+__all__ = ["HANG_GUARD_S", "alive", "argv", "contained_processes", "descendants", "stop_contained", "stop_processes",
+           "wait_exited", "wait_for"]
 
 # The wall-clock bound on a kvgate command a test runs and expects to end in seconds: it catches a
 # hang, it measures no speed (a test that bounds a cost bounds CPU time or bytes). The parallel
@@ -51,6 +52,26 @@ def descendants(pid: int, kids: dict[int, list[int]] | None = None) -> list[int]
             out.append(child)
             todo.append(child)
     return out
+
+
+def argv(pid: int) -> list[str]:
+    """The process's command line; [] once it is gone (it may end between listing and reading)."""
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return []
+    return raw.decode(errors="replace").split("\0")[:-1]
+
+
+def wait_for(cond: Callable[[], bool], timeout: float, what: str, *, poll: float = 0.2) -> None:
+    """Poll ``cond`` until it holds; past ``timeout`` the test fails naming ``what``. The timeout is a
+    hang guard, not a measure."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return
+        time.sleep(poll)
+    raise AssertionError(f"timed out waiting for {what}")
 
 
 def _mentions(pid: int, needle: re.Pattern[bytes]) -> bool:
