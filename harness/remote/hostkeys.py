@@ -37,6 +37,7 @@ from paramiko.pkey import UnknownKeyType
 
 from harness.remote.base import HostKeyError
 from harness.remote.hostmatch import ascii_lower, host_field_matches, lookup_name
+from harness.remote.sshtransport import Transport
 
 log = logging.getLogger(__name__)
 
@@ -238,7 +239,7 @@ def preferring_known_types(known_types: list[str]) -> Callable[..., paramiko.Tra
     for an ed25519 key it also has, which no line lists, and be refused for it."""
 
     def make(sock: Any, disabled_algorithms: dict[str, Any] | None = None) -> paramiko.Transport:
-        transport = paramiko.Transport(sock, disabled_algorithms=disabled_algorithms)
+        transport = Transport(sock, disabled_algorithms=disabled_algorithms)
         options = transport.get_security_options()
         offered = list(options.key_types)
         first = [a for a in offered if _algorithm_key_type(a) in known_types]

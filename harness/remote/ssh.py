@@ -225,7 +225,8 @@ class SSHExecutor(detached.DetachedByRun):
     def _connection(self) -> paramiko.Transport:
         with self._lock:
             t = self._transport
-            if t is not None and t.is_active() and self._dead_reason is None:
+            # a transport whose reader thread has ended is dead, whatever its flag says
+            if t is not None and t.is_active() and t.is_alive() and self._dead_reason is None:
                 return t
             self._teardown()
             attempts = self.reconnect_attempts if self._ever_connected else 1
@@ -478,7 +479,7 @@ class SSHExecutor(detached.DetachedByRun):
     def _wait_inactive(self, transport: paramiko.Transport, seconds: float) -> bool:
         deadline = time.monotonic() + seconds
         while time.monotonic() < deadline:
-            if self._dead_reason is not None or not transport.is_active():
+            if self._dead_reason is not None or not transport.is_active() or not transport.is_alive():
                 return True
             time.sleep(0.02)
         return False
