@@ -620,11 +620,13 @@ class _SoakRun:
         except (OSError, ValueError) as exc:
             self.watchdog.event("probe_error", phase="start", detail=str(exc))
         metrics_urls = [u.rsplit("/", 1)[0] + "/metrics" for u in [cfg.health_url, *cfg.extra_health_urls] if u]
-        self.windows = Windows(out, self.started, cfg.window_s, metrics_urls)
         opts = ClientOptions(model=cfg.model, api=cfg.api, timeout_s=cfg.timeout_s,
                              api_key=load_api_key(cfg.api_key_env) if cfg.api_key_env else None)
         self.clients = [StreamClient(e, opts, max_connections=cfg.concurrency)
                         for e in [cfg.endpoint, *cfg.extra_endpoints]]
+        # the first window opens as the load starts: time spent before it (the clients' set-up, slow
+        # on a loaded node) would count as time with no request in flight (load_held)
+        self.windows = Windows(out, self.started, cfg.window_s, metrics_urls)
         self.t0 = perf_counter_ns()
         self.deadline = self.t0 + int(cfg.duration_s * 1e9)
 

@@ -40,7 +40,11 @@ def test_soak_stop_ends_it_early_and_duration_fails(tmp_path: Path, local_invent
     soak_dir = reports / "stop" / "G4" / "evidence" / "soak"
     wait_for(lambda: (run(["soak", "status", "stop", "--reports", str(reports)]) == 0
                       and window_count(soak_dir) >= 2), 40, "two windows")
-    assert "FAILING" not in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "windows closed" in out
+    # a soak still running is not failing its duration; the other checks are figures of four seconds
+    # of load (on a starved machine load_held was once 84.5% after them, a true figure)
+    assert "FAILING already: duration" not in out
     assert run(["soak", "stop", "stop", "--reports", str(reports)]) == 0
     assert run(["gate", "G4", "--resume", *common]) == 1
     result = json.loads((reports / "stop" / "G4" / "result.json").read_text())
