@@ -40,7 +40,7 @@ system-deps:  ## install fio and OpenSSH (client and server) with apt-get when m
 # idle and yield it when those want it: the rest in TEST_WORKERS parallel workers at
 # `nice -n $(BACKGROUND_NICE)`, and the real vLLM tier's counter checks (marked `real_engine`, not
 # `timing`: its checks are the engine's counters and files, not times) in a process of its own at
-# `nice -n $(REAL_ENGINE_NICE)`, ahead of the parallel tests (one long chain of server start-ups). Their output is
+# `nice -n $(REAL_ENGINE_NICE)` in two workers, ahead of the parallel tests (two long chains of server start-ups). Their output is
 # printed when they end (tools/test-sessions.sh); an empty selection (exit 5) is not a failure.
 # `--dist loadgroup`: the tests of one `xdist_group` run on one worker (the Ray session's checks that
 # kill a node actor); tests/test_xdist_groups.py checks that it still does.

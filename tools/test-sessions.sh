@@ -30,9 +30,10 @@ background() {  # name, nice, pytest args...: run behind at lower priority; its 
 sessions=()
 trap 'kill -TERM $(jobs -p) 2>/dev/null; wait; exit 130' INT TERM
 
-# the real vLLM tier is one long chain of server start-ups: ahead of the parallel session, whose many
+# the real vLLM tier is two long chains of server start-ups (the conformance scenario, the drain),
+# the last session to end: in two workers, side by side; ahead of the parallel session, whose many
 # short tests fill both cores at the end
-background real-engine "$real_engine_nice" -m "real_engine and not timing" --durations=15 "$@"
+background real-engine "$real_engine_nice" -n "${REAL_ENGINE_WORKERS:-2}" -m "real_engine and not timing" --durations=15 "$@"
 background parallel "$nice_level" -n "$workers" --dist loadgroup -m "not timing and not real_engine" --durations=15 "$@"
 # nice reaches no process that calls setsid (engines, fio, soak agents: each its own autogroup);
 # this gives their autogroups the background's nice too (see the tool's docstring)
