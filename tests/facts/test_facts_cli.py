@@ -67,7 +67,7 @@ def test_facts_over_ssh_and_an_unreachable_node(shared_ssh_cluster, tmp_path: Pa
     dead = dict(doc["nodes"][0], name="dead", port=dead_port)
     doc["nodes"].append(dead)
     # no short connect_timeout: a closed loopback port refuses at once, and a 2 s one applied to the
-    # live node too, whose handshake took longer beside a CPU hog (it came back unreachable)
+    # live node too (banner, auth and channel waits as well), which beside a CPU hog came back without facts
     inv = tmp_path / "inv.yaml"
     inv.write_text(yaml.safe_dump(doc))
     code = run(["facts", "--inventory", str(inv), "--json"])
