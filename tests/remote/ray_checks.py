@@ -26,8 +26,7 @@ from harness.remote.ray import cluster
 from harness.remote.ray.executor import RayExecutor
 from tests.facts.test_facts_collect import _comparable
 from tests.remote.ray_inventory import ray_inventory, ray_inventory_data, ray_nodes
-from tests.remote.test_contract import _wait_for
-from tests.support.procs import alive, argv
+from tests.support.procs import alive, argv, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -73,7 +72,8 @@ def test_secrets_stay_out_of_argv_and_ray_files(tmp_path: Path) -> None:
     h = ex.start_detached(["sh", "-c", 'printf %s "$TOKEN" > "$0"; sleep 30', str(tmp_path / "seen")],
                           workdir=str(tmp_path / "work"), name="secret", env={"TOKEN": secret})
     try:
-        _wait_for(lambda: (tmp_path / "seen").exists() and (tmp_path / "seen").read_text() == secret)
+        wait_for(lambda: (tmp_path / "seen").exists() and (tmp_path / "seen").read_text() == secret, 10.0,
+                 "the command to see the secret", poll=0.05)
         assert secret not in Path(f"/proc/{h.pid}/cmdline").read_text()
         assert secret not in json.dumps(h.to_json())
     finally:
@@ -131,7 +131,7 @@ def test_killed_actor_is_lost_and_detached_work_reattaches(tmp_path: Path) -> No
 
     t = threading.Thread(target=long_command)
     t.start()
-    _wait_for(lambda: any("sleep 30" in " ".join(argv(p)) for p in _pids()))
+    wait_for(lambda: any("sleep 30" in " ".join(argv(p)) for p in _pids()), 10.0, "the long command to run", poll=0.05)
     cluster.ray_module().kill(ex.actor(), no_restart=True)
     t.join(60)
     assert errors and isinstance(errors[0], ConnectionLost), errors

@@ -20,7 +20,7 @@ from harness.remote.base import (
     Executor,
     RemoteFileNotFound,
 )
-from tests.support.procs import alive
+from tests.support.procs import alive, wait_for
 
 # Strings that would run a second command if they ever reached a shell unquoted.
 NASTY = [
@@ -223,7 +223,7 @@ def test_detached_lifecycle(executor: Executor, tmp_path: Path) -> None:
         assert h.node == executor.node and h.pid > 1 and h.pgid == h.pid
         assert abs(h.start_time - time.time()) < 5
         assert executor.poll(h).running
-        _wait_for(lambda: "out:" in executor.tail_log(h, stream="stdout"))
+        wait_for(lambda: "out:" in executor.tail_log(h, stream="stdout"), 10.0, "the command's first output", poll=0.05)
         assert executor.tail_log(h, stream="stdout") == "out:v; $(y)\n"
         assert executor.tail_log(h, stream="stderr") == "err\n"
         # The handle survives a JSON round trip and secrets are not in it.
@@ -239,7 +239,7 @@ def test_detached_lifecycle(executor: Executor, tmp_path: Path) -> None:
 
 def test_detached_exit_code_recorded(executor: Executor, tmp_path: Path) -> None:
     h = executor.start_detached(["sh", "-c", "exit 7"], workdir=str(tmp_path), name="quick")
-    _wait_for(lambda: not executor.poll(h).running)
+    wait_for(lambda: not executor.poll(h).running, 10.0, "the detached command to end", poll=0.05)
     st = executor.poll(h)
     assert st.exit_code == 7 and "exited with code 7" in st.reason
 
@@ -280,10 +280,3 @@ def test_detached_bad_name_refused(executor: Executor, tmp_path: Path) -> None:
             executor.start_detached(["true"], workdir=str(tmp_path), name=bad)
 
 
-def _wait_for(cond: object, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():  # type: ignore[operator]
-            return
-        time.sleep(0.05)
-    raise AssertionError("condition not met in time")

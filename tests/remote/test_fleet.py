@@ -149,14 +149,16 @@ def test_fanout_with_a_hung_ssh_node(ssh_cluster: Factory) -> None:
     # A node that stops answering mid-operation (SIGSTOP: like a hung host or a cut link) becomes a
     # ConnectionLost within the liveness bound; the other nodes finish at their own pace.
     # Frozen once its `sleep` runs, not after a fixed delay: beside a CPU hog a 0.3 s timer fired
-    # after the sleep had ended, and node1 finished cleanly (a fresh-clone CI run).
+    # after the sleep had ended, and node1 finished cleanly (a fresh-clone CI run). node1's own sleep
+    # is 30 s (the others' 1 s): a watcher starved through a one-second sleep once never saw it.
     cluster = ssh_cluster(4, keepalive=1.0)
+    node1_port = str(cluster.node("node1").port)
     frozen_at: list[float] = []
 
     def freeze_when_sleeping(stop: threading.Event) -> None:
         sshd = cluster.node("node1").proc
         assert sshd is not None
-        while not any(argv(pid)[:1] == ["sleep"] for pid in descendants(sshd.pid)):
+        while not any(argv(pid) == ["sleep", "30"] for pid in descendants(sshd.pid)):
             if stop.wait(0.01):
                 return
         cluster.freeze("node1")
@@ -166,7 +168,9 @@ def test_fanout_with_a_hung_ssh_node(ssh_cluster: Factory) -> None:
         fleet.run(["true"]).raise_for_failures()
         try:
             with Background(freeze_when_sleeping, name="freeze-node1"):
-                res = fleet.run(["sleep", "1"])
+                # the server's port, last in SSH_CONNECTION, tells node1's session from the others'
+                res = fleet.run(["sh", "-c", 'if [ "${SSH_CONNECTION##* }" = "$0" ]; then sleep 30; else sleep 1; fi',
+                                 node1_port])
         finally:
             cluster.thaw("node1")
         assert frozen_at, "node1's sleep was never seen running, so it was never frozen"
