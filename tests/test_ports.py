@@ -15,10 +15,12 @@ import pytest
 
 from harness import ports
 from harness.ports import free_port, free_ports, picking_range
-from tests.support.procs import HANG_GUARD_S
 
 REPO = Path(__file__).resolve().parents[1]
-PICK = "from harness.ports import free_port; print(' '.join(str(free_port()) for _ in range(40)), flush=True)"
+# prints its ports, then holds its slot until its stdin closes: a process that has ended has given
+# its slot back, and a later one may take it (rightly; the bind check guards the ports' reuse)
+PICK = ("import sys; from harness.ports import free_port; "
+        "print(' '.join(str(free_port()) for _ in range(40)), flush=True); sys.stdin.read()")
 
 
 def test_ports_are_outside_the_ephemeral_range_and_free() -> None:
@@ -68,22 +70,28 @@ def test_a_port_something_listens_on_is_not_handed_out() -> None:
 
 
 def test_processes_picking_at_once_never_get_the_same_port() -> None:
-    procs = [subprocess.Popen([sys.executable, "-c", PICK], cwd=REPO, stdout=subprocess.PIPE, text=True)  # noqa: S603
+    procs = [subprocess.Popen([sys.executable, "-c", PICK], cwd=REPO, stdin=subprocess.PIPE,  # noqa: S603
+                              stdout=subprocess.PIPE, text=True)
              for _ in range(4)]
-    picks = []
     try:
-        for p in procs:
-            out, _ = p.communicate(timeout=HANG_GUARD_S)
-            assert p.returncode == 0
-            picks.append(set(map(int, out.split())))
+        picks = [set(map(int, _first_line(p).split())) for p in procs]
+        mine = {free_port() for _ in range(40)}  # while all four still hold their slots
     finally:
         for p in procs:
             p.kill()
-            p.wait()
+            p.communicate()  # reaps it and closes its pipes
     assert all(len(s) == 40 for s in picks)
-    mine = {free_port() for _ in range(40)}
     every = [mine, *picks]
     assert sum(len(s) for s in every) == len(set().union(*every))
+
+
+def _first_line(proc: subprocess.Popen[str]) -> str:
+    """The process's first line of output, or a failure naming its exit code if it ends without one
+    (the test process's own timeout bounds the wait)."""
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    assert line.endswith("\n"), f"the picking process ended without its ports (exit {proc.poll()})"
+    return line
 
 
 def test_a_forked_child_takes_a_slot_of_its_own() -> None:
