@@ -79,8 +79,12 @@ def test_first_token_time_is_the_arrival_of_the_text_chunk(server: ScriptedServe
     server.script = lambda r: [SSE_HEAD, ("sleep", 0.06), chunk(event(completion_chunk("a "))), ("sleep", 0.04),
                                chunk(event(completion_chunk("b c ")) + b"data: [DONE]\n\n"), END]
     r = _run(server.url)[0]
-    assert r.ttft_ms is not None and 55 <= r.ttft_ms < 200
-    assert r.counted_tokens == 3 and len(r.itl_ms) == 2 and all(18 <= x < 100 for x in r.itl_ms)
+    # only what the server's sleeps guarantee: the first text came 60 ms after the headers, the last
+    # 40 ms after it was sent. The gap the client saw between the two arrivals can be anything down to
+    # 0 (a first chunk read late on a loaded machine: 35.6 ms seen beside a CPU hog); it is split over
+    # the second chunk's two tokens
+    assert r.ttft_ms is not None and r.e2el_ms is not None and 55 <= r.ttft_ms <= r.e2el_ms and r.e2el_ms >= 95
+    assert r.counted_tokens == 3 and len(r.itl_ms) == 2 and r.itl_ms[0] == r.itl_ms[1]
     assert r.e2el_ms == pytest.approx(r.ttft_ms + sum(r.itl_ms), abs=0.01)
 
 
