@@ -64,6 +64,8 @@ shift
 exit "$?"
 """
 _PID_PREFIX = b"KVGATE-PID "
+# How long a timed-out command may still take to report its process group before it is given up.
+PID_GRACE_S = 5.0
 
 # $1 = process group; TERM, up to 2 s for it to go, then KILL.
 KILL_GROUP = """kill -s TERM -- "-$1" 2>/dev/null || exit 0
@@ -456,16 +458,40 @@ class SSHExecutor(detached.DetachedByRun):
                 if deadline is not None:
                     left = deadline - time.monotonic()
                     if left <= 0:
-                        self._kill_group(streams["stderr"].pid)
-                        raise CommandTimeout(
-                            f"command timed out after {timeout:g} s (process group "
-                            f"{streams['stderr'].pid or '?'} killed)", host=self._node, command=args,
-                            stdout=streams["stdout"].text(), stderr=streams["stderr"].text())
+                        raise self._timed_out(chan, streams, args, timeout)
                     wait = min(wait, left)
                 select.select([fd], [], [], wait)
         except KeyboardInterrupt:
             self._kill_group(streams["stderr"].pid)
             raise
+
+    def _timed_out(self, chan: paramiko.Channel, streams: dict[str, _Stream], args: tuple[str, ...],
+                   timeout: float | None) -> CommandTimeout:
+        pgid = self._group_of(chan, streams, args)
+        if pgid is None:
+            what = "its process group was never reported: nothing killed"
+        else:
+            self._kill_group(pgid)
+            what = f"process group {pgid} killed"
+        return CommandTimeout(f"command timed out after {timeout:g} s ({what})", host=self._node, command=args,
+                              stdout=streams["stdout"].text(), stderr=streams["stderr"].text())
+
+    def _group_of(self, chan: paramiko.Channel, streams: dict[str, _Stream], args: tuple[str, ...]) -> int | None:
+        """The command's process group. On a loaded node the deadline can pass before sshd has started
+        our wrapper; closing the channel then would not stop a command that starts a moment later, so
+        the report is awaited for a bounded grace and that group is killed."""
+        stderr = streams["stderr"]
+        end = time.monotonic() + PID_GRACE_S
+        while stderr.pid_pending and time.monotonic() < end:
+            while chan.recv_ready():
+                streams["stdout"].feed(chan.recv(65536))
+            while chan.recv_stderr_ready():
+                stderr.feed(chan.recv_stderr(65536))
+            self._check_overflow(streams, args)
+            if not stderr.pid_pending or chan.closed or (chan.eof_received and not chan.recv_stderr_ready()):
+                break
+            select.select([chan.fileno()], [], [], min(0.2, max(0.0, end - time.monotonic())))
+        return stderr.pid
 
     def _check_overflow(self, streams: dict[str, _Stream], args: tuple[str, ...]) -> None:
         for name, s in streams.items():
@@ -625,6 +651,11 @@ class _Stream:
     @property
     def data(self) -> bytes:
         return bytes(self.buf)
+
+    @property
+    def pid_pending(self) -> bool:
+        """The wrapper's process-group line has not arrived in full yet."""
+        return self._head is not None
 
     def feed(self, chunk: bytes) -> None:
         if not chunk or self.overflow:

@@ -21,6 +21,7 @@ from harness.errors import InputError
 from harness.ports import free_port
 from harness.remote import keys
 from harness.remote.base import (
+    CommandTimeout,
     ConnectionLost,
     DetachedHandle,
     HostKeyError,
@@ -31,6 +32,7 @@ from harness.remote.base import (
 from harness.remote.connect import executor_for
 from harness.remote.local import LocalExecutor
 from harness.remote.ssh import SSHExecutor
+from tests.support.procs import processes_running, unique_sleep, wait_for
 from tests.support.sshd import PASSPHRASE, SshCluster
 
 pytestmark = pytest.mark.ssh
@@ -375,6 +377,19 @@ def test_concurrent_commands_on_one_connection(shared_ssh_cluster: SshCluster) -
             t.join(30)
         assert sorted(results) == sorted(f"{i}\n" for i in range(8))
         assert ex.connect_count == 1
+
+
+def test_a_deadline_before_the_command_reports_its_group_still_kills_it(shared_ssh_cluster: SshCluster) -> None:
+    # A loaded node can start a command after its deadline. The executor waits (bounded) for the
+    # wrapper's process-group report and kills that group rather than closing the channel on a
+    # command that may start a moment later; the command ignores the hangup and broken pipe a
+    # closed channel would bring, so only the kill stops it.
+    marker = unique_sleep()
+    with _ex(shared_ssh_cluster.inventory, "shared0") as ex:
+        ex.run(["true"])  # connected: the deadline falls between the command's start and its report
+        with pytest.raises(CommandTimeout, match=r"process group \d+ killed"):
+            ex.run(["sh", "-c", f"trap '' HUP PIPE; sleep {marker} & wait"], timeout=1e-6)
+    wait_for(lambda: not processes_running(["sleep", marker]), 30, f"the timed-out command's sleep {marker} to end")
 
 
 def test_command_line_is_one_quoted_list(shared_ssh_cluster: SshCluster) -> None:

@@ -13,11 +13,12 @@ import os
 import re
 import signal
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 
-__all__ = ["HANG_GUARD_S", "alive", "argv", "contained_processes", "descendants", "stop_contained", "stop_processes",
-           "wait_exited", "wait_for"]
+__all__ = ["HANG_GUARD_S", "alive", "argv", "contained_processes", "descendants", "processes_running",
+           "stop_contained", "stop_processes", "unique_sleep", "wait_exited", "wait_for"]
 
 # The wall-clock bound on a kvgate command a test runs and expects to end in seconds: it catches a
 # hang, it measures no speed (a test that bounds a cost bounds CPU time or bytes). The parallel
@@ -61,6 +62,19 @@ def argv(pid: int) -> list[str]:
     except OSError:
         return []
     return raw.decode(errors="replace").split("\0")[:-1]
+
+
+def unique_sleep() -> str:
+    """A ``sleep`` duration (over a minute) that no other process on the machine has in its argv,
+    so a test can find what its command left behind."""
+    return f"60.{uuid.uuid4().int % 10**9:09d}"
+
+
+def processes_running(args: list[str]) -> list[int]:
+    """The live pids (never this process) whose argv is exactly ``args``."""
+    me = os.getpid()
+    return [pid for pid in (int(d) for d in os.listdir("/proc") if d.isdigit())
+            if pid != me and argv(pid) == args and alive(pid)]
 
 
 def wait_for(cond: Callable[[], bool], timeout: float, what: str, *, poll: float = 0.2) -> None:
