@@ -64,16 +64,18 @@ class _FirstLook(LocalExecutor):
 
 def _write_behind_a_freeze(path: Path, frozen: threading.Event,
                            written: threading.Event) -> Callable[[threading.Event], None]:
-    """Once the outer filesystem is frozen: 32 MiB buffered, never fsync'd (``written`` set), and
-    writeback of the first 4 MiB started (it cannot finish: the loop device's own writes wait on the
-    freeze)."""
+    """Once the outer filesystem is frozen: 32 MiB buffered (``written`` set), then all of it put
+    under writeback by an fdatasync that cannot finish (the loop device's own writes wait on the
+    freeze), so the pages stay under writeback until the thaw. ``posix_fadvise(DONTNEED)`` did not
+    do: it may start no writeback at all (a fresh-clone CI run: the first look saw the 32 MiB still
+    dirty, none under writeback)."""
     def work(stop: threading.Event) -> None:
         assert frozen.wait(60), "the outer filesystem was never frozen"
         fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
         try:
             os.write(fd, os.urandom(2**20) * 32)
             written.set()
-            os.posix_fadvise(fd, 0, 4 * 2**20, os.POSIX_FADV_DONTNEED)  # starts writeback, no wait
+            os.fdatasync(fd)  # returns after the thaw
         finally:
             os.close(fd)
     return work
@@ -108,8 +110,9 @@ def test_drain_waits_for_writes_in_flight_and_records_them(own_filesystem: Stack
         frozen.set()
         # the data's writeback, not only a write in flight: beside a CPU hog the writer was still
         # filling its buffer while the journal's write (of the file's creation) was in flight, and
-        # the first look saw 2 MiB dirty, nothing under writeback
-        while not (written.is_set() and _writes_in_flight(fs.loop) and _writeback_bytes() > 0):
+        # the first look saw 2 MiB dirty, nothing under writeback. /proc/meminfo counts the whole
+        # machine's writeback, so the wait is for at least this file's 32 MiB of it.
+        while not (written.is_set() and _writes_in_flight(fs.loop) and _writeback_bytes() >= 32 * 2**20):
             bg.check()
             time.sleep(0.05)  # polls a condition the kernel sets; the bound is the test's timeout
         rec = wait_drained(_FirstLook(freeze.thaw), str(fs.mnt), devices, timeout_s=60)
