@@ -477,9 +477,10 @@ class SSHExecutor(detached.DetachedByRun):
                               stdout=streams["stdout"].text(), stderr=streams["stderr"].text())
 
     def _group_of(self, chan: paramiko.Channel, streams: dict[str, _Stream], args: tuple[str, ...]) -> int | None:
-        """The command's process group. On a loaded node the deadline can pass before sshd has started
-        our wrapper; closing the channel then would not stop a command that starts a moment later, so
-        the report is awaited for a bounded grace and that group is killed."""
+        """The command's process group. On a loaded node the deadline can pass before the wrapper's
+        report has arrived; closing the channel then would leave a command that has started running
+        (it need not write again, and may ignore the hangup), so the report is awaited for a bounded
+        grace and that group is killed."""
         stderr = streams["stderr"]
         end = time.monotonic() + PID_GRACE_S
         while stderr.pid_pending and time.monotonic() < end:
