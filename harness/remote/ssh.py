@@ -432,11 +432,7 @@ class SSHExecutor(detached.DetachedByRun):
         fd = chan.fileno()
         try:
             while True:
-                while chan.recv_ready():
-                    streams["stdout"].feed(chan.recv(65536))
-                while chan.recv_stderr_ready():
-                    streams["stderr"].feed(chan.recv_stderr(65536))
-                self._check_overflow(streams, args)
+                self._read_ready(chan, streams, args)
                 broken = self._dead_reason is not None or not transport.is_active()
                 ended = chan.eof_received or chan.closed
                 if ended and not chan.recv_ready() and not chan.recv_stderr_ready():
@@ -484,15 +480,19 @@ class SSHExecutor(detached.DetachedByRun):
         stderr = streams["stderr"]
         end = time.monotonic() + PID_GRACE_S
         while stderr.pid_pending and time.monotonic() < end:
-            while chan.recv_ready():
-                streams["stdout"].feed(chan.recv(65536))
-            while chan.recv_stderr_ready():
-                stderr.feed(chan.recv_stderr(65536))
-            self._check_overflow(streams, args)
+            self._read_ready(chan, streams, args)
             if not stderr.pid_pending or chan.closed or (chan.eof_received and not chan.recv_stderr_ready()):
                 break
             select.select([chan.fileno()], [], [], min(0.2, max(0.0, end - time.monotonic())))
         return stderr.pid
+
+    def _read_ready(self, chan: paramiko.Channel, streams: dict[str, _Stream], args: tuple[str, ...]) -> None:
+        """Feed whatever both streams hold now; past the output limit the command is killed."""
+        while chan.recv_ready():
+            streams["stdout"].feed(chan.recv(65536))
+        while chan.recv_stderr_ready():
+            streams["stderr"].feed(chan.recv_stderr(65536))
+        self._check_overflow(streams, args)
 
     def _check_overflow(self, streams: dict[str, _Stream], args: tuple[str, ...]) -> None:
         for name, s in streams.items():
