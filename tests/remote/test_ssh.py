@@ -381,9 +381,10 @@ def test_concurrent_commands_on_one_connection(shared_ssh_cluster: SshCluster) -
 
 def test_a_deadline_before_the_command_reports_its_group_still_kills_it(shared_ssh_cluster: SshCluster) -> None:
     # A loaded node can start a command after its deadline. The executor waits (bounded) for the
-    # wrapper's process-group report and kills that group rather than closing the channel on a
-    # command that may start a moment later; the command ignores the hangup and broken pipe a
-    # closed channel would bring, so only the kill stops it.
+    # wrapper's process-group report and kills that group, rather than closing the channel while the
+    # report is in flight: a command that has started and does not write again outlives the close.
+    # This one ignores the hangup and broken pipe a closed channel would bring, so only the kill
+    # stops it.
     marker = unique_sleep()
     with _ex(shared_ssh_cluster.inventory, "shared0") as ex:
         ex.run(["true"])  # connected: the deadline falls between the command's start and its report
