@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -74,17 +75,36 @@ def _start_writeback(fd: int, nbytes: int) -> None:
         raise OSError(err, os.strerror(err))
 
 
+def _lay_out_before_the_freeze(path: Path, mnt: Path) -> None:
+    """The writer's file, its 32 MiB allocated and on disk, and the filesystem's journal idle, before
+    the freeze: after it the writer only overwrites blocks already allocated. A file created after
+    the freeze waited for the thaw in a fresh-clone CI run beside a CPU hog (the test timed out at
+    300 s with the writer in ``open``): the journal's periodic commit of metadata dirtied before the
+    freeze (the mount's) was stuck behind the frozen filesystem, and the create needed buffers that
+    commit held. Reproduced here by dirtying metadata, freezing and waiting 6 s: a create, or an
+    allocating write submitted 6 s after its ``write``, waits for the thaw; overwrites of blocks laid
+    out and synced before the freeze do not, even 6 s late."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.write(fd, bytes(32 * 2**20))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    subprocess.run(["sync", "-f", str(mnt)], check=True, timeout=60)  # noqa: S603,S607  # commits the journal
+
+
 def _write_behind_a_freeze(path: Path, frozen: threading.Event,
                            written: threading.Event) -> Callable[[threading.Event], None]:
-    """Once the outer filesystem is frozen: 32 MiB buffered, writeback of the first 4 MiB submitted
-    (it cannot finish: the loop device's own writes wait on the freeze, so those pages stay under
-    writeback until the thaw), then ``written`` set. ``posix_fadvise(DONTNEED)`` did not do: it may
-    submit nothing (a fresh-clone CI run: the first look saw the 32 MiB still dirty, none under
-    writeback); an fdatasync of all 32 MiB did not either: the loop device's queue takes only part
-    of it, so the machine-wide Writeback never reached 32 MiB."""
+    """Once the outer filesystem is frozen: 32 MiB buffered over the file laid out before the freeze,
+    writeback of the first 4 MiB submitted (it cannot finish: the loop device's own writes wait on
+    the freeze, so those pages stay under writeback until the thaw), then ``written`` set.
+    ``posix_fadvise(DONTNEED)`` did not do: it may submit nothing (a fresh-clone CI run: the first
+    look saw the 32 MiB still dirty, none under writeback); an fdatasync of all 32 MiB did not
+    either: the loop device's queue takes only part of it, so the machine-wide Writeback never
+    reached 32 MiB."""
     def work(stop: threading.Event) -> None:
         assert frozen.wait(60), "the outer filesystem was never frozen"
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
+        fd = os.open(path, os.O_WRONLY)
         try:
             os.write(fd, os.urandom(2**20) * 32)
             _start_writeback(fd, 4 * 2**20)
@@ -118,16 +138,22 @@ def test_drain_waits_for_writes_in_flight_and_records_them(own_filesystem: Stack
     devices = resolve_backing(LocalExecutor("n1"), str(fs.mnt)).devices
     assert fs.loop in devices and len(devices) >= 3  # this loop device, the outer one, this machine's disk
     frozen, written = threading.Event(), threading.Event()
+    _lay_out_before_the_freeze(fs.mnt / "dirty", fs.mnt)
     with Background(_write_behind_a_freeze(fs.mnt / "dirty", frozen, written), name="writer") as bg, \
             Frozen(fs.outer) as freeze:
         frozen.set()
         # the data's writeback, not only a write in flight: beside a CPU hog the writer was still
-        # filling its buffer while the journal's write (of the file's creation) was in flight, and
-        # the first look saw 2 MiB dirty, nothing under writeback. Once ``written`` is set this
-        # file's 4 MiB are under writeback until the thaw.
+        # filling its buffer while a journal write was in flight, and the first look saw 2 MiB dirty,
+        # nothing under writeback. Once ``written`` is set this file's 4 MiB are under writeback
+        # until the thaw. Bounded well inside the test's timeout: the block's end thaws, and a freeze
+        # held for 300 s stalled other tests' syncs past their own timeouts.
+        deadline = time.monotonic() + 60
         while not (written.is_set() and _writes_in_flight(fs.loop) and _writeback_bytes() > 0):
             bg.check()
-            time.sleep(0.05)  # polls a condition the kernel sets; the bound is the test's timeout
+            assert time.monotonic() < deadline, (
+                f"60 s after the freeze: written={written.is_set()}, writes in flight on {fs.loop} "
+                f"{_writes_in_flight(fs.loop)}, Writeback {_writeback_bytes()} B")
+            time.sleep(0.05)  # polls a condition the kernel sets
         rec = wait_drained(_FirstLook(freeze.thaw), str(fs.mnt), devices, timeout_s=60)
     assert rec.first.inflight[fs.loop] > 0 and rec.first.writeback_bytes > 0, rec.describe()
     assert not rec.first.quiet(rec.idle_bytes)  # busy by the drain's own rule ...
