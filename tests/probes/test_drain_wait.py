@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import ctypes
 import os
-import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -25,7 +24,7 @@ from harness.probes.drain import QUIET_POLLS, wait_drained
 from harness.remote.base import RunResult
 from harness.remote.local import LocalExecutor
 from tests.support.background import Background
-from tests.support.loopfs import Frozen, loop_filesystem
+from tests.support.loopfs import Frozen, loop_filesystem, sh
 
 
 @dataclass(frozen=True)
@@ -90,7 +89,7 @@ def _lay_out_before_the_freeze(path: Path, mnt: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
-    subprocess.run(["sync", "-f", str(mnt)], check=True, timeout=60)  # noqa: S603,S607  # commits the journal
+    sh("sync", "-f", str(mnt))  # commits the journal
 
 
 def _write_behind_a_freeze(path: Path, frozen: threading.Event,
