@@ -107,7 +107,7 @@ nightly: install system-deps  ## nightly regression on INVENTORY (default localh
 bench-history: install  ## history: change detection over 10,000 runs x 50 metrics, trend page render (SQLite)
 	$(BIN)/python bench/history.py
 
-bench-coverage: install  ## coverage and false PASS of G3's TTFT (incl. among G2-passing baselines) and capacity intervals, with Monte Carlo SE
+bench-coverage: install  ## coverage and false PASS of G3's TTFT (incl. among G2-passing baselines) and capacity intervals and G4's soak drift, with Monte Carlo SE
 	$(BIN)/python bench/coverage.py
 
 mutation: install  ## mutation testing of the verdict, fingerprint, gate-result, statistics, evaluate and identity modules with mutmut, printing the score per module

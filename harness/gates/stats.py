@@ -20,6 +20,11 @@ Sample specs (produced by the pipelines, see the brief's "measured results" cont
         the same, with ``a`` and ``b`` each a time series (a soak's windows, in order) whose
         neighbours are correlated: each group is resampled by the circular moving-block bootstrap
         (blocks of ``L`` consecutive values), so the interval keeps the series' slow wander.
+    {"kind": "ratio", "a": [...], "b": [...], "stat": ..., "transform": ..., "batches": k}
+        the same, with ``a`` and ``b`` each a time series (a soak's windows, in order) cut into ``k``
+        batches of consecutive values (sizes differing by at most one): the spec's statistic of each
+        batch is one figure, and the interval is the Welch t interval of the log ratio of the mean
+        batch figures (batch means, see "Windows of a soak" below).
     {"kind": "percentile", "x": [...], "q": 50}
     {"kind": "binomial", "k": 3, "n": 80, "groups": 5}
         ``k`` events (outputs that diverged) in ``n`` trials (compared requests), pooled from
@@ -30,11 +35,21 @@ Sample specs (produced by the pipelines, see the brief's "measured results" cont
         having chosen the peaks (see :func:`capacity_interval`).
 
 Windows of a soak are not independent either: a shared disk or a neighbour's load wanders over
-tens of windows, so window ``i`` predicts window ``i+1``. Resampling single windows treats 16
-correlated windows as 16 independent ones and gives too narrow an interval: a drift above the
-threshold can come out PASS by luck. A ``block`` spec resamples runs of ``L`` consecutive windows
-(Kuensch 1989, circular as Politis and Romano 1992); the pipeline picks ``L`` from the series'
-lag-1 autocorrelation (:func:`block_length`).
+tens of windows, so window ``i`` predicts window ``i+1``, and on this project's VM its level still
+predicts windows 10-20 later (autocorrelation 0.2-0.3 out to lag 12; the long-run variance of a
+demo soak's window TTFTs was 8x their variance). A ``block`` spec resamples runs of ``L``
+consecutive windows (Kuensch 1989, circular as Politis and Romano 1992) with ``L`` from the lag-1
+autocorrelation (:func:`block_length`); that rule assumes an AR(1), and on wander fitted to demo
+soaks it covered 79.5% at a nominal 95% (61% on a heavier wander; ``make bench-coverage``): false
+FAILs of steady soaks and false PASSes of a 15% slowdown. A ``batches`` spec is what the drift
+checks use instead: batch means (Schmeiser 1982) with a fixed number of batches, whose t interval
+stays valid for any correlation shorter than a batch (fixed-b asymptotics, Kiefer and Vogelsang
+2005) without a model of the wander (89.8% on the fitted wander at the demo's 56 windows a third,
+93.9% at 180). Wander with a memory as long as a third is still too slow for it (76% on the
+heavier model at 56 windows): no interval computed inside the thirds sees a level that moves once
+a third. What it costs is width: a soak too short for its storage's wander is INCONCLUSIVE, with
+the windows that would likely decide. ``block`` stays for the trend, which is reported, not
+checked. docs/ARCHITECTURE.md "Soak drift interval" has the table.
 
 Requests of one repetition are not independent (same engine warm state, same page cache, same
 neighbours): pooling them and resampling requests makes the interval too narrow, and a noisy
@@ -106,6 +121,7 @@ __all__ = [
     "bootstrap_interval",
     "block_length",
     "block_resample_indices",
+    "batch_values",
     "needed_samples",
     "achieved_power",
     "binomial_power",
@@ -169,6 +185,7 @@ class SampleSpec:
     a_groups: tuple[tuple[float, ...], ...] = ()
     b_groups: tuple[tuple[float, ...], ...] = ()
     block: int = 1  # > 1: a and b are time series, resampled in blocks of this many values
+    batches: int = 0  # >= 2: a and b are time series, each cut into this many batches (batch means)
     k: int = 0  # binomial: events
     trials: int = 0  # binomial: trials
     groups: int = 0  # binomial: repetitions the trials were pooled from (0: not known)
@@ -230,7 +247,7 @@ def parse_sample_spec(spec: Mapping[str, Any]) -> SampleSpec:
     kind = spec.get("kind")
     if kind == "ratio":
         extra = set(spec) - {"kind", "a", "b", "stat", "transform", "a_groups", "b_groups", "block", "b_filtered",
-                             "members"}
+                             "members", "batches"}
         if extra:
             raise SampleSpecError(f"ratio samples: unknown keys {sorted(extra)}")
         stat = spec.get("stat", "p50")
@@ -242,8 +259,9 @@ def parse_sample_spec(spec: Mapping[str, Any]) -> SampleSpec:
         if "a_groups" in spec or "b_groups" in spec:
             if "a" in spec or "b" in spec:
                 raise SampleSpecError("ratio samples: give a/b or a_groups/b_groups, not both")
-            if "block" in spec:
-                raise SampleSpecError("ratio samples: block applies to a/b time series, not to a_groups/b_groups")
+            for key in ("block", "batches"):
+                if key in spec:
+                    raise SampleSpecError(f"ratio samples: {key} applies to a/b time series, not to a_groups/b_groups")
             filtered = spec.get("b_filtered", False)
             if not isinstance(filtered, bool):
                 raise SampleSpecError(f"ratio samples: b_filtered must be true or false, got {filtered!r}")
@@ -258,11 +276,11 @@ def parse_sample_spec(spec: Mapping[str, Any]) -> SampleSpec:
             if key in spec:
                 raise SampleSpecError(f"ratio samples: {key} applies to a_groups/b_groups, not to a/b")
         a, b = _floats("a", spec.get("a")), _floats("b", spec.get("b"))
-        block = spec.get("block", 1)
-        if isinstance(block, bool) or not isinstance(block, int) or not 1 <= block <= min(len(a), len(b)):
-            raise SampleSpecError(f"ratio samples: block must be a whole number from 1 to the smaller group's "
-                                  f"size ({min(len(a), len(b))}), got {block!r}")
-        return SampleSpec("ratio", a=a, b=b, stat=stat, transform=transform, block=block)
+        block = _series_option(spec, "block", 1, min(len(a), len(b)))
+        batches = _series_option(spec, "batches", 2, min(len(a), len(b)))
+        if "block" in spec and "batches" in spec:
+            raise SampleSpecError("ratio samples: give block or batches, not both")
+        return SampleSpec("ratio", a=a, b=b, stat=stat, transform=transform, block=block, batches=batches)
     if kind == "percentile":
         extra = set(spec) - {"kind", "x", "q"}
         if extra:
@@ -276,6 +294,18 @@ def parse_sample_spec(spec: Mapping[str, Any]) -> SampleSpec:
     if kind == "capacity":
         return _parse_capacity(spec)
     raise SampleSpecError(f"samples kind {kind!r} is not one of 'ratio', 'percentile', 'binomial', 'capacity'")
+
+
+def _series_option(spec: Mapping[str, Any], key: str, low: int, high: int) -> int:
+    """A time-series option of a/b ratio samples (``block``, ``batches``): a whole number from
+    ``low`` to the smaller group's size; absent, ``block`` is 1 and ``batches`` 0 (not batched)."""
+    if key not in spec:
+        return 1 if key == "block" else 0
+    v = spec[key]
+    if isinstance(v, bool) or not isinstance(v, int) or not low <= v <= high:
+        raise SampleSpecError(f"ratio samples: {key} must be a whole number from {low} to the smaller group's "
+                              f"size ({high}), got {v!r}")
+    return v
 
 
 def _count(spec: Mapping[str, Any], key: str, low: int) -> int:
@@ -333,6 +363,9 @@ def _ratio_value(sa: float, sb: float, transform: str) -> float:
 
 def point_estimate(spec: SampleSpec) -> float:
     """The statistic computed on the samples as measured."""
+    if spec.batches:
+        ba, bb = _batch_pair(spec)
+        return _ratio_value(_mean(ba), _mean(bb), spec.transform)
     if _cluster_t(spec):
         return _ratio_value(math.exp(_log_ratio_of_clusters(spec)), 1.0, spec.transform)
     if spec.kind == "ratio":
@@ -374,6 +407,34 @@ def _block_resample(rng: random.Random, xs: Sequence[float], block: int) -> list
     return [xs[i] for i in block_resample_indices(rng, len(xs), block)]
 
 
+def batch_values(xs: Sequence[float], batches: int, stat: str) -> list[float]:
+    """``stat`` ("p50", "median" or "mean") of each of ``batches`` runs of consecutive values of
+    ``xs``, in order; batch ``i`` holds ``xs[round(i n / k):round((i + 1) n / k)]``, so sizes differ
+    by at most one and every value is in exactly one batch."""
+    n = len(xs)
+    if not 1 <= batches <= n:
+        raise SampleSpecError(f"cannot cut {n} values into {batches} batches")
+    f = _STATS[stat]
+    cuts = [round(i * n / batches) for i in range(batches + 1)]
+    return [f(xs[cuts[i]:cuts[i + 1]]) for i in range(batches)]
+
+
+def _batch_pair(spec: SampleSpec) -> tuple[list[float], list[float]]:
+    """The batch figures of ``a`` and ``b``; ``b``'s mean is the ratio's denominator."""
+    ba, bb = batch_values(spec.a, spec.batches, spec.stat), batch_values(spec.b, spec.batches, spec.stat)
+    if _mean(bb) <= 0 or _mean(ba) < 0:
+        raise SampleSpecError("a batch-means interval needs a positive mean of the baseline's batch figures "
+                              f"and a non-negative one of the other side's (means {_mean(bb):g} and {_mean(ba):g})")
+    return ba, bb
+
+
+def _batch_interval(spec: SampleSpec, alpha: float) -> tuple[float, float]:
+    ba, bb = _batch_pair(spec)
+    if max(ba) == 0:  # nothing at all on that side (a third that served no token): the ratio is 0, measured
+        return _from_log_ratio(-_LOG_CAP, -_LOG_CAP, spec.transform)
+    return _from_log_ratio(*_welch_log(ba, bb, alpha), spec.transform)
+
+
 def block_length(series: Sequence[Sequence[float]], n: int) -> int:
     """The moving-block length for groups of ``n`` values of a time series, from the lag-1
     autocorrelation ``rho`` of ``series`` (one or more runs of the series, each de-meaned on its own
@@ -401,7 +462,7 @@ def block_length(series: Sequence[Sequence[float]], n: int) -> int:
 
 def _studentized(spec: SampleSpec) -> bool:
     return (spec.kind == "ratio" and spec.stat == "mean" and not spec.clustered and spec.block == 1
-            and min(spec.a) > 0 and min(spec.b) > 0)
+            and not spec.batches and min(spec.a) > 0 and min(spec.b) > 0)
 
 
 def _cluster_t(spec: SampleSpec) -> bool:
@@ -471,6 +532,8 @@ def _cluster_t_interval(spec: SampleSpec, alpha: float) -> tuple[float, float]:
 
 def interval_method(spec: SampleSpec) -> str:
     """The name of the interval :func:`bootstrap_interval` computes for this spec (for result.json)."""
+    if spec.batches:
+        return f"batch-means-welch-t-log-ratio ({spec.batches} batches of consecutive values a side)"
     if _studentized(spec):
         return "welch-t-log-ratio"
     if _cluster_t(spec):
@@ -569,6 +632,8 @@ def bootstrap_interval(spec: SampleSpec, *, confidence: float, resamples: int,
         raise SampleSpecError(f"confidence must be in (0.5, 1), got {confidence}")
     if resamples < 1:
         raise SampleSpecError(f"resamples must be positive, got {resamples}")
+    if spec.batches:
+        return _batch_interval(spec, (1.0 - confidence) / 2.0)
     if _studentized(spec):
         return _welch_t(spec, (1.0 - confidence) / 2.0)
     if _cluster_t(spec):
@@ -646,7 +711,7 @@ def power_scale(spec: SampleSpec, *values: float) -> tuple[float, ...]:
     interval is symmetric, for :func:`achieved_power` and :func:`repetitions_for_power`: the log
     ratio for a Welch t interval (its ends are symmetric there, not on the gain scale), else
     unchanged. A value outside the transform's domain (a gain of -100% or less) maps to -inf."""
-    if not (_studentized(spec) or _cluster_t(spec) or spec.kind == "capacity"):
+    if not (_studentized(spec) or _cluster_t(spec) or spec.batches or spec.kind == "capacity"):
         return values
     out = []
     for v in values:

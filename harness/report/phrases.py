@@ -152,6 +152,12 @@ PATTERNS = (
        N_("%(value)s (median of first %(a)s windows %(x)s, last %(b)s %(y)s)")),
     _p(r"(?P<value>\S+) \(mean of first (?P<a>\d+) windows (?P<x>\S+), last (?P<b>\d+) (?P<y>\S+)\)",
        N_("%(value)s (mean of first %(a)s windows %(x)s, last %(b)s %(y)s)")),
+    _p(r"(?P<value>\S+) \(mean of (?P<k>\d+) batch medians: first (?P<a>\d+) windows (?P<x>\S+), last (?P<b>\d+) "
+       r"(?P<y>\S+)\)",
+       N_("%(value)s (mean of %(k)s batch medians: first %(a)s windows %(x)s, last %(b)s %(y)s)")),
+    _p(r"(?P<value>\S+) \(mean of (?P<k>\d+) batch means: first (?P<a>\d+) windows (?P<x>\S+), last (?P<b>\d+) "
+       r"(?P<y>\S+)\)",
+       N_("%(value)s (mean of %(k)s batch means: first %(a)s windows %(x)s, last %(b)s %(y)s)")),
     _p(r"(?P<value>\S+) \((?P<level>\S+) of (?P<n>\S+) requests in flight\)",
        N_("%(value)s (%(level)s of %(n)s requests in flight)")),
     _p(r"(?P<metric>TTFT p50|output throughput): first (?P<a>\d+) vs last (?P<b>\d+) of (?P<n>\d+) full windows "
@@ -159,6 +165,8 @@ PATTERNS = (
        N_("%(metric)s: first %(a)s vs last %(b)s of %(n)s full windows after the %(warm)s s warm-up "
           "(%(out)s window(s) left out)"), "metric"),
     _p(r"resampled in blocks of (?P<n>\d+) consecutive window\(s\)", N_("resampled in blocks of %(n)s consecutive window(s)")),
+    _p(r"each third cut into (?P<n>\d+) batch\(es\) of consecutive windows",
+       N_("each third cut into %(n)s batch(es) of consecutive windows")),
     _p(r"closed loop over (?P<n>\d+) full windows after the (?P<warm>\S+) s warm-up \((?P<out>\d+) window\(s\) left out\)",
        N_("closed loop over %(n)s full windows after the %(warm)s s warm-up (%(out)s window(s) left out)")),
     _p(r"lowest window (?P<level>\S+) in flight", N_("lowest window %(level)s in flight")),

@@ -535,6 +535,63 @@ def test_blocks_keep_a_wandering_series_wider_than_single_values() -> None:
     assert widths[5] > 1.2 * widths[1]
 
 
+def test_batches_cut_a_series_into_consecutive_runs_of_near_equal_size() -> None:
+    xs = [float(i) for i in range(11)]
+    assert stats.batch_values(xs, 5, "mean") == [0.5, 2.5, 5.0, 7.5, 9.5]  # sizes 2, 2, 3, 2, 2
+    assert stats.batch_values(xs, 1, "median") == [5.0]
+    with pytest.raises(SampleSpecError, match="cannot cut 11 values into 12 batches"):
+        stats.batch_values(xs, 12, "mean")
+
+
+@pytest.mark.parametrize("batches", [0, 1, 1.5, True, "5", 17])
+def test_batches_outside_two_to_the_group_size_are_refused(batches: object) -> None:
+    spec = {"kind": "ratio", "a": [1.0] * 16, "b": [2.0] * 20, "stat": "median", "transform": "gain",
+            "batches": batches}
+    with pytest.raises(SampleSpecError, match="batches must be a whole number from 2 to the smaller group's size"):
+        parse_sample_spec(spec)
+
+
+def test_batches_are_refused_beside_blocks_and_for_grouped_samples() -> None:
+    with pytest.raises(SampleSpecError, match="block or batches, not both"):
+        parse_sample_spec({"kind": "ratio", "a": [1.0] * 6, "b": [2.0] * 6, "block": 2, "batches": 3})
+    with pytest.raises(SampleSpecError, match="batches applies to a/b time series"):
+        parse_sample_spec({"kind": "ratio", "a_groups": [[1.0]], "b_groups": [[2.0]], "batches": 2})
+
+
+def test_a_batched_ratio_is_the_welch_interval_of_its_batch_figures() -> None:
+    """Batch means: the estimate is the ratio of the mean batch figures, and the interval is the
+    Welch t interval of the log ratio computed on those figures (one per batch), so it equals the
+    unbatched Welch interval of the batch figures themselves."""
+    a = [10.0, 12.0, 11.0, 13.0, 9.0, 14.0, 12.0, 10.0, 11.0, 15.0]
+    b = [10.0, 10.5, 9.5, 10.0, 11.0, 9.0, 10.0, 10.5, 9.0, 10.5]
+    spec = parse_sample_spec({"kind": "ratio", "a": a, "b": b, "stat": "median", "transform": "gain", "batches": 5})
+    ba, bb = stats.batch_values(a, 5, "median"), stats.batch_values(b, 5, "median")
+    assert ba == [11.0, 12.0, 11.5, 11.0, 13.0]
+    assert stats.point_estimate(spec) == pytest.approx(sum(ba) / sum(bb) - 1.0)
+    got = stats.bootstrap_interval(spec, confidence=0.95, resamples=1, rng=random.Random(0))
+    plain = parse_sample_spec({"kind": "ratio", "a": ba, "b": bb, "stat": "mean", "transform": "gain"})
+    assert stats.interval_method(plain) == "welch-t-log-ratio"
+    assert got == pytest.approx(stats.bootstrap_interval(plain, confidence=0.95, resamples=1, rng=random.Random(0)))
+    assert stats.interval_method(spec) == "batch-means-welch-t-log-ratio (5 batches of consecutive values a side)"
+    # the power figures are computed where the interval is symmetric: the log ratio
+    lo, hi = got
+    p_lo, p_hi, *_ = stats.power_scale(spec, lo, hi, 0.0, 0.1)
+    assert p_lo == pytest.approx(math.log(1.0 + lo)) and p_hi == pytest.approx(math.log(1.0 + hi))
+
+
+def test_a_batched_side_that_served_nothing_is_a_ratio_of_zero_and_a_zero_baseline_is_refused() -> None:
+    """A last third with no throughput at all is a measured 100% loss (FAIL), not an error; a first
+    third with none leaves the ratio undefined."""
+    lost = parse_sample_spec({"kind": "ratio", "a": [0.0] * 10, "b": [640.0] * 10, "stat": "mean",
+                              "transform": "reduction", "batches": 5})
+    assert stats.point_estimate(lost) == 1.0
+    assert stats.bootstrap_interval(lost, confidence=0.95, resamples=1, rng=random.Random(0)) == (1.0, 1.0)
+    zero = parse_sample_spec({"kind": "ratio", "a": [640.0] * 10, "b": [0.0] * 10, "stat": "mean",
+                              "transform": "reduction", "batches": 5})
+    with pytest.raises(SampleSpecError, match="positive mean of the baseline's batch figures"):
+        stats.bootstrap_interval(zero, confidence=0.95, resamples=1, rng=random.Random(0))
+
+
 def test_clopper_pearson_matches_the_exact_beta_bounds() -> None:
     # 1 in 80 at 95%: [0.000316, 0.0677] (R binom.test); 0 of n reaches 0, n of n reaches 1
     low, high = stats.clopper_pearson(1, 80, 0.025)

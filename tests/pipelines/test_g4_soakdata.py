@@ -8,6 +8,7 @@ verdict it must get instead.
 from __future__ import annotations
 
 import json
+import random
 from pathlib import Path
 from typing import Any
 
@@ -190,7 +191,7 @@ def test_throughput_lost_in_a_fifth_of_the_last_windows_is_not_hidden_by_a_media
     assert verdicts(d, duration_target_s=1080.0)["throughput_drift"] == "FAIL"
     measured, _ = soak_measured(d, duration_target_s=1080.0, window_s=4.0, concurrency=4)
     leaf = measured["soak"]["throughput_drift"]
-    assert leaf["samples"]["stat"] == "mean" and "mean of first 90 windows 672" in leaf["text"]
+    assert leaf["samples"]["stat"] == "mean" and "mean of 5 batch means: first 90 windows 672" in leaf["text"]
     assert 0.15 < leaf["value"] < 0.17
 
 
@@ -359,36 +360,66 @@ def test_the_profile_refuses_a_warm_up_as_long_as_the_soak() -> None:
         SoakSpec.model_validate({"duration": "60s", "window": "2s", "warmup": "60s"})
 
 
-def test_a_wandering_soak_that_drifted_past_the_threshold_does_not_pass_by_resampling_single_windows() -> None:
-    """The false PASS of independent windows: a shared disk's latency wanders over many windows
-    (AR(1), rho 0.8), and the last third really is 15% slower (threshold 10%). Resampled as if
-    independent, the windows' interval ends below 10% (PASS) in about 16% of such soaks; the
-    drift's moving blocks bring that to about 6% (a one-sided 95% bound allows 2.5%; 24 windows a
-    side of a series this correlated hold about 3 independent ones, which no resampling restores)."""
+def _wandering_windows(seed: int, slower: float, windows: int = 168) -> list[dict[str, Any]]:
+    """Windows whose log TTFT wanders as the demo soaks' did on this project's VM (a slow and a fast
+    AR(1): 34% of the variance at lag-1 0.864, the rest at 0.206, sd 0.13; bench/coverage.py's
+    "fitted" model), the last third ``slower`` (0.15: 15% slower)."""
     import math
     import random
 
+    rng = random.Random(seed)
+    parts = [(0.335, 0.864), (0.665, 0.206)]
+    level = [rng.gauss(0.0, 0.13 * math.sqrt(w)) for w, _ in parts]
+    out = []
+    for i in range(windows):
+        if i:
+            level = [phi * x + rng.gauss(0.0, 0.13 * math.sqrt(w * (1.0 - phi * phi)))
+                     for x, (w, phi) in zip(level, parts)]
+        slow = 1.0 + slower if i >= windows - windows // 3 else 1.0
+        out.append({"index": i + 1, "ttft_p50_ms": 12.5 * slow * math.exp(sum(level))})
+    return out
+
+
+def test_a_steady_wandering_soak_is_decided_on_batches_of_windows_not_on_blocks_fitted_to_lag_one() -> None:
+    """The false FAIL and false PASS of an interval too narrow for the wander: a demo soak's TTFT on
+    this project's VM wanders with a memory of tens of windows (autocorrelation 0.2-0.3 out to lag
+    12), which the moving blocks' length (Carlstein's rule on the lag-1 autocorrelation: an AR(1))
+    does not see. Its interval missed a steady soak's true drift of 0 in a fifth to a quarter of such soaks
+    (a nominal 95% misses 5%): false FAILs against 10% in soaks that wandered up, false PASSes in
+    ones that drifted. The drift is now decided on batch means: each third cut into 5 batches of
+    consecutive windows, a Welch t interval of the log ratio of their mean figures (about 10%
+    missed; bench/coverage.py has the figures with their Monte Carlo errors, false FAIL at +8% and
+    false PASS at +15% included)."""
     from harness.gates import stats
     from harness.pipelines.g4.soakdata import drift_leaf
 
-    passes = {"blocks": 0, "single windows": 0}
-    blocks = []
-    trials = 100
+    trials, missed = 200, {"batches": 0, "blocks": 0}
     for seed in range(trials):
-        rng = random.Random(seed)
-        x, wins = 0.0, []
-        for i in range(72):
-            x = 0.8 * x + rng.gauss(0.0, 0.15 * math.sqrt(1.0 - 0.64))
-            wins.append({"index": i + 1, "ttft_p50_ms": 15.0 * (1.15 if i >= 48 else 1.0) * math.exp(x)})
-        samples = dict(drift_leaf(wins, "ttft_p50_ms", "gain", "TTFT p50")["samples"])
-        blocks.append(samples["block"])
-        for name, spec in (("blocks", samples), ("single windows", {**samples, "block": 1})):
-            _, high = stats.bootstrap_interval(stats.parse_sample_spec(spec), confidence=0.95, resamples=300,
-                                               rng=random.Random(seed))
-            passes[name] += high <= 0.10
-    assert sum(blocks) / trials > 3, blocks
-    assert passes["blocks"] <= 6, passes  # 5 at this seed set (2.5% nominal: 24 windows a side are few)
-    assert passes["single windows"] >= 2 * passes["blocks"], passes  # 11 at this seed set
+        samples = dict(drift_leaf(_wandering_windows(seed, 0.0), "ttft_p50_ms", "gain", "TTFT p50")["samples"])
+        assert samples["batches"] == 5 and "block" not in samples
+        old = {k: v for k, v in samples.items() if k != "batches"}
+        old["block"] = stats.block_length([old["a"], old["b"]], len(old["a"]))
+        for name, spec in (("batches", samples), ("blocks", old)):
+            low, high = stats.bootstrap_interval(stats.parse_sample_spec(spec), confidence=0.95, resamples=300,
+                                                 rng=random.Random(seed))
+            missed[name] += not low <= 0.0 <= high
+    assert missed["batches"] <= 0.15 * trials, missed  # 21 at these seeds
+    assert missed["blocks"] >= 1.5 * missed["batches"], missed  # 54 at these seeds
+
+
+def test_a_wandering_soak_that_drifted_past_the_threshold_does_not_pass() -> None:
+    """A 15% slowdown of the last third under the same wander: the gate's interval ends below 10%
+    (PASS) in at most a one-sided 2.5% of soaks (about 1% in bench/coverage.py)."""
+    from harness.gates import stats
+    from harness.pipelines.g4.soakdata import drift_leaf
+
+    trials, passed = 400, 0
+    for seed in range(trials):
+        leaf = drift_leaf(_wandering_windows(10_000 + seed, 0.15), "ttft_p50_ms", "gain", "TTFT p50")
+        _, high = stats.bootstrap_interval(stats.parse_sample_spec(leaf["samples"]), confidence=0.95,
+                                           resamples=1, rng=random.Random(seed))
+        passed += high <= 0.10
+    assert passed <= 0.025 * trials, passed  # 3 at these seeds
 
 
 def test_a_stalled_window_does_not_count_as_hours_under_load(tmp_path: Path) -> None:

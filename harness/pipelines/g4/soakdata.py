@@ -19,10 +19,10 @@ failed ratio, restarts and every error count.
 Drift: the first and the last ``N`` full windows after the warm-up (``N`` = a third of them, at
 least one), compared by their medians of per-window TTFT p50 (``last / first - 1``: positive = slower)
 and throughput (``1 - last / first``: positive = lower); the samples are the per-window figures,
-so the gate's bootstrap interval resamples windows: in blocks of consecutive windows
-(``harness.gates.stats.block_length`` from the groups' lag-1 autocorrelation), because a shared
-disk or a neighbour's load wanders over many windows and single windows resampled as if
-independent give too narrow an interval. A window shorter than half the configured
+each third cut into ``DRIFT_BATCHES`` batches of consecutive windows, and the gate's interval is
+built on the batches' figures (batch means, ``harness.gates.stats``), because a shared disk or a
+neighbour's load wanders over tens of windows and windows resampled as if independent, or in
+blocks sized for a lag-1 memory, give too narrow an interval. A window shorter than half the configured
 window (the soak's last, cut short) is left out of drift. The trend is a least-squares slope of
 TTFT p50 over time (ms per hour) with a moving-block bootstrap interval over windows; it is
 reported, not checked.
@@ -48,13 +48,17 @@ from harness.facts.parsers.health import (
     parse_mdstat,
     parse_smart_log,
 )
-from harness.gates.stats import block_length, block_resample_indices, percentile
+from harness.gates.stats import MIN_INTERVAL_SAMPLES, batch_values, block_length, block_resample_indices, percentile
 from harness.load.soak import DONE, EVENTS, HEALTH, WINDOWS_INDEX
 from harness.pipelines.g4.soakrun import read_local_json, read_local_jsonl
 from harness.pipelines.shared.sweepdata import _m
 from harness.units import UnitKind, format_quantity
 
 FULL_BYTES = 1 << 20  # less free space than this on the KV target: full
+# Batches of consecutive windows a third of the soak is cut into for the drift checks' interval
+# (harness.gates.stats, batch means): the gate's minimum of independent figures per side. More
+# batches are shorter, and batches shorter than the wander's memory make the interval too narrow.
+DRIFT_BATCHES = MIN_INTERVAL_SAMPLES
 
 
 def window_cap(window_s: float) -> float:
@@ -115,18 +119,26 @@ def drift_leaf(windows: Sequence[dict[str, Any]], key: str, transform: str, what
                   "last third, so the drift between them cannot be measured")
     first = [float(w[key]) for w in first_w]
     last = [float(w[key]) for w in last_w]
-    centre = statistics.fmean if stat == "mean" else (lambda xs: percentile(xs, 50))
-    c_first, c_last = centre(first), centre(last)
+    samples: dict[str, Any] = {"kind": "ratio", "a": last, "b": first, "stat": stat, "transform": transform}
+    batches = min(DRIFT_BATCHES, len(first))
+    if batches >= 2:
+        samples["batches"] = batches
+    c_first, c_last = _centre(first, batches, stat), _centre(last, batches, stat)
     if c_first == 0:
         return _m(None, detail=f"{what}: the first windows' {stat} is zero")
     value = c_last / c_first - 1.0 if transform == "gain" else 1.0 - c_last / c_first
-    block = block_length([first, last], len(first))
-    text = f"{value * 100:+.1f}% ({stat} of first {len(first)} windows {c_first:.4g}, last {len(last)} {c_last:.4g})"
+    of = f"mean of {batches} batch {stat}s" if batches >= 2 else stat
+    text = f"{value * 100:+.1f}% ({of}: first {len(first)} windows {c_first:.4g}, last {len(last)} {c_last:.4g})"
     return _m(value, text, detail=f"{what}: first {len(first)} vs last {len(last)} of {len(windows)} full "
-              f"windows{warmup_note}; resampled in blocks of {block} consecutive window(s)",
-              evidence=[f"evidence/soak/{WINDOWS_INDEX}"],
-              samples={"kind": "ratio", "a": last, "b": first, "stat": stat, "transform": transform,
-                       "block": block})
+              f"windows{warmup_note}; each third cut into {batches} batch(es) of consecutive windows",
+              evidence=[f"evidence/soak/{WINDOWS_INDEX}"], samples=samples)
+
+
+def _centre(xs: list[float], batches: int, stat: str) -> float:
+    """A third's figure as the gate estimates it: the mean of its batches' figures (batch means)."""
+    if batches >= 2:
+        return statistics.fmean(batch_values(xs, batches, stat))
+    return statistics.fmean(xs) if stat == "mean" else percentile(xs, 50)
 
 
 def load_level(windows: Sequence[dict[str, Any]], *, concurrency: Optional[int],
