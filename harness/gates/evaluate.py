@@ -257,14 +257,20 @@ def _power(spec: stats.SampleSpec, low: float, high: float, estimate: float, thr
 def _unit(spec: stats.SampleSpec) -> str:
     if spec.kind == "binomial":
         return "request"
+    if spec.batches:  # a soak's windows, a third a side: more of them is a longer soak
+        return "window"
     return "repetition" if spec.clustered or spec.kind == "capacity" else "sample"
 
 
-_FEW = {"request": M.FEW_REQUESTS, "repetition": M.FEW_REPETITIONS, "sample": M.FEW_SAMPLES}
-_DECIDE = {"request": M.DECIDE_REQUESTS, "repetition": M.DECIDE_REPETITIONS, "sample": M.DECIDE_SAMPLES}
+_FEW = {"request": M.FEW_REQUESTS, "repetition": M.FEW_REPETITIONS, "sample": M.FEW_SAMPLES,
+        "window": M.FEW_WINDOWS}
+_DECIDE = {"request": M.DECIDE_REQUESTS, "repetition": M.DECIDE_REPETITIONS, "sample": M.DECIDE_SAMPLES,
+           "window": M.DECIDE_WINDOWS}
 
 
 def _size_msg(spec: stats.SampleSpec) -> Message:
+    if spec.batches:
+        return M.msg(M.SIZE_WINDOWS, n=spec.n, batches=spec.batches)
     if spec.clustered and spec.members == "rounds":
         return M.msg(M.SIZE_RUNS, n=spec.n, rounds=min(len(spec.a), len(spec.b)))
     if spec.clustered:

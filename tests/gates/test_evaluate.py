@@ -359,6 +359,27 @@ def test_the_sample_size_message_names_what_limits_each_interval() -> None:
     assert _size_msg(cap) == M.msg(M.SIZE_CAPACITY, candidate=2, baseline=1, n=3) and _unit(cap) == "repetition"
     flat = stats.parse_sample_spec({"kind": "ratio", "a": [1.0, 2.0, 3.0], "b": [1.0, 2.0, 3.0, 4.0]})
     assert _size_msg(flat) == M.msg(M.SIZE_N, n=3) and _unit(flat) == "sample"
+    # a soak's drift: windows a third, cut into batches; more windows is a longer soak
+    batched = stats.parse_sample_spec({"kind": "ratio", "a": [1.0] * 56, "b": [2.0] * 57, "batches": 5})
+    assert _size_msg(batched) == M.msg(M.SIZE_WINDOWS, n=56, batches=5) and _unit(batched) == "window"
+
+
+def test_a_drift_that_straddles_the_threshold_names_the_windows_that_would_decide_and_too_few_are_inconclusive(
+) -> None:
+    check = _check(metric="soak.ttft_p50_drift", comparator="<=", threshold="10%", statistic=INTERVAL)
+    wander = [12.0 * (1.0 + 0.3 * ((i // 4) % 2)) for i in range(20)]  # levels held 4 windows each
+    leaf = {"value": None, "samples": {"kind": "ratio", "a": [x * 1.08 for x in wander], "b": wander,
+                                       "stat": "median", "transform": "gain", "batches": 5}}
+    o = evaluate_check(check, {"soak": {"ttft_p50_drift": leaf}}).observations[0]
+    assert o.verdict is Verdict.INCONCLUSIVE and o.interval is not None
+    assert o.interval.method.startswith("batch-means-welch-t-log-ratio")
+    assert "(95% CI, 20 windows a third in 5 batches)" in o.measured_text
+    assert o.needed_samples is not None and o.needed_samples > 20
+    assert f"about {o.needed_samples} windows a third would likely decide" in o.reason
+    few = {"value": None, "samples": {"kind": "ratio", "a": [1.0] * 4, "b": [1.0] * 4, "stat": "median",
+                                      "transform": "gain", "batches": 2}}
+    o = evaluate_check(check, {"soak": {"ttft_p50_drift": few}}).observations[0]
+    assert o.verdict is Verdict.INCONCLUSIVE and "4 window(s) a third: an interval needs at least 5" in o.reason
 
 
 def test_expected_text_says_true_false_or_the_comparator_and_threshold() -> None:
