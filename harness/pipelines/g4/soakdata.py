@@ -17,15 +17,15 @@ fill up then; a real soak has the same start-up). Its windows still count for th
 failed ratio, restarts and every error count.
 
 Drift: the first and the last ``N`` full windows after the warm-up (``N`` = a third of them, at
-least one), compared by their medians of per-window TTFT p50 (``last / first - 1``: positive = slower)
-and throughput (``1 - last / first``: positive = lower); the samples are the per-window figures,
-each third cut into ``DRIFT_BATCHES`` batches of consecutive windows, and the gate's interval is
-built on the batches' figures (batch means, ``harness.gates.stats``), because a shared disk or a
-neighbour's load wanders over tens of windows and windows resampled as if independent, or in
-blocks sized for a lag-1 memory, give too narrow an interval. A window shorter than half the configured
-window (the soak's last, cut short) is left out of drift. The trend is a least-squares slope of
-TTFT p50 over time (ms per hour) with a moving-block bootstrap interval over windows; it is
-reported, not checked.
+least one), each third cut into ``DRIFT_BATCHES`` batches of consecutive windows and compared by
+the mean of its batches' figures: each batch's median of per-window TTFT p50 (``last / first - 1``:
+positive = slower) and mean throughput (``1 - last / first``: positive = lower). The samples are
+the per-window figures, and the gate's interval is built on the batches' figures (batch means,
+``harness.gates.stats``), because a shared disk or a neighbour's load wanders over tens of windows
+and windows resampled as if independent, or in blocks sized for a lag-1 memory, give too narrow an
+interval. A window shorter than half the configured window (the soak's last, cut short) is left
+out of drift. The trend is a least-squares slope of TTFT p50 over time (ms per hour) with a
+moving-block bootstrap interval over windows; it is reported, not checked.
 """
 
 from __future__ import annotations
@@ -104,8 +104,9 @@ def _drift_groups(values: list[Any]) -> tuple[list[Any], list[Any]]:
 def drift_leaf(windows: Sequence[dict[str, Any]], key: str, transform: str, what: str,
                warmup_note: str = "", *, stat: str = "median") -> dict[str, Any]:
     """Drift of ``key`` between the first and the last third of ``windows`` (full windows after
-    the warm-up, in order), on the ``stat`` of each third: the median of the windows' TTFT p50s,
-    the mean of their throughputs (the tokens the third served over its time; a median of
+    the warm-up, in order), each third cut into ``DRIFT_BATCHES`` batches of consecutive windows
+    and summed up as the mean of its batches' ``stat``: the median of the windows' TTFT p50s, the
+    mean of their throughputs (the tokens the third served over its time; a median of
     throughputs ignores any minority of stalled windows, and whole requests per window put it on
     a few levels a resample never leaves). A window of either group without the figure (no request
     completed in it) makes the drift NOT_RUN: leaving it out would compare other windows than the
