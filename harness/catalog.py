@@ -113,9 +113,11 @@ _METRICS: list[MetricInfo] = [
                "soak.request_rate (open loop), after the warm-up"),
     MetricInfo("soak.engine_restarts", UnitKind.COUNT, "G4", "engines", "engine crashes or restarts"),
     MetricInfo("soak.ttft_p50_drift", UnitKind.PERCENT, "G4", "load",
-               "median TTFT p50 of the last third of the windows / of the first third - 1", sampled=True),
+               "TTFT p50 of the last third of the windows / of the first third - 1 (each third: the mean of its "
+               "5 batches' median window TTFT p50)", sampled=True),
     MetricInfo("soak.throughput_drift", UnitKind.PERCENT, "G4", "load",
-               "1 - median throughput of the last third of the windows / of the first third", sampled=True),
+               "1 - throughput of the last third of the windows / of the first third (each third: the mean of "
+               "its 5 batches' mean window throughput)", sampled=True),
     MetricInfo("soak.instance_drift.*.ttft_p50", UnitKind.PERCENT, "G4", "load",
                "per engine instance: its TTFT p50 drift from its own per-window figures", sampled=True),
     MetricInfo("soak.instance_drift.*.throughput", UnitKind.PERCENT, "G4", "load",
