@@ -259,13 +259,15 @@ def _unit(spec: stats.SampleSpec) -> str:
         return "request"
     if spec.batches:  # a soak's windows, a third a side: more of them is a longer soak
         return "window"
+    if spec.clustered and spec.members == "rounds":  # fio runs (G4 retention), each its rounds
+        return "run"
     return "repetition" if spec.clustered or spec.kind == "capacity" else "sample"
 
 
 _FEW = {"request": M.FEW_REQUESTS, "repetition": M.FEW_REPETITIONS, "sample": M.FEW_SAMPLES,
-        "window": M.FEW_WINDOWS}
+        "window": M.FEW_WINDOWS, "run": M.FEW_RUNS}
 _DECIDE = {"request": M.DECIDE_REQUESTS, "repetition": M.DECIDE_REPETITIONS, "sample": M.DECIDE_SAMPLES,
-           "window": M.DECIDE_WINDOWS}
+           "window": M.DECIDE_WINDOWS, "run": M.DECIDE_RUNS}
 
 
 def _size_msg(spec: stats.SampleSpec) -> Message:

@@ -345,7 +345,7 @@ def test_the_sample_size_message_names_what_limits_each_interval() -> None:
     # fio runs (G4 retention): each run's members are its rounds, never called requests
     runs = stats.parse_sample_spec({"kind": "ratio", "a_groups": [[1.0] * 5] * 5, "b_groups": [[1.0] * 6] * 5,
                                     "members": "rounds"})
-    assert _size_msg(runs) == M.msg(M.SIZE_RUNS, n=5, rounds=25)
+    assert _size_msg(runs) == M.msg(M.SIZE_RUNS, n=5, rounds=25) and _unit(runs) == "run"
     with pytest.raises(stats.SampleSpecError, match="members 'windows' is not one of"):
         stats.parse_sample_spec({"kind": "ratio", "a_groups": [[1.0]], "b_groups": [[1.0]], "members": "windows"})
     with pytest.raises(stats.SampleSpecError, match="members applies to a_groups/b_groups"):
@@ -380,6 +380,20 @@ def test_a_drift_that_straddles_the_threshold_names_the_windows_that_would_decid
                                       "transform": "gain", "batches": 2}}
     o = evaluate_check(check, {"soak": {"ttft_p50_drift": few}}).observations[0]
     assert o.verdict is Verdict.INCONCLUSIVE and "4 window(s) a third: an interval needs at least 5" in o.reason
+
+
+def test_a_retention_that_straddles_the_threshold_names_the_runs_a_side_that_would_decide() -> None:
+    check = _check(metric="soak.read_bw_retention", comparator=">=", threshold="90%", statistic=INTERVAL)
+    before = [[4.0e9 * (1.0 + 0.1 * (i % 2))] * 5 for i in range(6)]
+    after = [[r[0] * 0.93] * 5 for r in before]
+    leaf = {"value": None, "samples": {"kind": "ratio", "a_groups": after, "b_groups": before, "stat": "median",
+                                       "transform": "ratio", "members": "rounds"}}
+    o = evaluate_check(check, {"soak": {"read_bw_retention": leaf}}).observations[0]
+    assert o.verdict is Verdict.INCONCLUSIVE and "(95% CI, 6 runs, 30 rounds)" in o.measured_text
+    assert f"about {o.needed_samples} runs a side would likely decide" in o.reason
+    few = {**leaf, "samples": {**leaf["samples"], "a_groups": after[:3], "b_groups": before[:3]}}
+    o = evaluate_check(check, {"soak": {"read_bw_retention": few}}).observations[0]
+    assert o.verdict is Verdict.INCONCLUSIVE and "3 run(s) a side: an interval needs at least 5" in o.reason
 
 
 def test_expected_text_says_true_false_or_the_comparator_and_threshold() -> None:
