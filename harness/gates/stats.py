@@ -276,8 +276,8 @@ def parse_sample_spec(spec: Mapping[str, Any]) -> SampleSpec:
             if key in spec:
                 raise SampleSpecError(f"ratio samples: {key} applies to a_groups/b_groups, not to a/b")
         a, b = _floats("a", spec.get("a")), _floats("b", spec.get("b"))
-        block = _series_option(spec, "block", 1, min(len(a), len(b)))
-        batches = _series_option(spec, "batches", 2, min(len(a), len(b)))
+        block = _series_option(spec, "block", 1, min(len(a), len(b)), absent=1)
+        batches = _series_option(spec, "batches", 2, min(len(a), len(b)), absent=0)
         if "block" in spec and "batches" in spec:
             raise SampleSpecError("ratio samples: give block or batches, not both")
         return SampleSpec("ratio", a=a, b=b, stat=stat, transform=transform, block=block, batches=batches)
@@ -296,11 +296,11 @@ def parse_sample_spec(spec: Mapping[str, Any]) -> SampleSpec:
     raise SampleSpecError(f"samples kind {kind!r} is not one of 'ratio', 'percentile', 'binomial', 'capacity'")
 
 
-def _series_option(spec: Mapping[str, Any], key: str, low: int, high: int) -> int:
+def _series_option(spec: Mapping[str, Any], key: str, low: int, high: int, *, absent: int) -> int:
     """A time-series option of a/b ratio samples (``block``, ``batches``): a whole number from
-    ``low`` to the smaller group's size; absent, ``block`` is 1 and ``batches`` 0 (not batched)."""
+    ``low`` to the smaller group's size, or ``absent`` when the spec does not give it."""
     if key not in spec:
-        return 1 if key == "block" else 0
+        return absent
     v = spec[key]
     if isinstance(v, bool) or not isinstance(v, int) or not low <= v <= high:
         raise SampleSpecError(f"ratio samples: {key} must be a whole number from {low} to the smaller group's "

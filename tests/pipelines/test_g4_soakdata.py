@@ -202,6 +202,19 @@ def test_windows_without_a_completed_request_at_the_end_make_ttft_drift_not_run(
     assert v["ttft_drift"] == "NOT_RUN"
 
 
+def test_a_ttft_of_zero_is_no_measurement_and_a_throughput_of_zero_is_a_stall(tmp_path: Path) -> None:
+    """The false PASS of a degenerate figure: a last third whose windows report TTFT p50 0 ms (a
+    broken clock or record) would be a -100% drift, a PASS against <= 10%; it is NOT_RUN, named. A
+    last third that served nothing is a measured 100% loss of throughput: FAIL."""
+    d = write_soak(tmp_path / "t", ttft=lambda i: 0.0 if i >= 10 else 80.0 + (i % 3))
+    assert verdicts(d)["ttft_drift"] == "NOT_RUN"
+    measured, _ = soak_measured(d, duration_target_s=60.0, window_s=4.0, concurrency=4)
+    assert "window(s) 11, 12, 13, 14, 15 of the first or last third have a figure of 0 or less" in \
+        measured["soak"]["ttft_p50_drift"]["detail"]
+    v = verdicts(write_soak(tmp_path / "p", tput=lambda i: 0.0 if i >= 10 else 240.0 - (i % 2)))
+    assert v["throughput_drift"] == "FAIL"
+
+
 def test_a_partial_last_window_is_left_out_of_drift(tmp_path: Path) -> None:
     d = write_soak(tmp_path / "s")
     rows = [json.loads(x) for x in (d / "windows.jsonl").read_text().splitlines()]

@@ -110,7 +110,7 @@ def drift_leaf(windows: Sequence[dict[str, Any]], key: str, transform: str, what
     throughputs ignores any minority of stalled windows, and whole requests per window put it on
     a few levels a resample never leaves). A window of either group without the figure (no request
     completed in it) makes the drift NOT_RUN: leaving it out would compare other windows than the
-    first and the last."""
+    first and the last; so does a TTFT of 0 or any figure below 0, which no engine measures."""
     if len(windows) < 2:
         return _m(None, detail=f"{what}: {len(windows)} full window(s){warmup_note}; at least 2 are needed")
     first_w, last_w = _drift_groups(list(windows))
@@ -120,6 +120,13 @@ def drift_leaf(windows: Sequence[dict[str, Any]], key: str, transform: str, what
                   "last third, so the drift between them cannot be measured")
     first = [float(w[key]) for w in first_w]
     last = [float(w[key]) for w in last_w]
+    # A latency (gain: last / first - 1) of 0 is no measurement, and it would read as a -100% drift,
+    # a PASS; a throughput (reduction) of 0 is a stall, measured. Nothing is below 0.
+    bad = [str(w.get("index")) for w, v in zip(list(first_w) + list(last_w), first + last)
+           if v < 0 or (v == 0 and transform == "gain")]
+    if bad:
+        return _m(None, detail=f"{what}: window(s) {', '.join(bad)} of the first or last third have a figure of "
+                  f"{'0 or less' if transform == 'gain' else 'less than 0'}, which is not a measurement")
     samples: dict[str, Any] = {"kind": "ratio", "a": last, "b": first, "stat": stat, "transform": transform}
     batches = min(DRIFT_BATCHES, len(first))
     if batches >= 2:
