@@ -28,7 +28,7 @@ def ram_backed_mount(tmp_path: Path) -> Iterator[tuple[Path, str, str]]:
     image = Path(f"/dev/shm/kvgate-test-{uuid.uuid4().hex[:8]}.img")
     mnt = tmp_path / "mnt"
     mnt.mkdir()
-    with loop_filesystem(image, "32M", mnt) as loop:
+    with loop_filesystem(image, "128M", mnt) as loop:
         yield mnt, loop, str(image)
 
 
@@ -52,9 +52,14 @@ def test_a_disk_directory_is_not_memory(tmp_path: Path) -> None:
     assert backing.memory is None and backing.devices and "(disk)" in backing.chain[-1]
 
 
+@pytest.mark.parametrize("deleted", [False, True], ids=["file-in-dev-shm", "file-deleted-after-losetup"])
 def test_g1_refuses_a_ram_backed_target_with_exit_2(ram_backed_mount: tuple[Path, str, str],
-                                                      tmp_path: Path) -> None:
+                                                      tmp_path: Path, deleted: bool) -> None:
+    """Issue 51's end-to-end escape included: the loop's /dev/shm file deleted after ``losetup`` passed
+    G1 (3.16 GB/s "storage"); it is refused before anything is measured, the deleted file named."""
     mnt, loop, image = ram_backed_mount
+    if deleted:
+        Path(image).unlink()
     inv = tmp_path / "inv.yaml"
     inv.write_text(yaml.safe_dump({"cluster": "t", "nodes": [{
         "name": "local", "host": "localhost", "connection": "local", "platform": "cpu",
@@ -70,5 +75,8 @@ def test_g1_refuses_a_ram_backed_target_with_exit_2(ram_backed_mount: tuple[Path
                           "--no-progress"], capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert res.returncode == 2, res.stdout + res.stderr
     name = loop.rsplit("/", 1)[1]
-    assert "target ramdisk" in res.stderr and f"{name} (loop, backing file {image})" in res.stderr
-    assert f"{image} (tmpfs)" in res.stderr
+    assert "target ramdisk" in res.stderr and f"{name} (loop, backing file {image}" in res.stderr
+    assert ("deleted: inode" in res.stderr and "(tmpfs on /dev/shm)" in res.stderr) if deleted else \
+        f"{image} (tmpfs)" in res.stderr
+    assert not (tmp_path / "r" / "ram" / "G1" / "result.json").exists() or \
+        '"PASS"' not in (tmp_path / "r" / "ram" / "G1" / "result.json").read_text()

@@ -11,6 +11,7 @@ from harness.config.inventory import Node, StorageTarget
 from harness.errors import InfraError, InputError
 from harness.pipelines.shared.context import GateRun
 from harness.pipelines.shared.sweepdata import measurement
+from harness.probes.backing import BackingNotResolved
 from harness.probes.fio_rounds import MemoryBackedTarget, run_fio_rounds
 from harness.probes.measured import FIO_METRICS, fio_leaf
 from harness.probes.registry import get_probe, run_probe_on
@@ -23,7 +24,8 @@ def fio_step(run: GateRun, node: Node, target: StorageTarget, *, job_sets: Optio
     """fio on one target under the gates' protocol (``harness.probes.fio_rounds``: preconditioned,
     drained, in rounds until steady state); returns ``{"seq_read_bw": leaf, "seq_write_bw": leaf}``
     (leaves per the measured-results contract), from the state when the step already ran. A
-    memory-backed target raises ``MemoryBackedTarget`` (exit 2)."""
+    memory-backed target raises ``MemoryBackedTarget``, one whose backing cannot be followed
+    ``BackingNotResolved`` (exit 2)."""
     key = key or f"fio/{node.name}/{target.name}"
     done = run.gate_dir.step_done(key)
     if done is not None:
@@ -35,7 +37,7 @@ def fio_step(run: GateRun, node: Node, target: StorageTarget, *, job_sets: Optio
             _remove_stale_scratch(run, node, target)
             res = run_fio_rounds(run.executor(node.name), target, run.profile.probes.fio, out_dir,
                                  job_sets=sets, progress=p, owner=run.campaign.id)
-        except MemoryBackedTarget:
+        except (MemoryBackedTarget, BackingNotResolved):
             raise  # exit 2 before any load runs on it: the target is wrong, not the node
         except (InfraError, InputError) as exc:
             run.fault(f"{node.name}: fio on target {target.name} failed", exc)
@@ -55,8 +57,8 @@ def fio_step(run: GateRun, node: Node, target: StorageTarget, *, job_sets: Optio
 def _remove_stale_scratch(run: GateRun, node: Node, target: StorageTarget) -> None:
     """Scratch directories this campaign left on the target when a run was killed (SIGKILL): removed
     by containment before the step runs again (``--resume``)."""
-    if target.path.startswith("/dev/"):
-        return
+    if run.executor(node.name).run(["test", "-b", target.path], check=False).ok:
+        return  # a raw device: no scratch directory on it (a path under /dev/ may be a directory)
     for removal in remove_stale_dirs(run.executor(node.name), target.path, "kvgate-fio-", run.campaign.id):
         run.gate_dir.record_removal(removal)
         run.notes.append(f"removed scratch left by an interrupted run: {removal.describe()}")
