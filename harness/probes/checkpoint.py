@@ -224,7 +224,7 @@ def run_checkpoint_probe(
             f"checkpoint size {total} B is smaller than its {spec.files} files", node=node, target=target.name
         )
     info = inspect_target(executor, target.path)
-    if info.is_block_device or target.path.startswith("/dev/"):
+    if info.is_block_device:
         raise ProbeRefused(
             "the checkpoint probe writes files and needs a filesystem, not a raw device",
             node=node,

@@ -6,9 +6,13 @@ Every set uses the same ``numjobs`` files (``filename_format=kvgate.$jobnum.$fil
 ``<target.path>/kvgate-fio-<run-id>/``, so the free space needed is ``size * numjobs`` whatever the
 number of sets; the directory is removed afterwards by the runner.
 
-Honesty rules enforced here: ``direct=1`` always; a tmpfs/ramfs target is refused (its "disk" is
-the page cache, so no figure from it is a storage figure); a raw block device is written only when
-the inventory allows destructive tests for that target.
+Honesty rules enforced here: ``direct=1`` for every storage target; a tmpfs/ramfs target is refused
+(its "disk" is the page cache, so no figure from it is a storage figure) unless the inventory
+declares it a RAM tier (``kind: memory``), which is measured buffered (:func:`buffered`): O_DIRECT
+on RAM bypasses nothing, and the figure is labelled a memory figure. A target is a raw block device
+only when its path is a block device node (``test -b``, S_ISBLK), whatever its name (``/dev/shm/x``
+is a directory on tmpfs); a raw device is written only when the inventory allows destructive tests
+for that target.
 """
 
 from __future__ import annotations
@@ -85,6 +89,12 @@ def fio_safe_path(value: str, *, what: str) -> str:
     return value
 
 
+def buffered(target: StorageTarget) -> bool:
+    """Whether fio runs on ``target`` buffered (``direct=0``): only a declared RAM tier, whose bytes
+    are memory whatever the I/O mode, so O_DIRECT would only pretend to bypass a cache."""
+    return target.kind == "memory"
+
+
 def _seconds(value: float) -> str:
     """fio time value: whole seconds as plain integers, else milliseconds."""
     if float(value).is_integer():
@@ -112,6 +122,7 @@ def build_jobfile(
     filename: Optional[str] = None,
     bw_log_dir: Optional[str] = None,
     ss_window: Optional[int] = None,
+    direct: bool = True,
 ) -> FioJobFile:
     """The fio job file text for ``job_sets`` (pure: no I/O).
 
@@ -119,7 +130,8 @@ def build_jobfile(
     With ``bw_log_dir``, each set writes a windowed bandwidth log there (for the steady-state check).
     With ``ss_window`` (seconds, fio >= 2.16), fio's own steady-state detection runs on each set
     (``ss=bw:20%``, one bandwidth sample per second over the window); note that fio then ends a set
-    early once its criterion holds, so this is opt-in.
+    early once its criterion holds, so this is opt-in. ``direct=False`` only for a declared RAM tier
+    (:func:`buffered`).
     """
     if (directory is None) == (filename is None):
         raise ValueError("give exactly one of directory and filename")
@@ -136,7 +148,7 @@ def build_jobfile(
     lines = [
         "[global]",
         f"ioengine={engine}",
-        "direct=1",
+        f"direct={int(direct)}",
         "invalidate=1",
         "group_reporting=1",
         f"numjobs={spec.numjobs}",
@@ -175,13 +187,14 @@ def build_jobfile(
     )
 
 
-def build_precondition_jobfile(spec: FioSpec, *, engine: str, directory: str) -> str:
+def build_precondition_jobfile(spec: FioSpec, *, engine: str, directory: str, direct: bool = True) -> str:
     """One sequential write pass over the probe's whole working set (the same files the job sets use,
     ``numjobs`` x ``size``), direct I/O, not time-based: SNIA's workload-independent
-    preconditioning, so the rounds after it neither read holes nor fresh-out-of-box flash."""
+    preconditioning, so the rounds after it neither read holes nor fresh-out-of-box flash (buffered
+    only for a declared RAM tier)."""
     fio_safe_path(directory, what="fio directory")
     return "\n".join([
-        "[global]", f"ioengine={engine}", "direct=1", "group_reporting=1", f"numjobs={spec.numjobs}",
+        "[global]", f"ioengine={engine}", f"direct={int(direct)}", "group_reporting=1", f"numjobs={spec.numjobs}",
         f"size={int(spec.size)}", f"directory={directory}", "filename_format=kvgate.$jobnum.$filenum",
         "", "[precondition]", "rw=write", f"bs={int(spec.block_size)}", f"iodepth={spec.iodepth}",
     ]) + "\n"
@@ -238,7 +251,7 @@ def check_target(
             target=target.name,
         )
     writing = [n for n in job_sets if job_set(n).writes]
-    raw = info.is_block_device or target.path.startswith("/dev/")
+    raw = info.is_block_device
     if raw and writing and not target.allow_destructive:
         raise ProbeRefused(
             f"{target.path} is a raw block device and job set(s) {', '.join(writing)} would overwrite it; "
@@ -247,10 +260,11 @@ def check_target(
             node=node,
             target=target.name,
         )
-    if target.kind == "tmpfs" or (info.fs_type or "") in MEMORY_FILESYSTEMS:
+    if target.kind != "memory" and (target.kind == "tmpfs" or (info.fs_type or "") in MEMORY_FILESYSTEMS):
         raise ProbeRefused(
             f"{target.path} is a memory filesystem ({info.fs_type or target.kind}): its reads and writes are "
-            "page-cache operations, so fio cannot measure storage there honestly",
+            "page-cache operations, so fio cannot measure storage there honestly (declare it `kind: memory` "
+            "if a RAM tier is meant: it is then measured buffered and labelled a memory figure)",
             node=node,
             target=target.name,
         )
@@ -280,11 +294,12 @@ def choose_engine(
     preferred: Optional[str] = None,
     fio: str = "fio",
     remove_probe_file: bool = True,
+    direct: bool = True,
 ) -> str:
     """The first I/O engine that really works with direct I/O on ``probe_file`` (a 1 MiB read job per
     candidate, a fraction of a second each): io_uring, libaio, then psync. A preferred engine from
     the profile is tried alone and must work. For a raw device, ``probe_file`` is the device (only
-    read) and ``remove_probe_file`` must be False."""
+    read) and ``remove_probe_file`` must be False. ``direct=False``: a declared RAM tier, probed buffered."""
     candidates = (preferred,) if preferred else ENGINE_PREFERENCE
     failures = []
     try:
@@ -294,7 +309,7 @@ def choose_engine(
                     fio,
                     "--name=kvgate-engine-probe",
                     f"--ioengine={engine}",
-                    "--direct=1",
+                    f"--direct={int(direct)}",
                     f"--filename={probe_file}",
                     "--size=1m",
                     "--bs=4k",

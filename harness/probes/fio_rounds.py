@@ -31,7 +31,9 @@ after the soak), so that two figures of it are like for like:
 
 Every read and write is ``direct=1`` (O_DIRECT): the node's page cache is out of the figure whether
 or not kvgate may drop it; a cache below the node (a VM host, an array controller) is what the
-working-set rule is for.
+working-set rule is for. The one exception is a tier the inventory declares ``kind: memory``: its
+bytes are RAM whatever the I/O mode, so it is measured buffered (``direct=0``), and its evidence
+says so (``memory_tier``, ``io: buffered``), so that the figure is labelled a memory figure.
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ from harness.probes.drain import DrainRecord, wait_drained
 from harness.probes.errors import FioParseError, ProbeError
 from harness.probes.fio_jobs import (
     FREE_SPACE_MARGIN,
+    buffered,
     build_jobfile,
     build_precondition_jobfile,
     check_target,
@@ -112,14 +115,15 @@ def run_fio_rounds(executor: Executor, target: StorageTarget, spec: FioSpec, out
     backing = check_backing(executor, target)
     sized, cache_note, cache_problem = size_working_set(spec, target, info.free_bytes)
     check_target(executor, target, sets, int(sized.size) * sized.numjobs, info)
-    raw = info.is_block_device or target.path.startswith("/dev/")
+    raw = info.is_block_device  # S_ISBLK only: /dev/shm/x is a directory on tmpfs
     scratch = f"/tmp/kvgate-fio-{run_id}" if raw else f"{target.path.rstrip('/')}/kvgate-fio-{run_id}"
     fio_safe_path(scratch, what=f"scratch directory of target {target.name}")
     owner = owner or f"kvgate-fio-{run_id}"
     _make_scratch(executor, scratch, owner, target.name)
     try:
         engine = choose_engine(executor, target.path if raw else f"{scratch}/kvgate-engine-probe",
-                               target=target.name, preferred=sized.ioengine, fio=fio, remove_probe_file=not raw)
+                               target=target.name, preferred=sized.ioengine, fio=fio, remove_probe_file=not raw,
+                               direct=not buffered(target))
         ctx = _Ctx(executor, target, sized, fio, engine, scratch, stem, out_dir, raw, buffer_pages(executor))
         pre = _precondition(ctx, progress)
         results: dict[str, JobSetResult] = {}
@@ -160,7 +164,8 @@ def _precondition(ctx: _Ctx, progress: ProgressLike) -> str:
     if ctx.raw:
         return "not preconditioned: a raw device is never written for preconditioning; precondition it before the gate"
     ws = int(ctx.spec.size) * ctx.spec.numjobs
-    text = build_precondition_jobfile(ctx.spec, engine=ctx.engine, directory=ctx.scratch)
+    direct = not buffered(ctx.target)
+    text = build_precondition_jobfile(ctx.spec, engine=ctx.engine, directory=ctx.scratch, direct=direct)
     remote_job = f"{ctx.scratch}/{ctx.stem}-precondition.fio"
     ctx.executor.write_file(remote_job, text.encode())
     (ctx.out_dir / f"{ctx.stem}-precondition.fio").write_text(text)
@@ -171,7 +176,8 @@ def _precondition(ctx: _Ctx, progress: ProgressLike) -> str:
     local = _run_fio(ctx.executor, argv, remote_out, ctx.out_dir / f"{ctx.stem}-precondition.json",
                      ws / LAYOUT_FLOOR_BYTES_PER_S + 300.0, target=ctx.target.name, command=describe_command(argv))
     took = time.monotonic() - started
-    return (f"preconditioned: one sequential direct write pass over the {ws / 2**20:.0f} MiB working set in "
+    return (f"preconditioned: one sequential {'direct' if direct else 'buffered'} write pass over the "
+            f"{ws / 2**20:.0f} MiB working set in "
             f"{took:.1f} s (evidence {local.name})")
 
 
@@ -193,8 +199,8 @@ def _rounds(ctx: _Ctx, name: str, drain: DrainRecord, pre: str, cache_note: str,
     ex, node = ctx.executor, ctx.executor.node
     round_s = float(ctx.spec.runtime)
     run_spec = ctx.spec.model_copy(update={"job_sets": [name], "runtime": round_s * (int(ctx.spec.max_rounds) + 1)})
-    job = build_jobfile(run_spec, job_sets=[name], engine=ctx.engine,
-                        directory=None if ctx.raw else ctx.scratch, filename=ctx.target.path if ctx.raw else None)
+    job = build_jobfile(run_spec, job_sets=[name], engine=ctx.engine, directory=None if ctx.raw else ctx.scratch,
+                        filename=ctx.target.path if ctx.raw else None, direct=not buffered(ctx.target))
     remote_job = f"{ctx.scratch}/{ctx.stem}-{name}.fio"
     ex.write_file(remote_job, job.text.encode())
     local_job = ctx.out_dir / f"{ctx.stem}-{name}.fio"

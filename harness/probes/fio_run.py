@@ -25,6 +25,7 @@ from harness.probes.errors import ProbeError, ProbeRefused
 from harness.probes.fio_jobs import (
     FioJobFile,
     TargetInfo,
+    buffered,
     build_jobfile,
     check_target,
     choose_engine,
@@ -241,7 +242,7 @@ def run_fio_probe(
     if info.exists:
         check_backing(executor, target)  # a memory-backed target is refused before anything is written
     check_target(executor, target, sets, int(spec.size) * spec.numjobs, info)
-    raw_device = info.is_block_device or target.path.startswith("/dev/")
+    raw_device = info.is_block_device  # S_ISBLK only: /dev/shm/x is a directory on tmpfs
     scratch = f"/tmp/kvgate-fio-{run_id}" if raw_device else f"{target.path.rstrip('/')}/kvgate-fio-{run_id}"
     fio_safe_path(scratch, what=f"scratch directory of target {target.name}")
     if raw_device:
@@ -288,6 +289,7 @@ def _prepare_job(executor: Executor, target: StorageTarget, spec: FioSpec, sets:
         preferred=spec.ioengine,
         fio=fio,
         remove_probe_file=not raw_device,
+        direct=not buffered(target),
     )
     job = build_jobfile(
         spec,
@@ -297,6 +299,7 @@ def _prepare_job(executor: Executor, target: StorageTarget, spec: FioSpec, sets:
         filename=target.path if raw_device else None,
         bw_log_dir=f"{scratch}/bwlogs" if steady_state != "off" else None,
         ss_window=_ss_window(executor, fio, spec) if steady_state == "fio" else None,
+        direct=not buffered(target),
     )
     jobfile_remote = f"{scratch}/{stem}.fio"
     executor.write_file(jobfile_remote, job.text.encode())

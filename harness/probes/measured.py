@@ -96,14 +96,15 @@ def rounds_leaf(result: FioProbeResult, record: RoundsRecord, job_set: str, dire
     samples (the gate's interval), and ``inconclusive`` with the reason when the figure cannot be
     signed (never steady, not drained, working set within the cache)."""
     window = list(record.window(direction))
-    tier = " (a RAM tier, declared kind: memory)" if record.memory_tier else ""
+    tier = " (a RAM tier, declared kind: memory, measured buffered)" if record.memory_tier else ""
     rounds = ", ".join(format_quantity(v, UnitKind.BANDWIDTH) for v in record.series.get(direction, ()))
     leaf: Leaf = {
         "value": bw,
         "text": format_quantity(bw, UnitKind.BANDWIDTH) + tier,
         "samples": {"kind": "percentile", "x": window, "q": 50},
         "detail": f"fio {job_set} {direction} on {result.node}/{result.target}{tier}, engine {result.engine}, "
-        f"O_DIRECT, {result.fio_version or 'fio'}; median of the last {len(window)} of {record.rounds} rounds of "
+        f"{'buffered' if record.memory_tier else 'O_DIRECT'}, {result.fio_version or 'fio'}; median of the last "
+        f"{len(window)} of {record.rounds} rounds of "
         f"{record.round_s:g} s ({rounds}); steady state {'reached' if record.steady.steady else 'NOT reached'} "
         f"({record.steady.reason}); {record.precondition}; writes {record.drain.describe()}; "
         f"{record.cache_note}; backing {record.backing}; {record.buffers or 'I/O buffers not recorded'}; "

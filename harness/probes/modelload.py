@@ -135,7 +135,7 @@ def _source(executor: Executor, directory_or_target: Union[str, StorageTarget], 
             )
         target = directory_or_target
         info = inspect_target(executor, target.path)
-        if info.is_block_device or target.path.startswith("/dev/"):
+        if info.is_block_device:
             raise ProbeRefused(
                 "synthetic shards need a filesystem, not a raw device", node=node, target=target.name
             )

@@ -49,6 +49,11 @@ class RoundsRecord:
     buffers: str = ""  # where fio's I/O buffers lived (harness.probes.iobuffers)
 
     @property
+    def io(self) -> str:
+        """How fio moved the bytes: ``buffered`` for a declared RAM tier (harness.probes.fio_jobs.buffered)."""
+        return "buffered" if self.memory_tier else "direct"
+
+    @property
     def window_outputs(self) -> tuple[Path, ...]:
         """The fio outputs the figure and its interval come from: the rounds are status dumps of one
         run, so that is the run's output."""
@@ -67,8 +72,12 @@ class RoundsRecord:
                 "drain": self.drain.to_json(), "precondition": self.precondition,
                 "working_set_bytes": self.working_set_bytes, "cache_note": self.cache_note,
                 "cache_problem": self.cache_problem, "backing": self.backing, "memory_tier": self.memory_tier,
-                # the node's page cache is out of the figure whether or not kvgate may drop it
-                "page_cache": "bypassed: every read and write is O_DIRECT (fio direct=1)",
+                "io": self.io,
+                # the node's page cache is out of the figure whether or not kvgate may drop it; a declared
+                # RAM tier's bytes are memory whatever the I/O mode
+                "page_cache": ("measured: a RAM tier declared kind: memory, read and written buffered (fio direct=0); "
+                               "the figure is a memory figure, never a storage one") if self.memory_tier else
+                              "bypassed: every read and write is O_DIRECT (fio direct=1)",
                 "rounds_are": "consecutive rounds of one continuous fio run, each closed by fio's cumulative "
                               "status dump (--status-interval); the run is stopped once the last rounds are steady, so "
                               "its JSON may hold one dump more than the rounds judged, written as fio stopped",

@@ -4,22 +4,18 @@ file lives in /dev/shm is RAM, and is refused (exit 2, target and chain named) u
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import yaml
 
 from harness.config.inventory import StorageTarget
 from harness.probes.backing import resolve_backing
 from harness.probes.fio_rounds import MemoryBackedTarget, check_backing
 from harness.remote.local import LocalExecutor
+from tests.support.gate1 import run_g1
 from tests.support.loopfs import loop_filesystem
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -60,19 +56,7 @@ def test_g1_refuses_a_ram_backed_target_with_exit_2(ram_backed_mount: tuple[Path
     mnt, loop, image = ram_backed_mount
     if deleted:
         Path(image).unlink()
-    inv = tmp_path / "inv.yaml"
-    inv.write_text(yaml.safe_dump({"cluster": "t", "nodes": [{
-        "name": "local", "host": "localhost", "connection": "local", "platform": "cpu",
-        "roles": ["server", "client", "storage"],
-        "storage": [{"name": "ramdisk", "path": str(mnt)}]}]}))
-    prof = yaml.safe_load((ROOT / "profiles" / "demo.yaml").read_text())
-    prof["arms"][1]["storage"] = "ramdisk"
-    prof["probes"]["fio"].update({"size": "4 MiB", "runtime": "300ms", "max_rounds": 5})
-    prof_path = tmp_path / "prof.yaml"
-    prof_path.write_text(yaml.safe_dump(prof))
-    res = subprocess.run([sys.executable, "-m", "harness.cli.main", "gate", "G1", "--inventory", str(inv),  # noqa: S603
-                          "--profile", str(prof_path), "--campaign", "ram", "--reports", str(tmp_path / "r"),
-                          "--no-progress"], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    res = run_g1(tmp_path, {"name": "ramdisk", "path": str(mnt)}, campaign="ram")
     assert res.returncode == 2, res.stdout + res.stderr
     name = loop.rsplit("/", 1)[1]
     assert "target ramdisk" in res.stderr and f"{name} (loop, backing file {image}" in res.stderr
