@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Literal, Optional
 
-from pydantic import AfterValidator, Field, PositiveInt, field_validator, model_validator
+from pydantic import AfterValidator, Field, PositiveInt, ValidationInfo, field_validator, model_validator
 
 from harness.config.common import Bytes, Duration, Fraction, StrictModel
 from harness.config.managedenv import managed_reason
@@ -409,9 +409,12 @@ class SoakSpec(StrictModel):
 
     duration: Duration = Field(default=72 * 3600.0, description="Total soak time")
     window: Duration = Field(default=3600.0, description="Window for drift statistics")
+    warmup_max_fraction: float = Field(default=0.10, gt=0, le=0.5, description="The largest share of duration "
+                                       "the warm-up may take (default 10%): a 72-hour soak whose drift checks "
+                                       "saw only its last hours would not show its drift")
     warmup: Duration = Field(default=0.0, description="Time under load at the start that the drift checks and "
                              "the trend leave out (caches and the KV tier filling up); its windows still count "
-                             "for duration, failures, restarts and errors")
+                             "for duration, failures, restarts and errors. At most warmup_max_fraction of duration")
     concurrency: PositiveInt = Field(default=16, description="Concurrency held during the soak")
     request_rate: Optional[float] = Field(default=None, gt=0, description="Open-loop rate instead")
     fio_runs: int = Field(default=5, ge=1, le=50, description="Independent fio probes of the KV target before "
@@ -422,12 +425,17 @@ class SoakSpec(StrictModel):
     restart_engine: bool = Field(default=False, description="Restart the engine when it dies during the soak "
                                  "(every restart is counted: G4's no_restarts still fails)")
 
-    @model_validator(mode="after")
-    def _warmup_inside(self) -> SoakSpec:
-        if self.warmup >= self.duration:
-            raise ValueError(f"warmup ({self.warmup:g} s) must be shorter than duration ({self.duration:g} s): "
-                             "the drift checks need windows after it")
-        return self
+    @field_validator("warmup")
+    @classmethod
+    def _warmup_inside(cls, warmup: float, info: ValidationInfo) -> float:
+        # duration and warmup_max_fraction come before warmup, so they are validated already (absent
+        # when invalid: their own error is reported)
+        duration, fraction = info.data.get("duration"), info.data.get("warmup_max_fraction")
+        if duration is not None and fraction is not None and warmup > fraction * duration:
+            raise ValueError(f"warmup ({warmup:g} s) is more than warmup_max_fraction ({fraction:.0%}) of duration "
+                             f"({duration:g} s), at most {fraction * duration:g} s: the drift checks would leave "
+                             "out that much of the soak")
+        return warmup
 
 
 class CliffSpec(StrictModel):

@@ -368,7 +368,7 @@ def test_the_profile_refuses_a_warm_up_as_long_as_the_soak() -> None:
 
     from harness.config.profile import SoakSpec
 
-    assert SoakSpec.model_validate({"duration": "60s", "window": "2s", "warmup": "12s"}).warmup == 12.0
+    assert SoakSpec.model_validate({"duration": "60s", "window": "2s", "warmup": "6s"}).warmup == 6.0
     with pytest.raises(ValidationError, match="warmup"):
         SoakSpec.model_validate({"duration": "60s", "window": "2s", "warmup": "60s"})
 
