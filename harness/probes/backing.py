@@ -217,7 +217,7 @@ class _Resolver:
         elif name.startswith("loop") and self.ok(["test", "-e", f"{base}/loop"]):
             self.loop(name, base, depth)
         else:
-            self.members(name, base, "/devices/virtual/" in real, depth)
+            self.members(name, base, "/devices/virtual/block/" in real, depth)
 
     def members(self, name: str, base: str, virtual: bool, depth: int) -> None:
         members = (self.out(["ls", f"{base}/slaves"]) or "").split()

@@ -96,6 +96,14 @@ def test_dm_over_nvme_partitions_is_storage(tmp_path: Path, fake: FakeSysfs) -> 
     assert backing.memory is None and not backing.unresolved
 
 
+def test_an_nvme_multipath_head_is_a_disk_not_an_unresolved_virtual_device(tmp_path: Path, fake: FakeSysfs) -> None:
+    # native NVMe multipath: the namespace head lives under devices/virtual/nvme-subsystem, not
+    # devices/virtual/block, and has no slaves: it is the disk
+    fake.device("nvme0n1", "259:4", parent="devices/virtual/nvme-subsystem/nvme-subsys0")
+    backing = _resolve(tmp_path, fake, 259, 4)
+    assert backing.chain == ["nvme0n1 (disk)"] and not backing.unresolved and backing.memory is None
+
+
 def test_a_virtual_device_with_no_members_is_not_resolved(tmp_path: Path, fake: FakeSysfs) -> None:
     fake.device("dm-2", "253:2")  # dm-zero, or a table we cannot see: nothing under it to name
     fake.device("nbd0", "43:0")
