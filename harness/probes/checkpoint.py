@@ -86,6 +86,7 @@ class CheckpointResult(InRounds):
     per_file: tuple[FileTiming, ...]
     read_back: Optional[ColdRead]
     evidence: Path
+    memory_tier: bool = False  # the target is a RAM tier declared kind: memory: a memory figure, labelled
 
     @property
     def write_gb_s(self) -> float:
@@ -109,6 +110,7 @@ class CheckpointResult(InRounds):
             "per_file": [vars(f) for f in self.per_file],
             "read_back": self.read_back.to_json() if self.read_back else None,
             "evidence": str(self.evidence),
+            "memory_tier": self.memory_tier,
             "rounds": list(self.rounds),
             "steady_state": self.steady.to_json() if self.steady else None,
             "drain": self.drain.to_json() if self.drain else None,
@@ -271,6 +273,7 @@ def run_checkpoint_probe(
         per_file=_per_file(write["per_file"]),
         read_back=read_back,
         evidence=path,
+        memory_tier=target.kind == "memory",
         rounds=tuple(bws),
         steady=steady,
         drain=drain,

@@ -160,12 +160,13 @@ def _in_rounds(leaf: Leaf, rounds: tuple[float, ...], steady: Optional[SteadySta
 
 
 def _checkpoint_point(result: CheckpointResult, base: Optional[Path]) -> Leaf:
+    tier = " (a RAM tier, declared kind: memory)" if result.memory_tier else ""
     return {
         "value": result.write_bw_bytes,
-        "text": format_quantity(result.write_bw_bytes, UnitKind.BANDWIDTH),
+        "text": format_quantity(result.write_bw_bytes, UnitKind.BANDWIDTH) + tier,
         "detail": f"{format_quantity(result.total_bytes, UnitKind.BYTES)} as {result.files} files by "
         f"{result.writers} writers in {result.total_s:.3f} s, every file and the directory fsync'd, "
-        f"on {result.node}/{result.target}",
+        f"on {result.node}/{result.target}{tier}",
         "evidence": _rel([result.evidence], base),
     }
 

@@ -115,11 +115,14 @@ def run_modelload_probe(
             remove_tree(executor, created, owner)
     path = write_evidence(out_dir, f"modelload-{node}-{Path(label).name or 'root'}.json", evidence)
     read = median.read
+    # a RAM tier's shards are in memory whatever the cache drop or O_DIRECT: never a storage figure
+    ram = isinstance(directory_or_target, StorageTarget) and directory_or_target.kind == "memory"
     return ModelLoadResult(
         node=node, source=source, synthetic=created is not None, files=median.files, readers=median.readers,
         total_bytes=read.total_bytes, total_s=read.total_s, read_bw_bytes=read.bw_bytes,
         cache_dropped=read.cache_dropped, direct_io=read.direct_io,
-        may_include_cached=any_cached, how=read.how, evidence=path,
+        may_include_cached=any_cached or ram,
+        how=f"shards on a RAM tier declared kind: memory; {read.how}" if ram else read.how, evidence=path,
         rounds=tuple(bws), steady=steady, drain=drain,
     )
 

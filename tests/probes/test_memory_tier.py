@@ -15,9 +15,12 @@ from pathlib import Path
 import pytest
 
 from harness.config.inventory import StorageTarget
-from harness.config.profile import FioSpec
+from harness.config.profile import CheckpointSpec, FioSpec, ModelLoadSpec
+from harness.probes.checkpoint import run_checkpoint_probe
 from harness.probes.errors import ProbeRefused
 from harness.probes.fio_jobs import build_jobfile, check_target, inspect_target
+from harness.probes.measured import checkpoint_leaf, modelload_leaf
+from harness.probes.modelload import run_modelload_probe
 from harness.remote.local import LocalExecutor
 from tests.support.gate1 import run_g1
 from tests.support.loopfs import sh
@@ -82,3 +85,21 @@ def test_g1_measures_a_declared_memory_tier_buffered_and_says_so(ram_dir: Path, 
         assert "(a RAM tier, declared kind: memory, measured buffered)" in leaf["text"]
     jobs = list((gate / "evidence" / "fio" / "local" / "ramtier").glob("*.fio"))
     assert jobs and all("direct=0\n" in j.read_text() and f"directory={ram_dir}/" in j.read_text() for j in jobs)
+
+
+def test_checkpoint_and_model_load_on_a_declared_ram_tier_never_pass_for_storage(ram_dir: Path,
+                                                                                 tmp_path: Path) -> None:
+    """Once a declared RAM tier is accepted, the other probes on it must not yield an unlabelled
+    storage figure: the checkpoint write is labelled a RAM tier, and the model load's reads (RAM
+    whatever the cache drop or O_DIRECT, which tmpfs accepts and ignores) are no storage figure."""
+    target = StorageTarget(name="ramtier", path=str(ram_dir), kind="memory")
+    ckpt = run_checkpoint_probe(EX, target, CheckpointSpec(size="8 MiB", files=2, writers=2, max_rounds=5),
+                                tmp_path / "ckpt")
+    assert ckpt.memory_tier and json.loads(json.dumps(ckpt.to_json()))["memory_tier"] is True
+    leaf = checkpoint_leaf(ckpt)
+    assert str(leaf["text"]).endswith("(a RAM tier, declared kind: memory)")
+    load = run_modelload_probe(EX, target, ModelLoadSpec(readers=2, synthetic_size="8 MiB", max_rounds=5),
+                               tmp_path / "load")
+    assert load.may_include_cached and load.how.startswith("shards on a RAM tier declared kind: memory")
+    assert modelload_leaf(load)["value"] is None
+    assert list(ram_dir.iterdir()) == []
