@@ -121,3 +121,16 @@ def test_an_overlay_all_on_disk_stays_accepted(tmp_path: Path) -> None:
         backing = check_backing(EX, _target(merged))
         assert backing.memory is None and not backing.unresolved and backing.devices
         assert f"{ram / 'up'} (ext2/ext3)" in backing.chain
+
+
+def test_a_filesystem_with_no_device_and_no_server_is_not_resolved(tmp_path: Path) -> None:
+    """An anonymous filesystem (major 0) that is neither memory by type, an overlay, a network
+    filesystem nor on a block device: mqueue here (a fuse filesystem would need a daemon), whose
+    bytes are in fact kernel memory. Its chain cannot name a device, so it is refused."""
+    with mounted(tmp_path / "anon", "-t", "mqueue", "kvgate-test"):
+        backing = resolve_backing(EX, str(tmp_path / "anon"))
+        assert backing.memory is None and backing.devices == []
+        assert backing.unresolved == [f"mqueue filesystem kvgate-test on {tmp_path / 'anon'} has no block device "
+                                      "or server to follow"]
+        with pytest.raises(BackingNotResolved, match="backing not resolved: "):
+            check_backing(EX, _target(tmp_path / "anon"))
