@@ -167,6 +167,11 @@ class LMCacheSettings(StrictModel):
         default="loopback", description="multiprocess: the address the LMCache server binds: loopback (127.0.0.1: "
         "only the engine's own node reaches it) or node (the inventory address of the head node, which every Ray "
         "worker reaches; needed when model.nodes_per_instance > 1)")
+    mp_transfer_mode: Literal["auto", "lmcache_driven", "engine_driven"] = Field(
+        default="auto", description="multiprocess: how vLLM's workers move KV to and from the LMCache server "
+        "(LMCACHE_MP_TRANSFER_MODE): auto (the device's default: CUDA/ROCm IPC, lmcache-driven; CPU engine-driven), "
+        "lmcache_driven (the server pulls through device IPC or shared memory: same node only, LMCache#4213) or "
+        "engine_driven (the workers copy through the server's socket: reaches another node)")
     mp_shared_l2: bool = Field(
         default=False, description="multiprocess, several instances per node: every instance's LMCache server "
         "uses one fs_native L2 directory, so a prefix stored through one instance is restored through another "
