@@ -33,6 +33,7 @@ class KVGeometry(StrictModel):
 # Named geometries. moe-480b is the example of the context notes (62 x 8 x 128 x 2 B x 2).
 GEOMETRY_PRESETS: dict[str, KVGeometry] = {
     "moe-480b": KVGeometry(layers=62, kv_heads=8, head_dim=128, dtype_bytes=2),
+    "moe-480b-fp8": KVGeometry(layers=62, kv_heads=8, head_dim=128, dtype_bytes=2),  # FP8 weights, bf16 KV
     "deepseek-r1-distill-qwen-32b": KVGeometry(layers=64, kv_heads=8, head_dim=128, dtype_bytes=2),
     "deepseek-r1-distill-llama-70b": KVGeometry(layers=80, kv_heads=8, head_dim=128, dtype_bytes=2),
     "llama-3-8b": KVGeometry(layers=32, kv_heads=8, head_dim=128, dtype_bytes=2),
