@@ -71,6 +71,10 @@ def _plan_checks(report: ValidationReport) -> list[str]:
     for path, _kind, doc, model in report.loaded:
         if not isinstance(model, Profile) or path not in valid:
             continue
+        if inventory is not None and not inventory.nodes_with_role("server"):  # as `kvgate plan` refuses
+            _refuse(report, path, [ConfigError(f"inventory {inventory.cluster!r} has no node with role 'server': "
+                                               "nothing to run this profile's engines on", path=path)])
+            continue
         unfit, said = fit_errors(model, doc, path, inventory)
         notes += said
         _refuse(report, path, unfit + plan_problems(model, doc, path, inventory, with_file_checks=False))

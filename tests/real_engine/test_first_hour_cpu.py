@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,7 @@ from harness.engines.lifecycle import port_free
 from harness.ports import free_ports
 from harness.remote.local import LocalExecutor
 from tests.real_engine.conftest import SERVED, engine_workdir
-from tests.real_engine.scenario import complete
+from tests.real_engine.scenario import chunk_files, complete
 
 pytestmark = [pytest.mark.timeout(3000), pytest.mark.fio]  # one server start: minutes on a loaded 2-core machine
 TINY_GEOMETRY = {"layers": 2, "kv_heads": 4, "head_dim": 32, "dtype_bytes": 4}  # tools/build_tiny_model.py
@@ -85,10 +86,19 @@ def _start_through_the_plan(plan_json: dict[str, Any]) -> None:
         handles = [inst.handle, *([inst.sidecar_handle] if inst.sidecar_handle else [])]
         try:
             engine.wait_ready(inst)
-            usage = complete(inst, list(range(4, 4 + 600)))
+            before = engine.scrape_metrics(inst)
+            # ids below the byte alphabet's size exist in every byte-level BPE vocabulary
+            usage = complete(inst, [4 + i % 240 for i in range(600)])
+            after = engine.scrape_metrics(inst)
             assert usage["prompt_tokens"] == 600
-            snap = engine.scrape_metrics(inst)
-            assert snap.value("vllm:prompt_tokens_total") == 600  # the engine's own counter
+            counted = (after.value("vllm:prompt_tokens") or 0) - (before.value("vllm:prompt_tokens") or 0)
+            assert counted == 600  # the engine's own counter
+            # LMCache's server stored the prompt's whole chunks on the storage target the arm names
+            kv = Path(plan.kv_dirs[0])
+            deadline = time.monotonic() + 120  # stored behind the response
+            while len(chunk_files(kv)) < 600 // 256 and time.monotonic() < deadline:
+                time.sleep(0.5)
+            assert len(chunk_files(kv)) >= 600 // 256, sorted(p.name for p in kv.rglob("*"))
         finally:
             engine.stop(inst, remove_kv_files=True)
         assert all(not ex.poll(h).running for h in handles)
