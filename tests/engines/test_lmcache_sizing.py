@@ -170,3 +170,12 @@ def test_mp_bind_node_with_engine_driven_transfer_plans_it_for_every_worker() ->
     assert plan.ray is not None and plan.ray.env_for("node2")["LMCACHE_MP_TRANSFER_MODE"] == "engine_driven"
     one_node = get_engine("vllm").plan(node, _profile("moe-480b-tp8.yaml"), "candidate", 0)
     assert "LMCACHE_MP_TRANSFER_MODE" not in one_node.env  # auto: the device's own default
+
+
+def test_the_transfer_mode_cannot_be_set_around_the_refusal() -> None:
+    """engine.env LMCACHE_MP_TRANSFER_MODE would change the transfer behind the plan's back (the refusal
+    reads lmcache.mp_transfer_mode): the profile may not set it."""
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match="LMCACHE_MP_TRANSFER_MODE.*mp_transfer_mode"):
+        _profile("moe-480b-tp8.yaml", engine__env={"LMCACHE_MP_TRANSFER_MODE": "engine_driven"})
