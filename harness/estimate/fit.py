@@ -55,14 +55,10 @@ def profile_fit(profile: Profile, inventory: Inventory, *, profile_path: Optiona
     """The fit of ``profile`` on the inventory's first server node (where kvgate runs its engines)."""
     node = _server(inventory)
     acc = node.accelerators if node is not None else None
-    if acc is None or acc.memory is None or acc.count == 0:
+    if node is None or acc is None or acc.memory is None or acc.count == 0:
         return Fit((), (), False)
     geom = geometry_for_profile(profile, profile_path=profile_path)
-    return fit_on(profile, geom, Accelerator(acc.model, float(acc.memory), None, "the inventory's"), node_name(node))
-
-
-def node_name(node: Optional[Node]) -> str:
-    return node.name if node is not None else "?"
+    return fit_on(profile, geom, Accelerator(acc.model, float(acc.memory), None, "the inventory's"), node.name)
 
 
 def fit_on(profile: Profile, geom: ModelGeometry, acc: Accelerator, node: str) -> Fit:
