@@ -1,7 +1,9 @@
-"""``kvgate plan --inventory I --profile P [--arm A]``: print what a run would do on every server
-node, before anything is touched: the exact commands (engine, LMCache server, Ray), environment
-(secrets masked), files, KV directories and the cold-restore steps. An arm whose cold restore
-would empty the tier under test is refused here (exit 2), as G2/G3 refuse it."""
+"""``kvgate plan --inventory I --profile P [--arm A]``: print what a run would do on every node,
+before anything is touched: the exact commands (engine, LMCache server, Ray), environment (secrets
+masked), files, KV directories and the cold-restore steps of the engine's node, then every node's
+part (Ray workers, load client, G1's probes), nodes alike printed once. An arm whose cold restore
+would empty the tier under test, or a model that does not fit the accelerators, is refused here
+(exit 2), as `kvgate validate` and G2/G3 refuse it."""
 
 from __future__ import annotations
 
@@ -11,12 +13,14 @@ import shlex
 import sys
 from typing import Any
 
+from harness.cli.plannodes import grouped
 from harness.config import load_inventory, parse_model
 from harness.config.profile import Profile
 from harness.config.yamlsource import load_yaml
 from harness.engines import get_engine
 from harness.engines.coldrestore import cold_restore_plan
 from harness.engines.preflight import load_client, plan_problems, server_and_peers
+from harness.estimate.fit import fit_errors
 from harness.exitcodes import ExitCode
 from harness.redact import redact_data
 
@@ -27,8 +31,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         help="print the engine commands, files and cold-restore steps of a run, touching nothing",
         description="Print, for every arm (or --arm) and engine instance on the inventory's first server "
         "node, the exact engine command, the LMCache server command (multiprocess mode), Ray commands, "
-        "environment (secrets masked), files and the cold-restore steps. Nothing is run. Exit 2 when "
-        "an arm's cold restore would not keep the tier under test.",
+        "environment (secrets masked), files and the cold-restore steps; then what every node of the "
+        "inventory runs (Ray workers, load client, G1 probes), nodes alike grouped. Nothing is run. Exit 2 "
+        "on what `kvgate validate` refuses: an arm's cold restore that would not keep the tier under test, "
+        "a model that does not fit the accelerators, any plan-time refusal.",
     )
     p.add_argument("--inventory", required=True, metavar="FILE", help="inventory YAML")
     p.add_argument("--profile", required=True, metavar="FILE", help="profile YAML")
@@ -45,7 +51,8 @@ def run(args: argparse.Namespace) -> int:
     if server is None:
         print(f"kvgate: error: inventory {args.inventory} has no node with role 'server'", file=sys.stderr)
         return int(ExitCode.USAGE_ERROR)
-    problems = plan_problems(profile, doc, args.profile, inventory)
+    unfit, fit_notes = fit_errors(profile, doc, args.profile, inventory)
+    problems = unfit + plan_problems(profile, doc, args.profile, inventory)
     if problems:  # the messages `kvgate validate` prints for the same files
         for err in problems:
             print(f"error    {err.message}", file=sys.stderr)
@@ -70,6 +77,9 @@ def run(args: argparse.Namespace) -> int:
     else:
         for data in out:
             _print(data)
+        print("\n".join(grouped(inventory, server, out, client.name)))
+        for note in fit_notes:
+            print(f"note:    {note}")
     return int(ExitCode.OK)
 
 

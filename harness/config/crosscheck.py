@@ -4,6 +4,7 @@ checks."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from harness.catalog import METRICS, metric_info
@@ -181,4 +182,28 @@ def _target_problems(profile: Profile, inv: Inventory, doc: YamlDocument | None,
         if name not in targets:
             errors.append(_err(doc, ("probes", "fio", "targets", j),
                                f"fio target {name!r} is not in inventory {inv.cluster!r}", path))
+    return errors
+
+
+_PLACEHOLDER_HOST = re.compile(r"^HOST\d*$", re.IGNORECASE)
+
+
+def _strings(data: object, loc: tuple[object, ...] = ()) -> list[tuple[tuple[object, ...], str]]:
+    if isinstance(data, dict):
+        return [s for k, v in data.items() for s in _strings(v, (*loc, k))]
+    if isinstance(data, list):
+        return [s for i, v in enumerate(data) for s in _strings(v, (*loc, i))]
+    return [(loc, data)] if isinstance(data, str) else []
+
+
+def placeholder_problems(doc: YamlDocument, path: str) -> list[ConfigError]:
+    """Values ``kvgate init`` (or the README) writes where only the user knows the answer, left as
+    they are: a host named HOST or HOST1, a path or name with YOUR- in it (/models/YOUR-MODEL)."""
+    errors: list[ConfigError] = []
+    for loc, value in _strings(doc.data):
+        host = bool(loc) and loc[-1] == "host" and _PLACEHOLDER_HOST.match(value)
+        if host or "YOUR-" in value:
+            what = loc[-1] if loc and isinstance(loc[-1], str) else "value"
+            errors.append(_err(doc, loc, f"{value!r} is a placeholder, not yet edited: put the real {what} "
+                               "here (see the TODO beside it)", path))
     return errors

@@ -34,6 +34,8 @@ _WHY: dict[str, str] = {
     "VLLM_SERVER_DEV_MODE": "set engine.dev_mode instead",
     "RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES": "kvgate sets it for Ray on Ascend",
     "KVGATE_MARKER": "kvgate marks the processes it starts with it",
+    "LMCACHE_MP_TRANSFER_MODE": "set arms[].lmcache.mp_transfer_mode (kvgate refuses a mode that cannot cross nodes "
+                                "where the engine does)",
 }
 
 SCRUB_PREFIXES = ("LMCACHE_", "VLLM_", "KVGATE_SIM_", "HF_")

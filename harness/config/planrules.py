@@ -8,6 +8,9 @@ Sources (checked against the code, versions as named):
   server (``lmcache server`` + ``LMCacheMPConnector``) cannot run on Ascend NPUs.
 - lmcache 0.5.6 ``lmcache/v1/storage_backend/__init__.py``: a ``GdsBackend`` is created whenever
   ``gds_path`` is set and a ``LocalDiskBackend`` whenever ``local_disk`` is set, both at once.
+- lmcache 0.5.6 ``v1/multiprocess/transfer_context/worker_transfer.py`` and
+  ``platform/devices/*/__init__.py``: ``auto`` transfer is lmcache-driven (IPC/SHM, one node) on CUDA
+  and NPU; only ``engine_driven`` copies through the server's socket (LMCache#4213).
 """
 
 from __future__ import annotations
@@ -51,5 +54,16 @@ def arm_problems(profile: Profile, arm: Arm, platforms: Iterable[str] = ()) -> l
                 f"arm {arm.name!r}: LMCache multiprocess mode with model.nodes_per_instance "
                 f"{profile.model.nodes_per_instance}: its server binds 127.0.0.1 on the head node, which the "
                 "workers on the other nodes cannot reach. Set lmcache.mp_bind: node (the head's inventory "
-                "address) or use lmcache.mode: in_process")))
+                "address) with lmcache.mp_transfer_mode: engine_driven, or use lmcache.mode: in_process")))
+        if lm.mp_bind == "node" and lm.mp_transfer_mode != "engine_driven":
+            out.append((("lmcache", "mp_transfer_mode"), mp_bind_node_transfer(arm.name, lm.mp_transfer_mode)))
     return out
+
+
+def mp_bind_node_transfer(arm_name: str, mode: str) -> str:
+    return (f"arm {arm_name!r}: lmcache.mp_bind: node with mp_transfer_mode {mode}: on GPUs the workers then move KV "
+            "by lmcache-driven transfer (CUDA IPC or shared memory, lmcache 0.5.6 "
+            "multiprocess/transfer_context/worker_transfer.py), which reaches a server on the worker's own node "
+            "only (LMCache#4213: vLLM and LMCache 'on the same GPU node'), so the workers on the other nodes "
+            "could not store or restore. Set lmcache.mp_transfer_mode: engine_driven (the workers copy through "
+            "the server's socket), or use lmcache.mode: in_process")

@@ -33,6 +33,7 @@ class KVGeometry(StrictModel):
 # Named geometries. moe-480b is the example of the context notes (62 x 8 x 128 x 2 B x 2).
 GEOMETRY_PRESETS: dict[str, KVGeometry] = {
     "moe-480b": KVGeometry(layers=62, kv_heads=8, head_dim=128, dtype_bytes=2),
+    "moe-480b-fp8": KVGeometry(layers=62, kv_heads=8, head_dim=128, dtype_bytes=2),  # FP8 weights, bf16 KV
     "deepseek-r1-distill-qwen-32b": KVGeometry(layers=64, kv_heads=8, head_dim=128, dtype_bytes=2),
     "deepseek-r1-distill-llama-70b": KVGeometry(layers=80, kv_heads=8, head_dim=128, dtype_bytes=2),
     "llama-3-8b": KVGeometry(layers=32, kv_heads=8, head_dim=128, dtype_bytes=2),
@@ -167,6 +168,11 @@ class LMCacheSettings(StrictModel):
         default="loopback", description="multiprocess: the address the LMCache server binds: loopback (127.0.0.1: "
         "only the engine's own node reaches it) or node (the inventory address of the head node, which every Ray "
         "worker reaches; needed when model.nodes_per_instance > 1)")
+    mp_transfer_mode: Literal["auto", "lmcache_driven", "engine_driven"] = Field(
+        default="auto", description="multiprocess: how vLLM's workers move KV to and from the LMCache server "
+        "(LMCACHE_MP_TRANSFER_MODE): auto (the device's default: CUDA/ROCm IPC, lmcache-driven; CPU engine-driven), "
+        "lmcache_driven (the server pulls through device IPC or shared memory: same node only, LMCache#4213) or "
+        "engine_driven (the workers copy through the server's socket: reaches another node)")
     mp_shared_l2: bool = Field(
         default=False, description="multiprocess, several instances per node: every instance's LMCache server "
         "uses one fs_native L2 directory, so a prefix stored through one instance is restored through another "

@@ -75,15 +75,18 @@ class SidecarPlan:
     http_port: int  # HTTP API (POST /cache/clear empties L1)
     metrics_port: int  # its own Prometheus /metrics
     env: Mapping[str, str] = field(default_factory=dict)
+    l2_sharers: int = 1  # LMCache servers on the node sharing its L2 directory (mp_shared_l2)
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> SidecarPlan:
         return cls(name=str(d["name"]), argv=tuple(d["argv"]), host=str(d["host"]), port=int(d["port"]),
-                   http_port=int(d["http_port"]), metrics_port=int(d["metrics_port"]), env=dict(d.get("env") or {}))
+                   http_port=int(d["http_port"]), metrics_port=int(d["metrics_port"]), env=dict(d.get("env") or {}),
+                   l2_sharers=int(d.get("l2_sharers") or 1))
 
     def to_json(self) -> dict[str, object]:
         return {"name": self.name, "argv": list(self.argv), "host": self.host, "port": self.port,
-                "http_port": self.http_port, "metrics_port": self.metrics_port, "env": dict(self.env)}
+                "http_port": self.http_port, "metrics_port": self.metrics_port, "env": dict(self.env),
+                "l2_sharers": self.l2_sharers}
 
 
 @dataclass(frozen=True)
@@ -199,6 +202,9 @@ class EngineInstance:
     sidecar_handle: Optional[DetachedHandle] = None
     # the disk tier the engine reported at readiness, against the plan (engines/tierreadback.py)
     tier_readback: Optional[Mapping[str, object]] = None
+    # what the LMCache server's L2 directory held when it started and the capacity it got for the
+    # rest (engines/l2count.py); None: no bounded fs_native L2
+    l2_at_start: Optional[Mapping[str, object]] = None
 
     @property
     def endpoint_url(self) -> str:
@@ -222,6 +228,7 @@ class EngineInstance:
             "started_at": self.started_at,
             "ready_at": self.ready_at,
             "tier_readback": dict(self.tier_readback) if self.tier_readback is not None else None,
+            "l2_at_start": dict(self.l2_at_start) if self.l2_at_start is not None else None,
         }
 
     @classmethod

@@ -25,6 +25,7 @@ from harness.engines.base import (
     EvictResult,
 )
 from harness.engines.cleanenv import clean_argv
+from harness.engines.l2count import count_l2_at_start
 from harness.engines.planning import PROMETHEUS_SUBDIR
 from harness.engines.prometheus import MetricsSnapshot
 from harness.engines.ray import start_ray_cluster, stop_ray_cluster
@@ -241,9 +242,12 @@ class EngineLifecycle:
         _preflight(executor, plan)
         prom = plan.env.get("PROMETHEUS_MULTIPROC_DIR")
         _prepare_head(executor, plan, prom)
+        # the server gets what its L2 directory leaves of the planned capacity; the instance keeps the
+        # plan as planned, so a restart counts again from the declared size
+        counted, l2_at_start = count_l2_at_start(executor, plan)
         for peer, ex in peers.items():
             _prepare_peer(peer, ex, plan, prom)
-        side_handle = self._start_sidecar(executor, plan) if plan.sidecar is not None else None
+        side_handle = self._start_sidecar(executor, counted) if plan.sidecar is not None else None
         if plan.ray is not None:
             start_ray_cluster(plan.ray, {plan.node: executor, **peers})
         try:
@@ -268,7 +272,7 @@ class EngineLifecycle:
         )
         return EngineInstance(
             plan=plan, handle=handle, executor=executor, peer_executors=peers, started_at=time.time(),
-            sidecar_handle=side_handle,
+            sidecar_handle=side_handle, l2_at_start=l2_at_start,
         )
 
     def _start_sidecar(self, executor: Executor, plan: EnginePlan, timeout: float = 120.0) -> DetachedHandle:
@@ -518,7 +522,8 @@ def evict_like_vllm(engine: Engine, instance: EngineInstance) -> EvictResult:
             raise EngineError(f"prefix-cache reset not effective: {step}", node=plan.node)
     else:
         instance = restart(engine, instance)
-        steps.append({"step": "restart", "detail": "engine restarted: HBM prefix cache emptied"})
+        steps.append({"step": "restart", "detail": "engine restarted: HBM prefix cache emptied",
+                      "l2_at_start": dict(instance.l2_at_start) if instance.l2_at_start is not None else None})
     if plan.sidecar is not None:
         before = engine.scrape_metrics(instance)
         status, body = sidecar_request(instance, "/cache/clear", method="POST",

@@ -119,6 +119,18 @@ def gds_dir_for(arm: Arm, disk: Optional[str], instance_index: int, instances: i
                                                                        f"instance-{instance_index}")
 
 
+def is_mla(profile: Profile) -> bool:
+    """Is the model's attention MLA (one latent per layer, the same on every TP rank)?"""
+    return profile.model.kv_geometry.latent_dim is not None
+
+
+def l2_share_gb(profile: Profile, arm: Arm) -> float:
+    """One LMCache server's ``max_capacity_gb``: the arm's L2 size, split evenly among the node's
+    servers when they share one directory (each counts and evicts only what it stored)."""
+    size = float(arm.lmcache.max_local_disk_size)
+    return size / profile.model.instances_per_node if shares_tier(arm) else size
+
+
 def shares_tier(arm: Arm) -> bool:
     """Do the instances of a node share ``arm``'s storage tier? Only where the integration really
     shares: LMCache multiprocess servers with one fs_native L2 directory (files found by name)."""
@@ -237,13 +249,22 @@ def _platform_env(platform: str, devices: tuple[int, ...]) -> tuple[dict[str, st
 def _multiprocess_wiring(node: Node, profile: Profile, arm: Arm, instance_index: int) -> _KvWiring:
     """LMCache multiprocess mode: an `lmcache server` per instance, vLLM's LMCacheMPConnector to it."""
     disk = instance_kv_dir(node, profile, arm, instance_index)
+    share = l2_share_gb(profile, arm)
     sidecar = _mp_sidecar(arm, disk, instance_index, f"lmcache-{safe_name(arm.name)}-{instance_index}",
-                          node_host=node.host)
-    note = (f"LMCache multiprocess mode: `lmcache server` on {sidecar.host}:{sidecar.port} (HTTP API "
-            f"{sidecar.http_port}, /metrics {sidecar.metrics_port}), L1 {arm.lmcache.mp_l1_size_gb} GB, "
-            f"L2 {arm.lmcache.mp_l2}{' in ' + disk if disk and arm.lmcache.mp_l2 != 'none' else ''}")
-    return _KvWiring(kv_dirs=(disk,) if disk else (), sidecar=sidecar, seeded_hash=True, notes=(note,),
-                     kv_transfer=kv_transfer_config_json(mp_kv_transfer_config(sidecar.host, sidecar.port)))
+                          node_host=node.host, l2_capacity_gb=share,
+                          sharers=profile.model.instances_per_node if shares_tier(arm) else 1)
+    notes = [f"LMCache multiprocess mode: `lmcache server` on {sidecar.host}:{sidecar.port} (HTTP API "
+             f"{sidecar.http_port}, /metrics {sidecar.metrics_port}), L1 {arm.lmcache.mp_l1_size_gb} GB, "
+             f"L2 {arm.lmcache.mp_l2}{' in ' + disk if disk and arm.lmcache.mp_l2 != 'none' else ''}"]
+    if shares_tier(arm) and disk and arm.lmcache.mp_l2 != "none":
+        notes.append(f"L2 shared by the node's {profile.model.instances_per_node} LMCache servers: each evicts "
+                     f"only what it stored, so each gets {share:g} GiB of the arm's "
+                     f"{arm.lmcache.max_local_disk_size:g} GiB (max_capacity_gb)")
+    env: dict[str, str] = {}
+    if arm.lmcache.mp_transfer_mode != "auto":
+        env["LMCACHE_MP_TRANSFER_MODE"] = arm.lmcache.mp_transfer_mode  # read by lmcache's worker transfer
+    return _KvWiring(kv_dirs=(disk,) if disk else (), sidecar=sidecar, seeded_hash=True, notes=tuple(notes),
+                     env=env, kv_transfer=kv_transfer_config_json(mp_kv_transfer_config(sidecar.host, sidecar.port)))
 
 
 def _in_process_wiring(node: Node, profile: Profile, arm: Arm, instance_index: int, platform: str,
@@ -257,7 +278,8 @@ def _in_process_wiring(node: Node, profile: Profile, arm: Arm, instance_index: i
     if remote and remote.startswith("fs://"):
         # LMCache's fs connector writes its files there: created, marked and cleaned like a disk tier
         kv_dirs += (fs_url_path(remote).rstrip("/") or "/",)
-    cfg = lmcache_config(arm.lmcache, local_disk_dir=disk, ranks=profile.model.tensor_parallel_size, gds_dir=gds,
+    cfg = lmcache_config(arm.lmcache, local_disk_dir=disk, ranks=profile.model.tensor_parallel_size,
+                         mla=is_mla(profile), gds_dir=gds,
                          gds_backend=arm.lmcache.gds_backend or get_platform(platform).gds_backend)
     if gds:
         notes.append(f"LMCache GDS backend ({cfg['gds_backend']}) in {gds}, no local-disk backend")
@@ -280,7 +302,8 @@ def _in_process_wiring(node: Node, profile: Profile, arm: Arm, instance_index: i
                      kv_transfer=kv_transfer_config_json(kv_transfer_config(platform, ascend_connector=choice)))
 
 
-def _mp_sidecar(arm: Arm, disk: Optional[str], instance_index: int, name: str, *, node_host: str) -> SidecarPlan:
+def _mp_sidecar(arm: Arm, disk: Optional[str], instance_index: int, name: str, *, node_host: str,
+                l2_capacity_gb: float, sharers: int = 1) -> SidecarPlan:
     """The LMCache multiprocess server of one instance: its own ports, its own L2 directory. It binds
     loopback (only its node connects) unless ``mp_bind: node``: then the node's inventory address,
     which the Ray workers of an engine spanning nodes reach (they connect to the same address)."""
@@ -292,10 +315,10 @@ def _mp_sidecar(arm: Arm, disk: Optional[str], instance_index: int, name: str, *
         raise InputError(f"arm {arm.name!r}: lmcache.mp_l2 is fs_native but the arm names no storage target")
     host = node_host if arm.lmcache.mp_bind == "node" else "127.0.0.1"
     argv = mp_server_argv(arm.lmcache, host=host, port=base, http_port=base + 1,
-                          l2_dir=disk if arm.lmcache.mp_l2 == "fs_native" else None)
+                          l2_dir=disk if arm.lmcache.mp_l2 == "fs_native" else None, l2_capacity_gb=l2_capacity_gb)
     # lmcache 0.5 serves its Prometheus /metrics on the HTTP API port (its standalone exporter is off)
     return SidecarPlan(name=name, argv=tuple(argv), host=host, port=base, http_port=base + 1,
-                       metrics_port=base + 1, env={"PYTHONHASHSEED": "0"})
+                       metrics_port=base + 1, env={"PYTHONHASHSEED": "0"}, l2_sharers=sharers)
 
 
 def _check_unbounded_capacity(node: Node, profile: Profile, arm: Arm) -> str:

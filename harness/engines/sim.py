@@ -103,7 +103,7 @@ class SimEngine(EngineLifecycle):
             side_env = {**c.sidecar.env, **fault_env, **side_head_env}
             sidecar = SidecarPlan(name=c.sidecar.name, argv=(*side_head, *c.sidecar.argv[2:]), host=c.sidecar.host,
                                   port=c.sidecar.port, http_port=c.sidecar.http_port,
-                                  metrics_port=c.sidecar.metrics_port, env=side_env)
+                                  metrics_port=c.sidecar.metrics_port, env=side_env, l2_sharers=c.sidecar.l2_sharers)
         return engine_plan(self.kind, node, profile, c, instance_index, argv=argv, env=env, notes=notes,
                            python=python, devices=(), platform=platform or node.platform, sidecar=sidecar)
 

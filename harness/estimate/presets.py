@@ -17,6 +17,16 @@ PRESET_CONFIGS: dict[str, tuple[str, dict[str, Any]]] = {
         "num_experts_per_tok": 8, "moe_intermediate_size": 2560, "decoder_sparse_step": 1, "mlp_only_layers": [],
         "vocab_size": 151936, "tie_word_embeddings": False, "torch_dtype": "bfloat16",
         "sliding_window": None, "use_sliding_window": False}),
+    # the FP8 checkpoint the seeds' TP4x2 runs served: the same model, weights in 1 byte (its
+    # quantization_config); the KV cache keeps bf16
+    "moe-480b-fp8": ("Qwen/Qwen3-Coder-480B-A35B-Instruct-FP8 config.json", {
+        "model_type": "qwen3_moe", "hidden_size": 6144, "intermediate_size": 8192, "num_hidden_layers": 62,
+        "num_attention_heads": 96, "num_key_value_heads": 8, "head_dim": 128, "num_experts": 160,
+        "num_experts_per_tok": 8, "moe_intermediate_size": 2560, "decoder_sparse_step": 1, "mlp_only_layers": [],
+        "vocab_size": 151936, "tie_word_embeddings": False, "torch_dtype": "bfloat16",
+        "sliding_window": None, "use_sliding_window": False,
+        "quantization_config": {"quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic",
+                                "weight_block_size": [128, 128]}}),
     "deepseek-r1-distill-qwen-32b": ("deepseek-ai/DeepSeek-R1-Distill-Qwen-32B config.json (Qwen2.5-32B)", {
         "model_type": "qwen2", "hidden_size": 5120, "intermediate_size": 27648, "num_hidden_layers": 64,
         "num_attention_heads": 40, "num_key_value_heads": 8, "vocab_size": 152064, "tie_word_embeddings": False,

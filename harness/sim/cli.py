@@ -267,8 +267,10 @@ WRITE_DELAY_ENV = "KVGATE_SIM_TIER_WRITE_DELAY_MS"
 def per_instance(cfg: LMCacheConfig, tp: int) -> LMCacheConfig:
     """In-process LMCache runs one backend per TP rank, each holding its rank's share of every
     chunk within its own ``max_local_*_size``; the emulator is one process holding whole chunks, so
-    its tiers hold ``tp`` times the per-rank sizes (what the instance really has, no more)."""
-    if tp > 1:
+    its tiers hold ``tp`` times the per-rank sizes (what the instance really has, no more). An MLA
+    model's KV is stored by the first rank alone (``save_only_first_rank``, which kvgate writes for
+    MLA): the instance then holds the sizes once."""
+    if tp > 1 and cfg.extra.get("extra_config.save_only_first_rank") is not True:
         cfg.max_local_cpu_size *= tp
         cfg.max_local_disk_size *= tp
     return cfg

@@ -252,7 +252,8 @@ def test_cuda_and_cpu_device_environment() -> None:
 
 def _spanning(profile: Profile, bind: str = "node") -> Profile:
     """``profile`` over two nodes, its multiprocess LMCache servers bound to ``bind``."""
-    arms = [a.model_copy(update={"lmcache": a.lmcache.model_copy(update={"mp_bind": bind})}) for a in profile.arms]
+    lm = {"mp_bind": bind, "mp_transfer_mode": "engine_driven"}  # lmcache-driven IPC cannot reach node2
+    arms = [a.model_copy(update={"lmcache": a.lmcache.model_copy(update=lm)}) for a in profile.arms]
     return profile.model_copy(update={"arms": arms,
                                       "model": profile.model.model_copy(update={"nodes_per_instance": 2})})
 
@@ -453,7 +454,7 @@ def test_kvgate_plan_shows_the_ray_start_environment(tmp_path: Path, capsys: pyt
     data["model"]["nodes_per_instance"] = 2
     for arm in data["arms"]:
         if arm.get("lmcache", {}).get("mode") == "multiprocess":
-            arm["lmcache"]["mp_bind"] = "node"
+            arm["lmcache"].update(mp_bind="node", mp_transfer_mode="engine_driven")
     inv = yaml.safe_load((REPO / "inventory" / "mi308x-8gpu.example.yaml").read_text())
     second = {**inv["nodes"][0], "name": "node2", "host": "10.0.0.12"}
     inv["nodes"] = [inv["nodes"][0], second]

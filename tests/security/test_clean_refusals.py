@@ -33,9 +33,9 @@ def test_verify_with_a_non_pdf_report_pdf_is_a_finding(tmp_path: Path) -> None:
 
 
 def test_init_over_a_dangling_symlink_is_refused(tmp_path: Path) -> None:
-    (tmp_path / "inventory").mkdir()
-    (tmp_path / "inventory" / "lab.yaml").symlink_to(tmp_path / "nowhere")
-    proc = _cli("init", "--platform", "cuda", "10.0.0.1", cwd=tmp_path)
+    (tmp_path / "clusters" / "lab").mkdir(parents=True)
+    (tmp_path / "clusters" / "lab" / "inventory.yaml").symlink_to(tmp_path / "nowhere")
+    proc = _cli("init", "--platform", "cuda", "--name", "lab", "10.0.0.1", cwd=tmp_path)
     assert proc.returncode == 2, (proc.returncode, proc.stderr[-2000:])
     assert "Traceback" not in proc.stderr and not (tmp_path / "nowhere").exists()
 

@@ -52,6 +52,8 @@ from harness.config.loader import load_inventory, load_profile
 from harness.config.profile import Arm, CliffSpec, Profile
 from harness.engines import EngineInstance, get_engine
 from harness.engines.base import Engine
+from harness.engines.lmcache import disk_ranks
+from harness.engines.planning import is_mla
 from harness.errors import ConfigErrors, InfraError, InputError
 from harness.exitcodes import ExitCode
 from harness.gates.result import build_gate_result, utc_now, utc_stamp
@@ -110,8 +112,8 @@ def tier_capacities(profile: Profile, arm: Arm) -> dict[str, dict[str, Any]]:
     The emulator stores one file per chunk of ``aligned(bytes_per_token x chunk x kv_scale)`` bytes
     and its CPU tier counts the same size, so a tier of B bytes holds ``B // chunk_bytes`` whole
     chunks; its HBM holds ``hbm_tokens // chunk`` chunks. A real engine's tiers are per TP rank
-    (in-process LMCache divides the disk size by the ranks), each rank holding its share of a
-    token's KV; its HBM prefix cache is not sized by the profile."""
+    (in-process LMCache divides the disk size by the ranks that store: all, or the first alone for
+    MLA), each rank holding its share of a token's KV; its HBM prefix cache is not sized by the profile."""
     cs = arm.lmcache.chunk_size
     lm = arm.lmcache
     bpt = kv_bytes_per_token(profile)
@@ -146,7 +148,8 @@ def tier_capacities(profile: Profile, arm: Arm) -> dict[str, dict[str, Any]]:
     if arm.storage:
         disk = int(lm.max_local_disk_size * LMCACHE_GIB)
         if profile.engine.kind != "sim" and lm.mode == "in_process":
-            disk //= profile.model.tensor_parallel_size  # LMCache applies the size to each rank
+            # LMCache applies the size to each rank that stores (the first alone for MLA)
+            disk //= disk_ranks(lm, tp=profile.model.tensor_parallel_size, mla=is_mla(profile))
         out["local_disk"] = ({"tokens": fits(disk), "how": f"max_local_disk_size {lm.max_local_disk_size:g} GB; {how}"}
                              if disk > 0 else {"tokens": None, "how": "max_local_disk_size 0: unbounded"})
     return out
