@@ -68,6 +68,8 @@ class Platform:
     defaults: PlatformDefaults = field(default_factory=PlatformDefaults)
     # can LMCache's multiprocess server (`lmcache server` + LMCacheMPConnector) run here?
     lmcache_multiprocess: bool = True
+    # where it cannot by default: the LMCache release from which it can (the profile's engine.versions)
+    lmcache_multiprocess_since: Optional[str] = None
     # the GDS library LMCache loads here (lmcache gds_backend; its own default, cufile, is NVIDIA's)
     gds_backend: str = "cufile"
 
