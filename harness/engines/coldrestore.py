@@ -50,12 +50,12 @@ class ColdRestorePlan:
 RESET = "vLLM POST /reset_prefix_cache (VLLM_SERVER_DEV_MODE=1), verified: a re-sent cached prompt gets 0 prefix hits"
 RESTART = "restart vLLM (empties its HBM prefix cache)"
 L1_CLEAR = "LMCache server POST /cache/clear {\"tier\": \"l1\"} (L2 files on the storage target kept)"
+DROP = "drop the node's page cache (root only; recorded)"
 
 
 def l1_clear_step(path: str, body: str) -> str:
     """The L1 step as the plan's LMCache release takes it (lmcache 0.4: POST /clear-cache, no body)."""
     return f"LMCache server POST {path}{' ' + body if body else ''} (L2 files on the storage target kept)"
-DROP = "drop the node's page cache (root only; recorded)"
 
 
 def cold_restore_plan(profile: Profile, arm: Arm) -> ColdRestorePlan:

@@ -16,7 +16,8 @@ The rule for what gets a leaf:
 * The inventory states no expectation (no ``accelerators``, a target without ``drives`` /
   ``drive_models``, ``raid``/``raid_members``, ``capacity``, an interface without ``speed`` or
   ``roce``, an empty ``software`` and no ``declared`` versions): **no leaf**. The check's wildcard
-  then has nothing to match on that node, and nothing is claimed. (``mounted`` is always expected for a listed target.)
+  then has nothing to match on that node, and nothing is claimed. (``mounted`` is always expected
+  for a listed target.)
 * An expectation exists but the fact could not be collected (tool missing, command failed,
   output not understood): the leaf is ``value: None`` with the reason in ``detail``, which the
   evaluator reports as NOT RUN, and NOT RUN never passes a blocker.
