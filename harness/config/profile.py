@@ -144,6 +144,14 @@ class EngineSpec(StrictModel):
     )
 
 
+    @model_validator(mode="after")
+    def _versions_of_vllm(self) -> EngineSpec:
+        if self.kind == "sim" and self.versions is not None:
+            raise ValueError("engine.versions names the vLLM and LMCache a real engine runs; the KV emulator "
+                             "(kind sim) is kvgate's own, versioned with kvgate: remove engine.versions")
+        return self
+
+
 class LMCacheSettings(StrictModel):
     """LMCache configuration for one arm (keys as in lmcache/v1/config.py)."""
 
@@ -522,13 +530,6 @@ class Profile(StrictModel):
             raise ValueError(f"load.input_len {self.load.input_len}: the longest {self.load.workload} request needs "
                              f"{need} tokens (prompt and output_len {self.load.output_len}), over "
                              f"model.max_model_len {limit}")
-        return self
-
-    @model_validator(mode="after")
-    def _versions_of_vllm(self) -> Profile:
-        if self.engine.kind == "sim" and self.engine.versions is not None:
-            raise ValueError("engine.versions names the vLLM and LMCache a real engine runs; the KV emulator "
-                             "(kind sim) is kvgate's own, versioned with kvgate: remove engine.versions")
         return self
 
     def arm(self, name: str) -> Arm:
