@@ -8,7 +8,9 @@ combination no row covers (``UnprovenWiring``: the versions, the mode and the ro
 Why a table (issue 48): vLLM 0.20.1's built-in ``LMCacheMPConnector`` builds
 ``LMCacheMPSchedulerAdapter(server_url=...)`` and a 7-field ``ParallelStrategy``; lmcache 0.5
 takes ``server_urls: list[str]`` (0.5.0) and 0.4.7 made ParallelStrategy 5 fields, so the pair
-0.20.1 + 0.5.6 fails at engine start while 0.32 + 0.5.6 works. Only a tested pair is planned.
+0.20.1 + 0.5.6 fails at engine start (tests/real_engine/test_matrix.py::
+test_the_seeds_vllm_with_lmcache_056_fails_at_the_connector) while 0.32 + 0.5.6 works. Only a
+tested pair is planned.
 """
 
 from __future__ import annotations

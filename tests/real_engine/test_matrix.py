@@ -8,7 +8,9 @@ connector boundary (tests/real_engine/mp_boundary.py): kvgate plans the arm for 
 versions; the ``lmcache server`` of the plan (lmcache 0.4.6's own flags) is started; vLLM 0.20.1's
 own ``create_scheduler_adapter`` / ``create_worker_adapter`` build the adapters against it from a
 real VllmConfig; two chunks are stored, written to the fs_native L2, L1 is emptied through the
-plan's call, and the lookup and retrieve are served from L2 alone, byte for byte.
+plan's call, and the lookup and retrieve are served from L2 alone, byte for byte. The same
+vLLM code with the current lmcache 0.5.6 first on its path raises the TypeError (server_url) that
+main's plan for the seeds' stack met at engine start: the table has no row for that pair.
 
 In-process LMCache has no CPU connector in either release (``CreateGPUConnector`` raises "No
 supported cpu connector found"), so the table has no CPU in-process row and plans refuse it."""
@@ -27,7 +29,8 @@ from typing import IO, Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from harness.engines.connectorwiring import UnprovenWiring
+from harness.config.profile import EngineVersions
+from harness.engines.connectorwiring import UnprovenWiring, proven_wiring
 from harness.engines.vllm import VllmEngine
 from harness.ports import free_ports
 from tests.real_engine.conftest import REPO, SEEDS_STACK, engine_workdir, local_node, real_profile
@@ -156,3 +159,33 @@ def test_in_process_on_cpu_has_no_proven_row(tmp_path: Path) -> None:
                                            "lmcache": {"mode": "in_process", "max_local_disk_size": 1}}])
         with pytest.raises(UnprovenWiring, match="in_process mode on cpu"):
             VllmEngine().plan(local_node(tmp_path / "tier"), profile, "disk")
+
+
+# vLLM 0.20.1's own adapter construction, run by the seeds' environment with another LMCache first on
+# its path: what its LMCacheMPConnector does at engine start
+_BUILD_ADAPTER = (
+    "import sys, zmq\n"
+    "from vllm.distributed.kv_transfer.kv_connector.v1 import lmcache_mp_connector as conn\n"
+    "from vllm.engine.arg_utils import EngineArgs\n"
+    "cfg = EngineArgs(model=sys.argv[1], dtype='float32', enforce_eager=True, max_model_len=2048)"
+    ".create_engine_config()\n"
+    "conn.create_scheduler_adapter('tcp://127.0.0.1:9', zmq.Context(), cfg, 5.0, 10.0)\n"
+)
+
+
+def test_the_seeds_vllm_with_lmcache_056_fails_at_the_connector(real_env: Path, real_env_0201: Path,
+                                                                tmp_path: Path) -> None:
+    """Why the table has no row for vLLM 0.20.1 + lmcache 0.5.6 (what main planned for the seeds'
+    stack): vLLM 0.20.1's connector passes server_url= to lmcache 0.5.6's adapter, which takes
+    server_urls. The current environment's real lmcache 0.5.6 goes first on the path."""
+    site = next((real_env / "venv" / "lib").glob("python3*/site-packages"))
+    (tmp_path / "lmcache").symlink_to(site / "lmcache")
+    res = subprocess.run(  # noqa: S603 - fixed argv
+        [str(real_env_0201 / "venv" / "bin" / "python"), "-c", _BUILD_ADAPTER, str(real_env_0201 / "model")],
+        capture_output=True, text=True, timeout=600, check=False,
+        env={**os.environ, "PYTHONPATH": str(tmp_path), "PYTHONHASHSEED": "0", "VLLM_CPU_KVCACHE_SPACE": "1",
+             "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"})
+    assert res.returncode != 0
+    assert "TypeError" in res.stderr and "unexpected keyword argument 'server_url'" in res.stderr, res.stderr[-2000:]
+    with pytest.raises(UnprovenWiring):
+        proven_wiring(EngineVersions(vllm="0.20.1", lmcache="0.5.6"), "multiprocess", "cpu")
