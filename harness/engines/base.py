@@ -76,17 +76,23 @@ class SidecarPlan:
     metrics_port: int  # its own Prometheus /metrics
     env: Mapping[str, str] = field(default_factory=dict)
     l2_sharers: int = 1  # LMCache servers on the node sharing its L2 directory (mp_shared_l2)
+    # the HTTP call that empties L1 (its path and JSON body), by LMCache release (engines/connectorwiring.py)
+    l1_clear_path: str = "/cache/clear"
+    l1_clear_body: str = '{"tier": "l1"}'
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> SidecarPlan:
         return cls(name=str(d["name"]), argv=tuple(d["argv"]), host=str(d["host"]), port=int(d["port"]),
                    http_port=int(d["http_port"]), metrics_port=int(d["metrics_port"]), env=dict(d.get("env") or {}),
-                   l2_sharers=int(d.get("l2_sharers") or 1))
+                   l2_sharers=int(d.get("l2_sharers") or 1),
+                   l1_clear_path=str(d.get("l1_clear_path", "/cache/clear")),
+                   l1_clear_body=str(d.get("l1_clear_body", '{"tier": "l1"}')))
 
     def to_json(self) -> dict[str, object]:
         return {"name": self.name, "argv": list(self.argv), "host": self.host, "port": self.port,
                 "http_port": self.http_port, "metrics_port": self.metrics_port, "env": dict(self.env),
-                "l2_sharers": self.l2_sharers}
+                "l2_sharers": self.l2_sharers,
+                "l1_clear_path": self.l1_clear_path, "l1_clear_body": self.l1_clear_body}
 
 
 @dataclass(frozen=True)

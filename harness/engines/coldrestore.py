@@ -16,9 +16,11 @@ Where no safe way exists the plan refuses (``UnsafeColdRestore``), naming why.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Optional
 
 from harness.config.profile import Arm, Profile
+from harness.engines.base import SidecarPlan
 from harness.errors import InputError
 
 
@@ -37,11 +39,23 @@ class ColdRestorePlan:
         return {"arm": self.arm, "mode": self.mode, "steps": list(self.steps),
                 "restarts_engine": self.restarts_engine}
 
+    def with_sidecar(self, sidecar: Optional[SidecarPlan]) -> ColdRestorePlan:
+        """The steps with the L1 clear as the planned LMCache server takes it (its release's call)."""
+        if sidecar is None:
+            return self
+        step = l1_clear_step(sidecar.l1_clear_path, sidecar.l1_clear_body)
+        return replace(self, steps=tuple(step if s == L1_CLEAR else s for s in self.steps))
+
 
 RESET = "vLLM POST /reset_prefix_cache (VLLM_SERVER_DEV_MODE=1), verified: a re-sent cached prompt gets 0 prefix hits"
 RESTART = "restart vLLM (empties its HBM prefix cache)"
 L1_CLEAR = "LMCache server POST /cache/clear {\"tier\": \"l1\"} (L2 files on the storage target kept)"
 DROP = "drop the node's page cache (root only; recorded)"
+
+
+def l1_clear_step(path: str, body: str) -> str:
+    """The L1 step as the plan's LMCache release takes it (lmcache 0.4: POST /clear-cache, no body)."""
+    return f"LMCache server POST {path}{' ' + body if body else ''} (L2 files on the storage target kept)"
 
 
 def cold_restore_plan(profile: Profile, arm: Arm) -> ColdRestorePlan:

@@ -526,10 +526,10 @@ def evict_like_vllm(engine: Engine, instance: EngineInstance) -> EvictResult:
                       "l2_at_start": dict(instance.l2_at_start) if instance.l2_at_start is not None else None})
     if plan.sidecar is not None:
         before = engine.scrape_metrics(instance)
-        status, body = sidecar_request(instance, "/cache/clear", method="POST",
-                                       body=json.dumps({"tier": "l1"}).encode())
+        side = plan.sidecar
+        status, body = sidecar_request(instance, side.l1_clear_path, method="POST", body=side.l1_clear_body.encode())
         if status != 200:
-            raise EngineError(f"LMCache server POST /cache/clear answered {status}: {body[:300]!r}",
+            raise EngineError(f"LMCache server POST {side.l1_clear_path} answered {status}: {body[:300]!r}",
                               node=plan.node, command=plan.sidecar.argv)
         after = engine.scrape_metrics(instance)
         steps.append({"step": "lmcache_l1_clear", "status": status,

@@ -10,7 +10,7 @@ one level: the form LMCache reads and the emulator's stdlib reader accepts.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Optional
 
 from harness.config.profile import LMCacheSettings
@@ -118,8 +118,12 @@ def mp_kv_transfer_config(host: str, port: int) -> dict[str, object]:
     }
 
 
+MP_TRANSFER_FLAGS = ("--supported-transfer-mode", "auto")  # lmcache 0.5 (0.4 takes --transfer-mode)
+
+
 def mp_server_argv(settings: LMCacheSettings, *, host: str, port: int, http_port: int,
-                   l2_dir: Optional[str], l2_capacity_gb: Optional[float] = None) -> list[str]:
+                   l2_dir: Optional[str], l2_capacity_gb: Optional[float] = None,
+                   transfer_flags: Sequence[str] = MP_TRANSFER_FLAGS) -> list[str]:
     """``lmcache server`` for one instance. L2 ``fs_native`` keeps its files on the storage target
     and finds them again after a restart (unlike the in-process local-disk backend, whose index
     lives in the engine's memory), so a cold restore may restart or clear this server's L1.
@@ -131,7 +135,7 @@ def mp_server_argv(settings: LMCacheSettings, *, host: str, port: int, http_port
     argv = [settings.mp_command, "server", "--host", host, "--port", str(port),
             "--http-host", host, "--http-port", str(http_port),  # its /metrics is served there too
             "--chunk-size", str(settings.chunk_size), "--l1-size-gb", _scalar(float(settings.mp_l1_size_gb)),
-            "--eviction-policy", "LRU", "--supported-transfer-mode", "auto"]
+            "--eviction-policy", "LRU", *transfer_flags]
     if l2_dir is not None:
         adapter: dict[str, object] = {"type": "fs_native", "base_path": l2_dir}
         odirect = settings.extra_config.get("use_odirect")

@@ -14,6 +14,7 @@ from harness.config.paths import fs_url_path
 from harness.config.planrules import arm_problems
 from harness.config.profile import Arm, Profile
 from harness.engines.base import EnginePlan, RayClusterPlan, SidecarPlan
+from harness.engines.connectorwiring import WiringRow, planned_row
 from harness.engines.gdscapacity import gds_bytes_bound, target_of
 from harness.engines.lmcache import (
     kv_transfer_config,
@@ -164,7 +165,7 @@ def plan_common(
         notes.append(capacity_note)
     mode = arm.lmcache.mode if arm.offload else "none"
     if arm.offload and mode == "multiprocess":
-        kv = _multiprocess_wiring(node, profile, arm, instance_index)
+        kv = _multiprocess_wiring(node, profile, arm, instance_index, platform)
     elif arm.offload:
         kv = _in_process_wiring(node, profile, arm, instance_index, platform, instance_dir, ascend_connector)
     else:
@@ -246,13 +247,14 @@ def _platform_env(platform: str, devices: tuple[int, ...]) -> tuple[dict[str, st
     return env, notes
 
 
-def _multiprocess_wiring(node: Node, profile: Profile, arm: Arm, instance_index: int) -> _KvWiring:
+def _multiprocess_wiring(node: Node, profile: Profile, arm: Arm, instance_index: int, platform: str) -> _KvWiring:
     """LMCache multiprocess mode: an `lmcache server` per instance, vLLM's LMCacheMPConnector to it."""
     disk = instance_kv_dir(node, profile, arm, instance_index)
+    row, wiring_note = _proven(profile, "multiprocess", platform)
     share = l2_share_gb(profile, arm)
     sidecar = _mp_sidecar(arm, disk, instance_index, f"lmcache-{safe_name(arm.name)}-{instance_index}",
                           node_host=node.host, l2_capacity_gb=share,
-                          sharers=profile.model.instances_per_node if shares_tier(arm) else 1)
+                          sharers=profile.model.instances_per_node if shares_tier(arm) else 1, row=row)
     notes = [f"LMCache multiprocess mode: `lmcache server` on {sidecar.host}:{sidecar.port} (HTTP API "
              f"{sidecar.http_port}, /metrics {sidecar.metrics_port}), L1 {arm.lmcache.mp_l1_size_gb} GB, "
              f"L2 {arm.lmcache.mp_l2}{' in ' + disk if disk and arm.lmcache.mp_l2 != 'none' else ''}"]
@@ -263,8 +265,19 @@ def _multiprocess_wiring(node: Node, profile: Profile, arm: Arm, instance_index:
     env: dict[str, str] = {}
     if arm.lmcache.mp_transfer_mode != "auto":
         env["LMCACHE_MP_TRANSFER_MODE"] = arm.lmcache.mp_transfer_mode  # read by lmcache's worker transfer
-    return _KvWiring(kv_dirs=(disk,) if disk else (), sidecar=sidecar, seeded_hash=True, notes=tuple(notes),
-                     env=env, kv_transfer=kv_transfer_config_json(mp_kv_transfer_config(sidecar.host, sidecar.port)))
+    kv = mp_kv_transfer_config(sidecar.host, sidecar.port)
+    if row is not None:
+        kv = row.kv_transfer_config(kv["kv_connector_extra_config"])  # type: ignore[arg-type]
+    return _KvWiring(kv_dirs=(disk,) if disk else (), sidecar=sidecar, seeded_hash=True,
+                     notes=(*notes, *wiring_note), env=env, kv_transfer=kv_transfer_config_json(kv))
+
+
+def _proven(profile: Profile, mode: str, platform: str) -> tuple[Optional[WiringRow], tuple[str, ...]]:
+    """The declared versions' row (harness.engines.connectorwiring) and its note; the emulator has none."""
+    if profile.engine.kind != "vllm":
+        return None, ()
+    row, note = planned_row(profile.engine.versions, mode, platform)
+    return row, (note,)
 
 
 def _in_process_wiring(node: Node, profile: Profile, arm: Arm, instance_index: int, platform: str,
@@ -295,15 +308,21 @@ def _in_process_wiring(node: Node, profile: Profile, arm: Arm, instance_index: i
         # Prometheus (its workers are other processes): one fresh directory per instance
         "PROMETHEUS_MULTIPROC_DIR": posixpath.join(instance_dir, PROMETHEUS_SUBDIR),
     }
-    choice, note = get_platform(platform).connector(node.software, ascend_connector)
-    if note:
-        notes.append(note)
+    row, wiring_note = _proven(profile, "in_process", platform) if ascend_connector is None else (None, ())
+    notes += wiring_note
+    if row is not None:
+        kv: dict[str, object] = row.kv_transfer_config()
+    else:
+        choice, note = get_platform(platform).connector(node.software, ascend_connector)
+        if note:
+            notes.append(note)
+        kv = dict(kv_transfer_config(platform, ascend_connector=choice))
     return _KvWiring(kv_dirs=kv_dirs, files=files, env=env, notes=tuple(notes), seeded_hash=True,
-                     kv_transfer=kv_transfer_config_json(kv_transfer_config(platform, ascend_connector=choice)))
+                     kv_transfer=kv_transfer_config_json(kv))
 
 
 def _mp_sidecar(arm: Arm, disk: Optional[str], instance_index: int, name: str, *, node_host: str,
-                l2_capacity_gb: float, sharers: int = 1) -> SidecarPlan:
+                l2_capacity_gb: float, sharers: int = 1, row: Optional[WiringRow] = None) -> SidecarPlan:
     """The LMCache multiprocess server of one instance: its own ports, its own L2 directory. It binds
     loopback (only its node connects) unless ``mp_bind: node``: then the node's inventory address,
     which the Ray workers of an engine spanning nodes reach (they connect to the same address)."""
@@ -315,10 +334,12 @@ def _mp_sidecar(arm: Arm, disk: Optional[str], instance_index: int, name: str, *
         raise InputError(f"arm {arm.name!r}: lmcache.mp_l2 is fs_native but the arm names no storage target")
     host = node_host if arm.lmcache.mp_bind == "node" else "127.0.0.1"
     argv = mp_server_argv(arm.lmcache, host=host, port=base, http_port=base + 1,
-                          l2_dir=disk if arm.lmcache.mp_l2 == "fs_native" else None, l2_capacity_gb=l2_capacity_gb)
+                          l2_dir=disk if arm.lmcache.mp_l2 == "fs_native" else None, l2_capacity_gb=l2_capacity_gb,
+                          **({"transfer_flags": row.server_flags} if row is not None else {}))
+    clear = {"l1_clear_path": row.l1_clear[0], "l1_clear_body": row.l1_clear[1]} if row is not None else {}
     # lmcache 0.5 serves its Prometheus /metrics on the HTTP API port (its standalone exporter is off)
     return SidecarPlan(name=name, argv=tuple(argv), host=host, port=base, http_port=base + 1,
-                       metrics_port=base + 1, env={"PYTHONHASHSEED": "0"}, l2_sharers=sharers)
+                       metrics_port=base + 1, env={"PYTHONHASHSEED": "0"}, l2_sharers=sharers, **clear)
 
 
 def _check_unbounded_capacity(node: Node, profile: Profile, arm: Arm) -> str:

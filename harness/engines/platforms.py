@@ -1,10 +1,12 @@
 """Which accelerators an instance gets, and the environment that pins it to them: the variables
-are the platform's ``device_vars`` (``harness/platforms/``); a platform with none has nothing to pin."""
+are the platform's ``device_vars`` (``harness/platforms/``); a platform with none has nothing to pin.
+Also the engine's KV block size there, which the cold-restore expectation counts in."""
 
 from __future__ import annotations
 
 from typing import Optional
 
+from harness.config.profile import Profile
 from harness.errors import InputError
 from harness.platforms import get_platform
 
@@ -24,6 +26,29 @@ def devices_for(
             "exceeds the node)"
         )
     return devices
+
+
+SIM_BLOCK = 16  # the granularity the cold-restore expectation has always used for the KV emulator
+
+
+def engine_block_size(profile: Profile, platform: str) -> int:
+    """The engine's KV block size: ``--block-size`` among the engine's arguments, else the platform's
+    default (vllm-cpu and vllm-ascend 128, CUDA and ROCm 16). The engine's prefix cache hits whole
+    blocks only, so a block of 128 serves none of a 100-token shared prefix that 16 would count."""
+    if profile.engine.kind == "sim":
+        return SIM_BLOCK
+    args = list(profile.engine.extra_args)
+    for i, arg in enumerate(args):
+        value = arg.split("=", 1)[1] if arg.startswith("--block-size=") else (
+            args[i + 1] if arg == "--block-size" and i + 1 < len(args) else None)
+        if value is not None:
+            try:
+                size = int(value)
+            except ValueError:
+                raise InputError(f"engine.extra_args: --block-size {value!r} is not a whole number") from None
+            if size > 0:
+                return size
+    return get_platform(platform).engine_block_size
 
 
 def device_env(platform: str, devices: tuple[int, ...]) -> dict[str, str]:

@@ -2,9 +2,11 @@
 ``kvgate validate`` refuses with the same message (issue 33 item 11).
 
 The checks, in order: the file's own cross-checks against the inventory (storage targets, the
-rules of ``harness.config.planrules``), each arm's cold restore (``coldrestore.cold_restore_plan``)
-and, with an inventory, the engine plan of every arm and instance on the first server node (ports,
-devices, capacity, connectors). An error found by the engine planner is located at its arm.
+rules of ``harness.config.planrules``), the declared software against the proven connector wirings
+(``harness.engines.connectorwiring``, located at ``engine.versions``), each arm's cold restore
+(``coldrestore.cold_restore_plan``) and, with an inventory, the engine plan of every arm and
+instance on the first server node (ports, devices, capacity, connectors). An error found by the
+engine planner is located at its arm.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from harness.config.inventory import Inventory, Node
 from harness.config.profile import Profile
 from harness.config.yamlsource import YamlDocument, dotted_path
 from harness.engines.coldrestore import cold_restore_plan
+from harness.engines.connectorwiring import unproven_problems
 from harness.engines.registry import get_engine
 from harness.errors import ConfigError, InputError
 
@@ -46,6 +49,9 @@ def plan_problems(profile: Profile, doc: Optional[YamlDocument], path: str,
     errors = check_profile(profile, [inventory] if inventory else [], [], doc, path) if with_file_checks else []
     if errors:
         return errors
+    errors = [_at(doc, path, ("engine", "versions"), msg) for msg in _unproven(profile, inventory)]
+    if errors:
+        return errors
     for i, arm in enumerate(profile.arms):
         if profile.load.cold_restore:
             try:
@@ -69,6 +75,17 @@ def plan_problems(profile: Profile, doc: Optional[YamlDocument], path: str,
                 errors.append(_at(doc, path, ("arms", i), exc.message))
                 break
     return errors
+
+
+def _unproven(profile: Profile, inventory: Optional[Inventory]) -> list[str]:
+    """The declared software's combinations that no proven wiring covers, on the inventory's server
+    platforms (without an inventory: refused only when no platform has a row)."""
+    if profile.engine.kind != "vllm":
+        return []
+    modes = [arm.lmcache.mode for arm in profile.arms if arm.offload]
+    platforms = (list(dict.fromkeys(n.platform for n in inventory.nodes_with_role("server")))
+                 if inventory is not None else None)
+    return unproven_problems(profile.engine.versions, modes, platforms)
 
 
 def inventory_for(inventories: Sequence[Inventory]) -> Optional[Inventory]:

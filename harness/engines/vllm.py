@@ -111,7 +111,7 @@ class VllmEngine(EngineLifecycle):
         notes = list(c.notes)
         if profile.load.cold_restore:
             restore = cold_restore_plan(profile, c.arm)  # refuses an unsafe arm before any node is touched
-            notes.append("cold restore: " + "; then ".join(restore.steps))
+            notes.append("cold restore: " + "; then ".join(restore.with_sidecar(c.sidecar).steps))
         if c.arm.name in (profile.baseline, profile.candidate):
             notes += [f"NOT like for like: {d}" for d in unlike_settings(profile)]
         argv = serve_argv(c, profile)

@@ -15,8 +15,9 @@ The rule for what gets a leaf:
 
 * The inventory states no expectation (no ``accelerators``, a target without ``drives`` /
   ``drive_models``, ``raid``/``raid_members``, ``capacity``, an interface without ``speed`` or
-  ``roce``, an empty ``software``): **no leaf**. The check's wildcard then has nothing to match
-  on that node, and nothing is claimed. (``mounted`` is always expected for a listed target.)
+  ``roce``, an empty ``software`` and no ``declared`` versions): **no leaf**. The check's wildcard
+  then has nothing to match on that node, and nothing is claimed. (``mounted`` is always expected
+  for a listed target.)
 * An expectation exists but the fact could not be collected (tool missing, command failed,
   output not understood): the leaf is ``value: None`` with the reason in ``detail``, which the
   evaluator reports as NOT RUN, and NOT RUN never passes a blocker.
@@ -31,7 +32,8 @@ chips), since inventories count either; the detail names both.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from types import MappingProxyType
 from typing import Any, Optional
 
 from harness.config.inventory import Node, StorageTarget
@@ -315,31 +317,45 @@ def _network(node: Node, facts: NodeFacts, ev: Sequence[str]) -> dict[str, Any]:
 _ALIASES = {"vllm_ascend": "vllm-ascend", "torch_npu": "torch-npu", "pytorch": "torch", "python3": "python"}
 
 
-def _software(node: Node, facts: NodeFacts, ev: Sequence[str]) -> Optional[dict[str, Any]]:
-    if not node.software:
+def _expected_software(node: Node, declared: Mapping[str, str]) -> list[tuple[str, str, str]]:
+    """(name, wanted version, who asked: blank for the inventory) from the inventory and the
+    profile's engine.versions."""
+    out = [(name, want, "") for name, want in node.software.items()]
+    return out + [(name, want, " (profile engine.versions)") for name, want in declared.items()]
+
+
+def _software(node: Node, facts: NodeFacts, ev: Sequence[str],
+              declared: Mapping[str, str] = MappingProxyType({})) -> Optional[dict[str, Any]]:
+    expected = _expected_software(node, declared)
+    if not expected:
         return None
     lines: list[str] = []
     found_parts: list[str] = []
     mismatch = unknown = False
-    for name, want in node.software.items():
+    for name, want, who in expected:
         key = _ALIASES.get(name.lower(), name.lower())
         if key not in facts.versions:
             unknown = True
-            lines.append(f"{name}: expected {want}, could not be determined")
+            lines.append(f"{name}: expected {want}{who}, could not be determined")
             continue
         have = facts.versions[key]
-        found_parts.append(f"{name} {have or 'absent'}")
+        found = f"{name} {have or 'absent'}"
+        if found not in found_parts:
+            found_parts.append(found)
         if not version_matches(want, have):
             mismatch = True
-            lines.append(f"{name}: expected {want}, found {have or 'not installed'}")
+            lines.append(f"{name}: expected {want}{who}, found {have or 'not installed'}")
         else:
-            lines.append(f"{name}: expected {want}, found {have}")
+            lines.append(f"{name}: expected {want}{who}, found {have}")
     value: Optional[bool] = False if mismatch else (None if unknown else True)
     return _leaf(value, ", ".join(found_parts) or "nothing found", "; ".join(lines), ev)
 
 
-def compare_facts(node: Node, facts: NodeFacts, *, evidence: Sequence[str] = ()) -> dict[str, Any]:
-    """The measured-results subtree for ``nodes.<node.name>`` (see the module doc for the rule)."""
+def compare_facts(node: Node, facts: NodeFacts, *, evidence: Sequence[str] = (),
+                  declared: Mapping[str, str] = MappingProxyType({})) -> dict[str, Any]:
+    """The measured-results subtree for ``nodes.<node.name>`` (see the module doc for the rule).
+    ``declared``: the software the profile ordered on a serving node (its ``engine.versions``),
+    checked beside the inventory's ``software`` in the same ``software.match`` leaf."""
     out: dict[str, Any] = {}
     acc = _accelerators(node, facts, evidence)
     if acc is not None:
@@ -357,7 +373,7 @@ def compare_facts(node: Node, facts: NodeFacts, *, evidence: Sequence[str] = ())
     net = _network(node, facts, evidence)
     if net:
         out["network"] = net
-    sw = _software(node, facts, evidence)
+    sw = _software(node, facts, evidence, declared)
     if sw is not None:
         out["software"] = {"match": sw}
     return out

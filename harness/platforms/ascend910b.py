@@ -68,6 +68,9 @@ PLATFORM = Platform(
     kv_connectors={"dynamic": ASCEND_DYNAMIC_CONNECTOR, "builtin": ASCEND_BUILTIN_CONNECTOR},
     choose_connector=choose_connector,
     lmcache_multiprocess=False,  # LMCache-Ascend's NPUCacheContext.__init__ raises NotImplementedError
+    # lmcache 0.5.6 ships NPU support itself (lmcache/v1/platform/devices/npu/; 0.5.5 has none)
+    lmcache_multiprocess_since="0.5.6",
+    engine_block_size=128,  # vllm-ascend's default KV block size
     defaults=PlatformDefaults(accelerator_model="Ascend910B3", accelerator_count=8, accelerator_memory="64 GB",
                               software={"cann": "*", "vllm": "*", "vllm-ascend": "*", "lmcache": "*"}),
 )

@@ -68,6 +68,11 @@ class Platform:
     defaults: PlatformDefaults = field(default_factory=PlatformDefaults)
     # can LMCache's multiprocess server (`lmcache server` + LMCacheMPConnector) run here?
     lmcache_multiprocess: bool = True
+    # where it cannot by default: the LMCache release from which it can (the profile's engine.versions)
+    lmcache_multiprocess_since: Optional[str] = None
+    # vLLM's KV block size here when --block-size is not given: its prefix cache hits whole blocks
+    # (vllm config/cache.py DEFAULT_BLOCK_SIZE 16 on CUDA and ROCm)
+    engine_block_size: int = 16
     # the GDS library LMCache loads here (lmcache gds_backend; its own default, cufile, is NVIDIA's)
     gds_backend: str = "cufile"
 

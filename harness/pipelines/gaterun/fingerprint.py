@@ -18,7 +18,7 @@ from harness.facts.model import NodeFacts
 from harness.gates.fingerprint import workload_fingerprint
 from harness.gates.hardware import hardware_fingerprint
 
-__all__ = ["run_fingerprint", "engine_version", "recorded_versions", "g1_facts"]
+__all__ = ["run_fingerprint", "engine_version", "recorded_versions", "g1_facts", "software_fingerprint"]
 
 log = logging.getLogger(__name__)
 
@@ -69,10 +69,32 @@ def engine_version(profile: Profile, inventory: Inventory, campaign_path: Path) 
     return ", ".join(found) or None
 
 
+# the serving stack whose figures a G3 compares: engine, KV connector, framework and drivers (issue 48)
+STACK_SOFTWARE = ("vllm", "vllm-ascend", "lmcache", "torch", "torch-npu", "rocm", "cuda", "nvidia-driver", "cann",
+                  "npu-driver")
+
+
+def software_fingerprint(profile: Profile, inventory: Inventory, campaign_path: Path) -> dict[str, Any]:
+    """``software.<name>``: the versions G1 read on the serving nodes (sorted, distinct; "absent"
+    where a node has none), so a G3 never compares figures of unlike stacks. None for the emulator,
+    whose version is kvgate's own (``engine.version``)."""
+    if profile.engine.kind == "sim":
+        return {}
+    versions = recorded_versions(inventory, campaign_path)
+    serving = [n.name for n in inventory.nodes_with_role("server")]
+    out: dict[str, Any] = {}
+    for name in STACK_SOFTWARE:
+        found = sorted({versions.get(node, {}).get(name) or "absent" for node in serving})
+        if found != ["absent"]:
+            out[f"software.{name}"] = found
+    return out
+
+
 def run_fingerprint(profile: Profile, *, arm: str, inventory: Inventory, campaign_path: Path) -> dict[str, Any]:
     """The fields a G2 records for its baseline arm and a G3 computes for the same arm to compare."""
     out = workload_fingerprint(profile, arm=arm, inventory=inventory,
                                engine_version=engine_version(profile, inventory, campaign_path))
+    out.update(software_fingerprint(profile, inventory, campaign_path))
     out.update(hardware_fingerprint(inventory, g1_facts(inventory, campaign_path),
                                     storage=profile.arm(arm).storage, kvgate_version=__version__))
     return out

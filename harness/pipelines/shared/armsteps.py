@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from harness.engines.platforms import engine_block_size
 from harness.pipelines.shared.coldrestore import cold_restore_measured, expectation
 from harness.pipelines.shared.context import GateRun
 from harness.pipelines.shared.loadpoint import point_workload
@@ -47,7 +48,9 @@ def arm_cold_restore(run: GateRun, arm_name: str, sweep: Sweep) -> dict[str, Any
     """The ``cold_restore`` subtree of an arm (harness.pipelines.shared.coldrestore)."""
     arm = run.profile.arm(arm_name)
     workload = point_workload(run.profile)
-    exp = expectation(workload.populate, workload.measure, arm.lmcache.chunk_size)
+    platform = next((n.platform for n in run.inventory.nodes_with_role("server")), "cpu")
+    exp = expectation(workload.populate, workload.measure, arm.lmcache.chunk_size,
+                      engine_block_size(run.profile, platform))
     out = cold_restore_measured(sweep, run.profile.load.concurrency, exp, offload=arm.offload)
     if arm.offload and run.profile.load.cold_restore:
         bpt, how = kv_bytes_per_token(run.profile)

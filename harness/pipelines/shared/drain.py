@@ -175,7 +175,8 @@ def clear_memory_tier(inst: EngineInstance) -> dict[str, Any]:
     emulator's CPU tier through its admin endpoint. Returns the step as recorded."""
     plan = inst.plan
     if plan.sidecar is not None:
-        status, body = sidecar_request(inst, "/cache/clear", method="POST", body=json.dumps({"tier": "l1"}).encode())
+        side = plan.sidecar
+        status, body = sidecar_request(inst, side.l1_clear_path, method="POST", body=side.l1_clear_body.encode())
         step = "lmcache_l1_clear"
     elif plan.kind == "sim":
         status, body = http_request(inst, "/kvgate/evict", method="POST",
