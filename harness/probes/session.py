@@ -257,7 +257,8 @@ def probe_single(
         if isinstance(where, StorageTarget):
             where = kind.where_on(spec, where)
         python = str(inventory.setting(inventory.node(ex.node), "python"))
-        return run_probe_on(kind, ex, where, spec, out_dir, python=python)
+        said = None if progress is None else (lambda line: progress.status(f"{ex.node}: {line}", force=True))
+        return run_probe_on(kind, ex, where, spec, out_dir, python=python, on_round=said)
 
     return _run_probe(name, inventory, profile, spec.model_dump(mode="json"), places, call, out_dir,
                       accept_new_host_keys=accept_new_host_keys, progress=progress)
