@@ -9,6 +9,7 @@ from harness.cli.table import render_table
 from harness.exitcodes import ExitCode
 from harness.pipelines.gaterun.runner import GateOutcome
 from harness.records.outcome import CheckResult, Verdict
+from harness.records.result import GateResult
 from harness.report.view import check_row
 
 # The terminal table stays readable; the report has every observation in full.
@@ -28,9 +29,9 @@ def why_lines(checks: Sequence[CheckResult]) -> list[str]:
     return out
 
 
-def provisioned_lines(outcome: GateOutcome) -> list[str]:
+def provisioned_lines(result: GateResult) -> list[str]:
     """"local-disk: reads provisioned at 150 MB/s by blk-throttle", one per target that declares a rate."""
-    rows = outcome.result.measurements.get("provisioned") if outcome.result.measurements else None
+    rows = result.measurements.get("provisioned") if result.measurements else None
     return [str(r["label"]) for r in rows or [] if isinstance(r, dict) and r.get("label")]
 
 
@@ -63,7 +64,7 @@ def print_outcome(outcome: GateOutcome) -> None:
         rows.append([check.id, check.severity, row.expected, measured, check.verdict.value])
     print()
     print(f"{outcome.gate} {outcome.result.title}: {outcome.verdict.value} (exit {int(outcome.exit_code)})")
-    for line in provisioned_lines(outcome):
+    for line in provisioned_lines(outcome.result):
         print(line)
     print(render_table(["check", "severity", "expected", "measured", "verdict"], rows))
     for line in why_lines(outcome.result.checks):

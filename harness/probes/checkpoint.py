@@ -224,6 +224,9 @@ def run_checkpoint_probe(
         raise ProbeRefused(
             f"checkpoint size {total} B is smaller than its {spec.files} files", node=node, target=target.name
         )
+    if spec.direct and total % (spec.files * 4096):
+        raise ProbeRefused(f"checkpoint direct: true needs every file a multiple of 4 KiB ({total} B in {spec.files} "
+                           "files is not)", node=node, target=target.name)
     info = inspect_target(executor, target.path)
     if info.is_block_device or target.path.startswith("/dev/"):
         raise ProbeRefused(
@@ -287,7 +290,8 @@ def _write_rounds(executor: Executor, py: str, directory: str, spec: CheckpointS
 
     def one_write() -> tuple[Mapping[str, Any], float]:
         write = run_helper(executor, py, ["write", directory, str(spec.files), str(int(spec.size)),
-                                          str(spec.writers), str(DEFAULT_BLOCK)], target=target)
+                                          str(spec.writers), str(DEFAULT_BLOCK),
+                                          "direct" if spec.direct else "buffered"], target=target)
         if float(write["total_s"]) <= 0:
             raise ProbeError("the checkpoint write took no measurable time", node=executor.node, target=target)
         return write, int(write["total_bytes"]) / float(write["total_s"])
