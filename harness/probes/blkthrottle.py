@@ -117,8 +117,11 @@ def label(target: StorageTarget) -> Optional[str]:
     rates = target.provisioned
     if rates is None:
         return None
-    parts = [f"{what} provisioned at {rate_text(v)}"
-             for what, v in (("reads", rates.read), ("writes", rates.write)) if v is not None]
+    if rates.read is not None and rates.read == rates.write:
+        parts = [f"reads and writes provisioned at {rate_text(rates.read)}"]
+    else:
+        parts = [f"{what} provisioned at {rate_text(v)}"
+                 for what, v in (("reads", rates.read), ("writes", rates.write)) if v is not None]
     by = f" by {target.enforce}" if target.enforce else " (declared, not enforced by kvgate)"
     return f"{target.name}: {', '.join(parts)}{by}"
 

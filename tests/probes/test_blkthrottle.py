@@ -202,3 +202,9 @@ def test_the_label_says_the_rate_and_who_enforces_it() -> None:
     assert label(_node("/var/tmp", rate=150_000_000).storage[0]) == "vol: reads provisioned at 150 MB/s by blk-throttle"
     declared = _node("/var/tmp", rate=1_500_000_000, enforce=False).storage[0]
     assert label(declared) == "vol: reads provisioned at 1.5 GB/s (declared, not enforced by kvgate)"
+    both = Node.model_validate({"name": "n", "host": "h", "storage": [
+        {"name": "v", "path": "/x", "provisioned": {"read": "150 MB/s", "write": "150 MB/s"}, "enforce": "blk-throttle"},
+        {"name": "w", "path": "/y", "provisioned": {"read": "150 MB/s", "write": "50 MB/s"}}]})
+    assert label(both.storage[0]) == "v: reads and writes provisioned at 150 MB/s by blk-throttle"
+    assert label(both.storage[1]) == "w: reads provisioned at 150 MB/s, writes provisioned at 50 MB/s (declared, " \
+        "not enforced by kvgate)"
