@@ -31,7 +31,6 @@ from harness.remote.cgroupjoin import CgroupExecutor
 from harness.remote.local import LocalExecutor
 from tests.support.loopfs import loop_filesystem
 
-
 RATE = 40_000_000  # bytes/s: low enough that a few seconds of fio measure it, high enough to be a disk
 
 
@@ -203,7 +202,8 @@ def test_the_label_says_the_rate_and_who_enforces_it() -> None:
     declared = _node("/var/tmp", rate=1_500_000_000, enforce=False).storage[0]
     assert label(declared) == "vol: reads provisioned at 1.5 GB/s (declared, not enforced by kvgate)"
     both = Node.model_validate({"name": "n", "host": "h", "storage": [
-        {"name": "v", "path": "/x", "provisioned": {"read": "150 MB/s", "write": "150 MB/s"}, "enforce": "blk-throttle"},
+        {"name": "v", "path": "/x", "provisioned": {"read": "150 MB/s", "write": "150 MB/s"},
+         "enforce": "blk-throttle"},
         {"name": "w", "path": "/y", "provisioned": {"read": "150 MB/s", "write": "50 MB/s"}}]})
     assert label(both.storage[0]) == "v: reads and writes provisioned at 150 MB/s by blk-throttle"
     assert label(both.storage[1]) == "w: reads provisioned at 150 MB/s, writes provisioned at 50 MB/s (declared, " \
