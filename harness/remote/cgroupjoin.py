@@ -13,9 +13,11 @@ a run enforces provisioned storage rates (``harness.probes.blkthrottle``).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 
-from harness.remote.base import DetachedHandle, Executor, LineCallback, ProcessState, RunResult
+from harness.remote.base import DetachedHandle, Executor, LineCallback, ProcessState, RunResult, checked
+from harness.remote.commands import check_argv
 
 JOIN_EXIT = 95
 JOIN = r"""procs=$1
@@ -27,6 +29,7 @@ exec "$@"
 
 def in_cgroup(procs_file: str, argv: Sequence[str]) -> list[str]:
     """``argv`` started inside the cgroup whose ``cgroup.procs`` file is ``procs_file``."""
+    check_argv(argv)  # a string is refused here, as every executor refuses it, not split into letters
     return ["sh", "-c", JOIN, "kvgate-cgroup", procs_file, *argv]
 
 
@@ -44,8 +47,9 @@ class CgroupExecutor:
     def run(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None, cwd: str | None = None,
             timeout: float | None = None, check: bool = True, on_line: LineCallback | None = None,
             stdin: bytes | None = None) -> RunResult:
-        return self.inner.run(in_cgroup(self.procs_file, argv), env=env, cwd=cwd, timeout=timeout, check=check,
-                              on_line=on_line, stdin=stdin)
+        res = self.inner.run(in_cgroup(self.procs_file, argv), env=env, cwd=cwd, timeout=timeout, check=False,
+                             on_line=on_line, stdin=stdin)
+        return checked(dataclasses.replace(res, command=tuple(argv)), check)  # the caller's command, as it ran
 
     def start_detached(self, argv: Sequence[str], *, workdir: str, name: str,
                        env: Mapping[str, str] | None = None, cwd: str | None = None) -> DetachedHandle:
