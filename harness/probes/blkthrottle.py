@@ -290,7 +290,7 @@ def create_cgroup(executor: Executor, plan: ThrottlePlan, *, campaign: str, gate
     marker = posixpath.join(state_dir, f"{token}.json")
     executor.run(["mkdir", "-p", "-m", "0700", state_dir], timeout=30)
     record = {**_owner(campaign, gate), "cgroup": path, "parent": plan.controller.parent,
-              "version": plan.controller.version}
+              "version": plan.controller.version, "limits": [d.to_json() for d in plan.limits]}
     executor.write_file(marker, json.dumps(record).encode(), mode=0o600)  # before the cgroup: never one unmarked
     if plan.controller.version == 2:  # a v2 child has io.max only when its parent hands io down
         _write_line_quiet(executor, posixpath.join(plan.controller.parent, "cgroup.subtree_control"), "+io")
@@ -361,12 +361,10 @@ def _write_line_quiet(executor: Executor, path: str, line: str) -> None:
     executor.run(["sh", "-c", _WRITE, "kvgate-cgroup-write", path, line], check=False, timeout=30)
 
 
-def clean_stale(executor: Executor, *, state_dir: str = STATE_DIR) -> list[str]:
-    """Remove the cgroups of kvgate runs on this controller that ended without removing them (a killed
-    run): one sentence each. A marker of another controller, or of a run still alive, is left alone."""
-    names = _out(executor, ["ls", "-1", "--", state_dir]).split()
+def _markers(executor: Executor, state_dir: str) -> list[tuple[str, str, dict[str, Any]]]:
+    """(token, marker path, record) of every marker of kvgate's form that can be read."""
     out = []
-    for name in names:
+    for name in _out(executor, ["ls", "-1", "--", state_dir]).split():
         token = name.removesuffix(".json")
         if not name.endswith(".json") or not _TOKEN.match(token):
             continue
@@ -375,12 +373,49 @@ def clean_stale(executor: Executor, *, state_dir: str = STATE_DIR) -> list[str]:
             rec = json.loads(executor.read_file(marker, max_bytes=64 * 1024))
         except (ValueError, RemoteError):  # a marker that cannot be read is left alone
             continue
+        if isinstance(rec, dict) and rec.get("cgroup") == posixpath.join(str(rec.get("parent")), PREFIX + token):
+            out.append((token, marker, rec))
+    return out
+
+
+def keep_for_detached(executor: Executor, cg: Cgroup) -> None:
+    """Leave ``cg`` in place for a soak that runs on after kvgate returns (``kvgate gate G4`` without
+    --wait): its marker says so, ``clean_stale`` leaves it while processes are in it, and the run
+    that follows the soak (``--resume``) adopts it (``adopt_detached``) and removes it at its end."""
+    rec = json.loads(executor.read_file(cg.marker, max_bytes=64 * 1024))
+    rec["detached"] = True
+    executor.write_file(cg.marker, json.dumps(rec).encode(), mode=0o600)
+
+
+def adopt_detached(executor: Executor, node: str, *, campaign: str, gate: str,
+                   state_dir: str = STATE_DIR) -> Optional[Cgroup]:
+    """The cgroup a detached soak of this campaign and gate runs in, now owned by this process."""
+    for _, marker, rec in _markers(executor, state_dir):
+        if rec.get("detached") and rec.get("campaign") == campaign and rec.get("gate") == gate \
+                and executor.run(["test", "-d", str(rec["cgroup"])], check=False).ok:
+            rec.update(_owner(campaign, gate), detached=False)
+            executor.write_file(marker, json.dumps(rec).encode(), mode=0o600)
+            limits = [DeviceLimit(str(d.get("device")), str(d.get("majmin")), d.get("read_bps"), d.get("write_bps"),
+                                  list(d.get("targets") or [])) for d in rec.get("limits") or []]
+            return Cgroup(node, str(rec["cgroup"]), int(rec.get("version") or 1), limits, marker)
+    return None
+
+
+def clean_stale(executor: Executor, *, state_dir: str = STATE_DIR) -> list[str]:
+    """Remove the cgroups of kvgate runs on this controller that ended without removing them (a killed
+    run): one sentence each. A marker of another controller, or of a run still alive, is left alone;
+    so is a detached soak's while processes are still in it (said)."""
+    out = []
+    for _, marker, rec in _markers(executor, state_dir):
         why = _stale_reason(rec)
-        if why is None or rec.get("cgroup") != posixpath.join(str(rec.get("parent")), PREFIX + token):
+        if why is None:
+            continue
+        what = f"{rec['cgroup']} of {rec.get('campaign')} {rec.get('gate')}"
+        if rec.get("detached") and _out(executor, ["cat", posixpath.join(str(rec["cgroup"]), "cgroup.procs")]).split():
+            out.append(f"left the cgroup {what}: a soak started without --wait still runs in it")
             continue
         notes = _remove(executor, str(rec["cgroup"]), str(rec["parent"]), marker)
-        out.append(f"removed a stale cgroup {rec['cgroup']} of {rec.get('campaign')} {rec.get('gate')} ({why})"
-                   + (f"; {'; '.join(notes)}" if notes else ""))
+        out.append(f"removed a stale cgroup {what} ({why})" + (f"; {'; '.join(notes)}" if notes else ""))
     return out
 
 

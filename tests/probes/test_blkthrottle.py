@@ -208,3 +208,60 @@ def test_the_label_says_the_rate_and_who_enforces_it() -> None:
     assert label(both.storage[0]) == "v: reads and writes provisioned at 150 MB/s by blk-throttle"
     assert label(both.storage[1]) == "w: reads provisioned at 150 MB/s, writes provisioned at 50 MB/s (declared, " \
         "not enforced by kvgate)"
+
+
+_DETACHED_RUN = r"""
+import subprocess, sys, time
+from harness.config.inventory import Node
+from harness.probes.blkthrottle import create_cgroup, keep_for_detached, plan_node
+from harness.remote.cgroupjoin import in_cgroup
+from harness.remote.local import LocalExecutor
+node = Node.model_validate({"name": "local", "host": "localhost", "connection": "local", "platform": "cpu",
+    "roles": ["storage"], "storage": [{"name": "vol", "path": sys.argv[1], "provisioned": {"read": "40 MB/s"},
+    "enforce": "blk-throttle"}]})
+ex = LocalExecutor()
+cg = create_cgroup(ex, plan_node(ex, node), campaign="soaked", gate="G4", state_dir=sys.argv[2])
+soak = subprocess.Popen(in_cgroup(cg.procs_file, ["sleep", "600"]), start_new_session=True)
+keep_for_detached(ex, cg)
+print(cg.path, soak.pid, flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_detached_soaks_cgroup_outlives_its_controller_and_is_adopted_by_the_resume(
+        loop_mount: tuple[Path, str], state_dir: Path) -> None:
+    from harness.probes.blkthrottle import adopt_detached
+
+    mnt, _ = loop_mount
+    proc = subprocess.Popen([sys.executable, "-c", _DETACHED_RUN, str(mnt), str(state_dir)],  # noqa: S603
+                            stdout=subprocess.PIPE, text=True)
+    soak_pid = 0
+    try:
+        assert proc.stdout is not None
+        path, pid = proc.stdout.readline().split()
+        soak_pid = int(pid)
+        proc.send_signal(signal.SIGKILL)  # the controller returns (here: is gone); the soak runs on
+        proc.wait(timeout=30)
+        ex = LocalExecutor()
+        said = clean_stale(ex, state_dir=str(state_dir))
+        assert len(said) == 1 and "still runs in it" in said[0] and Path(path).is_dir()
+        assert str(soak_pid) in Path(path, "cgroup.procs").read_text().split()
+        cg = adopt_detached(ex, "local", campaign="soaked", gate="G4", state_dir=str(state_dir))
+        assert cg is not None and cg.path == path and cg.limits[0].read_bps == 40e6
+        assert json.loads(Path(cg.marker).read_text())["pid"] == os.getpid()
+        assert clean_stale(ex, state_dir=str(state_dir)) == []  # adopted: alive again, not stale
+        notes = remove_cgroup(ex, cg)
+        assert notes == [f"moved 1 process(es) still in {path} to its parent"]
+        assert not Path(path).exists() and list(state_dir.iterdir()) == []
+    finally:
+        if proc.stdout is not None:
+            proc.stdout.close()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=30)
+        if soak_pid:
+            os.kill(soak_pid, signal.SIGKILL)
+            try:
+                os.waitpid(soak_pid, 0)
+            except ChildProcessError:
+                pass

@@ -108,7 +108,7 @@ def run_gate(gate: str, *, inventory_path: Path, profile_path: Path, campaign: s
         started = _now()
         try:
             try:
-                with enforced_rates(run):
+                with enforced_rates(run, keep_on=_runs_on(gate)):
                     measured, measurements = _measure(gate, run, root, baseline_campaign, wait, on_window)
                 if provisioned_labels(inventory):  # page one and the terminal say what the rate is and who sets it
                     measurements["provisioned"] = provisioned_labels(inventory)
@@ -145,6 +145,16 @@ def _validated_inputs(gate: str, inventory_path: Path, profile_path: Path, gates
     overrides = [o for o in profile.overrides if o.gate == gate]
     check_overrides(spec, overrides)
     return inventory, profile, spec, gate_files, overrides
+
+
+def _runs_on(gate: str) -> tuple[type[BaseException], ...]:
+    """What leaves work running on after the gate returns (a G4 soak started without --wait): its
+    provisioned-rate cgroup stays for it."""
+    if gate != "G4":
+        return ()
+    from harness.pipelines.g4.soak import SoakDetached
+
+    return (SoakDetached,)
 
 
 def _measure(gate: str, run: GateRun, root: Path, baseline_campaign: Optional[str], wait: bool,

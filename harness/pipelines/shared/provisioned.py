@@ -15,9 +15,11 @@ from harness.pipelines.shared.context import GateRun
 from harness.probes.blkthrottle import (
     Cgroup,
     ThrottlePlan,
+    adopt_detached,
     clean_stale,
     create_cgroup,
     enforced_targets,
+    keep_for_detached,
     label,
     plan_node,
     remove_cgroup,
@@ -66,37 +68,68 @@ def _say(run: GateRun, text: str) -> None:
 
 
 @contextmanager
-def enforced_rates(run: GateRun, *, cgroup_root: Optional[str] = None) -> Iterator[list[Cgroup]]:
-    """Create the cgroups the run's nodes need, run the body with every command there in them, and
-    remove them after (also when the body raises); a stale one of an earlier killed run is removed
-    first, and said."""
-    from harness.remote.connect import executor_for
-    from harness.remote.recording import RecordingExecutor
-
+def enforced_rates(run: GateRun, *, cgroup_root: Optional[str] = None,
+                   keep_on: tuple[type[BaseException], ...] = ()) -> Iterator[list[Cgroup]]:
+    """Create the cgroups the run's nodes need (or adopt the one a detached soak of this campaign
+    and gate runs in), run the body with every command there in them, and remove them after, also
+    when the body raises; a stale one of an earlier killed run is removed first, and said. ``keep_on``:
+    the exceptions after which the cgroups stay for what runs on (a soak started without --wait)."""
     made: list[tuple[Executor, Cgroup]] = []
+    keep = False
     try:
         for node in _nodes(run.inventory):
-            ex = RecordingExecutor(executor_for(run.inventory, node.name,
-                                                accept_new_host_keys=run.accept_new_host_keys),
-                                   run.gate_dir.record_command)
-            for line in clean_stale(ex):
-                _say(run, f"{node.name}: {line}")
-            plan = plan_node(ex, node, root=cgroup_root)
-            if plan is None:
-                ex.close()
-                continue
-            cg = create_cgroup(ex, plan, campaign=run.campaign.name, gate=run.gate)
-            made.append((ex, cg))
-            run.cgroups[node.name] = cg.procs_file
-            run.drop_executor(node.name)  # the next command of the run starts in the cgroup
-            for text in plan.labels:
-                _say(run, f"{text} (cgroup {cg.path}, devices "
-                          f"{', '.join(f'{d.name} {d.majmin}' for d in cg.limits)})")
+            got = _node_cgroup(run, node, cgroup_root)
+            if got is not None:
+                made.append(got)
         if made:
             run.gate_dir.write_evidence_json("provisioned.json", [cg.to_json() for _, cg in made])
         yield [cg for _, cg in made]
+    except keep_on:
+        keep = True
+        raise
     finally:
-        _remove_all(run, made)
+        if keep:
+            _keep_all(run, made)
+        else:
+            _remove_all(run, made)
+
+
+def _node_cgroup(run: GateRun, node: Node, cgroup_root: Optional[str]) -> Optional[tuple[Executor, Cgroup]]:
+    from harness.remote.connect import executor_for
+    from harness.remote.recording import RecordingExecutor
+
+    ex = RecordingExecutor(executor_for(run.inventory, node.name, accept_new_host_keys=run.accept_new_host_keys),
+                           run.gate_dir.record_command)
+    cg = adopt_detached(ex, node.name, campaign=run.campaign.name, gate=run.gate)
+    for line in clean_stale(ex):
+        _say(run, f"{node.name}: {line}")
+    plan = plan_node(ex, node, root=cgroup_root)
+    if plan is None:
+        ex.close()
+        return None
+    if cg is None:
+        cg = create_cgroup(ex, plan, campaign=run.campaign.name, gate=run.gate)
+    else:
+        _say(run, f"{node.name}: the soak started earlier runs in cgroup {cg.path}: this run uses it too")
+    run.cgroups[node.name] = cg.procs_file
+    run.drop_executor(node.name)  # the next command of the run starts in the cgroup
+    for text in plan.labels:
+        _say(run, f"{text} (cgroup {cg.path}, devices {', '.join(f'{d.name} {d.majmin}' for d in cg.limits)})")
+    return ex, cg
+
+
+def _keep_all(run: GateRun, made: list[tuple[Executor, Cgroup]]) -> None:
+    for ex, cg in made:
+        run.cgroups.pop(cg.node, None)
+        run.drop_executor(cg.node)
+        try:
+            keep_for_detached(ex, cg)
+            run.notes.append(f"{cg.node}: cgroup {cg.path} kept for the soak that runs on; `kvgate gate G4 --resume` "
+                             "removes it at the end")
+        except (RemoteError, ValueError) as exc:
+            run.warn(f"{cg.node}: could not mark cgroup {cg.path} for the soak that runs on", exc)
+        finally:
+            ex.close()
 
 
 def _remove_all(run: GateRun, made: list[tuple[Executor, Cgroup]]) -> None:
