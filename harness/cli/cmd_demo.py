@@ -13,7 +13,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser(
         "demo",
         help="G1 -> G2 -> G3 -> G4 on localhost with the KV emulator and real fio",
-        description="Run the gates G1, G2, G3 and G4 (its soak compressed to one minute) on this machine: "
+        description="Run the gates G1, G2, G3 and G4 (its soak compressed to 90 seconds) on this machine: "
         "inventory/localhost.yaml (its disk provisioned at 150 MB/s of reads, enforced with blk-throttle when "
         "kvgate runs as root with an io controller; on the raw disk otherwise, and it says so), "
         "profiles/demo.yaml, the KV emulator as the engine (compute emulated, storage I/O real) and real "

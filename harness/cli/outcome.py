@@ -51,7 +51,7 @@ def demo_summary(outcomes: Sequence[GateOutcome], gates: Sequence[str], raw_disk
             out.append(f"{gate}: not run")
     g4 = done.get("G4")
     if raw_disk and g4 is not None and g4.verdict is Verdict.INCONCLUSIVE:
-        out.append("G4 is INCONCLUSIVE on the raw disk, not an error: a one-minute soak on a disk whose rate wanders "
+        out.append("G4 is INCONCLUSIVE on the raw disk, not an error: a 90-second soak on a disk whose rate wanders "
                    "cannot decide a 10% drift (docs/demo-disk.md)")
     return out
 

@@ -1,4 +1,4 @@
-"""The demo: G1 -> G2 -> G3 -> G4 (the soak compressed to one minute) on this machine with the KV
+"""The demo: G1 -> G2 -> G3 -> G4 (the soak compressed to 90 seconds) on this machine with the KV
 emulator and real fio (no cluster, no GPU). Each run gets its own paths and engine port
 (``per_campaign_inputs``): two demos at once both pass."""
 
