@@ -231,12 +231,11 @@ def _add_limit(limits: dict[str, DeviceLimit], name: str, majmin: str, target: S
     have = limits.setdefault(majmin, DeviceLimit(name, majmin))
     for what in ("read", "write"):
         new, old = getattr(rates, what), getattr(have, f"{what}_bps")
-        if old is not None and new is not None and old != new:
+        if have.targets and old != new:  # one declaring a rate the other does not is a difference too
             raise ThrottleRefused(f"targets {', '.join(have.targets)} and {target.name} share device {name} and "
                                   f"declare different {what} rates: one device has one cap", node=node,
                                   target=target.name)
-        if old is None:
-            setattr(have, f"{what}_bps", new)
+        setattr(have, f"{what}_bps", new)
     have.targets.append(target.name)
 
 

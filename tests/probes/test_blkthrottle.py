@@ -265,3 +265,16 @@ def test_a_detached_soaks_cgroup_outlives_its_controller_and_is_adopted_by_the_r
                 os.waitpid(soak_pid, 0)
             except ChildProcessError:
                 pass
+
+
+def test_two_targets_on_one_device_must_declare_the_same_rates(tmp_path: Path) -> None:
+    other = tmp_path / "other"
+    other.mkdir()
+    same = _node(str(tmp_path), extra=[{"name": "twin", "path": str(other), "provisioned": {"read": f"{RATE} B/s"},
+                                        "enforce": "blk-throttle"}])
+    plan = plan_node(LocalExecutor(), same)
+    assert plan is not None and [d.targets for d in plan.limits if "twin" in d.targets] != []
+    writes_too = _node(str(tmp_path), extra=[{"name": "twin", "path": str(other), "enforce": "blk-throttle",
+                                              "provisioned": {"read": f"{RATE} B/s", "write": "10 MB/s"}}])
+    with pytest.raises(ThrottleRefused, match="declare different write rates"):
+        plan_node(LocalExecutor(), writes_too)
