@@ -278,3 +278,36 @@ def test_two_targets_on_one_device_must_declare_the_same_rates(tmp_path: Path) -
                                               "provisioned": {"read": f"{RATE} B/s", "write": "10 MB/s"}}])
     with pytest.raises(ThrottleRefused, match="declare different write rates"):
         plan_node(LocalExecutor(), writes_too)
+
+
+def test_node_io_probes_agree_over_three_runs_under_the_cap(state_dir: Path, tmp_path: Path) -> None:
+    """Issue 49: the checkpoint write (direct) and the model load, each three times in a cgroup capped at
+    the declared rate, agree within 10% (on the raw shared disk buffered snapshots wandered 350-1060 MB/s).
+    On this machine's disk, as the demo's targets are (ext4 on a loop device adds a journal the
+    cgroup does not hold: direct writes there read 33-40 MB/s under a 40 MB/s cap)."""
+    from harness.config.profile import CheckpointSpec, ModelLoadSpec
+    from harness.probes.checkpoint import run_checkpoint_probe
+    from harness.probes.modelload import run_modelload_probe
+
+    mnt = tmp_path / "vol"
+    mnt.mkdir()
+    node = Node.model_validate({"name": "local", "host": "localhost", "storage": [
+        {"name": "vol", "path": str(mnt), "provisioned": {"read": f"{RATE} B/s", "write": f"{RATE} B/s"},
+         "enforce": "blk-throttle"}]})
+    ex = LocalExecutor()
+    plan = plan_node(ex, node)
+    assert plan is not None
+    cg = create_cgroup(ex, plan, campaign="t", gate="G2", state_dir=str(state_dir))
+    try:
+        inside = CgroupExecutor(ex, cg.procs_file)
+        ckpt = CheckpointSpec(size="64 MiB", files=2, writers=2, direct=True)  # rounds of 1.7 s, as the demo's
+        load = ModelLoadSpec(readers=2, synthetic_size="64 MiB")
+        writes = [run_checkpoint_probe(inside, node.storage[0], ckpt, tmp_path / "c").write_bw_bytes for _ in range(3)]
+        # O_DIRECT rounds (no cache drop, the expensive part of a round; the demo drops and reads buffered)
+        reads = [run_modelload_probe(inside, node.storage[0], load, tmp_path / "m", drop_caches=False).read_bw_bytes
+                 for _ in range(3)]
+    finally:
+        remove_cgroup(ex, cg)
+    for what, runs in (("checkpoint write", writes), ("model load", reads)):
+        assert max(runs) <= 1.10 * min(runs), f"{what}: {[round(r / 1e6, 1) for r in runs]} MB/s"
+        assert all(0.85 * RATE <= r <= 1.15 * RATE for r in runs), f"{what} not at the cap: {runs}"
