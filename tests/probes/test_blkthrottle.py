@@ -311,3 +311,28 @@ def test_node_io_probes_agree_over_three_runs_under_the_cap(state_dir: Path, tmp
     for what, runs in (("checkpoint write", writes), ("model load", reads)):
         assert max(runs) <= 1.10 * min(runs), f"{what}: {[round(r / 1e6, 1) for r in runs]} MB/s"
         assert all(0.85 * RATE <= r <= 1.15 * RATE for r in runs), f"{what} not at the cap: {runs}"
+
+
+def test_kvgate_probe_measures_an_enforced_target_at_its_cap_as_a_gate_would(tmp_path: Path) -> None:
+    import yaml
+
+    from harness.cli.main import run
+
+    vol = tmp_path / "vol"
+    vol.mkdir()
+    inv = tmp_path / "inventory.yaml"
+    inv.write_text(yaml.safe_dump({"cluster": "t", "nodes": [{
+        "name": "local", "host": "localhost", "connection": "local", "platform": "cpu", "roles": ["storage"],
+        "storage": [{"name": "vol", "path": str(vol), "provisioned": {"read": f"{RATE} B/s"},
+                     "enforce": "blk-throttle"}]}]}))
+    prof = yaml.safe_load((Path(__file__).resolve().parents[2] / "profiles" / "demo.yaml").read_text())
+    prof["probes"]["fio"]["job_sets"] = ["seq-read"]
+    profile = tmp_path / "profile.yaml"
+    profile.write_text(yaml.safe_dump(prof))
+    before = {p.name for p in Path(find_io_controller(LocalExecutor()).parent).iterdir() if p.name.startswith(PREFIX)}
+    assert run(["probe", "fio", "--inventory", str(inv), "--profile", str(profile), "--out", str(tmp_path / "o")]) == 0
+    results = json.loads((tmp_path / "o" / "results.json").read_text())
+    bw = results["results"][0]["job_sets"]["seq-read"]["read_bw_bytes"]
+    assert abs(bw / RATE - 1) <= 0.05, bw
+    after = {p.name for p in Path(find_io_controller(LocalExecutor()).parent).iterdir() if p.name.startswith(PREFIX)}
+    assert after <= before  # its cgroup is gone (another run's may have gone too)
