@@ -21,7 +21,7 @@ help:  ## list the targets
 	@grep -E '^[a-zA-Z0-9_% -]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([^:]+):.*## /\1\t/' | expand -t 20
 
 $(VENV)/.installed: pyproject.toml
-	@echo "kvgate: creating $(VENV) and installing kvgate with its dev tools (first time: 20-60 s)..."
+	@echo "kvgate: creating $(VENV) and installing kvgate with its dev tools (first time: about 1.5-2.5 minutes, 94-155 s measured)..."
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet --progress-bar off -e '.[dev]'

@@ -39,6 +39,8 @@ _METRICS: list[MetricInfo] = [
                "sequential read bandwidth, 1 MiB, direct I/O", sampled=True),
     MetricInfo("nodes.*.storage.*.fio.seq_write_bw", UnitKind.BANDWIDTH, "G1", "probes.fio",
                "sequential write bandwidth, 1 MiB, direct I/O", sampled=True),
+    MetricInfo("nodes.*.storage.*.fio.read_of_provisioned", UnitKind.PERCENT, "G1", "probes.fio",
+               "sequential read as a share of the target's declared (provisioned) read rate", sampled=True),
     # G2: single-node baseline.
     MetricInfo("baseline.complete", UnitKind.BOOL, "G2", "pipeline.G2",
                "every sweep point and repetition was measured"),

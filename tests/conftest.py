@@ -131,7 +131,9 @@ _TIMING_DIRS = {"pipelines", "integrity", "sim", "engines", "load"}
 _TIMING_FILES = {"test_secrets.py", "test_faults.py", "test_load_client_bounds.py",
                  # the probes that drive the disk (above)
                  "test_fio_run.py", "test_fio_ssh.py", "test_fio_rounds.py", "test_cmd_probe.py",
-                 "test_checkpoint_modelload.py"}
+                 "test_checkpoint_modelload.py",
+                 # fio and the probes at a declared rate in a blk-throttle cgroup (issue 49)
+                 "test_blkthrottle.py"}
 _REAL_ENGINE_DIR = "real_engine"
 
 

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Optional
 
 from harness.cli.table import render_table
+from harness.exitcodes import ExitCode
 from harness.pipelines.gaterun.runner import GateOutcome
 from harness.records.outcome import CheckResult, Verdict
+from harness.records.result import GateResult
 from harness.report.view import check_row
 
 # The terminal table stays readable; the report has every observation in full.
@@ -26,6 +29,33 @@ def why_lines(checks: Sequence[CheckResult]) -> list[str]:
     return out
 
 
+def provisioned_lines(result: GateResult) -> list[str]:
+    """"local-disk: reads provisioned at 150 MB/s by blk-throttle", one per target that declares a rate."""
+    rows = result.measurements.get("provisioned") if result.measurements else None
+    return [str(r["label"]) for r in rows or [] if isinstance(r, dict) and r.get("label")]
+
+
+def demo_summary(outcomes: Sequence[GateOutcome], gates: Sequence[str], raw_disk: Optional[str] = None) -> list[str]:
+    """The demo's last lines: a verdict for every gate asked for, and for a gate not run, why."""
+    out = []
+    done = {o.gate: o for o in outcomes}
+    stopped = next((o for o in outcomes if o.exit_code != ExitCode.OK), None)
+    for gate in gates:
+        o = done.get(gate)
+        if o is not None:
+            out.append(f"{gate}: {o.verdict.value}")
+        elif stopped is not None:
+            out.append(f"{gate}: not run ({stopped.gate} ended {stopped.verdict.value}, exit {int(stopped.exit_code)}, "
+                       "and each gate needs the one before it to pass)")
+        else:
+            out.append(f"{gate}: not run")
+    g4 = done.get("G4")
+    if raw_disk and g4 is not None and g4.verdict is Verdict.INCONCLUSIVE:
+        out.append("G4 is INCONCLUSIVE on the raw disk, not an error: a 90-second soak on a disk whose rate wanders "
+                   "cannot decide a 10% drift (docs/demo-disk.md)")
+    return out
+
+
 def print_outcome(outcome: GateOutcome) -> None:
     rows = []
     for check in outcome.result.checks:
@@ -34,6 +64,8 @@ def print_outcome(outcome: GateOutcome) -> None:
         rows.append([check.id, check.severity, row.expected, measured, check.verdict.value])
     print()
     print(f"{outcome.gate} {outcome.result.title}: {outcome.verdict.value} (exit {int(outcome.exit_code)})")
+    for line in provisioned_lines(outcome.result):
+        print(line)
     print(render_table(["check", "severity", "expected", "measured", "verdict"], rows))
     for line in why_lines(outcome.result.checks):
         print(line)

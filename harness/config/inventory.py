@@ -8,7 +8,7 @@ from typing import Any, Literal, Optional
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 
-from harness.config.common import BitRate, Bytes, Duration, StrictModel
+from harness.config.common import Bandwidth, BitRate, Bytes, Duration, StrictModel
 from harness.config.paths import NodePath, OptionalNodePath
 from harness.platforms import PLATFORMS
 
@@ -28,6 +28,22 @@ class AcceleratorSpec(StrictModel):
     model: str = Field(description="Product name as the vendor tool reports it, e.g. 'MI308X', 'Ascend910B3'")
     count: int = Field(ge=0, description="Number of devices (cards or NPUs) on the node")
     memory: Optional[Bytes] = Field(default=None, description="Memory per device, e.g. '192 GB'")
+
+
+class ProvisionedRate(StrictModel):
+    """The rates a storage target is sold at (a cloud block volume, an array with QoS)."""
+
+    read: Optional[Bandwidth] = Field(default=None, gt=0, description="Declared read rate, e.g. '150 MB/s'")
+    write: Optional[Bandwidth] = Field(default=None, gt=0, description="Declared write rate, e.g. '100 MB/s'")
+
+    @model_validator(mode="after")
+    def _some_rate(self) -> ProvisionedRate:
+        if self.read is None and self.write is None:
+            raise ValueError("provisioned needs a read or a write rate (e.g. {read: 150 MB/s})")
+        return self
+
+
+Enforcement = Literal["blk-throttle"]
 
 
 class StorageTarget(StrictModel):
@@ -51,6 +67,18 @@ class StorageTarget(StrictModel):
     cache_size: Optional[Bytes] = Field(default=None, description="Cache in front of the media (array "
                                         "controller, host page cache of a VM disk): read probes use a working "
                                         "set of at least twice this size")
+    provisioned: Optional[ProvisionedRate] = Field(
+        default=None, description="Rates the target is provisioned at; G1 compares the measured read with the "
+        "declared one (a volume delivering much less is a FAIL)")
+    enforce: Optional[Enforcement] = Field(
+        default=None, description="Who enforces the provisioned rates: 'blk-throttle' makes kvgate cap them "
+        "itself in a cgroup of its own on the node (root and an io controller needed, else the run is refused)")
+
+    @model_validator(mode="after")
+    def _enforce_needs_rate(self) -> StorageTarget:
+        if self.enforce is not None and self.provisioned is None:
+            raise ValueError(f"enforce: {self.enforce} needs the rates it enforces: add provisioned: {{read: ...}}")
+        return self
 
 
 class NetworkSpec(StrictModel):

@@ -415,6 +415,9 @@ class CheckpointSpec(StrictModel):
                             "last 5 are steady (SNIA: range within 20%, slope within 10%) or this many; never "
                             "steady is INCONCLUSIVE")
     target: Optional[str] = Field(default=None, description="Storage target; default the candidate's")
+    direct: bool = Field(default=False, description="Write with O_DIRECT (as GPU-direct checkpoint writers do), "
+                         "every file a multiple of 4 KiB; a target's provisioned write rate enforced by cgroup v1 "
+                         "blk-throttle caps direct writes only")
 
 
 class ModelLoadSpec(StrictModel):

@@ -38,7 +38,9 @@ __all__ = ["UNKNOWN", "hardware_fingerprint", "inventory_fingerprint", "serving_
 UNKNOWN = "(not collected)"
 _GIB = 1 << 30
 # what a storage target is declared to be (not where it is, nor how probes may treat it)
-_DECLARED_TARGET = {"kind", "device", "capacity", "drives", "drive_models", "raid", "raid_members", "cache_size"}
+_DECLARED_TARGET = {"kind", "device", "capacity", "drives", "drive_models", "raid", "raid_members", "cache_size",
+                    "provisioned", "enforce"}
+_DECLARED_IF_SET = ("provisioned", "enforce")
 
 
 def serving_nodes(inventory: Inventory) -> list[Node]:
@@ -102,5 +104,9 @@ def inventory_fingerprint(inventory: Inventory) -> dict[str, Any]:
         out[f"node.{n.name}.roles"] = sorted(n.roles)
         out[f"node.{n.name}.accelerators"] = n.accelerators.model_dump(mode="json") if n.accelerators else None
         for t in sorted(n.storage, key=lambda t: t.name):
-            out[f"node.{n.name}.storage.{t.name}"] = t.model_dump(mode="json", include=_DECLARED_TARGET)
+            declared = t.model_dump(mode="json", include=_DECLARED_TARGET)
+            for key in _DECLARED_IF_SET:  # absent when unset: a G1 recorded before they existed still matches
+                if declared.get(key) is None:
+                    declared.pop(key, None)
+            out[f"node.{n.name}.storage.{t.name}"] = declared
     return out

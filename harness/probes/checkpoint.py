@@ -19,7 +19,7 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
@@ -217,6 +217,7 @@ def run_checkpoint_probe(
     python: str = "python3",
     drop_caches: bool = True,
     run_id: Optional[str] = None,
+    on_round: Optional[Callable[[str], None]] = None,
 ) -> CheckpointResult:
     """Write one checkpoint snapshot on ``target`` and time it (see the module docstring)."""
     node = executor.node
@@ -225,6 +226,9 @@ def run_checkpoint_probe(
         raise ProbeRefused(
             f"checkpoint size {total} B is smaller than its {spec.files} files", node=node, target=target.name
         )
+    if spec.direct and total % (spec.files * 4096):
+        raise ProbeRefused(f"checkpoint direct: true needs every file a multiple of 4 KiB ({total} B in {spec.files} "
+                           "files is not)", node=node, target=target.name)
     info = inspect_target(executor, target.path)
     if info.is_block_device:
         raise ProbeRefused(
@@ -249,7 +253,7 @@ def run_checkpoint_probe(
     try:
         drain = wait_drained(executor, directory, backing.devices)
         evidence["drain"] = drain.to_json()
-        write, bws, steady = _write_rounds(executor, py, directory, spec, target.name, evidence)
+        write, bws, steady = _write_rounds(executor, py, directory, spec, target.name, evidence, on_round)
         total_s = float(write["total_s"])
         read_back = None
         if spec.read_back:
@@ -281,19 +285,21 @@ def run_checkpoint_probe(
 
 
 def _write_rounds(executor: Executor, py: str, directory: str, spec: CheckpointSpec, target: str,
-                  evidence: dict[str, Any]) -> tuple[Mapping[str, Any], list[float], SteadyState]:
+                  evidence: dict[str, Any], on_round: Optional[Callable[[str], None]] = None
+                  ) -> tuple[Mapping[str, Any], list[float], SteadyState]:
     """Write the snapshot (the same files, overwritten) round after round until the last
     STEADY_WINDOW rounds are steady or ``spec.max_rounds``; returns the median round of the window
     (its figures are the result's), every round's bandwidth and the steady-state verdict."""
 
     def one_write() -> tuple[Mapping[str, Any], float]:
         write = run_helper(executor, py, ["write", directory, str(spec.files), str(int(spec.size)),
-                                          str(spec.writers), str(DEFAULT_BLOCK)], target=target)
+                                          str(spec.writers), str(DEFAULT_BLOCK),
+                                          "direct" if spec.direct else "buffered"], target=target)
         if float(write["total_s"]) <= 0:
             raise ProbeError("the checkpoint write took no measurable time", node=executor.node, target=target)
         return write, int(write["total_bytes"]) / float(write["total_s"])
 
-    rounds = rounds_until_steady(one_write, spec.max_rounds, "snapshot writes")
+    rounds = rounds_until_steady(one_write, spec.max_rounds, "snapshot writes", on_round)
     median = rounds.taken[rounds.median]
     evidence["write"] = median
     evidence["rounds"] = [{"round": k + 1, "total_bytes": w["total_bytes"], "total_s": w["total_s"],

@@ -19,7 +19,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional, Union
+from typing import Any, Callable, Optional, Union
 
 from harness.config.inventory import StorageTarget
 from harness.config.profile import ModelLoadSpec
@@ -88,6 +88,7 @@ def run_modelload_probe(
     python: str = "python3",
     drop_caches: bool = True,
     run_id: Optional[str] = None,
+    on_round: Optional[Callable[[str], None]] = None,
 ) -> ModelLoadResult:
     """Time cold reads of a weights directory (a path on the node), or of synthetic shards written
     on a storage target when ``spec.synthetic_size`` is set (see the module docstring)."""
@@ -109,7 +110,8 @@ def run_modelload_probe(
             )
         drain = wait_drained(executor, source, resolve_backing(executor, source).devices)
         evidence["drain"] = drain.to_json()
-        median, bws, steady, any_cached = _read_rounds(executor, py, source, spec, label, drop_caches, evidence)
+        median, bws, steady, any_cached = _read_rounds(executor, py, source, spec, label, drop_caches, evidence,
+                                                       on_round)
     finally:
         if created:
             remove_tree(executor, created, owner)
@@ -166,7 +168,8 @@ class _Round:
 
 
 def _read_rounds(executor: Executor, py: str, source: str, spec: ModelLoadSpec, label: str, drop_caches: bool,
-                 evidence: dict[str, Any]) -> tuple[_Round, list[float], SteadyState, bool]:
+                 evidence: dict[str, Any], on_round: Optional[Callable[[str], None]] = None
+                 ) -> tuple[_Round, list[float], SteadyState, bool]:
     """Read the weights cold round after round until the last STEADY_WINDOW rounds are steady or
     ``spec.max_rounds``; returns the median round of the window, every round's bandwidth, the
     steady-state verdict and whether any round may have been served from the page cache."""
@@ -183,7 +186,7 @@ def _read_rounds(executor: Executor, py: str, source: str, spec: ModelLoadSpec, 
         raws.append(ev)
         return _Round(read, int(raw["files"]), int(raw["readers"])), read.bw_bytes
 
-    rounds = rounds_until_steady(one_read, spec.max_rounds, "cold reads")
+    rounds = rounds_until_steady(one_read, spec.max_rounds, "cold reads", on_round)
     evidence.update(raws[rounds.median])
     evidence["rounds"] = [{"round": k + 1, **r.read.to_json()} for k, r in enumerate(rounds.taken)]
     evidence["steady_state"] = rounds.steady.to_json()

@@ -4,8 +4,10 @@ The helper is one stdlib-only Python program (``SCRIPT``, Python >= 3.6) passed 
 interpreter with ``python3 -c SCRIPT <command> <args>``: nothing is installed on the node. It
 prints one JSON object on stdout. Commands:
 
-* ``write DIR FILES TOTAL_BYTES WRITERS BLOCK``: write FILES files (TOTAL_BYTES in all) with
-  WRITERS parallel threads, fsync each file, then fsync DIR; times with ``perf_counter``.
+* ``write DIR FILES TOTAL_BYTES WRITERS BLOCK [MODE]``: write FILES files (TOTAL_BYTES in all) with
+  WRITERS parallel threads, fsync each file, then fsync DIR; times with ``perf_counter``. MODE
+  ``buffered`` (default) or ``direct`` (O_DIRECT from page-aligned buffers: every file's size a
+  multiple of 4 KiB).
 * ``drop-caches``: ``sync`` then ``echo 3 > /proc/sys/vm/drop_caches`` when root; says whether it
   happened and why not.
 * ``read MODE READERS BLOCK PATH...``: read every regular file under the PATHs with READERS
@@ -34,8 +36,9 @@ def out(obj):
     sys.stdout.write(json.dumps(obj))
     sys.stdout.flush()
 
-def cmd_write(d, files, total, writers, block):
+def cmd_write(d, files, total, writers, block, mode="buffered"):
     files, total, writers, block = int(files), int(total), int(writers), int(block)
+    direct = mode == "direct"
     os.makedirs(d, exist_ok=True)
     sizes = [total // files + (1 if i < total % files else 0) for i in range(files)]
     names = [os.path.join(d, "shard-%05d.bin" % i) for i in range(files)]
@@ -45,7 +48,12 @@ def cmd_write(d, files, total, writers, block):
     todo = list(range(files))
     nthreads = max(1, min(writers, files))
     # random data made before the clock starts: only the writes are timed
-    bufs = [bytearray(os.urandom(block)) for _ in range(nthreads)]
+    # direct: page-aligned buffers (mmap), as O_DIRECT requires; sizes are multiples of 4 KiB then
+    bufs = [bytearray(os.urandom(block)) for _ in range(nthreads)] if not direct else []
+    for _ in range(nthreads if direct else 0):
+        m = mmap.mmap(-1, block)
+        m.write(os.urandom(block))
+        bufs.append(m)
     t0 = time.perf_counter()
 
     def worker(wid):
@@ -57,7 +65,8 @@ def cmd_write(d, files, total, writers, block):
                 i = todo.pop(0)
             try:
                 start = time.perf_counter()
-                fd = os.open(names[i], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+                flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | (getattr(os, "O_DIRECT", 0) if direct else 0)
+                fd = os.open(names[i], flags, 0o644)
                 try:
                     left, n = sizes[i], 0
                     while left > 0:
@@ -95,7 +104,7 @@ def cmd_write(d, files, total, writers, block):
         d1 = time.perf_counter()
     finally:
         os.close(dfd)
-    out({"ok": True, "total_bytes": total, "files": files, "writers": len(threads), "block": block,
+    out({"ok": True, "total_bytes": total, "files": files, "writers": len(threads), "block": block, "mode": mode,
          "total_s": d1 - t0, "dir_fsync_s": d1 - d0, "per_file": results})
     return 0
 

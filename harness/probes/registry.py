@@ -37,7 +37,7 @@ class ProbeKind:
     description: str  # the subcommand's description
     spec_of: Callable[[Profile], Any]  # the profile section (None: not asked for)
     # runs the probe once on one node: (executor, where, spec, out_dir, python) -> result
-    run: Optional[Callable[[Executor, Where, Any, Path, str], Any]]
+    run: Optional[Callable[..., Any]]  # (executor, where, spec, out_dir, python[, on_round]) -> result
     # where it runs on a storage target the pipeline or the CLI picked
     where_on: Callable[[Any, StorageTarget], Where]
     metric: str  # the leaf under ``<probe>.`` in the measured results (catalog)
@@ -49,16 +49,19 @@ class ProbeKind:
     runs_on: Callable[[Any, str], bool] = lambda spec, target: True
     # ``kvgate probe <name>``: (spec, inventory, profile, --node, --target) -> [(node name, where)]
     select: Optional[Callable[[Any, Inventory, Profile, Optional[str], Optional[str]], list[Place]]] = None
+    reports_rounds: bool = False  # its run takes an ``on_round`` line callback as a sixth argument
 
 
-def _checkpoint_run(ex: Executor, where: Where, spec: Any, out: Path, python: str) -> CheckpointResult:
+def _checkpoint_run(ex: Executor, where: Where, spec: Any, out: Path, python: str,
+                    on_round: Optional[Callable[[str], None]] = None) -> CheckpointResult:
     if not isinstance(where, StorageTarget):
         raise InputError("the checkpoint probe writes on a storage target, not a directory")
-    return run_checkpoint_probe(ex, where, spec, out, python=python)
+    return run_checkpoint_probe(ex, where, spec, out, python=python, on_round=on_round)
 
 
-def _modelload_run(ex: Executor, where: Where, spec: Any, out: Path, python: str) -> ModelLoadResult:
-    return run_modelload_probe(ex, where, spec, out, python=python)
+def _modelload_run(ex: Executor, where: Where, spec: Any, out: Path, python: str,
+                   on_round: Optional[Callable[[str], None]] = None) -> ModelLoadResult:
+    return run_modelload_probe(ex, where, spec, out, python=python, on_round=on_round)
 
 
 def modelload_where(spec: Any, target: StorageTarget) -> Where:
@@ -126,6 +129,7 @@ PROBES: dict[str, ProbeKind] = {
             rows=checkpoint_rows,
             select=_checkpoint_select,
             runs_on=lambda spec, target: spec.target in (None, target),
+            reports_rounds=True,
         ),
         ProbeKind(
             name="modelload",
@@ -145,6 +149,7 @@ PROBES: dict[str, ProbeKind] = {
             rows=modelload_rows,
             select=_modelload_select,
             runs_on=lambda spec, target: not spec.targets or target in spec.targets,
+            reports_rounds=True,
         ),
     )
 }
@@ -173,8 +178,11 @@ def unregister_probe(name: str) -> None:
 
 
 def run_probe_on(kind: ProbeKind, executor: Executor, where: Where, spec: Any, out_dir: Path, *,
-                 python: str = "python3") -> Any:
-    """The one runner: ``kind`` once on one node (the CLI's session and the gate pipelines call it)."""
+                 python: str = "python3", on_round: Optional[Callable[[str], None]] = None) -> Any:
+    """The one runner: ``kind`` once on one node (the CLI's session and the gate pipelines call it);
+    ``on_round`` hears each round of a probe measured in rounds (``reports_rounds``)."""
     if kind.run is None:
         raise InputError(f"probe {kind.name!r} runs over several targets at once; use its own entry point")
+    if kind.reports_rounds and on_round is not None:
+        return kind.run(executor, where, spec, out_dir, python, on_round)
     return kind.run(executor, where, spec, out_dir, python)

@@ -15,6 +15,7 @@ from typing import Any, Optional, Union
 from harness.config.inventory import Inventory, StorageTarget
 from harness.config.profile import Profile
 from harness.errors import InfraError, InputError
+from harness.probes.blkthrottle import Cgroup, clean_stale, create_cgroup, plan_node, remove_cgroup
 from harness.probes.errors import ProbeError, ProbeRefused
 from harness.probes.fio_run import (
     ProbeFailure,
@@ -37,6 +38,7 @@ from harness.probes.tables import (  # noqa: F401  (the CLI's tables, re-exporte
 )
 from harness.progress import Progress
 from harness.remote.base import Executor, RemoteError
+from harness.remote.cgroupjoin import CgroupExecutor
 from harness.remote.connect import executor_for
 
 RESULTS_SCHEMA = "kvgate.probes/1"
@@ -79,13 +81,37 @@ class ProbeReport:
         raise InfraError(text + "\n".join(lines))
 
 
+class _Capped(CgroupExecutor):
+    """A node's executor in the cgroup that enforces its targets' provisioned rates, as in a gate run
+    (``harness.probes.blkthrottle``); ``_close`` removes the cgroup."""
+
+    def __init__(self, inner: Executor, cgroup: Cgroup) -> None:
+        super().__init__(inner, cgroup.procs_file)
+        self.cgroup = cgroup
+
+
 def _executors(inventory: Inventory, names: Sequence[str], accept_new_host_keys: bool) -> dict[str, Executor]:
-    return {n: executor_for(inventory, n, accept_new_host_keys=accept_new_host_keys) for n in names}
+    """One executor per node; a node with targets whose provisioned rate kvgate enforces gets its
+    cgroup first (refused, exit 2, where it cannot be had), so a probe measures what a gate would."""
+    out: dict[str, Executor] = {}
+    try:
+        for n in names:
+            out[n] = ex = executor_for(inventory, n, accept_new_host_keys=accept_new_host_keys)
+            plan = plan_node(ex, inventory.node(n))
+            if plan is not None:
+                clean_stale(ex)
+                out[n] = _Capped(ex, create_cgroup(ex, plan, campaign="kvgate-probe", gate="probe"))
+    except BaseException:
+        _close(out)
+        raise
+    return out
 
 
 def _close(executors: dict[str, Executor]) -> None:
     for ex in executors.values():
         try:
+            if isinstance(ex, _Capped):
+                remove_cgroup(ex.inner, ex.cgroup)
             ex.close()
         except RemoteError:
             pass
@@ -257,7 +283,8 @@ def probe_single(
         if isinstance(where, StorageTarget):
             where = kind.where_on(spec, where)
         python = str(inventory.setting(inventory.node(ex.node), "python"))
-        return run_probe_on(kind, ex, where, spec, out_dir, python=python)
+        said = None if progress is None else (lambda line: progress.status(f"{ex.node}: {line}", force=True))
+        return run_probe_on(kind, ex, where, spec, out_dir, python=python, on_round=said)
 
     return _run_probe(name, inventory, profile, spec.model_dump(mode="json"), places, call, out_dir,
                       accept_new_host_keys=accept_new_host_keys, progress=progress)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Generic, Optional, TypeVar
 
 RANGE_TOLERANCE = 0.20
 SLOPE_TOLERANCE = 0.10
@@ -94,9 +94,12 @@ class Rounds(Generic[T]):
         return sorted(window, key=lambda k: self.bws[k])[len(window) // 2]
 
 
-def rounds_until_steady(take: Callable[[], tuple[T, float]], max_rounds: int, what: str) -> Rounds[T]:
+def rounds_until_steady(take: Callable[[], tuple[T, float]], max_rounds: int, what: str,
+                        on_round: Optional[Callable[[str], None]] = None) -> Rounds[T]:
     """Call ``take`` (one round: what it measured and its bandwidth) until the last STEADY_WINDOW
-    rounds are steady or ``max_rounds`` were taken; ``what`` names the rounds in the verdict."""
+    rounds are steady or ``max_rounds`` were taken; ``what`` names the rounds in the verdict.
+    ``on_round`` hears one line a round (its figure, and the steady state once judged): a probe
+    of many rounds is never a silent stretch."""
     taken: list[T] = []
     bws: list[float] = []
     steady = check_steady_state([], source="no round")
@@ -106,6 +109,9 @@ def rounds_until_steady(take: Callable[[], tuple[T, float]], max_rounds: int, wh
         bws.append(bw)
         if i >= STEADY_WINDOW:
             steady = check_steady_state(bws[-STEADY_WINDOW:], source=f"last {STEADY_WINDOW} of {i} {what}")
-            if steady.steady:
-                break
+        if on_round is not None:
+            judged = f": {steady.reason}" if i >= STEADY_WINDOW else ""
+            on_round(f"{what} round {i} of at most {max_rounds}: {bw / 1e6:.1f} MB/s{judged}")
+        if i >= STEADY_WINDOW and steady.steady:
+            break
     return Rounds(tuple(taken), tuple(bws), steady)

@@ -8,11 +8,22 @@ from harness.remote.base import Executor
 from harness.remote.local import LocalExecutor
 
 
-def executor_for(inventory: Inventory, node_name: str, *, accept_new_host_keys: bool = False) -> Executor:
+def executor_for(inventory: Inventory, node_name: str, *, accept_new_host_keys: bool = False,
+                 cgroup: str | None = None) -> Executor:
     """A LocalExecutor for ``connection: local`` nodes, a RayExecutor (its node actor started on the first
     command) for ``connection: ray``, else an SSHExecutor (connected lazily, on the first command).
     ``accept_new_host_keys`` is the explicit trust-on-first-use opt-in (it adds to the inventory's own
-    ``accept_new_host_keys`` setting, never removes it)."""
+    ``accept_new_host_keys`` setting, never removes it). ``cgroup``: the ``cgroup.procs`` file of a
+    cgroup every command and detached process then starts in (``harness.remote.cgroupjoin``)."""
+    made = _executor(inventory, node_name, accept_new_host_keys)
+    if cgroup is None:
+        return made
+    from harness.remote.cgroupjoin import CgroupExecutor
+
+    return CgroupExecutor(made, cgroup)
+
+
+def _executor(inventory: Inventory, node_name: str, accept_new_host_keys: bool) -> Executor:
     try:
         node = inventory.node(node_name)
     except KeyError as exc:

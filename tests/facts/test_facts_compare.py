@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from harness.config.inventory import Node
+from harness.config.inventory import Inventory, Node
 from harness.config.loader import load_gate
 from harness.facts.compare import compare_facts, model_matches, version_matches
 from harness.facts.model import FsUsage, Mount, NodeFacts, NvmeDrive, RaidArray, StorageTargetFacts
@@ -15,6 +15,7 @@ from harness.facts.parsers.ascend import parse_npusmi_info
 from harness.facts.parsers.network import apply_gid_attrs, parse_ethtool, parse_ibv_devinfo
 from harness.gates.evaluate import evaluate_gate
 from harness.gates.verdict import decide
+from harness.pipelines.gaterun.applicability import mark_not_applicable, not_applicable
 from harness.store.schema import Verdict
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "facts"
@@ -94,7 +95,10 @@ def test_matching_node_passes_g1() -> None:
     assert leaves["software"]["match"]["value"] is True, leaves["software"]["match"]["detail"]
     # the NFS target states no drives/raid/capacity: no leaves, so nothing is claimed for it
     assert set(leaves["storage"]["nfs"]) == {"mounted", "fio"}
-    results = evaluate_gate(load_gate(GATES / "G1.yaml"), measured)
+    # as the pipeline does: what the inventory declares nothing for is NOT_APPLICABLE (provisioned_read)
+    inventory = Inventory(cluster="t", nodes=[node])
+    results = mark_not_applicable(evaluate_gate(load_gate(GATES / "G1.yaml"), measured),
+                                  not_applicable("G1", inventory, None))  # type: ignore[arg-type]
     assert decide(results).verdict is Verdict.PASS, [(c.id, c.verdict, c.reason) for c in results]
 
 

@@ -242,3 +242,26 @@ def test_checkpoint_and_modelload_over_ssh(ssh_node: Executor, tmp_path: Path) -
     )
     assert ml.total_bytes == 8 * MiB and not ml.may_include_cached
     assert list(Path(target.path).iterdir()) == []
+
+
+def test_a_direct_checkpoint_writes_with_odirect_and_says_each_round(tmp_path: Path) -> None:
+    """``direct: true`` (the demo's, so its provisioned write rate caps it): O_DIRECT from aligned
+    buffers, every round said as it ends (no silent stretch), sizes that O_DIRECT cannot write refused."""
+    heard: list[str] = []
+    spec = CheckpointSpec(size="8 MiB", files=2, writers=2, max_rounds=5, direct=True)
+    res = run_checkpoint_probe(LocalExecutor("n1"), _tier(tmp_path), spec, tmp_path / "out", on_round=heard.append)
+    assert res.total_bytes == 8 * MiB and json.loads(res.evidence.read_text())["write"]["mode"] == "direct"
+    assert len(heard) == len(res.rounds) and heard[0].startswith("snapshot writes round 1 of at most 5: ")
+    assert "MB/s" in heard[0] and ("within bounds" in heard[-1] or "exceeds" in heard[-1])
+    (tmp_path / "b").mkdir()
+    with pytest.raises(ProbeRefused, match="multiple of 4 KiB"):
+        run_checkpoint_probe(LocalExecutor("n1"), _tier(tmp_path / "b"), CheckpointSpec(
+            size="1000 KiB", files=3, writers=1, direct=True), tmp_path / "o")
+
+
+def test_a_model_load_says_each_round(tmp_path: Path) -> None:
+    heard: list[str] = []
+    res = run_modelload_probe(LocalExecutor("n1"), _tier(tmp_path), ModelLoadSpec(
+        readers=2, synthetic_size="8 MiB", max_rounds=5), tmp_path / "out", drop_caches=False, on_round=heard.append)
+    assert [line.split(":")[0] for line in heard] == [f"cold reads round {i + 1} of at most 5"
+                                                       for i in range(len(res.rounds))]

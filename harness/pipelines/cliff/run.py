@@ -64,6 +64,7 @@ from harness.load.workloads import count_tokens
 from harness.paths import reports_dir
 from harness.pipelines.shared.context import GateRun, StandaloneOptions, open_standalone_run, summary_of
 from harness.pipelines.shared.loadpoint import run_point
+from harness.pipelines.shared.provisioned import check_enforceable, enforced_rates
 from harness.pipelines.shared.sweep import _scrape, _start_instances, _stop_instances
 from harness.pipelines.shared.tierhits import tier_hits, tier_rates, tier_rows
 from harness.progress import Progress
@@ -438,6 +439,7 @@ def run_cliff(*, inventory_path: Path, profile_path: Path, reports_root: Optiona
     spec, arms = check_cliff_inputs(profile, str(profile_path))
     root = Path(reports_root) if reports_root else reports_dir()
     name = opts.campaign or f"cliff-{utc_stamp()}"
+    check_enforceable(inventory, accept_new_host_keys=opts.accept_new_host_keys)  # before anything is created
     run = open_standalone_run(root, name, CLIFF_GATE, cliff_spec(), inventory, profile,
                               inventory_path=inventory_path, profile_path=profile_path, opts=opts)
     camp, gate_dir, gspec = run.campaign, run.gate_dir, run.spec
@@ -451,10 +453,11 @@ def run_cliff(*, inventory_path: Path, profile_path: Path, reports_root: Optiona
         tier_table: dict[str, list[dict[str, Any]]] = {}
         progress = Progress("cliff", total=len(arms) * len(spec.prefixes), enabled=opts.progress)
         try:
-            for arm in arms:
-                cliff["arms"][arm.name] = _sweep_arm(run, arm, spec, progress, observations)
-                points = cliff["arms"][arm.name]["points"]
-                tier_table[arm.name] = tier_rows([(f"{p['prefixes']} prefixes", p["hits"]) for p in points])
+            with enforced_rates(run):  # a target's provisioned rate, enforced as in the gates
+                for arm in arms:
+                    cliff["arms"][arm.name] = _sweep_arm(run, arm, spec, progress, observations)
+                    points = cliff["arms"][arm.name]["points"]
+                    tier_table[arm.name] = tier_rows([(f"{p['prefixes']} prefixes", p["hits"]) for p in points])
         finally:
             progress.finish("cliff done")
             run.close()

@@ -12,6 +12,7 @@ from harness.config.profile import Profile
 from harness.errors import InfraError
 from harness.facts.collect import collect_facts
 from harness.facts.compare import compare_facts
+from harness.pipelines.g1.provisioned import read_of_provisioned
 from harness.pipelines.shared.context import GateRun
 from harness.pipelines.shared.probesteps import fio_step
 from harness.pipelines.shared.sweepdata import measurement
@@ -86,6 +87,9 @@ def run_g1(run: GateRun) -> tuple[dict[str, Any], dict[str, Any]]:
         else:
             fio = fio_step(run, node, target)
         st = measured["nodes"][node.name].setdefault("storage", {}).setdefault(target.name, {})
+        declared = read_of_provisioned(target, fio.get("seq_read_bw"))
+        if declared is not None:
+            fio = {**fio, "read_of_provisioned": declared}
         st["fio"] = fio
         fio_table.setdefault(node.name, {})[target.name] = {
             k: v.get("value") for k, v in fio.items() if isinstance(v, dict)}

@@ -42,6 +42,7 @@ from harness.engines import EngineInstance, get_engine
 from harness.errors import InfraError, InputError, KvgateError
 from harness.load import RequestSpec
 from harness.load.soak import ACCEL_TOOLS, WINDOWS_INDEX
+from harness.pipelines.g4.reproduce import control_for_run
 from harness.pipelines.g4.soakactors import note_node_actors, record_replacements
 from harness.pipelines.g4.soakdata import side_leaf, soak_measured
 from harness.pipelines.g4.soakrun import (
@@ -580,6 +581,9 @@ def run_g4(run: GateRun, *, wait: bool = True,
         request_rate=run.profile.soak.request_rate,
         watch=watch_dir(run) if state.get("watch") else None, engine_node=str(state.get("server") or ""),
         health_from_watch=bool(state.get("health_on_engine_node")))
+    if node and target:  # the level before the soak must reproduce, or retention decides nothing
+        soak = measured["soak"]
+        soak["read_bw_retention"] = control_for_run(run, node, target, soak["read_bw_retention"], before)
     if not ended:
         measured["soak"]["duration"] = measurement(None, detail="the soak could not be followed to its end")
     record_replacements(run, soak_dir(run))

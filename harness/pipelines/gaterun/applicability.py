@@ -54,6 +54,8 @@ def _not_applicable_g1(inventory: Inventory) -> dict[str, str]:
         out["nodes.*.network.*.roce.match"] = "the inventory expects no RoCE link"
     if not _any([bool(n.software) for n in nodes]):
         out["nodes.*.software.match"] = "the inventory names no software versions"
+    if not _any([t.provisioned is not None and t.provisioned.read is not None for t in targets]):
+        out["nodes.*.storage.*.fio.read_of_provisioned"] = "no storage target declares a provisioned read rate"
     if not targets:
         for p in ("nodes.*.storage.*.mounted", "nodes.*.storage.*.fio.seq_read_bw",
                   "nodes.*.storage.*.fio.seq_write_bw"):
@@ -175,6 +177,8 @@ def _expected_g1(inventory: Inventory, profile: Profile) -> dict[str, str]:
                 out[f"{tb}.fio.{k}"] = (f"fio on target {t.name} of node {n.name}: left out by the profile's "
                                         "probes.fio.targets, so fio did not run on every target"
                                         if left_out else f"fio on target {t.name} of node {n.name}")
+            if t.provisioned is not None and t.provisioned.read is not None and not left_out:
+                out[f"{tb}.fio.read_of_provisioned"] = f"the read of target {t.name} against its declared rate"
         for link in n.network:
             lb = f"{base}.network.{link.interface}"
             if link.speed is not None:

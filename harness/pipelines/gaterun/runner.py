@@ -31,6 +31,7 @@ from harness.pipelines.gaterun.applicability import expected_leaves, fill_expect
 from harness.pipelines.gaterun.baselinecheck import BaselineCheck, check_baseline
 from harness.pipelines.gaterun.fingerprint import recorded_versions, run_fingerprint
 from harness.pipelines.shared.context import GateRun, summary_of
+from harness.pipelines.shared.provisioned import check_enforceable, enforced_rates, provisioned_labels
 from harness.report import render_campaign_report, render_gate_reports, write_manifest
 from harness.report.trust import Anchor, read_allowed_signers
 from harness.store.campaign import Campaign, GateDir, check_campaign_name
@@ -88,6 +89,7 @@ def run_gate(gate: str, *, inventory_path: Path, profile_path: Path, campaign: s
     _check_g1_first(gate, profile, inventory, root / campaign, campaign)  # its facts are in the fingerprint
     _baseline_check(gate, profile, inventory, root / campaign, campaign, root, baseline_campaign,
                     allow_baseline_mismatch, trust)
+    check_enforceable(inventory, accept_new_host_keys=accept_new_host_keys)  # a declared rate kvgate cannot cap
     # 3. The campaign directory; one writer at a time (prerequisites checked again under the lock).
     camp = Campaign.open(root, campaign, inventory_path=Path(inventory_path), profile_path=Path(profile_path),
                          operator=operator or getpass.getuser(), create=True)
@@ -106,7 +108,10 @@ def run_gate(gate: str, *, inventory_path: Path, profile_path: Path, campaign: s
         started = _now()
         try:
             try:
-                measured, measurements = _measure(gate, run, root, baseline_campaign, wait, on_window)
+                with enforced_rates(run, keep_on=_runs_on(gate)):
+                    measured, measurements = _measure(gate, run, root, baseline_campaign, wait, on_window)
+                if provisioned_labels(inventory):  # page one and the terminal say what the rate is and who sets it
+                    measurements["provisioned"] = provisioned_labels(inventory)
             finally:
                 run.close()
             return _finalize(run, spec, overrides, measured, measurements, started, baseline, gate_files)
@@ -140,6 +145,16 @@ def _validated_inputs(gate: str, inventory_path: Path, profile_path: Path, gates
     overrides = [o for o in profile.overrides if o.gate == gate]
     check_overrides(spec, overrides)
     return inventory, profile, spec, gate_files, overrides
+
+
+def _runs_on(gate: str) -> tuple[type[BaseException], ...]:
+    """What leaves work running on after the gate returns (a G4 soak started without --wait): its
+    provisioned-rate cgroup stays for it."""
+    if gate != "G4":
+        return ()
+    from harness.pipelines.g4.soak import SoakDetached
+
+    return (SoakDetached,)
 
 
 def _measure(gate: str, run: GateRun, root: Path, baseline_campaign: Optional[str], wait: bool,

@@ -50,6 +50,7 @@ from harness.gates.stats import percentile
 from harness.paths import gates_dir, reports_dir
 from harness.pipelines.nightly.historyrecords import NIGHTLY_GATE, record_from_result, series_key
 from harness.pipelines.shared.context import GateRun, StandaloneOptions, open_standalone_run, summary_of
+from harness.pipelines.shared.provisioned import check_enforceable, enforced_rates
 from harness.pipelines.shared.sweep import load_sweep, run_arm_sweep
 from harness.pipelines.shared.sweepdata import Sweep, sweep_table
 from harness.probes.fio_run import run_fio_probe
@@ -255,6 +256,7 @@ def _run(db: HistoryDB, inventory_path: Path, profile_path: Path, inventory: Any
          opts: NightlyOptions) -> NightlyOutcome:
     name = opts.campaign or f"nightly-{utc_stamp()}"
     # reports/nightly-<time>/nightly/
+    check_enforceable(inventory, accept_new_host_keys=opts.accept_new_host_keys)  # before anything is created
     run = open_standalone_run(root, name, NIGHTLY_GATE, nightly_spec(), inventory, profile,
                               inventory_path=inventory_path, profile_path=profile_path, opts=opts)
     camp, gate_dir, spec = run.campaign, run.gate_dir, run.spec
@@ -266,7 +268,8 @@ def _run(db: HistoryDB, inventory_path: Path, profile_path: Path, inventory: Any
         # is provenance ("what changed"), not identity.
         fingerprint = fingerprint_record(workload_fingerprint(profile, arm=profile.candidate, inventory=inventory))
         series, fp_fields = series_key({"fingerprint": fingerprint})
-        measured = _measure(run, summary, opts)
+        with enforced_rates(run):  # a target's provisioned rate, enforced as in the gates
+            measured = _measure(run, summary, opts)
         metrics = measured.metrics
         # History of this series, without runs that met an infrastructure fault.
         past = [r for r in db.runs(series=series, limit=CHANGE_POINT_SPAN, with_metrics=True)

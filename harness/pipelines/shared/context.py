@@ -30,6 +30,9 @@ class GateRun:
     progress: bool = True
     faults: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    # node -> the cgroup.procs file of the cgroup that enforces its provisioned storage rates
+    # (harness.probes.blkthrottle): every command of the run on that node starts in it
+    cgroups: dict[str, str] = field(default_factory=dict)
     _executors: dict[str, Executor] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _unrecorded: list[dict[str, Any]] = field(default_factory=list)
@@ -48,8 +51,8 @@ class GateRun:
             from harness.remote.recording import RecordingExecutor
 
             # every command on the node goes to commands.jsonl with its exit code and duration
-            ex = RecordingExecutor(executor_for(self.inventory, node, accept_new_host_keys=self.accept_new_host_keys),
-                                   self.gate_dir.record_command)
+            ex = RecordingExecutor(executor_for(self.inventory, node, accept_new_host_keys=self.accept_new_host_keys,
+                                                cgroup=self.cgroups.get(node)), self.gate_dir.record_command)
             with self._lock:
                 self._executors[node] = ex
         return ex

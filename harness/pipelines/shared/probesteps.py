@@ -78,10 +78,10 @@ def probe_step(run: GateRun, name: str, node: Node, target: StorageTarget, key: 
     what = kind.help.split(":")[0]
     python = str(run.inventory.setting(node, "python"))
     out_dir = Path(run.gate_dir.evidence_path(f"{key}/{node.name}/{target.name}"))
-    with Progress(f"{run.gate} {what} {node.name}/{target.name}", enabled=run.progress):
+    with Progress(f"{run.gate} {what} {node.name}/{target.name}", enabled=run.progress) as p:
         try:
             res = run_probe_on(kind, run.executor(node.name), kind.where_on(spec, target), spec, out_dir,
-                               python=python)
+                               python=python, on_round=lambda line: p.status(line, force=True))
         except (InfraError, InputError) as exc:
             run.fault(f"{node.name}: {what} on {target.name} failed", exc)
             return {kind.metric: measurement(None, detail=f"the {what} probe did not run: {exc}")}
