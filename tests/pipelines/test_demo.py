@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from harness.config.loader import load_inventory, load_profile
-from harness.pipelines.gaterun.demo import per_campaign_inputs
+from harness.pipelines.gaterun.demo import per_campaign_inputs, prepare_local_targets
 from harness.ports import free_port
 from tests.pipelines.conftest import small_profile
 from tests.support.storagenoise import not_passed_beyond_unsteady_storage
@@ -48,6 +48,27 @@ def _check_two(a: str, b: str) -> None:
     assert not ta & tb and all(p.endswith("/" + a) for p in ta)
     assert ia.nodes[0].workdir != ib.nodes[0].workdir
 
+
+
+def test_a_dev_shm_memory_tier_is_a_folder_of_the_demo_not_a_raw_device(tmp_path: Path) -> None:
+    """Only a block device node is a raw device: a /dev/shm tier declared kind: memory gets the
+    campaign's own subfolder and is created (a /dev/ prefix took it for a device and left it out)."""
+    shm = Path("/dev/shm") / f"kvgate-test-{uuid.uuid4().hex[:8]}"
+    inv = yaml.safe_load((REPO / "inventory" / "localhost.yaml").read_text())
+    inv["defaults"]["workdir"] = str(tmp_path / "work")
+    inv["nodes"][0]["storage"].append({"name": "ram", "path": str(shm), "kind": "memory"})
+    src = tmp_path / "localhost.yaml"
+    src.write_text(yaml.safe_dump(inv, sort_keys=False))
+    try:
+        inv_path, _ = per_campaign_inputs("c1", src, REPO / "profiles" / "demo.yaml")
+        prepare_local_targets(inv_path)
+        ram = [t for n in load_inventory(inv_path).nodes for t in n.storage if t.name == "ram"]
+        assert [t.path for t in ram] == [str(shm / "c1")]
+        assert (shm / "c1").is_dir()
+    finally:
+        shutil.rmtree(shm, ignore_errors=True)
+        for t in load_inventory(src).nodes[0].storage:
+            shutil.rmtree(Path(t.path) / "c1", ignore_errors=True)
 
 @pytest.mark.slow
 @pytest.mark.timeout(900)  # what is tested is that two demos do not collide, not how fast a loaded machine runs them

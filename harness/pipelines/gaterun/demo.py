@@ -4,7 +4,9 @@ emulator and real fio (no cluster, no GPU). Each run gets its own paths and engi
 
 from __future__ import annotations
 
+import os
 import posixpath
+import stat
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,8 +41,16 @@ def prepare_local_targets(inventory_path: Path) -> None:
     for node in inv.nodes:
         if node.connection == "local":
             for target in node.storage:
-                if not target.path.startswith("/dev/"):
+                if not _is_block_device(target.path):
                     Path(target.path).mkdir(parents=True, exist_ok=True)
+
+
+def _is_block_device(path: str) -> bool:
+    """A raw device target is the node itself; anything else (a /dev/shm memory tier too) is a directory."""
+    try:
+        return stat.S_ISBLK(os.stat(path).st_mode)
+    except OSError:
+        return False
 
 
 def per_campaign_inputs(campaign: str, inventory: Path, profile: Path) -> tuple[Path, Path]:
@@ -58,7 +68,7 @@ def per_campaign_inputs(campaign: str, inventory: Path, profile: Path) -> tuple[
             continue
         node["workdir"] = posixpath.join(str(node.get("workdir") or base_workdir), "demo", campaign)
         for target in node.get("storage", []):
-            if not str(target["path"]).startswith("/dev/"):
+            if not _is_block_device(str(target["path"])):
                 target["path"] = posixpath.join(str(target["path"]), campaign)
     prof.setdefault("engine", {})["port"] = free_port()  # below the ephemeral range: see harness.ports
     Path(home).mkdir(parents=True, exist_ok=True)
