@@ -83,8 +83,10 @@ error, its pivot explodes, and the interval of a 758% gain reached from -24% to 
 ``estimate +- t(1 - alpha, df) * se`` on the log scale, with ``se`` the delta-method standard error
 ``sqrt(u_a + u_b)``, ``u = var / (n mean^2)`` (sample variances), and the Welch-Satterthwaite
 ``df = (u_a + u_b)^2 / (u_a^2 / (n_a - 1) + u_b^2 / (n_b - 1))``, then mapped through the transform
-(the log scale makes the ratio's skew symmetric). A non-positive sample makes
-the log undefined: such specs keep the percentile interval. The random generator is
+(the log scale makes the ratio's skew symmetric). Only the means enter the log: a repetition
+that served nothing (a throughput of 0) is a measured figure in them; a side that served nothing
+at all is a measured ratio of 0, a baseline mean of 0 an error. The method never depends on the
+values (see :func:`_studentized`). The random generator is
 ``random.Random`` seeded from the caller's seed and the metric path, so a result file is
 reproducible bit for bit. Percentiles use linear interpolation between order statistics (numpy's
 default, which ``vllm bench serve`` uses), so p50 of an even count is the mean of the middle two.
@@ -460,23 +462,34 @@ def block_length(series: Sequence[Sequence[float]], n: int) -> int:
     return max(1, min(length, n // 2))
 
 
+# Which interval a spec gets is decided by its shape (kind, statistic, grouping, series option),
+# never by its values: one request reporting a TTFT of 0 once moved the TTFT reduction from the
+# cluster-level t to the two-stage bootstrap, and the false PASS rate at a true 24% among
+# G2-passing baselines rose from 1.7% to 5.9% (issue 52). A value the method cannot use is an
+# error of the samples (:class:`SampleSpecError`), never a reason to pick another method.
 def _studentized(spec: SampleSpec) -> bool:
     return (spec.kind == "ratio" and spec.stat == "mean" and not spec.clustered and spec.block == 1
-            and not spec.batches and min(spec.a) > 0 and min(spec.b) > 0)
+            and not spec.batches)
 
 
 def _cluster_t(spec: SampleSpec) -> bool:
-    """A median of grouped samples, two or more positive groups per arm: the cluster-level t."""
-    return (spec.clustered and spec.stat in ("p50", "median") and min(len(spec.a_groups), len(spec.b_groups)) >= 2
-            and min(spec.a) > 0 and min(spec.b) > 0)
+    """A median of grouped samples, two or more groups per arm: the cluster-level t."""
+    return spec.clustered and spec.stat in ("p50", "median") and min(len(spec.a_groups), len(spec.b_groups)) >= 2
 
 
-def _log_medians(groups: Sequence[Sequence[float]]) -> list[float]:
-    return [math.log(_median(g)) for g in groups]
+def _log_medians(groups: Sequence[Sequence[float]], arm: str = "a") -> list[float]:
+    out = []
+    for i, g in enumerate(groups):
+        m = _median(g)
+        if m <= 0:
+            raise SampleSpecError(f"ratio samples: the median of {arm}_groups[{i}] is {m:g}; a ratio of medians "
+                                  "needs every repetition's median above 0")
+        out.append(math.log(m))
+    return out
 
 
 def _log_ratio_of_clusters(spec: SampleSpec) -> float:
-    return _mean(_log_medians(spec.a_groups)) - _mean(_log_medians(spec.b_groups))
+    return _mean(_log_medians(spec.a_groups, "a")) - _mean(_log_medians(spec.b_groups, "b"))
 
 
 def _sample_var(xs: Sequence[float]) -> float:
@@ -523,7 +536,7 @@ def cluster_t_half_width(var_a: Any, n_a: int, var_b: Any, n_b: int, alpha: floa
 
 
 def _cluster_t_interval(spec: SampleSpec, alpha: float) -> tuple[float, float]:
-    la, lb = _log_medians(spec.a_groups), _log_medians(spec.b_groups)
+    la, lb = _log_medians(spec.a_groups, "a"), _log_medians(spec.b_groups, "b")
     est = _mean(la) - _mean(lb)
     half = cluster_t_half_width(_sample_var(la), len(la), _sample_var(lb), len(lb), alpha,
                                 b_filtered=spec.b_filtered)
@@ -592,6 +605,12 @@ def _welch_log(a: Sequence[float], b: Sequence[float], alpha: float) -> tuple[fl
 
 
 def _welch_t(spec: SampleSpec, alpha: float) -> tuple[float, float]:
+    ma, mb = _mean(spec.a), _mean(spec.b)
+    if mb <= 0 or ma < 0:
+        raise SampleSpecError("a ratio of means needs a positive mean of b and a non-negative one of a "
+                              f"(means {mb:g} and {ma:g})")
+    if max(spec.a) == 0:  # every repetition of a served nothing: the ratio is 0, measured
+        return _from_log_ratio(-_LOG_CAP, -_LOG_CAP, spec.transform)
     return _from_log_ratio(*_welch_log(spec.a, spec.b, alpha), spec.transform)
 
 
