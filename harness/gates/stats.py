@@ -341,15 +341,18 @@ def _points(name: str, v: Any) -> tuple[tuple[str, tuple[float, ...]], ...]:
 
 
 def _parse_capacity(spec: Mapping[str, Any]) -> SampleSpec:
-    extra = set(spec) - {"kind", "a_points", "b_points", "transform"}
+    extra = set(spec) - {"kind", "a_points", "b_points", "transform", "b_filtered"}
     if extra:
         raise SampleSpecError(f"capacity samples: unknown keys {sorted(extra)}")
     transform = spec.get("transform", "gain")
     if transform not in _TRANSFORMS:
         raise SampleSpecError(f"capacity samples: transform {transform!r} is not one of {list(_TRANSFORMS)}")
+    filtered = spec.get("b_filtered", False)
+    if not isinstance(filtered, bool):
+        raise SampleSpecError(f"capacity samples: b_filtered must be true or false, got {filtered!r}")
     return SampleSpec("capacity", stat="mean", transform=transform,
                       a_points=_points("a_points", spec.get("a_points")),
-                      b_points=_points("b_points", spec.get("b_points")))
+                      b_points=_points("b_points", spec.get("b_points")), b_filtered=filtered)
 
 
 def _ratio_value(sa: float, sb: float, transform: str) -> float:
@@ -498,7 +501,7 @@ def _sample_var(xs: Sequence[float]) -> float:
 
 
 def cluster_t_half_width(var_a: Any, n_a: int, var_b: Any, n_b: int, alpha: float, *,
-                         b_filtered: bool = False) -> Any:
+                         b_filtered: bool = False, spread_ratio: Any = 1.0) -> Any:
     """The half-width, on the log scale, of the cluster-level t interval of a difference of mean
     per-repetition log medians (``alpha`` per tail); numbers or numpy arrays (bench/coverage.py
     runs the gate's own formula over many trials at once).
@@ -516,8 +519,20 @@ def cluster_t_half_width(var_a: Any, n_a: int, var_b: Any, n_b: int, alpha: floa
     89% (5 repetitions, ICC 0.3, sd(log TTFT) 0.3); flooring ``var_b`` at ``var_a`` with Welch's
     degrees of freedom 92% (the floor copies ``var_a``, so Satterthwaite counted its 4 degrees of
     freedom twice); with ``n_a - 1`` they covered 94% among G2-passing baselines but 97% of all,
-    since the larger of two variances is biased high. docs/ARCHITECTURE.md "TTFT interval" has
-    the figures and the case this does not cover (a baseline truly noisier than the candidate)."""
+    since the larger of two variances is biased high.
+
+    A baseline truly noisier than the candidate (1.5x the spread) that still passed G2 was then
+    covered in 90.4-91.0% and false-PASSed a true 24% in 3.5-4.0% (issue 52): the candidate's
+    spread understated the baseline's. What the filter leaves informative about the baseline's
+    noise is its spread *within* repetitions (G2 filters the repetitions' p50s, not their
+    requests): ``spread_ratio`` is the baseline's over the candidate's within-repetition spread
+    (:func:`within_spread`), and the baseline's term is the candidate's variance scaled by it,
+    never below 1: ``sqrt(var_a (1/n_a + max(1, spread_ratio)/n_b))``, so the baseline's
+    between-repetition variance is taken to scale with its within-repetition one (the same
+    intra-class correlation as the candidate's). Coverage then 94.8-95.2% and false PASS
+    1.9-2.2% at 1.5x; at equal spreads the max(1, .) costs a little power (a true 30% PASSes in
+    9.8% of trials instead of 10.7% at sd 0.2). Not covered: a baseline whose extra noise is all
+    between repetitions. docs/ARCHITECTURE.md "Statistics" has the table (``make bench-coverage``)."""
     import numpy as np  # noqa: PLC0415 - scipy needs it anyway
     from scipy.stats import t as student_t  # noqa: PLC0415
 
@@ -525,7 +540,8 @@ def cluster_t_half_width(var_a: Any, n_a: int, var_b: Any, n_b: int, alpha: floa
     if b_filtered:
         # a candidate whose repetitions agree exactly says nothing about the spread: the baseline's
         spread = np.where(va > 0, va, vb)
-        half = student_t.ppf(1.0 - alpha, n_a - 1) * np.sqrt(spread * (1.0 / n_a + 1.0 / n_b))
+        scale = np.maximum(np.asarray(spread_ratio, dtype=float), 1.0)
+        half = student_t.ppf(1.0 - alpha, n_a - 1) * np.sqrt(spread * (1.0 / n_a + scale / n_b))
     else:
         u_a, u_b = va / n_a, vb / n_b
         total = u_a + u_b
@@ -538,9 +554,38 @@ def cluster_t_half_width(var_a: Any, n_a: int, var_b: Any, n_b: int, alpha: floa
 def _cluster_t_interval(spec: SampleSpec, alpha: float) -> tuple[float, float]:
     la, lb = _log_medians(spec.a_groups, "a"), _log_medians(spec.b_groups, "b")
     est = _mean(la) - _mean(lb)
+    ratio = _spread_ratio(within_spread(spec.b_groups), within_spread(spec.a_groups)) if spec.b_filtered else 1.0
     half = cluster_t_half_width(_sample_var(la), len(la), _sample_var(lb), len(lb), alpha,
-                                b_filtered=spec.b_filtered)
+                                b_filtered=spec.b_filtered, spread_ratio=ratio)
     return _from_log_ratio(est - half, est + half, spec.transform)
+
+
+def within_spread(groups: Any) -> Any:
+    """The mean over repetitions of the squared relative interquartile range ``((q75 - q25) /
+    q50)^2`` of each repetition's values (a repetition of fewer than 2 values gives 0): the
+    within-repetition spread of the TTFTs, on a scale (about ``(1.349 sd(log))^2`` for lognormal
+    TTFTs) that needs no log and so takes any value. ``groups`` is a list of repetitions, or a
+    numpy array (trials, repetitions, requests) for bench/coverage.py (then one figure per trial)."""
+    import numpy as np  # noqa: PLC0415
+
+    if isinstance(groups, np.ndarray):
+        q75, q50, q25 = np.percentile(groups, [75, 50, 25], axis=2)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.mean(np.where(q50 > 0, ((q75 - q25) / q50) ** 2, 0.0), axis=1)
+    out = []
+    for g in groups:
+        xs = sorted(g)
+        mid = _percentile_sorted(xs, 50.0)
+        out.append(((_percentile_sorted(xs, 75.0) - _percentile_sorted(xs, 25.0)) / mid) ** 2
+                   if len(xs) > 1 and mid > 0 else 0.0)
+    return _mean(out)
+
+
+def _spread_ratio(b: float, a: float) -> float:
+    """b's within-repetition spread over a's: 1 when both are 0, unbounded when only a's is."""
+    if a > 0:
+        return b / a
+    return 1.0 if b == 0 else math.inf
 
 
 def interval_method(spec: SampleSpec) -> str:
@@ -551,13 +596,16 @@ def interval_method(spec: SampleSpec) -> str:
         return "welch-t-log-ratio"
     if _cluster_t(spec):
         if spec.b_filtered:
-            return ("cluster-t-log-p50 (per-repetition log medians; the candidate's spread for both arms: "
-                    "the baseline's passed G2's repeatability filter)")
+            return ("cluster-t-log-p50 (per-repetition log medians; the candidate's spread for both arms, the "
+                    "baseline's scaled by its within-repetition spread over the candidate's when larger: the "
+                    "baseline's repetitions passed G2's repeatability filter)")
         return "cluster-t-log-p50 (per-repetition log medians, Welch)"
     if spec.kind == "binomial":
         return "clopper-pearson"
     if spec.kind == "capacity":
-        return (f"peak-vs-peak welch-t-log-ratio, bonferroni over {len(spec.a_points)} candidate / "
+        how = ("t-log-ratio on the candidate's pooled spread for both arms (the baseline's passed G2's "
+               "repeatability filter)" if spec.b_filtered else "welch-t-log-ratio")
+        return (f"peak-vs-peak {how}, bonferroni over {len(spec.a_points)} candidate / "
                 f"{len(spec.b_points)} baseline points")
     if spec.block > 1:
         return f"moving-block-bootstrap-percentile (block {spec.block})"
@@ -637,9 +685,30 @@ def capacity_interval(spec: SampleSpec, alpha: float) -> tuple[float, float]:
     ca, xa = peak_values(spec.a_points)
     cb, xb = peak_values(spec.b_points)
     ka, kb = len(spec.a_points), len(spec.b_points)
-    low = min(_welch_log(xa, xs, alpha / ka)[0] for _, xs in spec.b_points)
-    high = max(_welch_log(xs, xb, alpha / kb)[1] for _, xs in spec.a_points)
+    pair = _pooled_log(spec.a_points) if spec.b_filtered else _welch_log
+    low = min(pair(xa, xs, alpha / ka)[0] for _, xs in spec.b_points)
+    high = max(pair(xs, xb, alpha / kb)[1] for _, xs in spec.a_points)
     return _from_log_ratio(low, high, spec.transform)
+
+
+def _pooled_log(points: Sequence[tuple[str, Sequence[float]]]) -> Callable[..., tuple[float, float]]:
+    """The interval of log(mean a / mean b) for a baseline G2 filtered (``b_filtered``): its
+    repetitions were kept because they agreed (throughput CV <= 10% at every point), so their
+    spread is biased low (Welch on it false-PASSed a true +29% in 2.9-4.1% at k=1, CV 9-12%; issue
+    52). The candidate's squared CV, pooled over its points (no filter chose them), stands in for
+    both arms, with the pooled degrees of freedom: ``t(sum(n_i - 1)) sqrt(s^2 (1/n_a + 1/n_b))``
+    on the log scale (the delta method, as :func:`_welch_log`)."""
+    dof = sum(len(xs) - 1 for _, xs in points)
+    s2 = math.fsum((len(xs) - 1) * _sample_var(xs) / _mean(xs) ** 2 for _, xs in points) / dof
+
+    def interval(a: Sequence[float], b: Sequence[float], alpha: float) -> tuple[float, float]:
+        from scipy.stats import t as student_t  # noqa: PLC0415
+
+        est = math.log(_mean(a) / _mean(b))
+        half = float(student_t.ppf(1.0 - alpha, dof)) * math.sqrt(s2 * (1.0 / len(a) + 1.0 / len(b)))
+        return est - half, est + half
+
+    return interval
 
 
 def bootstrap_interval(spec: SampleSpec, *, confidence: float, resamples: int,

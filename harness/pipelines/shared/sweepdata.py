@@ -278,7 +278,9 @@ def capacity_gain(candidate: Sweep, baseline: Sweep) -> dict[str, Any]:
     return _m(ma / mb - 1, f"baseline peak c{cb} {mb:.1f} -> candidate peak c{ca} {ma:.1f} tok/s",
               detail=f"each arm at its own best point, chosen from {len(a_pts)} candidate and {len(b_pts)} "
                      f"baseline concurrencies (the interval pays for the choice)",
-              samples={"kind": "capacity", "a_points": a_pts, "b_points": b_pts, "transform": "gain"})
+              # G3 runs only on a baseline G2 passed, whose throughput repetitions had to agree
+              samples={"kind": "capacity", "a_points": a_pts, "b_points": b_pts, "transform": "gain",
+                       "b_filtered": True})
 
 
 def failed_ratio(sweep: Sweep) -> dict[str, Any]:
