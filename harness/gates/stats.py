@@ -633,10 +633,11 @@ def cluster_t_half_width(var_a: Any, n_a: int, var_b: Any, n_b: int, alpha: floa
     (:func:`within_spread`), and the baseline's term is the candidate's variance scaled by it,
     never below 1: ``sqrt(var_a (1/n_a + max(1, spread_ratio)/n_b))``, so the baseline's
     between-repetition variance is taken to scale with its within-repetition one (the same
-    intra-class correlation as the candidate's). Coverage then 94.8-95.2% and false PASS
-    1.9-2.2% at 1.5x; at equal spreads the max(1, .) costs a little power (a true 30% PASSes in
-    9.8% of trials instead of 10.7% at sd 0.2). Not covered: a baseline whose extra noise is all
-    between repetitions. docs/ARCHITECTURE.md "Statistics" has the table (``make bench-coverage``)."""
+    intra-class correlation as the candidate's). Coverage then 94.8-95.3% and false PASS
+    2.0-2.3% at 1.5x (among G2-passing baselines); at equal spreads the max(1, .) costs a little
+    power (a true 30% PASSes in 9.8% of trials instead of 10.7% at sd 0.2). Not covered: a
+    baseline whose extra noise is all between repetitions. docs/ARCHITECTURE.md "Statistics" has
+    the table (``make bench-coverage``)."""
     import numpy as np  # noqa: PLC0415 - scipy needs it anyway
     from scipy.stats import t as student_t  # noqa: PLC0415
 
