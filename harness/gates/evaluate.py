@@ -228,8 +228,15 @@ def _interval_observation(check: Check, base: dict[str, Any], got: _Leaf, spec: 
     why = [M.text(detail)] if detail else []
     if verdict is Verdict.INCONCLUSIVE:
         needed = stats.needed_samples(spec.n, low, high, estimate, thr.value)
+        memory: list[Message] = []
+        if spec.long_memory:  # the width shrinks as n^(H - 1): a long memory needs a much longer soak
+            hurst, se = stats.hurst_estimate(spec)
+            bound = stats.hurst_bound(spec)
+            p_lo, p_hi, p_est, p_thr = stats.power_scale(spec, low, high, estimate, thr.value)
+            needed = stats.memory_needed(spec.n, min(p_lo, p_hi), max(p_lo, p_hi), p_est, p_thr, bound)
+            memory = [M.msg(M.LONG_MEMORY, hurst=f"{hurst:.2f}", bound=f"{bound:.2f}")]
         decide = M.msg(_DECIDE[unit], n=needed) if needed else M.msg(M.ON_THRESHOLD)
-        why = [M.msg(M.STRADDLES, confidence=f"{conf * 100:g}", threshold=str(thr.text)), decide] + why
+        why = [M.msg(M.STRADDLES, confidence=f"{conf * 100:g}", threshold=str(thr.text))] + memory + [decide] + why
     shown_n = spec.groups if spec.kind == "binomial" and spec.groups else spec.n  # repetitions, as power_reps
     return Observation(**base, measured=estimate, measured_text=compose(measured), measured_msgs=measured,
                        interval=interval, n_samples=shown_n, needed_samples=needed, verdict=verdict,

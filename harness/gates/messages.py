@@ -39,6 +39,8 @@ DECIDE_SAMPLES = N_("about %(n)s samples per group would likely decide")
 DECIDE_REQUESTS = N_("about %(n)s requests would likely decide")
 DECIDE_RUNS = N_("about %(n)s runs a side would likely decide")
 DECIDE_WINDOWS = N_("about %(n)s windows a third would likely decide")
+LONG_MEMORY = N_("the windows keep a long memory (Hurst exponent %(hurst)s, %(bound)s with its standard error), "
+                 "so the interval narrows slowly with the soak's length")
 ON_THRESHOLD = N_("the estimate sits on the threshold, more samples are unlikely to decide")
 ALL_PASSED = N_("all %(n)s passed")
 AND_MORE = N_("and %(n)s more")

@@ -12,14 +12,24 @@ sending it: a session's next turn, a lazily built long prompt; null when it was 
 then the workload keys of the request (``workload``, ``group``,
 ``user``, ``round``, ``doc``, ``hit``...; sessions: ``session``, ``turn`` (1-based) and
 ``context_tokens``; a workload key that collides is prefixed ``meta_``).
+
+A record ``ok`` by its transport but whose TTFT or end-to-end latency is 0, negative, NaN or
+infinite (or whose TPOT or an inter-token gap is negative or not finite) holds no measurement: a
+broken clock or a bad record file. It is an error record (``status`` ``error``, ``error_kind``
+``invalid_timing``, the figure kept and named in ``error``), counted and shown with the other
+errors, never a sample: one TTFT of 0 would otherwise sit in a gate's samples as the fastest
+request there was (:func:`classify_timing`, applied when a record is made and when one is read).
+Two records of one point with the same ``request_id`` make the point's records ambiguous
+(:func:`duplicate_ids`): the pipelines count no such point.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, Optional, TextIO
 
@@ -32,6 +42,54 @@ RECORD_KEYS = (
     "queue_ms", "ttft_ms", "itl_ms", "tpot_ms", "e2el_ms", "input_tokens", "output_tokens",
     "counted_tokens", "chunks", "server_usage", "connect_ms", "retried", "token_rule", "build_ms",
 )
+
+
+INVALID_TIMING = "invalid_timing"
+
+
+def _bad_time(v: Any, low_ok: bool) -> bool:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        return True
+    return v < 0 if low_ok else v <= 0
+
+
+def _timing_problem(rec: dict[str, Any]) -> Optional[str]:
+    # a completed request took some time to its first token and to its last (an absent figure is
+    # not one of these: a record of another source may not carry it)
+    for key in ("ttft_ms", "e2el_ms"):
+        v = rec.get(key)
+        if v is not None and _bad_time(v, low_ok=False):
+            return f"{key} {v!r} is no measurement (a time must be a finite number > 0)"
+    tpot = rec.get("tpot_ms")
+    if tpot is not None and _bad_time(tpot, low_ok=True):
+        return f"tpot_ms {tpot!r} is no measurement (a finite number >= 0 expected)"
+    for i, gap in enumerate(rec.get("itl_ms") or ()):
+        if _bad_time(gap, low_ok=True):
+            return f"itl_ms[{i}] {gap!r} is no measurement (a finite number >= 0 expected)"
+    return None
+
+
+def classify_timing(rec: dict[str, Any]) -> dict[str, Any]:
+    """``rec`` itself, or, when it is ``ok`` but a timing in it is no measurement, a copy turned
+    into an error record of kind ``invalid_timing`` (the figures kept, the reason in ``error``)."""
+    if rec.get("status") != "ok":
+        return rec
+    problem = _timing_problem(rec)
+    if problem is None:
+        return rec
+    return {**rec, "status": "error", "error_kind": INVALID_TIMING, "error": problem}
+
+
+def duplicate_ids(records: Iterable[dict[str, Any]]) -> list[str]:
+    """The ``request_id`` values that occur more than once among ``records`` (measured ones), sorted."""
+    seen: set[str] = set()
+    dup: set[str] = set()
+    for rec in records:
+        if rec.get("phase", "measure") != "measure":
+            continue
+        rid = str(rec.get("request_id"))
+        (dup if rid in seen else seen).add(rid)
+    return sorted(dup)
 
 
 def _r(x: Optional[float], nd: int = 4) -> Optional[float]:
@@ -55,7 +113,7 @@ def make_record(res: RequestResult, spec: RequestSpec, *, phase: str, queue_ms: 
         rec[f"meta_{k}" if k in rec else k] = v
     if res.text is not None:
         rec["text"] = res.text
-    return rec
+    return classify_timing(rec)
 
 
 class RecordWriter:
@@ -142,7 +200,7 @@ def iter_records(path: Path) -> Iterator[dict[str, Any]]:
             raise LoadInputError(f"{path}:{no + 1}: not a JSON record") from None
         if not isinstance(obj, dict):
             raise LoadInputError(f"{path}:{no + 1}: expected a JSON object")
-        yield obj
+        yield classify_timing(obj)
 
 
 def read_records(path: Path) -> list[dict[str, Any]]:

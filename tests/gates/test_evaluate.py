@@ -13,6 +13,7 @@ from harness.config.gatespec import Check, GateSpec
 from harness.config.loader import load_gate
 from harness.config.profile import ThresholdOverride
 from harness.errors import InputError
+from harness.gates import stats
 from harness.gates.evaluate import check_overrides, evaluate_check, evaluate_gate
 from harness.gates.metricpath import resolve
 from harness.store.schema import Verdict
@@ -380,6 +381,31 @@ def test_a_drift_that_straddles_the_threshold_names_the_windows_that_would_decid
                                       "transform": "gain", "batches": 2}}
     o = evaluate_check(check, {"soak": {"ttft_p50_drift": few}}).observations[0]
     assert o.verdict is Verdict.INCONCLUSIVE and "4 window(s) a third: an interval needs at least 5" in o.reason
+
+
+def test_a_drift_of_windows_with_long_memory_is_inconclusive_naming_the_hurst_exponent() -> None:
+    # Issue 52 item 4: a level that moves once every 8 windows and then once a third (memory as long
+    # as the soak): the interval is widened for the Hurst exponent the windows show, and what would
+    # decide scales as n^(1 / (1 - H)) windows, not as n, never a PASS of a 3% drift in 40 windows.
+    check = _check(metric="soak.ttft_p50_drift", comparator="<=", threshold="10%", statistic=INTERVAL)
+    rng = random.Random(3)
+    level, first = 0.0, []
+    for i in range(40):
+        level = 0.9 * level + rng.gauss(0.0, 0.1) if i % 8 == 0 else level
+        first.append(12.0 * math.exp(level + rng.gauss(0.0, 0.02)))
+    last = [x * 1.03 for x in reversed(first)]
+    spec = {"kind": "ratio", "a": last, "b": first, "stat": "median", "transform": "gain", "batches": 5}
+    leaf = {"value": None, "samples": {**spec, "long_memory": True}}
+    o = evaluate_check(check, {"soak": {"ttft_p50_drift": leaf}}).observations[0]
+    plain = evaluate_check(check, {"soak": {"ttft_p50_drift": {"value": None, "samples": spec}}}).observations[0]
+    hurst, _ = stats.hurst_estimate(stats.parse_sample_spec(leaf["samples"]))
+    assert hurst > 0.8 and o.interval is not None and plain.interval is not None
+    assert o.interval.high - o.interval.low > plain.interval.high - plain.interval.low
+    assert "widened for long memory" in o.interval.method
+    assert o.verdict is Verdict.INCONCLUSIVE, o.reason
+    assert f"Hurst exponent {hurst:.2f}" in o.reason and o.needed_samples is not None
+    assert f"about {o.needed_samples} windows a third would likely decide" in o.reason
+    assert o.needed_samples > (plain.needed_samples or 0)
 
 
 def test_a_retention_that_straddles_the_threshold_names_the_runs_a_side_that_would_decide() -> None:

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import math
 import random
+import statistics
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import pytest
 
 from harness.gates import stats
@@ -186,8 +188,9 @@ def test_log_ratio_ends_map_through_the_transform(transform: str, lo: float, hi:
 
 @pytest.mark.parametrize(("spec", "method"), [
     ({"kind": "ratio", "a": [1.0, 2.0], "b": [3.0, 4.0], "stat": "mean"}, "welch-t-log-ratio"),
-    ({"kind": "ratio", "a": [0.0, 2.0], "b": [3.0, 4.0], "stat": "mean"}, "bootstrap-percentile"),
-    ({"kind": "ratio", "a": [1.0, 2.0], "b": [-3.0, 4.0], "stat": "mean"}, "bootstrap-percentile"),
+    # the method follows the spec's shape, never its values (issue 52): a zero stays Welch
+    ({"kind": "ratio", "a": [0.0, 2.0], "b": [3.0, 4.0], "stat": "mean"}, "welch-t-log-ratio"),
+    ({"kind": "ratio", "a": [1.0, 2.0], "b": [-3.0, 4.0], "stat": "mean"}, "welch-t-log-ratio"),
     ({"kind": "ratio", "a": [1.0, 2.0], "b": [3.0, 4.0], "stat": "p50"}, "bootstrap-percentile"),
     ({"kind": "ratio", "a": [1.0, 2.0], "b": [3.0, 4.0], "stat": "median"}, "bootstrap-percentile"),
     ({"kind": "ratio", "a_groups": [[1.0]], "b_groups": [[2.0]], "stat": "mean"},
@@ -196,8 +199,9 @@ def test_log_ratio_ends_map_through_the_transform(transform: str, lo: float, hi:
     ({"kind": "ratio", "a_groups": [[1.0], [2.0]], "b_groups": [[2.0], [3.0]]},
      "cluster-t-log-p50 (per-repetition log medians, Welch)"),
     ({"kind": "ratio", "a_groups": [[1.0], [2.0]], "b_groups": [[2.0], [3.0]], "b_filtered": True},
-     "cluster-t-log-p50 (per-repetition log medians; the candidate's spread for both arms: "
-     "the baseline's passed G2's repeatability filter)"),
+     "cluster-t-log-p50 (per-repetition log medians; the candidate's spread for both arms, the baseline's "
+     "scaled by its within-repetition spread over the candidate's when larger: the baseline's repetitions "
+     "passed G2's repeatability filter)"),
     ({"kind": "ratio", "a_groups": [[1.0], [2.0]], "b_groups": [[2.0], [3.0]], "stat": "mean"},
      "hierarchical-bootstrap-percentile"),
     ({"kind": "percentile", "x": [1.0, 2.0]}, "bootstrap-percentile"),
@@ -426,8 +430,9 @@ def test_intervals_equal_an_independent_computation(conf: float) -> None:
     assert got == pytest.approx(_oracle_welch(a[:7], b[:7], conf), rel=1e-12)
 
 
-def test_studentized_only_with_positive_samples_on_both_sides() -> None:
-    assert stats.interval_method(_thr_spec([1.0, 2.0], [0.0, 4.0])) == "bootstrap-percentile"
+def test_studentized_whatever_the_values() -> None:
+    # was: a zero sample switched to the percentile bootstrap (issue 52: no value changes the method)
+    assert stats.interval_method(_thr_spec([1.0, 2.0], [0.0, 4.0])) == "welch-t-log-ratio"
     assert stats.interval_method(_thr_spec([1.0, 2.0], [1e-9, 4.0])) == "welch-t-log-ratio"
 
 
@@ -732,7 +737,6 @@ def test_identity_and_capacity_observations_carry_power() -> None:
 
 
 def test_cluster_t_half_width_defaults_to_welch_and_handles_zero_and_array_spreads() -> None:
-    import numpy as np
     from scipy.stats import t as student_t
 
     va, vb = 0.04, 0.09
@@ -900,3 +904,144 @@ def test_power_scale_is_the_log_ratio_for_cluster_t_and_capacity_intervals() -> 
     assert stats.power_scale(cap, 0.29) == (pytest.approx(math.log(1.29)),)
     flat = parse_sample_spec({"kind": "ratio", "a": [1.0, 2.0], "b": [1.0, 2.0], "stat": "p50"})
     assert stats.power_scale(flat, 0.29) == (0.29,)
+
+
+def _g2_trial(seed: int, zero: bool) -> tuple[float, float]:
+    """One G3 comparison at a true 24% TTFT reduction (threshold 25%): 5 repetitions x 16 requests
+    per arm, ICC 0.3, sd(log TTFT) 0.3, the baseline redrawn until it passes G2's CV <= 10%; with
+    ``zero``, one candidate request reports a TTFT of 0. The gate's interval (95%)."""
+    rng = random.Random(seed)
+
+    def arm(mu: float) -> list[list[float]]:
+        out = []
+        for _ in range(5):
+            u = rng.gauss(0.0, 0.3 * math.sqrt(0.3))
+            out.append([math.exp(mu + u + rng.gauss(0.0, 0.3 * math.sqrt(0.7))) for _ in range(16)])
+        return out
+
+    while True:
+        base = arm(math.log(100.0))
+        p50 = [stats._median(g) for g in base]
+        if statistics.stdev(p50) / statistics.fmean(p50) <= 0.10:
+            break
+    cand = arm(math.log(76.0))
+    if zero:
+        cand[2][7] = 0.0
+    spec = parse_sample_spec({"kind": "ratio", "a_groups": cand, "b_groups": base, "stat": "p50",
+                              "transform": "reduction", "b_filtered": True})
+    return stats.bootstrap_interval(spec, confidence=0.95, resamples=400, rng=random.Random(seed))
+
+
+def test_one_zero_ttft_does_not_change_the_method_or_raise_the_false_pass_rate() -> None:
+    # Issue 52: one candidate TTFT of 0 moved the interval to the two-stage bootstrap and false
+    # PASS at a true 24% (threshold 25%) among G2-passing baselines rose from 1.7% to 5.9%. The
+    # method is the cluster-level t whatever the values, so the zero moves one repetition's median
+    # by at most one order statistic and the false PASS rate stays where it was.
+    spec = parse_sample_spec({"kind": "ratio", "a_groups": [[0.0, 5.0, 6.0], [4.0, 5.0, 7.0]],
+                              "b_groups": [[9.0, 10.0], [11.0, 10.0]], "stat": "p50", "transform": "reduction",
+                              "b_filtered": True})
+    assert stats.interval_method(spec).startswith("cluster-t-log-p50")
+    trials = 300
+    clean = sum(_g2_trial(s, zero=False)[0] >= 0.25 for s in range(trials))
+    with_zero = sum(_g2_trial(s, zero=True)[0] >= 0.25 for s in range(trials))
+    # the same trials, one zero apart: the rates differ by a handful of borderline trials at most
+    # (the old method: about 18 of 300 with the zero against 5 without)
+    assert with_zero <= clean + 3, (clean, with_zero)
+    assert with_zero <= 0.025 * trials + 2 * math.sqrt(0.025 * 0.975 * trials)  # 2.5% + 2 SE
+
+
+def test_a_repetition_whose_median_is_not_positive_is_an_error_not_another_method() -> None:
+    spec = parse_sample_spec({"kind": "ratio", "a_groups": [[0.0, 0.0, 6.0], [4.0, 5.0, 7.0]],
+                              "b_groups": [[9.0, 10.0], [11.0, 10.0]], "stat": "p50", "transform": "reduction"})
+    with pytest.raises(SampleSpecError, match=r"the median of a_groups\[0\] is 0"):
+        stats.bootstrap_interval(spec, confidence=0.95, resamples=10, rng=random.Random(0))
+
+
+def test_a_ratio_of_means_with_a_zero_repetition_keeps_welch_and_a_side_of_zeros_is_a_measured_zero() -> None:
+    one = _thr_spec([0.0, 600.0, 640.0, 620.0, 610.0], [500.0, 510.0, 490.0, 505.0, 495.0])
+    low, high = stats.bootstrap_interval(one, confidence=0.95, resamples=1, rng=random.Random(0))
+    assert stats.interval_method(one) == "welch-t-log-ratio" and low < stats.point_estimate(one) < high
+    none = _thr_spec([0.0] * 5, [500.0, 510.0, 490.0, 505.0, 495.0])
+    low, high = stats.bootstrap_interval(none, confidence=0.95, resamples=1, rng=random.Random(0))
+    assert high < -0.99  # a gain of -100%: FAIL, measured
+    with pytest.raises(SampleSpecError, match="positive mean of b"):
+        stats.bootstrap_interval(_thr_spec([1.0, 2.0], [0.0, 0.0]), confidence=0.95, resamples=1,
+                                 rng=random.Random(0))
+
+
+def _noisier_trial(seed: int, ratio: float) -> float:
+    """The gate's low end at a true 24% TTFT reduction (threshold 25%) when the baseline's spread
+    is ``ratio`` x the candidate's (sd(log TTFT) 0.3, ICC 0.3, 5 x 16) and it passed G2's CV <= 10%."""
+    rng = random.Random(seed)
+
+    def arm(mu: float, sd: float) -> list[list[float]]:
+        out = []
+        for _ in range(5):
+            u = rng.gauss(0.0, sd * math.sqrt(0.3))
+            out.append([math.exp(mu + u + rng.gauss(0.0, sd * math.sqrt(0.7))) for _ in range(16)])
+        return out
+
+    while True:
+        base = arm(math.log(100.0), 0.3 * ratio)
+        p50 = [stats._median(g) for g in base]
+        if statistics.stdev(p50) / statistics.fmean(p50) <= 0.10:
+            break
+    spec = parse_sample_spec({"kind": "ratio", "a_groups": arm(math.log(76.0), 0.3), "b_groups": base,
+                              "stat": "p50", "transform": "reduction", "b_filtered": True})
+    return stats.bootstrap_interval(spec, confidence=0.95, resamples=1, rng=random.Random(seed))[0]
+
+
+def test_a_baseline_noisier_than_the_candidate_that_passed_g2_does_not_pass_a_24_percent_reduction() -> None:
+    # Issue 52 item 3: the candidate's spread alone understated a 1.5x noisier baseline's (false
+    # PASS 3.9% on 20,000 trials; bench-coverage). Its within-repetition spread scales the term:
+    # 48 of these 2,000 seeded trials PASS (2.4%); with the candidate's spread alone, 79 (4.0%).
+    trials = 2000
+    passed = sum(_noisier_trial(s, 1.5) >= 0.25 for s in range(trials))
+    assert passed <= 0.025 * trials + 2 * math.sqrt(0.025 * 0.975 * trials), passed  # 2.5% + 2 SE
+    # the scaling never narrows the interval: a quieter baseline keeps the candidate's spread
+    kw = {"stat": "p50", "transform": "reduction", "b_filtered": True}
+    cand = [[90.0, 100.0, 110.0, 120.0], [80.0, 95.0, 105.0, 115.0], [85.0, 100.0, 108.0, 130.0]]
+    quiet = [[99.0, 100.0, 101.0, 102.0], [100.0, 101.0, 102.0, 103.0], [98.0, 99.0, 100.0, 101.0]]
+    noisy = [[60.0, 100.0, 140.0, 170.0], [55.0, 101.0, 150.0, 160.0], [50.0, 99.0, 130.0, 190.0]]
+    width = {}
+    for name, base in (("quiet", quiet), ("noisy", noisy)):
+        spec = parse_sample_spec({"kind": "ratio", "a_groups": cand, "b_groups": base, **kw})
+        low, high = stats.bootstrap_interval(spec, confidence=0.95, resamples=1, rng=random.Random(0))
+        la = [math.log(stats._median(g)) for g in cand]
+        plain = stats.cluster_t_half_width(stats._sample_var(la), 3, 0.0, 3, 0.025, b_filtered=True)
+        width[name] = (math.log(1 - low) - math.log(1 - high)) / 2 / plain
+    assert width["quiet"] == pytest.approx(1.0)
+    ratio = stats.within_spread(noisy) / stats.within_spread(cand)
+    assert ratio > 4 and width["noisy"] == pytest.approx(math.sqrt((1 + ratio) / 2))
+
+
+def test_within_spread_is_the_mean_squared_relative_iqr_and_takes_any_value() -> None:
+    assert stats.within_spread([[1.0, 2.0, 3.0, 4.0, 5.0], [7.0]]) == pytest.approx(((4.0 - 2.0) / 3.0) ** 2 / 2)
+    assert stats.within_spread([[0.0, 0.0, 0.0]]) == 0.0  # no median to scale by: no spread taken
+    arr = np.array([[[1.0, 2.0, 3.0, 4.0, 5.0], [2.0, 2.0, 2.0, 2.0, 2.0]]])
+    assert stats.within_spread(arr)[0] == pytest.approx(stats.within_spread(arr[0].tolist()))
+
+
+def test_a_g2_filtered_capacity_baseline_takes_the_candidates_pooled_spread() -> None:
+    # Issue 52 item 2: a baseline kept by G2's throughput CV filter looks tight; Welch on its own
+    # spread false-PASSed a true +29% in 2.9-4.1% at one point (CV 9-12%). Filtered, the candidate's
+    # squared CV pooled over its points stands in for both arms, with the pooled degrees of freedom.
+    from scipy.stats import t as student_t
+
+    a = {"8": [1290.0, 1420.0, 1180.0, 1350.0, 1240.0], "16": [1300.0, 1200.0, 1410.0, 1280.0, 1330.0]}
+    b = {"8": [1000.0, 1001.0, 999.0, 1000.5, 999.5], "16": [700.0, 702.0, 698.0, 701.0, 699.0]}
+    spec = {"kind": "capacity", "a_points": a, "b_points": b, "transform": "gain"}
+    own = parse_sample_spec(spec)
+    filt = parse_sample_spec({**spec, "b_filtered": True})
+    rng = random.Random(0)
+    low_own, _ = stats.bootstrap_interval(own, confidence=0.95, resamples=1, rng=rng)
+    low, high = stats.bootstrap_interval(filt, confidence=0.95, resamples=1, rng=rng)
+    s2 = sum(4 * stats._sample_var(x) / stats._mean(x) ** 2 for x in a.values()) / 8
+    peak_a = a["16"] if stats._mean(a["16"]) > stats._mean(a["8"]) else a["8"]
+    est = math.log(stats._mean(peak_a) / stats._mean(b["8"]))
+    half = float(student_t.ppf(1 - 0.025 / 2, 8)) * math.sqrt(s2 * 2 / 5)
+    assert low == pytest.approx(math.exp(est - half) - 1)  # the lowest against baseline points: its peak
+    assert low < low_own  # Welch took the tight baseline's spread at its word; its filter made it tight
+    assert "pooled spread" in stats.interval_method(filt) and "welch" in stats.interval_method(own)
+    with pytest.raises(SampleSpecError, match="b_filtered must be true or false"):
+        parse_sample_spec({**spec, "b_filtered": "yes"})

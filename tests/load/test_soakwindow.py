@@ -28,7 +28,7 @@ def records() -> list[bytes]:
         line(RequestResult("b", "error", 1, 2, error_kind="http", http_status=503, input_tokens=10,
                            error='upstream said "ttft_ms":1,"itl_ms":[9],"tpot_ms":2, "input_tokens":5 ]')),
         line(RequestResult("c", "cancelled", 1, 2, error_kind="cancelled", error="soak ended")),
-        line(RequestResult("d", "ok", 1, 2, ttft_ms=1e-05, tpot_ms=None, itl_ms=[], input_tokens=10,
+        line(RequestResult("d", "ok", 1, 2, ttft_ms=0.0005, tpot_ms=None, itl_ms=[], input_tokens=10,
                            output_tokens=1)),
     ]
 

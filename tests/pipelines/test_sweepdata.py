@@ -104,3 +104,16 @@ def test_sweep_table_percentiles() -> None:
     t = sweep_table({2: [rep("b", 2, 1, [1.0, 2.0, 3.0, 4.0], 10.0)]})
     assert t["2"]["ttft_p50_ms"] == pytest.approx(2.5)
     assert t["2"]["completed"] == 4
+
+
+def test_a_repetition_left_without_a_valid_ttft_makes_the_point_not_run() -> None:
+    # Every request of the candidate's rep 2 timed no measurement (TTFT 0: error records, issue 52);
+    # comparing the four that remain as if they were the design would be another experiment.
+    base = {8: [rep("b", 8, r, [100.0, 110.0], 5.0) for r in range(1, 6)]}
+    cand = {8: [rep("c", 8, r, [70.0, 75.0], 5.0) for r in range(1, 6)]}
+    cand[8][1] = Repetition("c", 8, 2, {"completed": 0, "failed": 2, "errors_by_kind": {"invalid_timing": 2}}, [])
+    leaf = compare_measured(cand, base)["ttft_p50_reduction"]["c8"]
+    assert leaf["value"] is None and "samples" not in leaf
+    assert leaf["detail"] == "no request with a valid TTFT in c c8 rep2 (2 error record(s): invalid_timing 2)"
+    cand[8][1] = rep("c", 8, 2, [70.0], 5.0, failed=1)  # one left: a measured repetition
+    assert compare_measured(cand, base)["ttft_p50_reduction"]["c8"]["value"] is not None

@@ -131,6 +131,7 @@ def drift_leaf(windows: Sequence[dict[str, Any]], key: str, transform: str, what
     batches = min(DRIFT_BATCHES, len(first))
     if batches >= 2:
         samples["batches"] = batches
+        samples["long_memory"] = True  # widened for the memory the windows show (harness.gates.stats)
     c_first, c_last = _centre(first, batches, stat), _centre(last, batches, stat)
     if c_first == 0:
         return _m(None, detail=f"{what}: the first windows' {stat} is zero")

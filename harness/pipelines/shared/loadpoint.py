@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,7 @@ from harness.config.inventory import Node
 from harness.config.profile import Profile
 from harness.engines.base import EngineInstance
 from harness.load import LoadConfig, RequestSpec, Workload, build_workload, hashtrace, read_records, run_load_async
+from harness.load.records import duplicate_ids
 from harness.load.summary import Summary
 from harness.load.workloads import LazyRequests
 from harness.pipelines.shared.agentload import run_agent_point
@@ -146,6 +147,8 @@ class PointResult:
     summary: dict[str, Any]
     ttft_ms: list[float]
     evidence: list[str]
+    # request ids that occur more than once in the point's records: the point is not counted
+    duplicate_ids: list[str] = field(default_factory=list)
 
 
 def _config(profile: Profile, instance: EngineInstance, concurrency: int, label: str) -> LoadConfig:
@@ -202,17 +205,19 @@ def run_local_point(profile: Profile, instances: Sequence[EngineInstance], specs
     return combine([s.to_dict() for s in summaries]), records
 
 
-def ttfts_from(records: Sequence[Path]) -> list[float]:
-    """TTFT (ms) of every successful measured request, from the records as written."""
+def ttfts_from(records: Sequence[Path]) -> tuple[list[float], list[str]]:
+    """TTFT (ms) of every successful measured request, from the records as written (a record
+    whose timing is no measurement reads as an error, ``harness.load.records``), and the request
+    ids that occur more than once among them (an error of the point)."""
     out: list[float] = []
-    for path in records:
-        for rec in read_records(path):
-            if rec.get("phase", "measure") != "measure" or rec.get("status") != SUCCESS:
-                continue
-            ttft = rec.get("ttft_ms")
-            if isinstance(ttft, (int, float)):
-                out.append(float(ttft))
-    return out
+    recs = [rec for path in records for rec in read_records(path)]
+    for rec in recs:
+        if rec.get("phase", "measure") != "measure" or rec.get("status") != SUCCESS:
+            continue
+        ttft = rec.get("ttft_ms")
+        if isinstance(ttft, (int, float)):  # a finite time > 0 on a successful record (classified when read)
+            out.append(float(ttft))
+    return out, duplicate_ids(recs)
 
 
 def run_point(run: GateRun, client: Node, instances: Sequence[EngineInstance], specs: Sequence[RequestSpec],
@@ -229,4 +234,5 @@ def run_point(run: GateRun, client: Node, instances: Sequence[EngineInstance], s
     (out_dir / "point-summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
     base = run.path.resolve()
     evidence = [p.resolve().relative_to(base).as_posix() for p in records if p.resolve().is_relative_to(base)]
-    return PointResult(summary, ttfts_from(records), evidence)
+    ttfts, dups = ttfts_from(records)
+    return PointResult(summary, ttfts, evidence, dups)

@@ -138,5 +138,7 @@ def capacity_gain_at_slo(candidate: Sweep, baseline: Sweep, slo: SloSpec,
     ma, mb = statistics.fmean(a), statistics.fmean(b)
     leaf = measurement(ma / mb - 1, text=f"baseline c{cb} {mb:.1f} -> candidate c{ca} {ma:.1f} tok/s at the SLO",
                        detail=detail)
-    leaf["samples"] = {"kind": "capacity", "a_points": {str(ca): a}, "b_points": {str(cb): b}, "transform": "gain"}
+    # the baseline's confirmations are the ones G2 kept (every one had to meet the SLO): a filtered arm
+    leaf["samples"] = {"kind": "capacity", "a_points": {str(ca): a}, "b_points": {str(cb): b}, "transform": "gain",
+                       "b_filtered": True}
     return leaf

@@ -335,6 +335,11 @@ class _ArmSweep:
         point = run_point(run, self.client, instances, workload.measure, conc, point_dir / "measure",
                           f"{arm.name} c{conc} rep{rep}", offset)
         after = _scrape(run, self.engine, instances)
+        if point.duplicate_ids:  # two records for one request: which one was measured is unknown
+            shown = ", ".join(point.duplicate_ids[:5]) + (" ..." if len(point.duplicate_ids) > 5 else "")
+            run.fault(f"{arm.name} c{conc} rep{rep}: {len(point.duplicate_ids)} request id(s) occur more than once "
+                      f"in the point's records ({shown}); the repetition is not counted")
+            return None
         full_lines = full.check(instances)
         if full_lines > 0:  # the KV tier was full: not a storage measurement (i17)
             run.fault(f"{arm.name} c{conc} rep{rep}: the engine logged {full_lines} 'no space left on device' "

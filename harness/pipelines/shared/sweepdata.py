@@ -161,6 +161,21 @@ def best_point(sweep: Sweep) -> Optional[int]:
     return best
 
 
+def _without_ttft(candidate: Sequence[Repetition], baseline: Sequence[Repetition]) -> str:
+    """Why a point's TTFT comparison is not run when a measured repetition was left with no TTFT
+    (every request failed, or timed no measurement: ``harness.load.records``), else "". Dropping
+    that repetition would compare what remained as if it had been the design."""
+    gone = [f"{r.arm} c{r.concurrency} rep{r.repetition} ({r.failed} error record(s)"
+            + (f": {_kinds(r)}" if _kinds(r) else "") + ")"
+            for r in (*candidate, *baseline) if not r.ttft_ms]
+    return ("no request with a valid TTFT in " + ", ".join(gone)) if gone else ""
+
+
+def _kinds(r: Repetition) -> str:
+    kinds = r.summary.get("errors_by_kind")
+    return ", ".join(f"{k} {v}" for k, v in sorted(kinds.items())) if isinstance(kinds, dict) else ""
+
+
 def _groups(reps: Sequence[Repetition]) -> list[list[float]]:
     """TTFT samples grouped by repetition, for the hierarchical bootstrap (harness.gates.stats)."""
     return [list(r.ttft_ms) for r in reps if r.ttft_ms]
@@ -175,9 +190,11 @@ def compare_measured(candidate: Sweep, baseline: Sweep, recompute: Optional[Swee
         a = pooled_ttft(candidate.get(conc, []))
         b = pooled_ttft(baseline.get(conc, []))
         key = point_key(conc)
-        if not a or not b:
+        empty = _without_ttft(candidate.get(conc, []), baseline.get(conc, []))
+        if not a or not b or empty:
             out["ttft_p50_reduction"][key] = _m(
-                None, detail=f"no TTFT samples for the {'candidate' if not a else 'baseline'} at concurrency {conc}")
+                None, detail=empty or f"no TTFT samples for the {'candidate' if not a else 'baseline'} at "
+                                      f"concurrency {conc}")
             continue
         pa, pb = percentile(a, 50), percentile(b, 50)
         value = 1 - pa / pb if pb else None
@@ -261,7 +278,9 @@ def capacity_gain(candidate: Sweep, baseline: Sweep) -> dict[str, Any]:
     return _m(ma / mb - 1, f"baseline peak c{cb} {mb:.1f} -> candidate peak c{ca} {ma:.1f} tok/s",
               detail=f"each arm at its own best point, chosen from {len(a_pts)} candidate and {len(b_pts)} "
                      f"baseline concurrencies (the interval pays for the choice)",
-              samples={"kind": "capacity", "a_points": a_pts, "b_points": b_pts, "transform": "gain"})
+              # G3 runs only on a baseline G2 passed, whose throughput repetitions had to agree
+              samples={"kind": "capacity", "a_points": a_pts, "b_points": b_pts, "transform": "gain",
+                       "b_filtered": True})
 
 
 def failed_ratio(sweep: Sweep) -> dict[str, Any]:
