@@ -17,6 +17,8 @@ from harness.redact import redact_data
 from harness.remote.base import Executor, RemoteError
 from harness.store.campaign import Campaign, GateDir
 
+RAY_ACTORS = "ray-actors.json"  # the Ray node actors this gate's runs created (harness.remote.ray.actorbook)
+
 
 @dataclass
 class GateRun:
@@ -48,7 +50,8 @@ class GateRun:
             from harness.remote.recording import RecordingExecutor
 
             # every command on the node goes to commands.jsonl with its exit code and duration
-            ex = RecordingExecutor(executor_for(self.inventory, node, accept_new_host_keys=self.accept_new_host_keys),
+            ex = RecordingExecutor(executor_for(self.inventory, node, accept_new_host_keys=self.accept_new_host_keys,
+                                                ray_actors=self.path / RAY_ACTORS),
                                    self.gate_dir.record_command)
             with self._lock:
                 self._executors[node] = ex
