@@ -64,6 +64,7 @@ class HostileServer:
             conn.sendall(head + body)
 
     def close(self) -> None:
+        self.sock.shutdown(socket.SHUT_RDWR)  # wakes the blocked accept() (close alone does not)
         self.sock.close()
         self.accepter.join(HANG_GUARD_S)
         for t in self.threads:
