@@ -40,9 +40,9 @@ def encode(value: Any) -> bytes:
 def fetch(ref: Any, timeout: Optional[float], *, node: str, what: str,
           command: Optional[Sequence[str]] = None, max_bytes: int = MAX_REPLY_BYTES) -> bytes:
     """The bytes of one reply, or the typed error; raises ``GetTimeoutError`` as ``ray.get`` does."""
-    from harness.remote.ray.cluster import ray_module
+    import ray  # the controller's side only (the node actor imports this module for encode)
 
-    worker = ray_module()._private.worker.global_worker
+    worker: Any = ray._private.worker.global_worker
     timeout_ms = -1 if timeout is None else max(int(timeout * 1000), 0)
     [(data, metadata, _transport)] = worker.core_worker.get_objects([ref], timeout_ms)
     kind = bytes(metadata or b"").split(b",")[0]
