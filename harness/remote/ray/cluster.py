@@ -40,6 +40,7 @@ RESOURCE_SHARE = 0.001  # of a mapping resource per actor
 START_TIMEOUT_S = 300.0
 _lock = threading.Lock()
 _connected: Optional[tuple[str, str]] = None
+_node_locks: dict[str, threading.Lock] = {}
 
 
 @dataclass(frozen=True)
@@ -147,12 +148,15 @@ def node_actor(inventory: Inventory, node: Node, *, book: Optional[ActorBook] = 
                           host=node.name)
     book = book if book is not None else controller_book()
     key = book_key(str(rs.address), namespace, node.name)
-    record = book.recall(key)
-    if record is not None:
-        actor = _reattach(record, namespace, node.name, where, timeout)
-        if actor is not None:
-            return actor
-    return _start_actor(node, where, rs, timeout, book, key)
+    with _lock:
+        node_lock = _node_locks.setdefault(f"{book.path} {key}", threading.Lock())
+    with node_lock:  # two executors of one node in this process start one actor, not two
+        record = book.recall(key)
+        if record is not None:
+            actor = _reattach(record, namespace, node.name, where, timeout)
+            if actor is not None:
+                return actor
+        return _start_actor(node, where, rs, timeout, book, key)
 
 
 def _reattach(record: ActorRecord, namespace: str, node: str, where: RayNode, timeout: float) -> Any:
@@ -179,6 +183,8 @@ def _reattach(record: ActorRecord, namespace: str, node: str, where: RayNode, ti
             return actor
     except ConnectionLost:
         return None  # dead, its name not yet released
+    except ray.exceptions.GetTimeoutError as exc:
+        raise Unreachable(f"the node actor {record.name} did not answer within {timeout:g} s", host=node) from exc
     ray.kill(actor, no_restart=True)  # the inventory moved the node: start it where it is now
     return None
 

@@ -19,7 +19,9 @@ from typing import Any, Optional
 
 from harness.remote.base import ConnectionLost, RemoteError
 
-MAX_REPLY_BYTES = 64 * 1024 * 1024  # a reply of a 4 MiB chunk or a batch's outputs is far below
+# A command's two streams at the executors' cap (2 x MAX_OUTPUT_BYTES, 256 MiB each) as JSON
+# (UTF-8, ordinary text not escaped), with room for a batch's other answers; a file chunk is 4 MiB
+MAX_REPLY_BYTES = 1024 * 1024 * 1024
 RAW = b"RAW"
 # Ray's ErrorType names (its common.proto; looked up by name, the numbers are Ray's) that mean the
 # actor, its worker or its node is gone: the caller's next call starts or finds the actor again
@@ -34,7 +36,7 @@ class MalformedReply(RemoteError):
 
 def encode(value: Any) -> bytes:
     """A reply as the node actor returns it (JSON bytes: Ray stores ``bytes`` raw)."""
-    return json.dumps(value, separators=(",", ":")).encode()
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
 
 
 def fetch(ref: Any, timeout: Optional[float], *, node: str, what: str,
