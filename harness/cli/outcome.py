@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from harness.cli.table import render_table
+from harness.cli.table import render_table, terminal_safe
 from harness.pipelines.gaterun.runner import GateOutcome
 from harness.records.outcome import CheckResult, Verdict
 from harness.report.view import check_row
@@ -36,11 +36,12 @@ def print_outcome(outcome: GateOutcome) -> None:
     print(f"{outcome.gate} {outcome.result.title}: {outcome.verdict.value} (exit {int(outcome.exit_code)})")
     print(render_table(["check", "severity", "expected", "measured", "verdict"], rows))
     for line in why_lines(outcome.result.checks):
-        print(line)
-    for fault in outcome.result.faults:
-        print(f"fault: {fault}")
+        print(terminal_safe(line))
+    for fault in outcome.result.faults:  # a node's output tail: line by line, indented under its fault
+        first, *rest = fault.split("\n")
+        print("\n".join([f"fault: {terminal_safe(first)}", *(f"  {terminal_safe(line)}" for line in rest)]))
     for note in outcome.result.notes:  # what a signer must see beside the verdict (issue 27)
         if note.startswith(("UNSIGNED BASELINE", "NON-STOCK GATE FILE")):
-            print(note)
+            print(terminal_safe(note))
     html = outcome.gate_dir / "report.html"
     print(f"report: {html}")

@@ -107,3 +107,21 @@ def test_gate_progress_lines_escape_a_nodes_text(tty: bool) -> None:
     assert not [c for c in RAW if c in text]
     assert "ray-a: \\x1b[2J" in text and "\\u202eLIAF" in text and "done\\x0d\\x0aVERIFIED" in text
     assert not [x for x in text.splitlines() if x.startswith("VERIFIED")]
+
+
+def test_gate_outcome_prints_a_nodes_fault_text_escaped(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """A fault carries a node's output tail (``last lines of stderr``): printed line by line, each
+    escaped, the layout kept."""
+    from types import SimpleNamespace
+
+    from harness.cli.outcome import print_outcome
+    from tests.store.test_history_import_export import _gate_result
+
+    result = _gate_result("c1", "G2", "2026-01-01T01:00:00Z", 0.3)
+    result.faults = [f"ray-b: the load generator failed\n  last lines of stderr:\n    {HOSTILE}\r\nVERIFIED"]
+    print_outcome(SimpleNamespace(gate="G2", result=result, verdict=result.verdict, exit_code=4,  # type: ignore[arg-type]
+                                  gate_dir=tmp_path))
+    out = capsys.readouterr().out
+    assert not [c for c in RAW if c in out]
+    assert "fault: ray-b: the load generator failed\n    last lines of stderr:\n      \\x1b[2J" in out
+    assert not [x for x in out.splitlines() if x.startswith("VERIFIED")]
