@@ -142,11 +142,17 @@ class GateRun:
             self.warn(f"{executor.node}: removing {path} failed: {removal.reason}")
 
     def close(self) -> None:
+        """Close every executor; a Ray node actor this run used ends with it, except G4's (its
+        soak's followers reattach to it, and a replaced one is a recorded fault)."""
         with self._lock:
             executors = list(self._executors.values())
             self._executors.clear()
         for ex in executors:
             try:
+                if self.gate != "G4" and self.inventory.node(ex.node).connection == "ray":
+                    from harness.remote.ray.executor import retire_actor
+
+                    retire_actor(ex)
                 ex.close()
             except (RemoteError, OSError):
                 pass

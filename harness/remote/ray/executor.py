@@ -302,13 +302,34 @@ class RayExecutor(detached.DetachedByRun):
         self.close()
 
 
-def actor_identity(executor: object) -> Optional[str]:
-    """The id of the Ray node actor behind ``executor`` (through recording wrappers, which keep
-    theirs as ``inner``), None for an executor that is not Ray's."""
+def _ray_executor(executor: object) -> Optional[RayExecutor]:
+    """The RayExecutor behind ``executor`` (through recording wrappers, which keep theirs as
+    ``inner``), None for an executor that is not Ray's."""
     seen = 0
     while not isinstance(executor, RayExecutor) and hasattr(executor, "inner") and seen < 8:
         executor, seen = executor.inner, seen + 1
-    return executor.actor_id() if isinstance(executor, RayExecutor) else None
+    return executor if isinstance(executor, RayExecutor) else None
 
 
-__all__ = ["RayExecutor", "actor_identity"]
+def actor_identity(executor: object) -> Optional[str]:
+    """The id of the Ray node actor behind ``executor``, None for an executor that is not Ray's."""
+    ray_ex = _ray_executor(executor)
+    return ray_ex.actor_id() if ray_ex is not None else None
+
+
+def retire_actor(executor: object) -> None:
+    """End the node actor behind ``executor`` if it started or found one (a run that is over: its
+    detached processes do not need it, and an idle actor holds a worker process on the node)."""
+    ray_ex = _ray_executor(executor)
+    if ray_ex is None or ray_ex._actor is None:
+        return
+    from harness.remote.ray.cluster import ray_module
+
+    actor, ray_ex._actor = ray_ex._actor, None
+    try:
+        ray_module().kill(actor, no_restart=True)
+    except Exception:  # noqa: BLE001, S110 - a dead or unreachable actor is already what we want
+        pass
+
+
+__all__ = ["RayExecutor", "actor_identity", "retire_actor"]
