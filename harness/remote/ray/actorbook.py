@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
+from harness.deletion import remove_file
 from harness.errors import InputError
 
 FILE = "ray-actors.json"
@@ -86,7 +87,7 @@ class ActorBook:
                 os.fsync(fh.fileno())
             os.replace(tmp, self.path)
         except BaseException:
-            os.unlink(tmp)
+            remove_file(tmp, within=str(self.path.parent), marker=".kvgate-")
             raise
 
     @contextmanager
