@@ -46,7 +46,8 @@ def fetch(ref: Any, timeout: Optional[float], *, node: str, what: str,
 
     worker: Any = ray._private.worker.global_worker
     timeout_ms = -1 if timeout is None else max(int(timeout * 1000), 0)
-    [(data, metadata, _transport)] = worker.core_worker.get_objects([ref], timeout_ms)
+    [stored] = worker.core_worker.get_objects([ref], timeout_ms)
+    data, metadata = stored[0], stored[1]  # Ray 2.60 adds a third field (the transport)
     kind = bytes(metadata or b"").split(b",")[0]
     if kind == RAW:
         size = 0 if data is None else memoryview(data).nbytes
