@@ -58,11 +58,15 @@ def _ray_inventory(n: int) -> Inventory:
 
 def _kill_actors(inv: Inventory) -> None:
     from harness.remote.ray import cluster
+    from harness.remote.ray.actorbook import book_key, controller_book
 
     ray = cluster.ray_module()
+    book = controller_book()  # `kvgate facts` records the actors it starts there
     for node in inv.nodes:
+        rec = book.recall(book_key(ADDRESS, cluster.DEFAULT_NAMESPACE, node.name))
         try:
-            ray.kill(ray.get_actor(cluster.ACTOR_PREFIX + node.name), no_restart=True)
+            if rec is not None:
+                ray.kill(ray.get_actor(rec.name), no_restart=True)
         except ValueError:
             pass
 

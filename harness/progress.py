@@ -7,6 +7,8 @@ import sys
 import time
 from typing import TextIO
 
+from harness.terminaltext import for_terminal
+
 
 class Progress:
     """``with Progress("G2 sweep", total=6) as p: p.update(1, "c8 rep 1")``."""
@@ -34,7 +36,7 @@ class Progress:
     def _line(self, text: str) -> str:
         elapsed = time.monotonic() - self._start
         count = f" {self.done}/{self.total}" if self.total else (f" {self.done}" if self.done else "")
-        return f"[{self.label}]{count} {elapsed:6.1f}s {text}"
+        return for_terminal(f"[{self.label}]{count} {elapsed:6.1f}s {text}")  # text may be a node's or server's
 
     def status(self, text: str, *, force: bool = False) -> None:
         if not self.enabled:

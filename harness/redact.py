@@ -10,8 +10,8 @@ import re
 import shlex
 from typing import Any
 
-__all__ = ["MASK", "is_secret_name", "mask_values", "normalise_name", "redact_argv", "redact_command_line",
-           "redact_config_text", "redact_data", "scrub_text"]
+__all__ = ["MASK", "is_secret_flag", "is_secret_name", "mask_command_text", "mask_values", "normalise_name",
+           "redact_argv", "redact_command_line", "redact_config_text", "redact_data", "scrub_text"]
 
 MASK = "***"
 
@@ -39,6 +39,11 @@ POINTER_SUFFIXES = ("_env", "_file", "_path", "_dir")
 # Quantities named after tokens are not secrets: ``kv_bytes_per_token``, ``max_num_batched_tokens``.
 NOT_SECRET_SUFFIXES = ("_per_token",)
 _TOKEN_QUANTITY = re.compile(r"tokens|tokeniz")
+
+# Short flags whose value is a secret in the command lines people write in configuration files
+# (``-k KEY``: an API key). Only there: in the commands kvgate itself runs, ``-k`` is something
+# else (``journalctl -k``), and masking its argument would corrupt the evidence.
+SECRET_SHORT_FLAGS = frozenset({"-k"})
 
 _SECRET = re.compile(r"(api[-_]?key|token|password|passwd|passphrase|secret|credential|auth)", re.IGNORECASE)
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
@@ -76,6 +81,37 @@ def is_secret_name(name: str) -> bool:
         return True
     last = n.rsplit("_", 1)[-1]
     return "token" in last and not _TOKEN_QUANTITY.search(last)
+
+
+def is_secret_flag(arg: str, *, short: bool = False) -> bool:
+    """``--api-key``, ``--password``, ``--token``, ``--hf-token``, ``--x-key``; with ``short``, also
+    :data:`SECRET_SHORT_FLAGS` (``-k``)."""
+    return arg.startswith("-") and (is_secret_name(arg) or (short and arg in SECRET_SHORT_FLAGS))
+
+
+_WORDS = re.compile(r"(\s+)")
+
+
+def mask_command_text(text: str) -> str:
+    """A command line written as one string (a config's ``command: "vllm serve m --api-key sk-.."``,
+    a block scalar with ``\\`` continuations) with the value after each secret flag (short ones
+    included) and every ``--secret=value`` / ``SECRET=value`` masked, spacing and the rest kept."""
+    parts = _WORDS.split(text)
+    hide_next = False
+    for i in range(0, len(parts), 2):
+        word = parts[i]
+        bare = word.strip("'\"")
+        if not bare or bare == "\\":
+            continue  # a line continuation keeps the flag waiting for its value
+        if hide_next:
+            parts[i], hide_next = MASK, False
+            continue
+        name, sep, _ = bare.partition("=")
+        if sep and is_secret_name(name):
+            parts[i] = f"{name}={MASK}"
+        else:
+            hide_next = not sep and is_secret_flag(bare, short=True)
+    return "".join(parts)
 
 
 def _masked_param(m: re.Match[str]) -> str:

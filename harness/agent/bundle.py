@@ -15,7 +15,8 @@ AGENT_NAME = "kvgate-agent.pyz"
 SHEBANG = b"#!/usr/bin/env python3\n"
 _FIXED_TIME = (1980, 1, 1, 0, 0, 0)
 # Stdlib-only modules the bundled packages import (harness.errors backs the load errors).
-_MODULES = ("__init__.py", "units.py", "progress.py", "errors.py", "exitcodes.py", "deletion.py", "readbuffer.py")
+_MODULES = ("__init__.py", "units.py", "progress.py", "errors.py", "exitcodes.py", "deletion.py", "readbuffer.py",
+            "terminaltext.py")
 _PACKAGES = ("load", "sim", "agent")
 _MAIN = b"import sys\nfrom harness.agent.main import main\nsys.exit(main())\n"
 

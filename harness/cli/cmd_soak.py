@@ -102,19 +102,20 @@ def _pull_unless_followed(camp: Any, inventory: Optional[Path], sh: Any, wh: Any
         notes.append("a kvgate gate G4 run is following this soak: showing what it pulled")
         return None
     try:
-        return _pull(_inventory(camp, inventory), sh, wh, notes)
+        return _pull(_inventory(camp, inventory), sh, wh, notes, camp.path / "G4")
     finally:
         os.close(lock)
 
 
-def _pull(inv: Any, sh: Any, wh: Any, notes: list[str]) -> Optional[bool]:
+def _pull(inv: Any, sh: Any, wh: Any, notes: list[str], gate_path: Path) -> Optional[bool]:
     from harness.pipelines.g4.soakrun import pull, pull_watch
+    from harness.pipelines.shared.context import RAY_ACTORS
     from harness.remote.base import RemoteError
     from harness.remote.connect import executor_for
 
     running: Optional[bool] = None
     try:
-        ex = executor_for(inv, sh.node)
+        ex = executor_for(inv, sh.node, ray_actors=gate_path / RAY_ACTORS)  # the actors G4's run created
         try:
             running = pull(ex, sh).state.running
         finally:
@@ -123,7 +124,7 @@ def _pull(inv: Any, sh: Any, wh: Any, notes: list[str]) -> Optional[bool]:
         notes.append(f"could not reach {sh.node}: {exc} (showing what was pulled before)")
     if wh is not None:  # the engine node's own watchdog (engine on another node)
         try:
-            wex = executor_for(inv, wh.node)
+            wex = executor_for(inv, wh.node, ray_actors=gate_path / RAY_ACTORS)
             try:
                 pull_watch(wex, wh)
             finally:
@@ -232,7 +233,9 @@ def _stop(args: argparse.Namespace) -> int:
     if not state:
         raise InputError(f"campaign {args.campaign!r} has no started G4 soak")
     sh = SoakHandle.from_json(state["handle"])
-    ex = executor_for(_inventory(camp, args.inventory), sh.node)
+    from harness.pipelines.shared.context import RAY_ACTORS
+
+    ex = executor_for(_inventory(camp, args.inventory), sh.node, ray_actors=camp.path / "G4" / RAY_ACTORS)
     try:
         request_stop(ex, sh)
     finally:

@@ -119,7 +119,7 @@ def run(args: argparse.Namespace) -> int:
             bad += ["the campaign page"] if [p for p in campaign_problems if p not in custody.problems] else []
             bad += [f"the set of gates ({CAMPAIGN_MANIFEST})"] if custody.problems else []
             print(f"campaign {terminal_safe(target)}: " + ("VERIFIED (every gate and the campaign page)" if not bad else
-                                                           "NOT VERIFIED: " + ", ".join(bad))
+                                                           "NOT VERIFIED: " + terminal_safe(", ".join(bad)))
                   + ("" if bad or custody.signatures else f"; {CAMPAIGN_MANIFEST} is not signed"))
     if campaign_problems:
         return int(ExitCode.GATE_FAILED)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Optional
 
-from harness.cli.table import render_table
+from harness.cli.table import render_table, terminal_safe
 from harness.exitcodes import ExitCode
 from harness.pipelines.gaterun.runner import GateOutcome
 from harness.records.outcome import CheckResult, Verdict
@@ -51,7 +51,7 @@ def demo_summary(outcomes: Sequence[GateOutcome], gates: Sequence[str], raw_disk
             out.append(f"{gate}: not run")
     g4 = done.get("G4")
     if raw_disk and g4 is not None and g4.verdict is Verdict.INCONCLUSIVE:
-        out.append("G4 is INCONCLUSIVE on the raw disk, not an error: a 90-second soak on a disk whose rate wanders "
+        out.append("G4 is INCONCLUSIVE on the raw disk, not an error: a soak of minutes on a disk whose rate wanders "
                    "cannot decide a 10% drift (docs/demo-disk.md)")
     return out
 
@@ -65,14 +65,15 @@ def print_outcome(outcome: GateOutcome) -> None:
     print()
     print(f"{outcome.gate} {outcome.result.title}: {outcome.verdict.value} (exit {int(outcome.exit_code)})")
     for line in provisioned_lines(outcome.result):
-        print(line)
+        print(terminal_safe(line))
     print(render_table(["check", "severity", "expected", "measured", "verdict"], rows))
     for line in why_lines(outcome.result.checks):
-        print(line)
-    for fault in outcome.result.faults:
-        print(f"fault: {fault}")
+        print(terminal_safe(line))
+    for fault in outcome.result.faults:  # a node's output tail: line by line, indented under its fault
+        first, *rest = fault.split("\n")
+        print("\n".join([f"fault: {terminal_safe(first)}", *(f"  {terminal_safe(line)}" for line in rest)]))
     for note in outcome.result.notes:  # what a signer must see beside the verdict (issue 27)
         if note.startswith(("UNSIGNED BASELINE", "NON-STOCK GATE FILE")):
-            print(note)
+            print(terminal_safe(note))
     html = outcome.gate_dir / "report.html"
     print(f"report: {html}")

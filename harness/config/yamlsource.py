@@ -309,9 +309,13 @@ class _SecretMasker:
         if isinstance(node, yaml.ScalarNode):
             self.scalars.append(node)
         elif isinstance(node, yaml.MappingNode):
+            named = _names_a_secret(node)
             for key, value in node.value:
                 self.walk(key)
-                if isinstance(key, yaml.ScalarNode) and is_secret_name(str(key.value)):
+                # any style of key: `? [HF_TOKEN]` is as secret as `HF_TOKEN:`; and `value:` beside
+                # `name: HF_TOKEN` (an environment list) holds that secret
+                if any(is_secret_name(str(k.value)) for k in _scalars(key)) or (
+                        named and isinstance(key, yaml.ScalarNode) and key.value in _NAMED_VALUE_KEYS):
                     self.mask_all(value)
                 self.walk(value)
         elif isinstance(node, yaml.SequenceNode):
@@ -319,7 +323,7 @@ class _SecretMasker:
 
     def _walk_arguments(self, node: yaml.SequenceNode) -> None:
         """A list read as a command line: ``NAME=secret``, ``--secret-flag value``, ``--secret=value``."""
-        from harness.redact import MASK, is_secret_name
+        from harness.redact import MASK, is_secret_flag, is_secret_name
 
         hide_next = False
         for item in node.value:
@@ -331,23 +335,51 @@ class _SecretMasker:
                     self.spans[item.start_mark.index] = (item.end_mark.index, f"'{name}={MASK}'")
                 elif hide_next or (sep and is_secret_name(name)):
                     self.mask_all(item)
-                hide_next = value.startswith("-") and not sep and is_secret_name(value)
+                hide_next = not sep and is_secret_flag(value, short=True)
             else:
                 hide_next = False
 
     def scrub_embedded(self) -> None:
         """Secrets written inside other scalars (a URL's password, ``AccountKey=``...)."""
-        from harness.redact import MASK, scrub_text
+        from harness.redact import MASK, mask_command_text, scrub_text
 
         for node in self.scalars:
             start = node.start_mark.index
             if start in self.spans or node.start_mark.index == node.end_mark.index:
                 continue
             value = str(node.value)
-            scrubbed = scrub_text(value)
+            scrubbed = scrub_text(mask_command_text(value))  # a command line written as one string, too
             if scrubbed != value:
                 quoted = MASK if "\n" in value else scrubbed.replace("'", "''")
                 self.spans[start] = (node.end_mark.index, f"'{quoted}'" + self._block_tail(node))
+
+
+_NAMED_VALUE_KEYS = ("value", "default")
+_NAME_KEYS = ("name", "key", "env", "variable")
+_MAX_KEY_SCALARS = 64
+
+
+def _scalars(node: yaml.Node) -> list[yaml.ScalarNode]:
+    """The scalars of a key (a plain key, or a complex one: ``? [A, B]``, ``? {a: b}``), bounded."""
+    out: list[yaml.ScalarNode] = []
+    todo = [node]
+    while todo and len(out) < _MAX_KEY_SCALARS:
+        n = todo.pop()
+        if isinstance(n, yaml.ScalarNode):
+            out.append(n)
+        elif isinstance(n, yaml.SequenceNode):
+            todo.extend(n.value)
+        elif isinstance(n, yaml.MappingNode):
+            todo.extend(x for pair in n.value for x in pair)
+    return out
+
+
+def _names_a_secret(node: yaml.MappingNode) -> bool:
+    """``{name: HF_TOKEN, value: ..}``: the mapping is one named variable, and its name is a secret's."""
+    from harness.redact import is_secret_name
+
+    return any(isinstance(k, yaml.ScalarNode) and k.value in _NAME_KEYS and isinstance(v, yaml.ScalarNode)
+               and is_secret_name(str(v.value)) for k, v in node.value)
 
 
 def _comments(text: str, scalars: list[yaml.ScalarNode], replaced: dict[int, tuple[int, str]]) -> list[tuple[int, int]]:

@@ -21,6 +21,7 @@ from harness.load.runner import RECORDS_FILE, SUMMARY_FILE, LoadConfig, run_load
 from harness.load.summary import DEFAULT_PERCENTILES, Summary, records_from_vllm
 from harness.load.tracegen import TraceGenSpec, write_trace
 from harness.load.workloads import WORKLOADS
+from harness.terminaltext import for_terminal
 
 # CLI option -> workload parameter, per workload (only options the user gave are passed on)
 _WORKLOAD_OPTS: dict[str, dict[str, str]] = {
@@ -273,7 +274,7 @@ def format_summary(s: Summary) -> str:
     if kv.get("interrupted"):
         lines.append(f"interrupted ({kv.get('signal') or 'stop requested'}): everything taken so far is kept")
     lines.append("=" * 56)
-    return "\n".join(lines)
+    return "\n".join(for_terminal(line) for line in lines)  # an error example is the server's text
 
 
 def _summarize(args: argparse.Namespace, out: TextIO) -> int:

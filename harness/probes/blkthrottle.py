@@ -37,6 +37,7 @@ from harness.config.inventory import Node, StorageTarget
 from harness.probes.backing import resolve_backing
 from harness.probes.errors import ProbeRefused
 from harness.remote.base import CommandFailed, Executor, RemoteError
+from harness.remote.scratch import remove_named_child
 from harness.units import UnitKind, format_quantity
 
 STATE_DIR = "/run/kvgate/cgroups"  # markers; a tmpfs cleared at boot, as cgroups are
@@ -347,12 +348,12 @@ def _remove(executor: Executor, path: str, parent: str, marker: str) -> list[str
             _write_line_quiet(executor, posixpath.join(parent, "cgroup.procs"), pid)
         if pids:
             notes.append(f"moved {len(pids)} process(es) still in {path} to its parent")
-        if executor.run(["rmdir", "--", path], check=False, timeout=30).ok:
+        if remove_named_child(executor, path, parent=parent, prefix=PREFIX, directory=True):
             break
         time.sleep(0.2)
     else:
         return [*notes, f"could not remove {path}: processes keep joining it"]
-    executor.run(["rm", "-f", "--", marker], check=False, timeout=30)
+    remove_named_child(executor, marker, parent=posixpath.dirname(marker), suffix=".json")
     return notes
 
 

@@ -18,6 +18,7 @@ path) is never marked, so it is never deleted. Every removal, refused or done, i
 
 from __future__ import annotations
 
+import posixpath
 import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -26,8 +27,8 @@ from typing import Optional
 from harness.config.paths import check_node_path
 from harness.remote.base import Executor
 
-__all__ = ["ENGINE_OWNER", "MARKER", "Removal", "create_owned_dir", "remove_owned_dir", "remove_owned_file",
-           "remove_stale_dirs"]
+__all__ = ["ENGINE_OWNER", "MARKER", "Removal", "create_owned_dir", "remove_named_child", "remove_owned_dir",
+           "remove_owned_file", "remove_stale_dirs"]
 
 MARKER = ".kvgate-owner"
 ENGINE_OWNER = "kvgate-engine"  # KV directories an engine created outside a campaign
@@ -152,6 +153,24 @@ def _remove(executor: Executor, path: str, owner: Optional[str], script: str, na
     outcome = "refused" if res.exit_code == 3 else "failed"
     reason = word or (res.stderr.strip()[-300:] or f"exit {res.exit_code}")
     return Removal(executor.node, path, False, outcome, reason, argv, res.exit_code, res.duration_s)
+
+
+def remove_named_child(executor: Executor, path: str, *, parent: str, prefix: str = "",
+                       suffix: str = "", directory: bool = False) -> bool:
+    """Remove a name kvgate gave directly under ``parent``: an empty directory with ``rmdir`` (a
+    cgroup: the kernel removes a cgroup by the rmdir of its directory and refuses one with processes
+    in it) or a file with ``rm -f``. Only a normalised path whose parent is exactly ``parent`` and
+    whose name starts with ``prefix`` and ends with ``suffix`` (at least one given); else ValueError.
+    True when the command succeeded."""
+    name = posixpath.basename(path)
+    problem = _check(path)
+    if problem is None and (posixpath.dirname(path) != parent or not (prefix or suffix)
+                            or not name.startswith(prefix) or not name.endswith(suffix) or name in (prefix, suffix)):
+        problem = f"not a {prefix}*{suffix} name directly under {parent}"
+    if problem:
+        raise ValueError(f"refusing to remove {path!r}: {problem}")
+    argv = ["rmdir", "--", path] if directory else ["rm", "-f", "--", path]
+    return executor.run(argv, check=False, timeout=30.0).ok
 
 
 def remove_stale_dirs(executor: Executor, parent: str, prefix: str, owner: str) -> list[Removal]:

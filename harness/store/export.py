@@ -183,7 +183,7 @@ def write_tables(tables: Mapping[str, Table], out_dir: Path, fmt: str) -> list[P
     if fmt not in FORMATS:
         raise InputError(f"unknown format {fmt!r}; known: {', '.join(FORMATS)}")
     pd: Any = _pandas(fmt) if fmt != "csv" else None
-    out_dir.mkdir(parents=True, exist_ok=True)
+    _output_dir(out_dir)
     if fmt == "xlsx":
         def xlsx(tmp: Path) -> None:
             with pd.ExcelWriter(tmp, engine="openpyxl") as xw:
@@ -205,6 +205,24 @@ def write_tables(tables: Mapping[str, Table], out_dir: Path, fmt: str) -> list[P
             written.append(_replace(out_dir / f"{name}.{fmt}", lambda tmp, rows=rows, cols=cols:
                                     pd.DataFrame(rows, columns=cols).to_parquet(tmp, index=False)))
     return written
+
+
+def _output_dir(out_dir: Path) -> None:
+    """``-o``: an existing directory (not a symlink) or a new one; anything else is refused."""
+    try:
+        mode = os.lstat(out_dir).st_mode
+    except FileNotFoundError:
+        mode = None
+    except OSError as exc:
+        raise InputError(f"-o {out_dir}: {exc.strerror}") from None
+    if mode is not None and not stat.S_ISDIR(mode):
+        kind = "a symbolic link" if stat.S_ISLNK(mode) else "a FIFO" if stat.S_ISFIFO(mode) else \
+            "a file" if stat.S_ISREG(mode) else "not a directory"
+        raise InputError(f"-o {out_dir}: exists and is {kind}; give a directory (new or existing)")
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(f"-o {out_dir}: cannot create the directory: {exc.strerror}") from None
 
 
 def _csv(tmp: Path, rows: Table, cols: list[str]) -> None:

@@ -15,9 +15,11 @@ import yaml
 
 from harness.cli.main import run
 from harness.ports import free_port
+from harness.remote.ray.cluster import ray_module
 from tests.pipelines.conftest import small_profile
 from tests.pipelines.test_g4_faults import ROOT
 from tests.remote.ray_inventory import ray_inventory_data
+from tests.support.procs import wait_for
 from tests.support.storagenoise import not_passed_beyond_unsteady_storage
 
 # one worker of the Ray session runs these one after another: the killed-actor check kills ray-b's
@@ -62,6 +64,20 @@ def test_g1_g2_through_ray(tmp_path: Path, write_yaml: Callable[[str, dict[str, 
     g1 = {c["id"]: c for c in json.loads((reports / "ray" / "G1" / "result.json").read_text())["checks"]}
     assert g1["nodes_reachable"]["verdict"] == g1["target_mounted"]["verdict"] == "PASS"
     assert g1["fio_read"]["verdict"] in ("PASS", "INCONCLUSIVE") and g1["fio_read"]["observations"]
+    # the run recorded the node actor it created (#50: a name drawn at creation, its ActorID), and
+    # ended it with the run (an idle actor holds a worker process on the node)
+    [(key, actor)] = json.loads((reports / "ray" / "G1" / "ray-actors.json").read_text())["actors"].items()
+    assert key.endswith(" ray-b") and actor["name"].startswith("kvgate-node-ray-b-") and len(actor["actor_id"]) > 8
+    ray = ray_module()
+
+    def ended() -> bool:
+        try:
+            ray.get_actor(actor["name"])
+        except ValueError:
+            return True
+        return False
+
+    wait_for(ended, 60, "G1's node actor to end with its run", poll=0.2)
     # G2 without its G1 prerequisite (whose verdict depends on the machine's load, above). This runs
     # in `make test`'s parallel session at nice 10, with 2 repetitions of 4 requests: their spread is
     # the machine's load, so the repeatability checks (point estimates) may honestly FAIL (a

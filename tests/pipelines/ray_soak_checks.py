@@ -54,7 +54,9 @@ def test_soak_outlives_its_controller_and_a_killed_node_actor_is_a_fault(
     assert run(["gate", "G4", *common]) == 0  # starts the soak and returns
     ray = cluster.ray_module()
     killed_at = time.time()
-    ray.kill(ray.get_actor(cluster.ACTOR_PREFIX + "ray-c"), no_restart=True)
+    actors = json.loads((reports / "raysoak" / "G4" / "ray-actors.json").read_text())["actors"]
+    [name] = [a["name"] for key, a in actors.items() if key.endswith(" ray-c")]  # the run's record of its actor
+    ray.kill(ray.get_actor(name), no_restart=True)
     # through a new actor, which may take longer to start than the soak's 45 s on a loaded machine
     # (a CI run beside a CPU hog: the soak had ended when it answered): the soak is running, or it
     # ended at its duration after the kill; either way it outlived the actor that started it

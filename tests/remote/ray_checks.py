@@ -82,7 +82,7 @@ def test_secrets_stay_out_of_argv_and_ray_files(tmp_path: Path) -> None:
     leaked = subprocess.run(["grep", "-rlF", secret, str(temp)], capture_output=True, text=True)  # noqa: S603, S607
     assert leaked.returncode == 1, f"the secret is in Ray's files: {leaked.stdout}"
     # the search covered the node actor's own log files (what Ray's dashboard serves)
-    pid = cluster.ray_module().get(ex.actor().where.remote())["pid"]
+    pid = json.loads(cluster.ray_module().get(ex.actor().where.remote()))["pid"]  # JSON bytes (replies)
     assert list(temp.glob(f"session_*/logs/worker-*-{pid}.*")), "the node actor's logs were not searched"
 
 

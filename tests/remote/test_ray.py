@@ -50,7 +50,10 @@ def _inner(tmp_path_factory: pytest.TempPathFactory) -> InnerRun:
            "-n", "2", "--dist", "loadgroup", f"--junitxml={junit}", *INNER]
     # Ray's own limit for a raylet to register (60 s) was passed by a head starting on this loaded
     # 2-core machine (bench-fanout, load 6); a slow start is not what this test is about
-    env = dict(os.environ, PYTHONPATH=str(ROOT), RAY_raylet_start_wait_time_s="300")
+    # KVGATE_STATE_DIR: the controllers' own record of the actors they start (harness.remote.ray.actorbook),
+    # this session's own
+    env = dict(os.environ, PYTHONPATH=str(ROOT), RAY_raylet_start_wait_time_s="300",
+               KVGATE_STATE_DIR=str(work / "state"))
     for var in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
         env.pop(var, None)  # the outer session's worker: the inner one is a session of its own
     start = time.monotonic()

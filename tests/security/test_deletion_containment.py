@@ -27,6 +27,7 @@ from harness.remote.scratch import (
     ENGINE_OWNER,
     MARKER,
     create_owned_dir,
+    remove_named_child,
     remove_owned_dir,
     remove_owned_file,
     remove_stale_dirs,
@@ -141,6 +142,27 @@ def test_root_and_top_level_refused() -> None:
     ex = LocalExecutor("n1")
     for p in ("/", "/tmp", "relative", "/a\nb/c"):
         assert remove_owned_dir(ex, p, OWNER).outcome == "refused"
+
+
+
+def test_a_named_child_is_removed_only_directly_under_its_parent_and_by_its_name(tmp_path: Path, victim: Path) -> None:
+    """The cgroup remover's helper (a kvgate-* directory removed with rmdir, its marker file with rm -f):
+    another parent, a '..' on the way, a name without the prefix or suffix, or the bare prefix is refused."""
+    ex = LocalExecutor("n1")
+    parent = tmp_path / "cgroups"
+    (parent / "kvgate-abc").mkdir(parents=True)
+    (parent / "tok.json").write_text("{}")
+    for path, kw in ((str(victim / "precious.txt"), {"suffix": ".txt"}),
+                     (f"{parent}/../victim/precious.txt", {"suffix": ".txt"}),
+                     (f"{parent}/other", {"prefix": "kvgate-", "directory": True}),
+                     (f"{parent}/kvgate-", {"prefix": "kvgate-", "directory": True}),
+                     (f"{parent}/kvgate-abc", {"directory": True})):
+        with pytest.raises(ValueError, match="refusing to remove"):
+            remove_named_child(ex, path, parent=str(parent), **kw)  # type: ignore[arg-type]
+    assert (victim / "precious.txt").read_text() == "keep me"
+    assert remove_named_child(ex, f"{parent}/kvgate-abc", parent=str(parent), prefix="kvgate-", directory=True)
+    assert remove_named_child(ex, f"{parent}/tok.json", parent=str(parent), suffix=".json")
+    assert sorted(parent.iterdir()) == []
 
 
 # --- round three (#29 item 1): one helper for every deletion ---------------------------------------

@@ -121,3 +121,34 @@ def test_an_oversized_state_file_is_refused_with_the_limit(tmp_path: Path) -> No
         campaign_tables(campaign)
     assert cli(["export", str(campaign), "--format", "csv", "-o", str(tmp_path / "o")]) == 2
     assert json.loads((campaign / "campaign.json").read_text()) == {}
+
+
+@pytest.mark.parametrize("kind", ["symlink-to-dir", "symlink-to-file", "dangling-symlink", "file", "fifo"])
+def test_an_existing_non_directory_output_is_refused_in_one_line(tmp_path: Path, kind: str,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """#50 item 4: ``-o PATH`` where PATH exists and is not a directory: exit 2 and one line naming
+    it (before: FileExistsError from mkdir, exit 5), and nothing written through it."""
+    campaign = _campaign(tmp_path, "ok")
+    out, target = tmp_path / "out", tmp_path / "elsewhere"
+    if kind == "symlink-to-dir":
+        target.mkdir()
+        out.symlink_to(target)
+    elif kind == "symlink-to-file":
+        target.write_text("keep")
+        out.symlink_to(target)
+    elif kind == "dangling-symlink":
+        out.symlink_to(target)
+    elif kind == "file":
+        out.write_text("keep")
+    else:
+        os.mkfifo(out)
+    assert cli(["export", str(campaign), "--format", "csv", "-o", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"kvgate: error: -o {out}: exists and is "), err
+    assert "Traceback" not in "\n".join(err)
+    if kind == "symlink-to-dir":
+        assert list(target.iterdir()) == []
+    if kind in ("symlink-to-file", "file"):
+        assert (target if kind == "symlink-to-file" else out).read_text() == "keep"
+    if kind == "dangling-symlink":
+        assert not target.exists()

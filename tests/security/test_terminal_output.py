@@ -18,12 +18,15 @@ from harness.cli.table import json_safe, terminal_safe
 from tests.store.test_history_import_export import _gate_result, _write
 from tests.support.procs import HANG_GUARD_S
 
-EVIL = "x\x1b[2J\x1b]0;pwned\x07\r\nVERIFIED: everything\x9b31m\x00"
+EVIL = "x\x1b[2J\x1b]0;pwned\x07\r\nVERIFIED: everything\x9b31m\x00\u202eSSAP"
+RAW = ("\x1b", "\x9b", "\r", "\x00", "\x07", "\u202e")
 
 
 def test_terminal_safe_strips_every_control() -> None:
-    out = terminal_safe(EVIL)
-    assert out == "x??VERIFIED: everything?"
+    out = terminal_safe(EVIL)  # shown escaped (#50 item 3), where #29 dropped or replaced them
+    assert out == "x\\x1b[2J\\x1b]0;pwned\\x07\\x0d\\x0aVERIFIED: everything\\x9b31m\\x00\\u202eSSAP"
+    assert json.loads(json_safe(json.dumps({"a": "\u202e"}, ensure_ascii=False))) == {"a": "\u202e"}
+    assert "\u202e" not in json_safe(json.dumps({"a": "\u202e"}, ensure_ascii=False))
     assert json.loads(json_safe(json.dumps({"a": "\x9b1m"}, ensure_ascii=False))) == {"a": "\x9b1m"}
     assert "\x9b" not in json_safe(json.dumps({"a": "\x9b1m"}, ensure_ascii=False))
 
@@ -34,7 +37,7 @@ def test_verify_prints_a_hostile_file_name_clean(tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, "-m", "harness.cli.main", "verify", str(gate)],  # noqa: S603
                           capture_output=True, text=True, timeout=HANG_GUARD_S)
     assert proc.returncode not in (0, 5), proc.stderr
-    assert "\x1b" not in proc.stdout and "\x9b" not in proc.stdout and "\r" not in proc.stdout
+    assert not [c for c in RAW if c in proc.stdout + proc.stderr]
     assert not [line for line in proc.stdout.splitlines() if line.startswith("VERIFIED")]
 
 
@@ -50,5 +53,5 @@ def test_soak_status_prints_node_strings_clean(monkeypatch: pytest.MonkeyPatch,
                               no_pull=True, json=False)
     assert cmd_soak.run(args) == 0
     out = capsys.readouterr().out
-    assert "\x1b" not in out and "\x9b" not in out and "\r" not in out and "\x00" not in out
+    assert not [c for c in RAW if c in out]
     assert not [line for line in out.splitlines() if line.startswith("VERIFIED")]

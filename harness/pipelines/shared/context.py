@@ -17,6 +17,8 @@ from harness.redact import redact_data
 from harness.remote.base import Executor, RemoteError
 from harness.store.campaign import Campaign, GateDir
 
+RAY_ACTORS = "ray-actors.json"  # the Ray node actors this gate's runs created (harness.remote.ray.actorbook)
+
 
 @dataclass
 class GateRun:
@@ -52,7 +54,9 @@ class GateRun:
 
             # every command on the node goes to commands.jsonl with its exit code and duration
             ex = RecordingExecutor(executor_for(self.inventory, node, accept_new_host_keys=self.accept_new_host_keys,
-                                                cgroup=self.cgroups.get(node)), self.gate_dir.record_command)
+                                                cgroup=self.cgroups.get(node),
+                                                ray_actors=self.path / RAY_ACTORS),
+                                   self.gate_dir.record_command)
             with self._lock:
                 self._executors[node] = ex
         return ex
@@ -142,11 +146,17 @@ class GateRun:
             self.warn(f"{executor.node}: removing {path} failed: {removal.reason}")
 
     def close(self) -> None:
+        """Close every executor; a Ray node actor this run used ends with it, except G4's (its
+        soak's followers reattach to it, and a replaced one is a recorded fault)."""
         with self._lock:
             executors = list(self._executors.values())
             self._executors.clear()
         for ex in executors:
             try:
+                if self.gate != "G4":
+                    from harness.remote.ray.executor import retire_actor  # a no-op unless ex is Ray's
+
+                    retire_actor(ex)
                 ex.close()
             except (RemoteError, OSError):
                 pass

@@ -1,10 +1,13 @@
 """``NodeAgent``: what runs on a node for the Ray executor, one actor per inventory node.
 
 It does what ``LocalExecutor`` does on that node (the same code: process groups, 128+N for a
-signal, 127 for a missing program, atomic writes) and hands the outcome back as plain data, never
-as an exception: Ray would wrap an exception in its own type and print its traceback to the
-cluster's logs, with whatever the command's output held. The controller rebuilds the typed error
-(``executor._raise``).
+signal, 127 for a missing program, atomic writes) and hands the outcome back as JSON bytes
+(``replies.encode``; a file's chunk as its raw bytes), never as an exception or another Python
+object: the controller takes nothing from an actor but bytes it decodes itself (``replies``), and
+Ray would print an exception's traceback to the cluster's logs, with whatever the command's output
+held. The controller rebuilds the typed error (``executor._raise``). A command whose lines the
+controller follows is started (``run_open``) and polled (``run_next``), not a Ray streaming
+generator: the end of such a stream is read with ``ray.get``, which would unpickle.
 
 Secrets: a command's environment reaches the process through ``Popen(env=...)``, never its argument
 list; nothing here prints or logs a command, its environment or its output (so nothing of them lands
@@ -13,22 +16,26 @@ in Ray's worker logs, which the dashboard serves).
 
 from __future__ import annotations
 
+import base64
 import os
 import queue
 import socket
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+import uuid
+from collections.abc import Mapping, Sequence
 from typing import Any, Optional
 
 from harness.deletion import remove_file
 from harness.remote.base import RemoteError, RunResult
 from harness.remote.batch import BatchCommand, run_batch
 from harness.remote.local import LocalExecutor, sha256_file
+from harness.remote.ray.replies import encode
 
 Outcome = dict[str, Any]  # {"ok": value} or {"error": class name, "message", "exit_code", "stdout", "stderr"}
 CHUNK = 4 * 1024 * 1024  # bytes of a file per call (Ray moves each as one object)
+LINES_PER_REPLY = 20000  # of a followed command, per run_next
 _END = object()
 
 
@@ -51,27 +58,28 @@ class NodeAgent:
         self.node = node
         self._ex = LocalExecutor(node, default_timeout=default_timeout)
         self._uploads: dict[str, str] = {}  # upload id -> temp file
+        self._followed: dict[str, tuple[queue.Queue[Any], list[Outcome]]] = {}  # run_open's commands
         self._lock = threading.Lock()
 
-    def where(self) -> dict[str, Any]:
+    def where(self) -> bytes:
         """Which machine and Ray node this actor runs on (ping, and the placement check)."""
         import importlib
 
         ray: Any = importlib.import_module("ray")  # the actor runs inside Ray
         ctx = ray.get_runtime_context()
-        return {"node_id": ctx.get_node_id(), "actor_id": ctx.get_actor_id(), "hostname": socket.gethostname(),
-                "pid": os.getpid(),
-                "ip": ray.util.get_node_ip_address(), "time": time.time()}
+        return encode({"node_id": ctx.get_node_id(), "actor_id": ctx.get_actor_id(),
+                       "hostname": socket.gethostname(), "pid": os.getpid(),
+                       "ip": ray.util.get_node_ip_address(), "time": time.time()})
 
     # -- commands ------------------------------------------------------------------------------
 
     def run(self, argv: Sequence[str], env: Optional[Mapping[str, str]], cwd: Optional[str],
-            timeout: Optional[float], stdin: Optional[bytes]) -> Outcome:
-        return self._run(argv, env, cwd, timeout, stdin, None)
+            timeout: Optional[float], stdin: Optional[bytes]) -> bytes:
+        return encode(self._run(argv, env, cwd, timeout, stdin, None))
 
-    def run_streaming(self, argv: Sequence[str], env: Optional[Mapping[str, str]], cwd: Optional[str],
-                      timeout: Optional[float], stdin: Optional[bytes]) -> Iterator[Any]:
-        """Yields (stream, line) as lines arrive, then the outcome (a dict) last."""
+    def run_open(self, argv: Sequence[str], env: Optional[Mapping[str, str]], cwd: Optional[str],
+                 timeout: Optional[float], stdin: Optional[bytes]) -> bytes:
+        """Start a command whose lines the controller follows (``run_next``); its id."""
         lines: queue.Queue[Any] = queue.Queue()
         box: list[Outcome] = []
 
@@ -81,14 +89,35 @@ class NodeAgent:
             finally:
                 lines.put(_END)
 
+        run_id = uuid.uuid4().hex
+        with self._lock:
+            self._followed[run_id] = (lines, box)
         threading.Thread(target=work, daemon=True, name="kvgate-run").start()
-        while True:
-            item = lines.get()
-            if item is _END:
-                break
-            yield item
-        yield box[0] if box else {"error": "RemoteError", "message": "the command's runner died",
-                                  "exit_code": None, "stdout": "", "stderr": ""}
+        return encode({"ok": run_id})
+
+    def run_next(self, run_id: str, wait_s: float) -> bytes:
+        """The lines of a followed command since the last call (waiting up to ``wait_s`` for the
+        first), and its outcome once it ended: ``{"ok": {"lines": [[stream, line]...], "outcome"}}``."""
+        with self._lock:
+            lines, box = self._followed[run_id]
+        got: list[Any] = []
+        outcome: Optional[Outcome] = None
+        try:
+            item = lines.get(timeout=wait_s)
+            while True:
+                if item is _END:
+                    outcome = box[0] if box else {"error": "RemoteError", "message": "the command's runner died",
+                                                  "exit_code": None, "stdout": "", "stderr": ""}
+                    with self._lock:
+                        self._followed.pop(run_id, None)
+                    break
+                got.append(list(item))
+                if len(got) >= LINES_PER_REPLY:
+                    break
+                item = lines.get_nowait()
+        except queue.Empty:
+            pass
+        return encode({"ok": {"lines": got, "outcome": outcome}})
 
     def _run(self, argv: Sequence[str], env: Optional[Mapping[str, str]], cwd: Optional[str],
              timeout: Optional[float], stdin: Optional[bytes], on_line: Any) -> Outcome:
@@ -98,7 +127,7 @@ class NodeAgent:
             return _error(exc, self.node)
         return _result(res)
 
-    def run_many(self, tools: Sequence[str], commands: Sequence[Mapping[str, Any]]) -> Outcome:
+    def run_many(self, tools: Sequence[str], commands: Sequence[Mapping[str, Any]]) -> bytes:
         """A batch (``harness.remote.batch``) in one call: ``which`` of each tool, then each command
         ``{"argv", "timeout", "tool"}`` in order; every command's outcome as ``run`` gives it, None
         for one whose tool is missing."""
@@ -106,23 +135,28 @@ class NodeAgent:
             batch = run_batch(self._ex, list(tools), [BatchCommand(tuple(c["argv"]), c.get("timeout"), c.get("tool"))
                                                       for c in commands])
         except RemoteError as exc:
-            return _error(exc, self.node)
+            return encode(_error(exc, self.node))
         answers = [None if a is None else _error(a, self.node) if isinstance(a, RemoteError) else _result(a)
                    for a in batch.answers]
-        return {"ok": {"which": batch.which, "answers": answers}}
+        return encode({"ok": {"which": batch.which, "answers": answers}})
 
     # -- files ---------------------------------------------------------------------------------
 
-    def call(self, method: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Outcome:
-        """``read_file``, ``write_file`` or ``which`` of the node's LocalExecutor."""
+    def call(self, method: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> bytes:
+        """``read_file`` (its bytes in base64), ``write_file`` or ``which`` of the node's LocalExecutor."""
         if method not in ("read_file", "write_file", "which"):
-            raise ValueError(f"not a node file method: {method}")
+            return encode({"error": "RemoteError", "message": f"not a node file method: {method}",
+                           "exit_code": None, "stdout": "", "stderr": ""})
         try:
-            return {"ok": getattr(self._ex, method)(*args, **kwargs)}
+            value = getattr(self._ex, method)(*args, **kwargs)
         except RemoteError as exc:
-            return _error(exc, self.node)
+            return encode(_error(exc, self.node))
+        return encode({"ok": base64.b64encode(value).decode() if method == "read_file" else value})
 
-    def upload_open(self, dest: str) -> Outcome:
+    def upload_open(self, dest: str) -> bytes:
+        return encode(self._upload_open(dest))
+
+    def _upload_open(self, dest: str) -> Outcome:
         """A temp file beside ``dest`` (so the final rename is atomic); returns its upload id."""
         try:
             fd, tmp = tempfile.mkstemp(prefix=".kvgate-", dir=os.path.dirname(os.path.abspath(dest)))
@@ -137,16 +171,25 @@ class NodeAgent:
             self._uploads[tmp] = dest
         return {"ok": tmp}
 
-    def upload_chunk(self, upload: str, data: bytes) -> None:
-        with open(self._upload(upload), "ab") as fh:
+    def upload_chunk(self, upload: str, data: bytes) -> bytes:
+        if not self._known(upload):
+            return encode({"error": "TransferError", "message": "put: unknown upload", "exit_code": None,
+                           "stdout": "", "stderr": ""})
+        with open(upload, "ab") as fh:
             fh.write(data)
+        return encode({"ok": None})
 
-    def upload_close(self, upload: str, mode: Optional[int], want: str) -> Outcome:
+    def upload_close(self, upload: str, mode: Optional[int], want: str) -> bytes:
         """fsync, check the sha256 against ``want``, chmod and rename into place; the temp file is
         removed on any failure."""
-        tmp = self._upload(upload)
+        if not self._known(upload):
+            return encode({"error": "TransferError", "message": "put: unknown upload", "exit_code": None,
+                           "stdout": "", "stderr": ""})
+        return encode(self._upload_close(upload, mode, want))
+
+    def _upload_close(self, tmp: str, mode: Optional[int], want: str) -> Outcome:
         with self._lock:
-            dest = self._uploads.pop(upload)
+            dest = self._uploads.pop(tmp)
         try:
             with open(tmp, "rb+") as fh:
                 os.fsync(fh.fileno())
@@ -163,16 +206,17 @@ class NodeAgent:
         finally:
             remove_file(tmp, within=os.path.dirname(os.path.abspath(tmp)), marker=".kvgate-")
 
-    def _upload(self, upload: str) -> str:
+    def _known(self, upload: str) -> bool:
         with self._lock:
-            if upload not in self._uploads:
-                raise ValueError("unknown upload")
-        return upload
+            return upload in self._uploads
 
-    def download_stat(self, path: str) -> Outcome:
+    def download_stat(self, path: str) -> bytes:
+        return encode(self._download_stat(path))
+
+    def _download_stat(self, path: str) -> Outcome:
         """(size, sha256) of a file to fetch."""
         try:
-            return {"ok": (os.path.getsize(path), sha256_file(path))}
+            return {"ok": [os.path.getsize(path), sha256_file(path)]}
         except FileNotFoundError:
             return {"error": "RemoteFileNotFound", "message": f"get: no such file: {path}", "exit_code": None,
                     "stdout": "", "stderr": ""}
@@ -181,6 +225,7 @@ class NodeAgent:
                     "stdout": "", "stderr": ""}
 
     def download_chunk(self, path: str, offset: int, size: int) -> bytes:
+        """Raw bytes (the one reply that is not JSON: the controller checks its size and the sha256)."""
         with open(path, "rb") as fh:
             fh.seek(offset)
             return fh.read(size)

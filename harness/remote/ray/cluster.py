@@ -1,25 +1,32 @@
 """The controller's side of a Ray cluster: connect once, list its nodes, name the Ray node of each
 inventory node, and start (or find) the node actors.
 
-A node actor is a *detached*, named actor (``kvgate-node-<node>`` in the inventory's namespace,
-``kvgate`` by default): it outlives the controller that started it, and a controller started later,
-on any machine that reaches the cluster, finds it by name. It is pinned to its Ray node: by a
-custom resource (a small share of it, so a node's resource of 1 carries many actors) or by node
-affinity (not soft) for a node id or IP. An actor found under its name on another Ray node than the
-inventory now names is replaced. Actors take no CPU (``num_cpus=0``): they wait on processes.
+A node actor is a *detached*, named actor (``kvgate-node-<node>-<random token>`` in the
+inventory's namespace, ``kvgate`` by default): it outlives the controller that started it, and a
+controller started later finds it through the record of the actors kvgate created
+(``actorbook``: the run's own, or the controller's), by name, accepted only with the recorded
+ActorID; an actor under a name kvgate uses that it did not create is refused (``ForeignActor``,
+exit 4). It is pinned to its Ray node: by a custom resource (a small share of it, so a node's
+resource of 1 carries many actors) or by node affinity (not soft) for a node id or IP. An actor
+found on another Ray node than the inventory now names is replaced. Actors take no CPU
+(``num_cpus=0``): they wait on processes. The trust boundary: docs/ARCHITECTURE.md, "The Ray
+executor".
 """
 
 from __future__ import annotations
 
 import os
+import secrets
 import socket
 import threading
-import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Optional
 
 from harness.errors import InputError
-from harness.remote.base import Unreachable
+from harness.remote.base import ConnectionLost, RemoteError, Unreachable
+from harness.remote.ray import replies
+from harness.remote.ray.actorbook import ActorBook, ActorRecord, book_key, controller_book
+from harness.remote.ray.classguard import ForeignActorClass, guard
 
 if TYPE_CHECKING:
     from harness.config.inventory import Inventory, Node, RaySettings
@@ -28,12 +35,12 @@ DEFAULT_NAMESPACE = "kvgate"
 ACTOR_PREFIX = "kvgate-node-"
 ACTOR_THREADS = 64  # commands one node actor runs at once
 RESOURCE_SHARE = 0.001  # of a mapping resource per actor
-START_ATTEMPTS = 5
 # A new actor is a new worker process (and kvgate's package unpacked on its node); a raylet starts
 # them a few at a time (as many as it has CPUs): 32 at once took over 60 s on a loaded 2-core node.
 START_TIMEOUT_S = 300.0
 _lock = threading.Lock()
 _connected: Optional[tuple[str, str]] = None
+_node_locks: dict[str, threading.Lock] = {}
 
 
 @dataclass(frozen=True)
@@ -81,6 +88,7 @@ def connect(address: str, namespace: str = DEFAULT_NAMESPACE) -> None:
                      configure_logging=False, runtime_env=runtime_env())
         except Exception as exc:  # noqa: BLE001 - Ray raises ConnectionError, RuntimeError, ValueError...
             raise Unreachable(f"cannot join the Ray cluster at {address}: {exc}", host=address) from exc
+        guard(ray)  # before any actor is looked up: no class is ever loaded from the cluster
         _connected = (address, namespace)
 
 
@@ -122,55 +130,97 @@ def runtime_env() -> dict[str, Any]:
             "excludes": ["__pycache__", "*.pyc"]}
 
 
-def node_actor(inventory: Inventory, node: Node, *, timeout: float = START_TIMEOUT_S) -> Any:
-    """The node's actor, started detached on its Ray node unless it already runs there."""
-    ray = ray_module()
+class ForeignActor(RemoteError):
+    """An actor under a name kvgate uses that kvgate did not create (refused, never called)."""
 
+
+def node_actor(inventory: Inventory, node: Node, *, book: Optional[ActorBook] = None,
+               timeout: float = START_TIMEOUT_S) -> Any:
+    """The node's actor: the one ``book`` records (its ActorID checked) when it still runs on the
+    node's Ray node, else a new one, started detached under a fresh unguessable name and recorded."""
     rs = settings(inventory, node)
-    connect(str(rs.address), rs.namespace or DEFAULT_NAMESPACE)
+    namespace = rs.namespace or DEFAULT_NAMESPACE
+    connect(str(rs.address), namespace)
     where = find_node(rs, live_nodes())
     how, value = rs.mapping()
     if where is None:
         raise Unreachable(f"no live Ray node has {how} {value} (kvgate ping lists the cluster's nodes)",
                           host=node.name)
-    name = ACTOR_PREFIX + node.name
+    book = book if book is not None else controller_book()
+    key = book_key(str(rs.address), namespace, node.name)
+    with _lock:
+        node_lock = _node_locks.setdefault(f"{book.path} {key}", threading.Lock())
+    with node_lock:  # two executors of one node in this process start one actor, not two
+        record = book.recall(key)
+        if record is not None:
+            actor = _reattach(record, namespace, node.name, where, timeout)
+            if actor is not None:
+                return actor
+        return _start_actor(node, where, rs, timeout, book, key)
+
+
+def _reattach(record: ActorRecord, namespace: str, node: str, where: RayNode, timeout: float) -> Any:
+    """The recorded actor when it is alive on ``where``; None when it is gone (or was on another Ray
+    node: killed, to start where the inventory now says). An actor of that name with another
+    ActorID, or of a class not kvgate's, is refused."""
+    ray = ray_module()
+    guard(ray)
     try:
-        actor = ray.get_actor(name)
-        if ray.get(actor.where.remote(), timeout=timeout)["node_id"] == where.node_id:
-            return actor
-        ray.kill(actor, no_restart=True)  # the inventory moved the node: start it where it is now
+        actor = ray.get_actor(record.name)  # its class from kvgate's own code only (classguard)
     except ValueError:
-        pass  # no such actor yet
-    except ray.exceptions.RayError:
-        pass  # a dead one: replaced below
-    return _start_actor(name, node, where, rs, timeout)
+        return None  # no such actor now: it died
+    except ForeignActorClass as exc:
+        raise ForeignActor(f"the Ray actor {record.name} (namespace {namespace}) is not the one kvgate created "
+                           f"(actor id {record.actor_id} recorded): {exc.args[0].split(': ', 1)[-1]}; refused",
+                           host=node) from None
+    found = actor._actor_id.hex()
+    if found != record.actor_id:
+        raise ForeignActor(f"the Ray actor {record.name} (namespace {namespace}) has actor id {found}, not the "
+                           f"{record.actor_id} kvgate recorded when it created it: another user of the cluster "
+                           "holds the name; refused (not called)", host=node)
+    try:
+        if _where(actor, node, timeout)["node_id"] == where.node_id:
+            return actor
+    except ConnectionLost:
+        return None  # dead, its name not yet released
+    except ray.exceptions.GetTimeoutError as exc:
+        raise Unreachable(f"the node actor {record.name} did not answer within {timeout:g} s", host=node) from exc
+    ray.kill(actor, no_restart=True)  # the inventory moved the node: start it where it is now
+    return None
 
 
-def _start_actor(name: str, node: Node, where: RayNode, rs: RaySettings, timeout: float) -> Any:
+def _where(actor: Any, node: str, timeout: float) -> dict[str, Any]:
+    """The actor's ``where()`` reply, its shape checked (``MalformedReply`` otherwise)."""
+    what = "a look at the node actor (where)"
+    got = replies.decode(replies.fetch(actor.where.remote(), timeout, node=node, what=what), node=node, what=what)
+    replies.need(isinstance(got, dict) and isinstance(got.get("node_id"), str) and bool(got["node_id"]),
+                 node=node, what=what, expected='an object with a "node_id" string')
+    return dict(got)
+
+
+def _start_actor(node: Node, where: RayNode, rs: RaySettings, timeout: float, book: ActorBook, key: str) -> Any:
     ray = ray_module()
 
     from harness.remote.ray.actor import NodeAgent
 
-    cls = ray.remote(NodeAgent)
-    for attempt in range(START_ATTEMPTS):
-        # get_if_exists: two controllers starting the same node's actor get one actor
-        actor = cls.options(name=name, lifetime="detached", get_if_exists=True, num_cpus=0,
-                            max_concurrency=ACTOR_THREADS, max_restarts=0,
-                            **_placement(rs, where)).remote(node.name)
-        try:
-            ray.get(actor.where.remote(), timeout=timeout)
-            return actor
-        except ray.exceptions.GetTimeoutError as exc:
-            raise Unreachable(f"the node actor did not start within {timeout:g} s on the Ray node "
-                              f"{where.node_id[:12]} ({where.ip})", host=node.name) from exc
-        except ray.exceptions.RayActorError as exc:
-            # a killed actor holds its name for a moment: the handle we got was the dead one
-            if attempt == START_ATTEMPTS - 1:
-                raise Unreachable(f"the node actor could not start: {exc}", host=node.name) from exc
-            time.sleep(0.5 * (attempt + 1))
-        except ray.exceptions.RayError as exc:
-            raise Unreachable(f"the node actor could not start: {exc}", host=node.name) from exc
-    raise AssertionError("unreachable")
+    name = f"{ACTOR_PREFIX}{node.name}-{secrets.token_hex(16)}"
+    try:
+        actor = ray.remote(NodeAgent).options(
+            name=name, lifetime="detached", num_cpus=0, max_concurrency=ACTOR_THREADS, max_restarts=0,
+            **_placement(rs, where)).remote(node.name)
+    except ValueError as exc:  # the name is taken: never ours, its token is drawn just now
+        raise ForeignActor(f"a Ray actor named {name} (namespace {rs.namespace or DEFAULT_NAMESPACE}) already "
+                           f"exists and kvgate did not create it; refused ({exc})", host=node.name) from None
+    book.remember(key, ActorRecord(name, actor._actor_id.hex()))
+    try:
+        _where(actor, node.name, timeout)
+    except ray.exceptions.GetTimeoutError as exc:
+        raise Unreachable(f"the node actor did not start within {timeout:g} s on the Ray node "
+                          f"{where.node_id[:12]} ({where.ip})", host=node.name) from exc
+    except ConnectionLost as exc:
+        raise Unreachable(f"the node actor could not start: {exc.args[0].split(': ', 1)[-1]}",
+                          host=node.name) from exc
+    return actor
 
 
 @dataclass(frozen=True)
