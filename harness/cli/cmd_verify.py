@@ -94,7 +94,8 @@ def run(args: argparse.Namespace) -> int:
             for r in reports:
                 r.problems.append(f"gates of different campaigns in one directory: {sorted(map(str, campaigns))}")
         campaign_problems = campaign_document_problems(target) + pdf_problems(target, roles, args.pdf_trust)
-        custody = verify_campaign(target, anchors, roles)
+        gate_roles = sorted({s.role for r in reports for s in r.signatures if s.valid and s.role})
+        custody = verify_campaign(target, anchors, roles, gate_roles)
         campaign_problems += custody.problems
     for r in reports:
         r.problems += pdf_problems(Path(r.gate_dir), roles, args.pdf_trust)

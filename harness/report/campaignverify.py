@@ -100,25 +100,42 @@ def _pdf_problems(campaign_dir: Path, digest: str) -> list[str]:
 
 
 def _signature_findings(campaign_dir: Path, message: bytes, check: CampaignCheck,
-                        anchors: Optional[Sequence[Anchor]], roles: Sequence[str]) -> None:
+                        anchors: Optional[Sequence[Anchor]], roles: Sequence[str],
+                        gate_roles: Sequence[str]) -> None:
+    """The campaign manifest's signatures. With trust anchors, a campaign whose gates are signed
+    needs its set signed too, by every role that signed a gate (issue 50): otherwise deleting a
+    failing gate together with the campaign's signatures, then re-reporting, leaves a campaign of
+    signed gates that verifies."""
     check.signatures = [_check_sig(campaign_dir, rel, message) for rel in campaign_signatures(campaign_dir)]
     check.problems += [f"{CAMPAIGN_MANIFEST} {s.file}: {s.reason}" for s in check.signatures if not s.valid]
-    if not check.signatures:
-        check.notes.append(f"{CAMPAIGN_MANIFEST} is not signed (kvgate sign {campaign_dir} --key ... --role ...): "
+    if anchors is None:
+        check.notes.append(f"no trust anchors given: who signed {CAMPAIGN_MANIFEST} is not checked"
+                           if check.signatures else
+                           f"{CAMPAIGN_MANIFEST} is not signed (kvgate sign {campaign_dir} --key ... --role ...): "
                            "the set of gates is bound only by a signed campaign PDF, if there is one")
         return
-    if anchors is None:
-        check.notes.append(f"no trust anchors given: who signed {CAMPAIGN_MANIFEST} is not checked")
+    wanted = list(dict.fromkeys([*roles, *gate_roles]))
+    if not check.signatures:
+        if gate_roles:
+            check.problems.append(
+                f"{CAMPAIGN_MANIFEST} is not signed, but its gates are (by {', '.join(sorted(set(gate_roles)))}): "
+                "the set of gates is bound by nobody, so a gate could have been removed with the campaign's "
+                f"signatures (sign it: kvgate sign {campaign_dir} --key ... --role ...)")
+        else:
+            check.notes.append(f"{CAMPAIGN_MANIFEST} is not signed, and neither is any gate")
         return
-    check.roles_satisfied = _trust(check.signatures, anchors, roles, _dt.datetime.now(_dt.timezone.utc))
+    check.roles_satisfied = _trust(check.signatures, anchors, wanted, _dt.datetime.now(_dt.timezone.utc))
     check.problems += [f"{CAMPAIGN_MANIFEST} {s.file}: {s.trust_reason}" for s in check.signatures
                        if s.valid and s.trusted is False]
     check.problems += [f"{CAMPAIGN_MANIFEST}: role {r} has no valid signature by a key trusted for it"
-                       for r in roles if r not in check.roles_satisfied]
+                       + (" (a gate of this campaign is signed by that role)" if r not in roles else "")
+                       for r in wanted if r not in check.roles_satisfied]
 
 
 def verify_campaign(campaign_dir: Path, anchors: Optional[Sequence[Anchor]],
-                    roles: Sequence[str]) -> CampaignCheck:
+                    roles: Sequence[str], gate_roles: Sequence[str] = ()) -> CampaignCheck:
+    """The campaign-level checks; ``gate_roles`` are the roles with a valid signature on any of
+    its gates (with anchors, each must have signed the campaign manifest too)."""
     campaign_dir = Path(campaign_dir)
     check = CampaignCheck()
     scan = expected_entries(campaign_dir)
@@ -140,5 +157,5 @@ def verify_campaign(campaign_dir: Path, anchors: Optional[Sequence[Anchor]],
                               f"named {name!r}")
     check.problems += _set_problems(campaign_dir, recorded, scan.entries)
     check.problems += _pdf_problems(campaign_dir, hashlib.sha256(message).hexdigest())
-    _signature_findings(campaign_dir, message, check, anchors, roles)
+    _signature_findings(campaign_dir, message, check, anchors, roles, gate_roles)
     return check
