@@ -12,8 +12,10 @@ from harness.exitcodes import ExitCode
 from harness.paths import reports_dir
 from harness.report.i18n import DEFAULT_LANG, LANGS
 from harness.report.loader import RESULT_FILE, ResultFileError
+from harness.report.manifest import MANIFEST, SIGNATURES, scan
 from harness.report.pdf import PdfError, write_pdf
 from harness.report.render import gate_dirs, render_campaign_report, render_gate_reports
+from harness.report.sign import write_manifest
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -53,6 +55,7 @@ def run(args: argparse.Namespace) -> int:
             print(p)
         if args.pdf:
             print(_pdf(path, args.lang))
+        _cover(path)
         return int(ExitCode.OK)
     gates = gate_dirs(path)
     if args.gate:
@@ -67,6 +70,7 @@ def run(args: argparse.Namespace) -> int:
                 print(p)
             if args.pdf:
                 print(_pdf(gate, args.lang))
+            _cover(gate)
         except ResultFileError as exc:  # one unreadable gate must not stop the others
             print(f"kvgate: error: {exc}", file=sys.stderr)
             failed += 1
@@ -75,6 +79,23 @@ def run(args: argparse.Namespace) -> int:
     if args.pdf:
         print(_pdf(path, args.lang))
     return int(ExitCode.USAGE_ERROR if failed else ExitCode.OK)
+
+
+def _cover(gate: Path) -> None:
+    """The files just rendered (a PDF, another language) are the gate's own: an unsigned gate's
+    manifest is rewritten to cover them, so verify does not call them EXTRA (issue 53). A signed
+    gate's manifest is what the parties signed: it is kept, and the new files are named."""
+    if not (gate / MANIFEST).is_file():
+        return
+    signatures = [f for f in scan(gate).signature_files if f.endswith(".sig")]
+    if not signatures:
+        write_manifest(gate)
+        return
+    listed = (gate / MANIFEST).read_text(encoding="utf-8", errors="replace")
+    new = [f for f in scan(gate).files if f"  {f}\n" not in listed and not f.startswith(SIGNATURES + "/")]
+    if new:
+        print(f"note: {gate} is signed; {', '.join(new)} not in its {MANIFEST}: render before signing, "
+              "or kvgate verify names them EXTRA until both parties sign again", file=sys.stderr)
 
 
 def _pdf(directory: Path, lang: str) -> str:

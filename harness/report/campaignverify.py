@@ -21,8 +21,10 @@ from harness.report.campaignmanifest import (
     campaign_signatures,
     expected_entries,
     parse,
+    recorded_journal,
 )
 from harness.report.i18n import LANGS
+from harness.report.journalverify import check_journal
 from harness.report.manifest import ManifestError, read_regular
 from harness.report.pdf import pdf_name
 from harness.report.pdfread import PdfBombError, bounded, open_pdf
@@ -38,15 +40,22 @@ class CampaignCheck:
     notes: list[str] = field(default_factory=list)
     signatures: list[SignatureCheck] = field(default_factory=list)
     roles_satisfied: dict[str, str] = field(default_factory=dict)
+    runs: list[str] = field(default_factory=list)  # every run of every gate, from the journal
+    labels: list[str] = field(default_factory=list)  # what the signers accepted knowingly
+    journal_head: str = ""
 
     def lines(self) -> list[str]:
-        out = [f"PROBLEM  {p}" for p in self.problems]
+        out = [f"RUNS     {r}" for r in self.runs]
+        out += [f"PROBLEM  {p}" for p in self.problems]
         for s in self.signatures:
             who = f"{s.role or '?'} {s.signer or s.signer_id or '?'} ({s.fingerprint or 'no key'})"
             state = "ok      " if s.valid and s.trusted is not False else "BAD     "
             reason = s.reason or s.trust_reason
             out.append(f"{state} {CAMPAIGN_MANIFEST} {s.file}: {who}" + (f": {reason}" if reason else ""))
+        out += [f"LABEL    {label}" for label in self.labels]
         out += [f"NOTE     {n}" for n in self.notes]
+        if self.journal_head:
+            out.append(f"NOTE     journal head {self.journal_head}: compare it with the head each gate run printed")
         return out
 
 
@@ -132,6 +141,14 @@ def _signature_findings(campaign_dir: Path, message: bytes, check: CampaignCheck
                        for r in wanted if r not in check.roles_satisfied]
 
 
+def _journal_findings(campaign_dir: Path, recorded_sha256: str, check: CampaignCheck) -> None:
+    journal = check_journal(campaign_dir, recorded_sha256)
+    check.problems += journal.problems
+    check.labels += journal.labels
+    check.runs = journal.runs
+    check.journal_head = journal.head if journal.present else ""
+
+
 def verify_campaign(campaign_dir: Path, anchors: Optional[Sequence[Anchor]],
                     roles: Sequence[str], gate_roles: Sequence[str] = ()) -> CampaignCheck:
     """The campaign-level checks; ``gate_roles`` are the roles with a valid signature on any of
@@ -149,8 +166,11 @@ def verify_campaign(campaign_dir: Path, anchors: Optional[Sequence[Anchor]],
     except (OSError, ManifestError):
         check.problems.append(f"{path}: missing or not a regular file: which gates this campaign has is "
                               "recorded nowhere (kvgate report writes it)")
+        _journal_findings(campaign_dir, "", check)
         return check
-    recorded_name, recorded, problems = parse(message.decode("utf-8", "replace"))
+    content = message.decode("utf-8", "replace")
+    _journal_findings(campaign_dir, recorded_journal(content), check)
+    recorded_name, recorded, problems = parse(content)
     check.problems += problems
     if recorded_name != name:
         check.problems.append(f"{CAMPAIGN_MANIFEST} names campaign {recorded_name!r} but the directory is "

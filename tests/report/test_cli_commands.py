@@ -93,7 +93,8 @@ def test_sign_and_verify_commands(campaign: Path, tmp_path: Path, capsys: pytest
                        f"{cid}@customer {Path(str(customer_key) + '.pub').read_text()}")
     assert run(["verify", str(gate), "--allowed-signers", str(allowed)]) == 0
     text = capsys.readouterr().out
-    assert text.strip().endswith("VERIFIED") and "vendor Vera" in text and "customer 张伟" in text
+    assert text.strip().endswith("VERIFIED: G3 verdict FAIL; 1 label(s) above")  # the verdict beside the word
+    assert "vendor Vera" in text and "customer 张伟" in text
     assert run(["verify", str(campaign), "--allowed-signers", str(allowed)]) == 1  # G1, G2 unsigned
     text = capsys.readouterr().out
     assert "NOT VERIFIED: G1 (NOT VERIFIED), G2 (NOT VERIFIED)" in text

@@ -57,7 +57,9 @@ def signed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Signed:
 def test_untouched_signed_campaign_verifies_and_by_hand(signed: Signed) -> None:
     code, out = signed.verify()
     assert code == 0, out
-    assert f"campaign {signed.camp}: VERIFIED (every gate and the campaign page)\n" in out
+    assert (f"campaign {signed.camp}: VERIFIED (every gate and the campaign page): G2 PASS, G3 FAIL; "
+            "3 label(s)\n") in out  # two threshold overrides, and no journal of runs
+    assert "LABEL    no journal.jsonl" in out
     manifest = (signed.camp / "campaign.manifest").read_text()
     assert "# campaign camp-1\n" in manifest and "# gate G2 PASS\n" in manifest and "# gate G3 FAIL\n" in manifest
     # the README's commands: coreutils and OpenSSH only
