@@ -52,7 +52,7 @@ def test_an_inconclusive_g1_edited_to_pass_is_refused(camp: Path, passed_baselin
     res.write_text(json.dumps(doc, indent=2))
     write_manifest(camp / "G1")  # as the INCONCLUSIVE run left it
     code, out = _g3(capsys, passed_baseline, camp.parent)
-    assert code == 2 and f"{res} records INCONCLUSIVE, not PASS" in out, out
+    assert code == 2 and "G1 there is INCONCLUSIVE" in out, out
     doc["verdict"], doc["exit_code"] = "PASS", 0  # the edit, the manifest not rewritten
     res.write_text(json.dumps(doc, indent=2))
     code, out = _g3(capsys, passed_baseline, camp.parent)

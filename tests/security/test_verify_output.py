@@ -51,3 +51,20 @@ def test_verify_names_the_verdict_and_is_quiet(tmp_path: Path, capsys: pytest.Ca
     assert "VERIFIED (every gate and the campaign page): G3 INCONCLUSIVE" in done.stdout, done.stdout
     assert "EXTRA" not in done.stdout
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_report_does_not_launder_a_changed_evidence_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`kvgate report` covers the files it renders, never an evidence file changed since the gate ran."""
+    camp = tmp_path / "camp-1"
+    r = make_result(with_data=False, verdict=Verdict.PASS, exit_code=0)
+    r.gate, r.campaign = "G1", "camp-1"
+    gate = write_gate(camp / "G1", r)
+    (gate / "evidence").mkdir()
+    (gate / "evidence" / "facts.json").write_text('{"cpu_model": "real"}')
+    assert cli(capsys, "report", str(camp))[0] == 0
+    write_manifest(gate)  # as a gate run leaves it
+    (gate / "evidence" / "facts.json").write_text('{"cpu_model": "edited"}')
+    assert cli(capsys, "report", str(camp), "--lang", "zh")[0] == 0
+    code, out = cli(capsys, "verify", str(gate))
+    assert code == 1, out
+    assert "CHANGED  evidence/facts.json" in out and "EXTRA    report.zh.html (not in the manifest)" in out

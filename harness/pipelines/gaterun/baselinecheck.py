@@ -69,7 +69,8 @@ def verify_gate_dir(g2: GateDir, where: str, anchors: Optional[Sequence[Anchor]]
 def _verification_problems(rep: VerifyReport, prefix: str) -> list[str]:
     """What keeps a gate directory from being as its manifest says, each file named as
     ``prefix`` + its path (extra files are the caller's to judge)."""
-    bad: list[str] = [] if rep.manifest_present else [f"{prefix}{MANIFEST} is missing"]
+    missing = f"{prefix}{MANIFEST} is missing" if prefix else f"it has no {MANIFEST}"
+    bad: list[str] = [] if rep.manifest_present else [missing]
     bad += rep.problems
     bad += [f"{prefix}{p} changed since {MANIFEST} was written" for p in rep.changed]
     bad += [f"{prefix}{p} missing" for p in rep.missing]
@@ -157,16 +158,14 @@ def _show(value: Any) -> str:
 
 def check_standing(gd: GateDir, where: str, gate: str, campaign_id: Optional[str]) -> None:
     """Before ``gate`` trusts ``gd`` (G1 for G3; G3 and G1 for G4; issue 51), the directory must be
-    as its manifest says (every signature present valid), its result PASS, and of this campaign:
+    as its manifest says (every signature present valid) and of this campaign (its verdict, now
+    verified, is then checked PASS by the prerequisite checks):
     the campaign id its result records must be ``campaign_id`` (None: not known yet, the campaign is
     being created by this run). Otherwise exit 2, naming the file."""
     bad = _verification_problems(verify(gd.path, anchors=None, roles=ROLES), f"{gd.path}/")
     if bad:
         raise InputError(f"{gate} stands on {gd.gate} of {where}, which failed verification: {'; '.join(bad)}")
-    result = gd.load_result()
-    if result.verdict.value != "PASS":
-        raise InputError(f"{gate} stands on {gd.gate} of {where}, but {gd.result_path} records "
-                         f"{result.verdict.value}, not PASS")
+    result = gd.load_result()  # its verdict: the prerequisite checks that follow, with their advice
     recorded = (result.custody or {}).get("campaign_id")
     if campaign_id is not None and recorded != campaign_id:
         raise InputError(f"{gate} stands on {gd.gate} of {where}, but {gd.result_path} is of campaign id "
