@@ -172,9 +172,10 @@ def _recorded_campaign_id(camp_path: Path) -> Optional[str]:
 def _check_standing(gate: str, spec: GateSpec, camp_path: Path, camp_name: str,
                     campaign_id: Optional[str]) -> None:
     """G3 and G4 check what they stand on before trusting it (issue 51): G1 and, for G4, its
-    prerequisites in this campaign are verified against their manifests, PASS and of this
-    campaign (``check_standing``); the hardware and inventory fingerprints G3 then reads from G1
-    come from evidence verified here. G3's G2 baseline has its own, stricter check."""
+    prerequisites in this campaign are verified against their manifests and of this campaign
+    (``check_standing``), before the prerequisite checks read their (now verified) verdicts; the
+    hardware and inventory fingerprints G3 then reads from G1 come from evidence verified here.
+    G3's G2 baseline has its own, stricter check."""
     if gate not in ("G3", "G4"):
         return
     needs = ["G1"] + [p for p in spec.prerequisites if gate == "G4" and p != "G1"]
