@@ -50,5 +50,5 @@ class GateResult(_Model):
         "stock_sha256, differences} (harness.gates.gatefile)")
     notes: list[str] = Field(default_factory=list)
     custody: Optional[dict[str, Any]] = Field(
-        default=None, description="Which run of which campaign wrote this result {campaign_id, run_id, "
-        "earlier_runs: [{run_id, verdict, started_at, finished_at, resumed}]} (harness.store.journal)")
+        default=None, description="Which run of which campaign wrote this result {campaign_id, run_id, resumed, "
+        "memory_tiers, earlier_runs: [{run_id, verdict, started_at, finished_at, resumed}]} (harness.store.journal)")

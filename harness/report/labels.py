@@ -47,7 +47,7 @@ def _rerun_label(result: GateResult) -> list[Label]:
     earlier = [e for e in custody.get("earlier_runs") or [] if isinstance(e, Mapping)]
     runs = [GateRunEntry(result.gate, str(e.get("run_id")), str(e.get("started_at")), bool(e.get("resumed")),
                          e.get("verdict"), e.get("finished_at")) for e in earlier]
-    runs.append(GateRunEntry(result.gate, str(custody.get("run_id")), result.started_at, False,
+    runs.append(GateRunEntry(result.gate, str(custody.get("run_id")), result.started_at, bool(custody.get("resumed")),
                              result.verdict.value, result.finished_at))
     if sum(1 for r in runs if not r.resumed) < 2:
         return []

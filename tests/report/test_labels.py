@@ -64,3 +64,16 @@ def test_strict_accepts_a_result_without_labels(tmp_path: Path, capsys: pytest.C
     code, out = cli(capsys, "verify", str(gate), "--allowed-signers", str(allowed), "--strict")
     assert code == 0 and "LABEL" not in out, out
     assert "Labels (kvgate verify --strict" not in (gate / "report.html").read_text()
+
+
+def test_a_resumed_run_is_no_rerun(tmp_path: Path) -> None:
+    """A detached G4 finished with --resume is one run, not a re-run."""
+    r = make_result(with_data=False, verdict=Verdict.PASS, exit_code=0)
+    r.gate, r.checks = "G4", []
+    r.custody = {"campaign_id": "c1", "run_id": "r2", "resumed": True, "earlier_runs": [
+        {"run_id": "r1", "verdict": None, "started_at": "2026-12-06T10:00:00Z", "finished_at": None,
+         "resumed": False}]}
+    assert gate_labels(r) == []
+    r.custody["resumed"] = False  # started afresh after a run that wrote no result: a re-run
+    (label,) = gate_labels(r)
+    assert label.kind == "re-run" and "G4: 2 runs: no result (started 10:00), PASS" in label.text

@@ -347,11 +347,12 @@ def _finalize(run: GateRun, spec: GateSpec, overrides: list[Any], measured: dict
 def _custody(run: GateRun, run_id: str) -> dict[str, Any]:
     """Which run of which campaign this result is, the gate's earlier runs in the journal (a re-run
     is labelled on the gate's own page, not only on the campaign's), and the tiers declared RAM."""
-    earlier = [e for e in journal.gate_runs(journal.read_journal(run.campaign.path).records).get(run.gate, [])
-               if e.run_id != run_id]
+    runs = journal.gate_runs(journal.read_journal(run.campaign.path).records).get(run.gate, [])
+    earlier = [e for e in runs if e.run_id != run_id]
+    resumed = any(e.resumed for e in runs if e.run_id == run_id)
     memory = [{"node": n.name, "target": t.name, "path": t.path, "kind": t.kind}
               for n in run.inventory.nodes for t in n.storage if t.kind in ("memory", "tmpfs")]
-    return {"campaign_id": run.campaign.id, "run_id": run_id, "memory_tiers": memory,
+    return {"campaign_id": run.campaign.id, "run_id": run_id, "resumed": resumed, "memory_tiers": memory,
             "earlier_runs": [{"run_id": e.run_id, "verdict": e.verdict, "started_at": e.started_at,
                               "finished_at": e.finished_at, "resumed": e.resumed} for e in earlier]}
 
