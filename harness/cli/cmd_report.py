@@ -4,6 +4,7 @@ gate's HTML, Markdown and JUnit, and the campaign summary) from the result files
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from pathlib import Path
 
@@ -12,8 +13,10 @@ from harness.exitcodes import ExitCode
 from harness.paths import reports_dir
 from harness.report.i18n import DEFAULT_LANG, LANGS
 from harness.report.loader import RESULT_FILE, ResultFileError
+from harness.report.manifest import MANIFEST, compute, parse_manifest, scan
 from harness.report.pdf import PdfError, write_pdf
 from harness.report.render import gate_dirs, render_campaign_report, render_gate_reports
+from harness.report.sign import SIGNOFF, write_manifest
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -53,6 +56,7 @@ def run(args: argparse.Namespace) -> int:
             print(p)
         if args.pdf:
             print(_pdf(path, args.lang))
+        _cover(path)
         return int(ExitCode.OK)
     gates = gate_dirs(path)
     if args.gate:
@@ -67,6 +71,7 @@ def run(args: argparse.Namespace) -> int:
                 print(p)
             if args.pdf:
                 print(_pdf(gate, args.lang))
+            _cover(gate)
         except ResultFileError as exc:  # one unreadable gate must not stop the others
             print(f"kvgate: error: {exc}", file=sys.stderr)
             failed += 1
@@ -75,6 +80,31 @@ def run(args: argparse.Namespace) -> int:
     if args.pdf:
         print(_pdf(path, args.lang))
     return int(ExitCode.USAGE_ERROR if failed else ExitCode.OK)
+
+
+_RENDERED = re.compile(r"^(report(\.[a-z]{2})?\.(html|md|pdf)|junit\.xml)$")
+
+
+def _cover(gate: Path) -> None:
+    """The files just rendered (a PDF, another language) are the gate's own: an unsigned gate's
+    manifest is rewritten to cover them, so verify does not call them EXTRA (issue 53), but only
+    when nothing else differs from it (report never launders a changed evidence file). A signed
+    gate's manifest is what the parties signed: it is kept, and the new files are named."""
+    if not (gate / MANIFEST).is_file():
+        return
+    tree = scan(gate)
+    listed, _ = parse_manifest((gate / MANIFEST).read_text(encoding="utf-8", errors="replace"))
+    new = [f for f in tree.files if f not in listed]
+    if [f for f in tree.signature_files if f.endswith(".sig")]:
+        if new:
+            print(f"note: {gate} is signed; {', '.join(new)} not in its {MANIFEST}: render before signing, "
+                  "or kvgate verify names them EXTRA until both parties sign again", file=sys.stderr)
+        return
+    current = compute(gate, tree.files)
+    others = [f for f in set(listed) | set(current) if not _RENDERED.match(f) and f != SIGNOFF
+              and listed.get(f) != current.get(f)]
+    if new and not others:
+        write_manifest(gate)
 
 
 def _pdf(directory: Path, lang: str) -> str:

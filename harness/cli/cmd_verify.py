@@ -5,7 +5,11 @@ required role signed with a trusted key."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import logging
+import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +32,8 @@ EXIT_HELP = (
     "an untrusted signer or a required role missing: each finding is named); "
     "a campaign directory also fails when its report.html is not the rendering of its gates as they "
     "are now, or a report.pdf signature is broken; "
+    "with --strict, 1 also when any label is present (an allowance the gates were decided under: unsigned "
+    "baseline, non-stock gate file, threshold override, baseline mismatch, memory tier, re-run); "
     "3 integrity OK but signers not authenticated (no --allowed-signers/--trusted-keys given); "
     "2 usage error (unreadable trust file, not a gate or campaign directory).")
 
@@ -56,6 +62,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                    help="PEM/DER certificate trusted for PDF signatures (repeatable); with it every "
                    "report.pdf must carry a valid signature of each required role by a trusted "
                    "certificate. Without it, PDF signatures present must still be intact.")
+    p.add_argument("--strict", action="store_true",
+                   help="refuse labels: exit 1 when any gate was decided under an allowance (each LABEL line "
+                   "says which and what it means), so a customer accepts only a result with none")
     p.add_argument("--json", action="store_true", help="print the findings as JSON")
     p.set_defaults(func=run)
 
@@ -71,7 +80,30 @@ def _anchors(args: argparse.Namespace) -> list[Anchor] | None:
     return out
 
 
+@contextlib.contextmanager
+def _quiet_libraries() -> Iterator[None]:
+    """No library warning or log record reaches the user (issue 53): pyHanko warns about DSA on
+    import and logs a traceback for every certificate it cannot chain; verify names each finding
+    itself."""
+    loggers = [logging.getLogger(n) for n in ("pyhanko", "pyhanko_certvalidator")]
+    before = [lg.level for lg in loggers]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for lg in loggers:  # the level is inherited by every module logger below these
+            lg.setLevel(logging.CRITICAL + 1)
+        try:
+            yield
+        finally:
+            for lg, level in zip(loggers, before):
+                lg.setLevel(level)
+
+
 def run(args: argparse.Namespace) -> int:
+    with _quiet_libraries():
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
     anchors = _anchors(args)
     roles = [check_role(r.strip()) for r in args.roles.split(",") if r.strip()]
     if not roles:
@@ -94,36 +126,53 @@ def run(args: argparse.Namespace) -> int:
             for r in reports:
                 r.problems.append(f"gates of different campaigns in one directory: {sorted(map(str, campaigns))}")
         campaign_problems = campaign_document_problems(target) + pdf_problems(target, roles, args.pdf_trust)
-        custody = verify_campaign(target, anchors, roles)
+        gate_roles = sorted({s.role for r in reports for s in r.signatures if s.valid and s.role})
+        custody = verify_campaign(target, anchors, roles, gate_roles)
         campaign_problems += custody.problems
     for r in reports:
         r.problems += pdf_problems(Path(r.gate_dir), roles, args.pdf_trust)
+    labels = [label for r in reports for label in r.labels] + (custody.labels if custody else [])
     if args.json:
         doc: Any = [r.to_dict() for r in reports] if len(reports) > 1 else reports[0].to_dict()
-        if custody is not None and len(reports) > 1:
-            doc = {"gates": doc, "campaign_problems": campaign_problems, "campaign_notes": custody.notes}
-        elif custody is not None:
-            doc.update(campaign_problems=campaign_problems, campaign_notes=custody.notes)
+        extra = {"campaign_problems": campaign_problems, "campaign_notes": custody.notes,
+                 "campaign_labels": custody.labels, "runs": custody.runs} if custody is not None else {}
+        doc = {"gates": doc, **extra} if len(reports) > 1 else {**doc, **extra}
+        doc["strict"], doc["labels"] = bool(args.strict), labels
         print(json_safe(json.dumps(doc, indent=2, ensure_ascii=False)))
     else:
         for r in reports:
             for line in r.lines():  # each line once: a received string cannot add a line of its own
                 print(terminal_safe(line))
         if custody is not None:
-            for p in campaign_problems:
-                if p not in custody.problems:
-                    print(f"PROBLEM  {terminal_safe(p)}")
-            for line in custody.lines():
-                print(terminal_safe(line))
-            bad = [f"{Path(r.gate_dir).name} ({r.status})" for r in reports if not r.ok]
-            bad += ["the campaign page"] if [p for p in campaign_problems if p not in custody.problems] else []
-            bad += [f"the set of gates ({CAMPAIGN_MANIFEST})"] if custody.problems else []
-            print(f"campaign {terminal_safe(target)}: " + ("VERIFIED (every gate and the campaign page)" if not bad else
-                                                           "NOT VERIFIED: " + terminal_safe(", ".join(bad)))
-                  + ("" if bad or custody.signatures else f"; {CAMPAIGN_MANIFEST} is not signed"))
+            _print_campaign(target, reports, campaign_problems, custody)
+        if args.strict and labels:
+            print(f"NOT VERIFIED (--strict): {len(labels)} label(s): every LABEL line above is an allowance "
+                  "the result was decided under")
     if campaign_problems:
         return int(ExitCode.GATE_FAILED)
-    return int(_exit(reports))
+    code = _exit(reports)
+    if code == ExitCode.OK and args.strict and labels:
+        return int(ExitCode.GATE_FAILED)
+    return int(code)
+
+
+def _print_campaign(target: Path, reports: list[VerifyReport], campaign_problems: list[str],
+                    custody: CampaignCheck) -> None:
+    for p in campaign_problems:
+        if p not in custody.problems:
+            print(f"PROBLEM  {terminal_safe(p)}")
+    for line in custody.lines():
+        print(terminal_safe(line))
+    bad = [f"{Path(r.gate_dir).name} ({r.status})" for r in reports if not r.ok]
+    bad += ["the campaign page"] if [p for p in campaign_problems if p not in custody.problems] else []
+    bad += [f"the set of gates ({CAMPAIGN_MANIFEST})"] if custody.problems else []
+    verdicts = ", ".join(f"{r.gate or Path(r.gate_dir).name} {r.verdict or '?'}" for r in reports)
+    n_labels = sum(len(r.labels) for r in reports) + len(custody.labels)
+    print(f"campaign {terminal_safe(target)}: "
+          + (f"VERIFIED (every gate and the campaign page): {terminal_safe(verdicts)}" if not bad else
+             "NOT VERIFIED: " + terminal_safe(", ".join(bad)))
+          + (f"; {n_labels} label(s)" if n_labels and not bad else "")
+          + ("" if bad or custody.signatures else f"; {CAMPAIGN_MANIFEST} is not signed"))
 
 
 def _exit(reports: list[VerifyReport]) -> ExitCode:

@@ -73,7 +73,10 @@ def print_outcome(outcome: GateOutcome) -> None:
         first, *rest = fault.split("\n")
         print("\n".join([f"fault: {terminal_safe(first)}", *(f"  {terminal_safe(line)}" for line in rest)]))
     for note in outcome.result.notes:  # what a signer must see beside the verdict (issue 27)
-        if note.startswith(("UNSIGNED BASELINE", "NON-STOCK GATE FILE")):
+        if note.startswith(("UNSIGNED BASELINE", "NON-STOCK GATE FILE", "THRESHOLD OVERRIDE")):
             print(terminal_safe(note))
     html = outcome.gate_dir / "report.html"
     print(f"report: {html}")
+    # shared as it happens, the head pins every run so far (harness/store/journal.py)
+    print(f"journal head: {outcome.journal_head} (sha256 of the last record of "
+          f"{outcome.gate_dir.parent / 'journal.jsonl'}; send it to the other party now)")

@@ -1,8 +1,9 @@
 """The gate file a result was decided by, as evidence: its path, its sha256, and whether it is
-the file shipped with this kvgate version. A gate file is the rule book: with ``--gates DIR``
-anyone can lower a threshold, demote a blocker to advisory or drop a check, and the result would
-otherwise say only the new value in its "expected" column. So every result records the file, and
-a non-stock one carries every difference from the shipped file, check by check, for page one.
+the file released with this kvgate version (its digest ships in the package: ``released.py``).
+A gate file is the rule book: with ``--gates DIR`` anyone can lower a threshold, demote a blocker
+to advisory or drop a check, and the result would otherwise say only the new value in its
+"expected" column. So every result records the file, and a non-stock one carries every difference
+from the released file, check by check, for page one.
 """
 
 from __future__ import annotations
@@ -11,8 +12,10 @@ import hashlib
 from pathlib import Path
 from typing import Any, Optional
 
+from harness import __version__
 from harness.config.gatespec import Check, GateSpec
 from harness.errors import KvgateError
+from harness.gates.released import released_digest
 
 __all__ = ["gate_file_notes", "gate_file_record", "shipped_gates_dir", "spec_differences"]
 
@@ -69,25 +72,43 @@ def spec_differences(stock: GateSpec, used: GateSpec) -> list[dict[str, Any]]:
     return out
 
 
+def _reference(name: str, released: str) -> Optional[Path]:
+    """A file with the released content to list differences against: the checkout's ``gates/``
+    file of that name, only when it still has the released digest."""
+    shipped_dir = shipped_gates_dir()
+    candidate = shipped_dir / name if shipped_dir is not None else None
+    if candidate is not None and candidate.is_file() and _sha256(candidate) == released:
+        return candidate
+    return None
+
+
 def gate_file_record(path: Path, used: GateSpec) -> dict[str, Any]:
-    """``result.json: gate_files[i]``: path, sha256, ``stock`` (True: byte for byte the shipped
-    file; False: not; None: no shipped file to compare with) and ``differences``."""
+    """``result.json: gate_files[i]``: path, sha256, ``stock`` (True: it has the digest released
+    for its gate with this kvgate, ``harness/gates/released.py``; False: not, whatever the checkout
+    holds; None: this kvgate released no file for the gate) and ``differences``."""
     from harness.config.loader import load_gate
 
     path = Path(path).resolve()
     record: dict[str, Any] = {"gate": used.id, "path": str(path), "sha256": _sha256(path)}
-    shipped_dir = shipped_gates_dir()
-    shipped = shipped_dir / path.name if shipped_dir is not None else None
-    if shipped is None or not shipped.is_file():
+    released = released_digest(used.id)
+    if released is None:
         record.update(stock=None, stock_path=None, stock_sha256=None, differences=[])
         return record
-    record.update(stock_path=str(shipped), stock_sha256=_sha256(shipped))
-    record["stock"] = record["sha256"] == record["stock_sha256"]
+    reference = _reference(f"{used.id}.yaml", released)
+    record.update(stock_path=str(reference) if reference else None, stock_sha256=released,
+                  kvgate_version=__version__)
+    record["stock"] = record["sha256"] == released
     if record["stock"]:
         record["differences"] = []
         return record
+    if reference is None:  # the checkout's file was edited too: the released text is not at hand
+        record["differences"] = [{"kind": "released_not_at_hand", "check": None,
+                                  "text": f"not the {used.id} file released with kvgate {__version__} (sha256 "
+                                  f"{released[:16]}); the checkout's gates/{used.id}.yaml differs from it too, so "
+                                  "the differences cannot be listed check by check"}]
+        return record
     try:
-        diffs = spec_differences(load_gate(shipped), used)
+        diffs = spec_differences(load_gate(reference), used)
     except KvgateError as exc:  # a broken shipped file: say so, never hide the non-stock file
         diffs = [{"kind": "stock_unreadable", "check": None, "text": f"the shipped file cannot be read: {exc}"}]
     record["differences"] = diffs or [{"kind": "formatting_only", "check": None,

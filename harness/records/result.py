@@ -49,3 +49,6 @@ class GateResult(_Model):
         default_factory=list, description="Each gate file the result was decided by {gate, path, sha256, stock, "
         "stock_sha256, differences} (harness.gates.gatefile)")
     notes: list[str] = Field(default_factory=list)
+    custody: Optional[dict[str, Any]] = Field(
+        default=None, description="Which run of which campaign wrote this result {campaign_id, run_id, resumed, "
+        "memory_tiers, earlier_runs: [{run_id, verdict, started_at, finished_at, resumed}]} (harness.store.journal)")

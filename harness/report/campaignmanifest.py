@@ -12,6 +12,11 @@ checks it with coreutils in the campaign directory::
     3f2a...  G1/MANIFEST.sha256
     # gate G3 FAIL
     9c1e...  G3/MANIFEST.sha256
+    # journal
+    5d07...  journal.jsonl
+
+The last line binds the campaign's journal of gate runs (``harness.store.journal``): records
+removed or rewritten after the set was signed show as a changed ``journal.jsonl``.
 
 It is signed like a gate's manifest (SSHSIG, namespace ``kvgate-report@v1``,
 ``signatures/<role>-<signer-id>.sig`` in the campaign directory), and the campaign page (so its
@@ -34,6 +39,7 @@ from typing import Optional
 from harness.report.loader import RESULT_FILE, ResultFileError, load_gate_result
 from harness.report.manifest import MANIFEST, SIGNATURES, ManifestError, read_regular
 from harness.store.durable import write_atomic
+from harness.store.journal import JOURNAL
 
 log = logging.getLogger(__name__)
 
@@ -42,9 +48,10 @@ FORMAT = "kvgate-campaign-manifest-v1"
 KEYWORD = "kvgate-campaign-manifest-sha256:"  # how the campaign page (and its PDF) names the digest
 _GATE_DIR = re.compile(r"^[A-Za-z]*\d+$")
 _SHA_LINE = re.compile(r"^([0-9a-f]{64})  (\S+)/" + re.escape(MANIFEST) + "$")
+_JOURNAL_LINE = re.compile(r"^([0-9a-f]{64})  " + re.escape(JOURNAL) + "$")
 
 __all__ = ["CAMPAIGN_MANIFEST", "KEYWORD", "GateEntry", "campaign_manifest_sha256", "campaign_signatures",
-           "expected_entries", "parse", "text", "write_campaign_manifest"]
+           "expected_entries", "journal_sha256", "parse", "recorded_journal", "text", "write_campaign_manifest"]
 
 
 @dataclass(frozen=True)
@@ -93,13 +100,28 @@ def expected_entries(campaign_dir: Path) -> Scan:
     return out
 
 
-def text(name: str, entries: list[GateEntry]) -> str:
+def journal_sha256(campaign_dir: Path) -> str:
+    """sha256 of the campaign's ``journal.jsonl`` ("" when there is none)."""
+    return _sha(Path(campaign_dir) / JOURNAL)
+
+
+def text(name: str, entries: list[GateEntry], journal: str = "") -> str:
     lines = [f"# {FORMAT}", f"# campaign {name}"]
     for e in entries:
         lines.append(f"# gate {e.gate} {e.verdict}")
         if e.manifest_sha256:
             lines.append(f"{e.manifest_sha256}  {e.gate}/{MANIFEST}")
+    if journal:
+        lines += ["# journal", f"{journal}  {JOURNAL}"]
     return "\n".join(lines) + "\n"
+
+
+def recorded_journal(content: str) -> str:
+    """The journal sha256 a campaign manifest's text binds ("" when it binds none)."""
+    for line in content.splitlines():
+        if m := _JOURNAL_LINE.match(line):
+            return m.group(1)
+    return ""
 
 
 def parse(content: str) -> tuple[Optional[str], dict[str, GateEntry], list[str]]:
@@ -119,6 +141,8 @@ def parse(content: str) -> tuple[Optional[str], dict[str, GateEntry], list[str]]
             verdicts[parts[2]] = parts[3]
         elif m := _SHA_LINE.match(line):
             shas[m.group(2)] = m.group(1)
+        elif line == "# journal" or _JOURNAL_LINE.match(line):
+            continue  # recorded_journal reads it
         else:
             problems.append(f"{CAMPAIGN_MANIFEST} line {n}: not understood")
     entries = {g: GateEntry(g, v, shas.pop(g, "")) for g, v in verdicts.items()}
@@ -143,7 +167,7 @@ def write_campaign_manifest(campaign_dir: Path) -> Optional[Path]:
     then, and when nothing changed the file is not rewritten)."""
     campaign_dir = Path(campaign_dir)
     path = campaign_dir / CAMPAIGN_MANIFEST
-    new = text(campaign_dir.name, expected_entries(campaign_dir).entries).encode("utf-8")
+    new = text(campaign_dir.name, expected_entries(campaign_dir).entries, journal_sha256(campaign_dir)).encode("utf-8")
     old = read_regular(path) if path.is_file() and not path.is_symlink() else None
     if old == new:
         return path

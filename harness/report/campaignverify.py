@@ -21,8 +21,10 @@ from harness.report.campaignmanifest import (
     campaign_signatures,
     expected_entries,
     parse,
+    recorded_journal,
 )
 from harness.report.i18n import LANGS
+from harness.report.journalverify import check_journal
 from harness.report.manifest import ManifestError, read_regular
 from harness.report.pdf import pdf_name
 from harness.report.pdfread import PdfBombError, bounded, open_pdf
@@ -38,15 +40,22 @@ class CampaignCheck:
     notes: list[str] = field(default_factory=list)
     signatures: list[SignatureCheck] = field(default_factory=list)
     roles_satisfied: dict[str, str] = field(default_factory=dict)
+    runs: list[str] = field(default_factory=list)  # every run of every gate, from the journal
+    labels: list[str] = field(default_factory=list)  # what the signers accepted knowingly
+    journal_head: str = ""
 
     def lines(self) -> list[str]:
-        out = [f"PROBLEM  {p}" for p in self.problems]
+        out = [f"RUNS     {r}" for r in self.runs]
+        out += [f"PROBLEM  {p}" for p in self.problems]
         for s in self.signatures:
             who = f"{s.role or '?'} {s.signer or s.signer_id or '?'} ({s.fingerprint or 'no key'})"
             state = "ok      " if s.valid and s.trusted is not False else "BAD     "
             reason = s.reason or s.trust_reason
             out.append(f"{state} {CAMPAIGN_MANIFEST} {s.file}: {who}" + (f": {reason}" if reason else ""))
+        out += [f"LABEL    {label}" for label in self.labels]
         out += [f"NOTE     {n}" for n in self.notes]
+        if self.journal_head:
+            out.append(f"NOTE     journal head {self.journal_head}: compare it with the head each gate run printed")
         return out
 
 
@@ -100,25 +109,50 @@ def _pdf_problems(campaign_dir: Path, digest: str) -> list[str]:
 
 
 def _signature_findings(campaign_dir: Path, message: bytes, check: CampaignCheck,
-                        anchors: Optional[Sequence[Anchor]], roles: Sequence[str]) -> None:
+                        anchors: Optional[Sequence[Anchor]], roles: Sequence[str],
+                        gate_roles: Sequence[str]) -> None:
+    """The campaign manifest's signatures. With trust anchors, a campaign whose gates are signed
+    needs its set signed too, by every role that signed a gate (issue 50): otherwise deleting a
+    failing gate together with the campaign's signatures, then re-reporting, leaves a campaign of
+    signed gates that verifies."""
     check.signatures = [_check_sig(campaign_dir, rel, message) for rel in campaign_signatures(campaign_dir)]
     check.problems += [f"{CAMPAIGN_MANIFEST} {s.file}: {s.reason}" for s in check.signatures if not s.valid]
-    if not check.signatures:
-        check.notes.append(f"{CAMPAIGN_MANIFEST} is not signed (kvgate sign {campaign_dir} --key ... --role ...): "
+    if anchors is None:
+        check.notes.append(f"no trust anchors given: who signed {CAMPAIGN_MANIFEST} is not checked"
+                           if check.signatures else
+                           f"{CAMPAIGN_MANIFEST} is not signed (kvgate sign {campaign_dir} --key ... --role ...): "
                            "the set of gates is bound only by a signed campaign PDF, if there is one")
         return
-    if anchors is None:
-        check.notes.append(f"no trust anchors given: who signed {CAMPAIGN_MANIFEST} is not checked")
+    wanted = list(dict.fromkeys([*roles, *gate_roles]))
+    if not check.signatures:
+        if gate_roles:
+            check.problems.append(
+                f"{CAMPAIGN_MANIFEST} is not signed, but its gates are (by {', '.join(sorted(set(gate_roles)))}): "
+                "the set of gates is bound by nobody, so a gate could have been removed with the campaign's "
+                f"signatures (sign it: kvgate sign {campaign_dir} --key ... --role ...)")
+        else:
+            check.notes.append(f"{CAMPAIGN_MANIFEST} is not signed, and neither is any gate")
         return
-    check.roles_satisfied = _trust(check.signatures, anchors, roles, _dt.datetime.now(_dt.timezone.utc))
+    check.roles_satisfied = _trust(check.signatures, anchors, wanted, _dt.datetime.now(_dt.timezone.utc))
     check.problems += [f"{CAMPAIGN_MANIFEST} {s.file}: {s.trust_reason}" for s in check.signatures
                        if s.valid and s.trusted is False]
     check.problems += [f"{CAMPAIGN_MANIFEST}: role {r} has no valid signature by a key trusted for it"
-                       for r in roles if r not in check.roles_satisfied]
+                       + (" (a gate of this campaign is signed by that role)" if r not in roles else "")
+                       for r in wanted if r not in check.roles_satisfied]
+
+
+def _journal_findings(campaign_dir: Path, recorded_sha256: str, check: CampaignCheck) -> None:
+    journal = check_journal(campaign_dir, recorded_sha256)
+    check.problems += journal.problems
+    check.labels += journal.labels
+    check.runs = journal.runs
+    check.journal_head = journal.head if journal.present else ""
 
 
 def verify_campaign(campaign_dir: Path, anchors: Optional[Sequence[Anchor]],
-                    roles: Sequence[str]) -> CampaignCheck:
+                    roles: Sequence[str], gate_roles: Sequence[str] = ()) -> CampaignCheck:
+    """The campaign-level checks; ``gate_roles`` are the roles with a valid signature on any of
+    its gates (with anchors, each must have signed the campaign manifest too)."""
     campaign_dir = Path(campaign_dir)
     check = CampaignCheck()
     scan = expected_entries(campaign_dir)
@@ -132,13 +166,16 @@ def verify_campaign(campaign_dir: Path, anchors: Optional[Sequence[Anchor]],
     except (OSError, ManifestError):
         check.problems.append(f"{path}: missing or not a regular file: which gates this campaign has is "
                               "recorded nowhere (kvgate report writes it)")
+        _journal_findings(campaign_dir, "", check)
         return check
-    recorded_name, recorded, problems = parse(message.decode("utf-8", "replace"))
+    content = message.decode("utf-8", "replace")
+    _journal_findings(campaign_dir, recorded_journal(content), check)
+    recorded_name, recorded, problems = parse(content)
     check.problems += problems
     if recorded_name != name:
         check.problems.append(f"{CAMPAIGN_MANIFEST} names campaign {recorded_name!r} but the directory is "
                               f"named {name!r}")
     check.problems += _set_problems(campaign_dir, recorded, scan.entries)
     check.problems += _pdf_problems(campaign_dir, hashlib.sha256(message).hexdigest())
-    _signature_findings(campaign_dir, message, check, anchors, roles)
+    _signature_findings(campaign_dir, message, check, anchors, roles, gate_roles)
     return check

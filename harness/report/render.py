@@ -27,6 +27,7 @@ from harness.report.evidence import finder as evidence_finder
 from harness.report.forest import gate_forest
 from harness.report.i18n import DEFAULT_LANG, N_, check_lang, language, suffix, translations
 from harness.report.junit import junit_xml
+from harness.report.labels import NOTICE_KINDS, gate_labels
 from harness.report.loader import RESULT_FILE, ResultFileError, load_gate_result
 from harness.report.manifest import MANIFEST
 from harness.report.phrases import say
@@ -44,6 +45,7 @@ from harness.report.view import (
     xml_safe,
 )
 from harness.store.durable import write_atomic
+from harness.store.journal import gate_runs, read_journal, runs_line
 from harness.store.schema import GateResult, Verdict
 
 REPORT_HTML = "report.html"
@@ -100,6 +102,8 @@ def _environment(*, html: bool, lang: str = DEFAULT_LANG) -> jinja2.Environment:
     env.globals["tr"] = (lambda m: markupsafe.escape(say(str(m), trans.gettext))) if html else (
         lambda m: say(str(m), trans.gettext))
     env.globals["lang"] = lang
+    env.globals["labels_of"] = gate_labels  # page one's labels block (issue 51)
+    env.globals["notice_kinds"] = NOTICE_KINDS
     return env
 
 
@@ -217,10 +221,16 @@ def _campaign_documents(campaign_dir: Path, lang: str) -> tuple[str, str, bytes]
         baselines=[(v.result.gate, b) for v in views for b in baseline_rows(v.result)],
         provenance=campaign_provenance(campaign_dir.name, results), signoff_roles=SIGNOFF_ROLES,
         campaign_manifest=CAMPAIGN_MANIFEST, campaign_manifest_sha256=campaign_manifest_sha256(campaign_dir),
-        manifest_keyword=KEYWORD)
+        manifest_keyword=KEYWORD, runs=_journal_runs(campaign_dir))
     html = _environment(html=True, lang=lang).get_template("campaign.html.j2").render(**context)
     md = _environment(html=False, lang=lang).get_template("campaign.md.j2").render(**context)
     return html, md, junit_xml(results)
+
+
+def _journal_runs(campaign_dir: Path) -> list[str]:
+    """Every run of every gate as the campaign's journal lists them ("G2: 2 runs: FAIL 10:02, PASS 10:19")."""
+    read = read_journal(campaign_dir)
+    return [runs_line(g, entries) for g, entries in sorted(gate_runs(read.records).items())]
 
 
 def render_campaign_report(campaign_dir: Path, lang: str = DEFAULT_LANG) -> list[Path]:

@@ -47,8 +47,9 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from harness.errors import InputError
 from harness.report import legacy, sshsig
-from harness.report.campaignmanifest import CAMPAIGN_MANIFEST, expected_entries, write_campaign_manifest
+from harness.report.campaignmanifest import CAMPAIGN_MANIFEST, expected_entries, journal_sha256, write_campaign_manifest
 from harness.report.campaignmanifest import text as campaign_text
+from harness.report.labels import gate_labels
 from harness.report.loader import RESULT_FILE, ResultFileError, load_gate_result
 from harness.report.manifest import (
     MANIFEST,
@@ -187,7 +188,7 @@ def sign_campaign(campaign_dir: Path, key_file: Path, signer: str, role: str, *,
         raise SignError(f"{campaign_dir}: cannot be signed: {'; '.join(scan.problems)}")
     if not scan.entries:
         raise SignError(f"{campaign_dir}: no gate to sign (no gate directory with a {RESULT_FILE})")
-    wanted = campaign_text(campaign_dir.resolve().name, scan.entries).encode("utf-8")
+    wanted = campaign_text(campaign_dir.resolve().name, scan.entries, journal_sha256(campaign_dir)).encode("utf-8")
     path = campaign_dir / CAMPAIGN_MANIFEST
     if write_campaign_manifest(campaign_dir) is None or read_regular(path) != wanted:
         raise SignError(f"{campaign_dir}: {CAMPAIGN_MANIFEST} is signed already and the gates changed since; "
@@ -284,7 +285,8 @@ class VerifyReport:
     problems: list[str] = field(default_factory=list)
     signatures: list[SignatureCheck] = field(default_factory=list)
     roles_satisfied: dict[str, str] = field(default_factory=dict)  # role -> signature file
-    labels: list[str] = field(default_factory=list)  # what the signers accepted knowingly (issue 27)
+    labels: list[str] = field(default_factory=list)  # what the signers accepted knowingly (issue 27, 51)
+    verdict: Optional[str] = None  # the gate's verdict as result.json records it
     notes: list[str] = field(default_factory=list)  # what was and was not re-checked
 
     @property
@@ -308,7 +310,7 @@ class VerifyReport:
     @property
     def status(self) -> str:
         if self.ok:
-            return "VERIFIED" + (f" ({'; '.join(self.labels)})" if self.labels else "")
+            return "VERIFIED"
         if self.integrity_ok and not self.anchors_given:
             return "INTEGRITY OK, SIGNERS NOT AUTHENTICATED"
         return "NOT VERIFIED"
@@ -352,7 +354,9 @@ class VerifyReport:
         else:
             out.append("NOTE     no trust anchors given (--allowed-signers or --trusted-keys): "
                        "who signed is not checked")
-        out.append(self.status)
+        # the verdict beside the word: a VERIFIED INCONCLUSIVE is not a VERIFIED PASS (issue 53)
+        out.append(f"{self.status}: {self.gate or '?'} verdict {self.verdict or '?'}"
+                   + (f"; {len(self.labels)} label(s) above" if self.labels else ""))
         return out
 
 
@@ -516,16 +520,12 @@ def _custody_findings(gate_dir: Path, report: VerifyReport) -> None:
         result = load_gate_result(gate_dir)
     except ResultFileError:
         return  # already a problem of the statement check
-    for gf in result.gate_files:
-        if gf.get("stock") is False:
-            report.labels.append(f"non-stock gate file {gf.get('path')} (sha256 {str(gf.get('sha256'))[:16]})")
+    report.verdict = result.verdict.value
+    report.labels += [label.text for label in gate_labels(result)]
     b = result.baseline
     if not isinstance(b, dict) or not b.get("manifest_sha256"):
         return
     camp, gate = str(b.get("campaign") or ""), str(b.get("gate") or "G2")
-    if b.get("unsigned_baseline"):
-        report.labels.append(f"unsigned baseline: {gate} of campaign {camp!r} was used without being verified "
-                             f"({b.get('unverified_reason', '?')})")
     here = Path(gate_dir).resolve()
     base = here.parent / gate if camp == result.campaign else here.parent.parent / camp / gate
     path = base / MANIFEST

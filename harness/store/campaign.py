@@ -7,6 +7,7 @@ Layout::
       campaign.json         inventory and profile text as used + sha256, kvgate version, git commit,
                             start time, operator (written once, atomically)
       runs.jsonl            one line per run that opened the campaign (start, pid, resume or not)
+      journal.jsonl         hash-chained record of every gate run: start, verdict, digests (journal.py)
       G1/ ... G4/
         evidence/           raw outputs, node facts, fio JSON, logs (write_evidence, append_jsonl)
         evidence/commands.jsonl   every command run, with node, argv, exit code, duration, output tail
@@ -48,7 +49,7 @@ from harness.store import durable
 from harness.store.schema import SCHEMA_VERSION, GateResult
 
 __all__ = ["Campaign", "GateDir", "CampaignError", "CampaignLocked", "ResultFileError", "load_result",
-           "redact_argv", "CAMPAIGN_FORMAT", "OUTPUT_TAIL_CHARS"]
+           "redact_argv", "result_bytes", "CAMPAIGN_FORMAT", "OUTPUT_TAIL_CHARS"]
 
 CAMPAIGN_FORMAT = 1
 OUTPUT_TAIL_CHARS = 4000  # of stdout/stderr kept per command in commands.jsonl
@@ -213,11 +214,16 @@ class GateDir:
         """Write ``result.json`` atomically (a reader never sees half of it)."""
         if result.gate != self.gate:
             raise CampaignError(f"result of gate {result.gate} written into the folder of {self.gate}")
-        durable.write_atomic(self.result_path, result.model_dump_json(indent=2) + "\n")
+        durable.write_atomic(self.result_path, result_bytes(result))
         return self.result_path
 
     def load_result(self) -> GateResult:
         return load_result(self.result_path)
+
+
+def result_bytes(result: GateResult) -> bytes:
+    """The exact bytes ``write_result`` writes (the journal records their sha256 first)."""
+    return (result.model_dump_json(indent=2) + "\n").encode("utf-8")
 
 
 def load_result(path: Path) -> GateResult:

@@ -72,6 +72,7 @@ def _passed_g1(campaign: Path) -> None:
     from harness.gates.fingerprint import fingerprint_record
     from harness.gates.hardware import inventory_fingerprint
     from harness.gates.result import build_gate_result
+    from harness.report.sign import write_manifest
     from harness.store.campaign import GateDir
     from harness.store.schema import CheckResult, Observation, Verdict
 
@@ -84,3 +85,4 @@ def _passed_g1(campaign: Path) -> None:
                             fingerprint=fingerprint_record(inventory_fingerprint(load_inventory(Path(ARGS[1])))))
     assert res.verdict == Verdict.PASS
     GateDir(campaign / "G1", "G1").write_result(res)
+    write_manifest(campaign / "G1")  # as a G1 run leaves it: G3 verifies G1 against its manifest

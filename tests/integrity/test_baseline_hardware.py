@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from harness.report.sign import write_manifest
 from tests.integrity.test_false_pass import FROM_BASE, Base, gate_argv, kvgate, write
 from tests.support.campaign import PassedBaseline
 
@@ -30,6 +31,7 @@ def _edit_g1_facts(base: Base, campaign: str, **changes: Any) -> None:
     facts = json.loads(path.read_text())
     facts.update(changes)
     path.write_text(json.dumps(facts))
+    write_manifest(path.parents[2])  # as a G1 run on that hardware left it (G3 verifies G1 first)
 
 
 def _inventory(base: Base, name: str, **target: Any) -> Path:
@@ -82,5 +84,6 @@ def test_g1_of_another_inventory_does_not_admit_g3(base: Base, capsys: pytest.Ca
     res = json.loads(g1.read_text())
     res["fingerprint"] = None
     g1.write_text(json.dumps(res))
+    write_manifest(g1.parent)  # as that kvgate's G1 run left it
     code, out = kvgate(capsys, *gate_argv("G3", base.inv, base.prof, base.reports, camp, *FROM_BASE))
     assert code == 2 and "G1 recorded no inventory fingerprint" in out, out

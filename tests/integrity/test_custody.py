@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from harness.report.manifest import compute, manifest_text, scan
+from harness.report.sign import write_manifest
 from tests.integrity.test_false_pass import FROM_BASE, Base, gate_argv, kvgate, result
 from tests.support.campaign import PassedBaseline
 from tests.support.signing import cli, ssh_key
@@ -193,6 +194,7 @@ def test_g3_in_a_campaign_without_its_own_g1_is_refused(base: Base, capsys: pyte
     base.campaign("failedg1")
     g1 = base.reports / "failedg1" / "G1" / "result.json"
     g1.write_text(g1.read_text().replace('"verdict": "PASS"', '"verdict": "FAIL"', 1))
+    write_manifest(g1.parent)  # as a failed G1 run left it (G3 verifies G1 against its manifest first)
     code, out = kvgate(capsys, *gate_argv("G3", base.inv, base.prof, base.reports, "failedg1", *FROM_BASE))
     assert code == 2 and "G1 there is FAIL" in out, out
     # the advice is one kvgate follows: a gate's result is final, so G1 again means a new campaign

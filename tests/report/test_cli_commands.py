@@ -93,7 +93,8 @@ def test_sign_and_verify_commands(campaign: Path, tmp_path: Path, capsys: pytest
                        f"{cid}@customer {Path(str(customer_key) + '.pub').read_text()}")
     assert run(["verify", str(gate), "--allowed-signers", str(allowed)]) == 0
     text = capsys.readouterr().out
-    assert text.strip().endswith("VERIFIED") and "vendor Vera" in text and "customer 张伟" in text
+    assert text.strip().endswith("VERIFIED: G3 verdict FAIL; 1 label(s) above")  # the verdict beside the word
+    assert "vendor Vera" in text and "customer 张伟" in text
     assert run(["verify", str(campaign), "--allowed-signers", str(allowed)]) == 1  # G1, G2 unsigned
     text = capsys.readouterr().out
     assert "NOT VERIFIED: G1 (NOT VERIFIED), G2 (NOT VERIFIED)" in text
@@ -142,7 +143,11 @@ def test_campaign_sign_off_and_verify(campaign: Path, tmp_path: Path, capsys: py
                     "--role", "customer"]) == 0
     capsys.readouterr()
     assert run(["verify", str(campaign), "--allowed-signers", str(allowed)]) == 1
-    assert "does not match the gates as they are now" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "does not match the gates as they are now" in out
+    assert "campaign.manifest is not signed, but its gates are" in out  # issue 50: the set needs signing too
+    for key, name, role in ((vendor, "Vera", "vendor"), (customer, "Carl", "customer")):
+        assert run(["sign", str(campaign), "--key", str(key), "--signer", name, "--role", role]) == 0
     assert run(["report", str(campaign), "--gate", "G1"]) == 0  # re-renders G1 (unchanged) and the page
     html = (campaign / "report.html").read_text()
     for gate in ("G1", "G2", "G3"):

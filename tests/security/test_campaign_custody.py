@@ -57,7 +57,9 @@ def signed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Signed:
 def test_untouched_signed_campaign_verifies_and_by_hand(signed: Signed) -> None:
     code, out = signed.verify()
     assert code == 0, out
-    assert f"campaign {signed.camp}: VERIFIED (every gate and the campaign page)\n" in out
+    assert (f"campaign {signed.camp}: VERIFIED (every gate and the campaign page): G2 PASS, G3 FAIL; "
+            "3 label(s)\n") in out  # two threshold overrides, and no journal of runs
+    assert "LABEL    no journal.jsonl" in out
     manifest = (signed.camp / "campaign.manifest").read_text()
     assert "# campaign camp-1\n" in manifest and "# gate G2 PASS\n" in manifest and "# gate G3 FAIL\n" in manifest
     # the README's commands: coreutils and OpenSSH only
@@ -122,10 +124,46 @@ def test_signed_pdf_of_another_manifest_is_refused(tmp_path: Path, capsys: pytes
     code, out = cli(capsys, "sign", str(camp.camp), "--pdf", "--key-pem", str(vendor["key"]),
                     "--cert", str(vendor["crt"]), "--signer", "Vera", "--role", "vendor")
     assert code == 0, out
-    code, out = camp.verify()
-    assert code == 0 and "campaign.manifest is not signed" in out, out
+    code, out = camp.verify()  # with trust anchors, signed gates need their set signed (issue 50)
+    assert code == 1 and "campaign.manifest is not signed, but its gates are" in out, out
+    code, out = cli(capsys, "verify", str(camp.camp))  # without anchors: integrity only
+    assert code == 3 and "campaign.manifest is not signed" in out, out
     shutil.rmtree(camp.camp / "G3")
     assert cli(capsys, "report", str(camp.camp))[0] == 0  # rewrites the unsigned manifest and the page
-    code, out = camp.verify()
+    code, out = cli(capsys, "verify", str(camp.camp))
     assert code == 1, out
     assert "report.pdf belongs to another campaign manifest" in out
+
+
+def test_failing_gate_removed_with_the_campaign_signatures_is_refused(signed: Signed) -> None:
+    """Issue 50 item 2, the red team's repro: G2 PASS + G3 FAIL, every gate and the campaign
+    signed by both roles; `rm -rf G3 signatures; kvgate report; kvgate verify` was VERIFIED."""
+    shutil.rmtree(signed.camp / "G3")
+    shutil.rmtree(signed.camp / "signatures")
+    assert cli(signed.capsys, "report", str(signed.camp))[0] == 0
+    assert "G3" not in (signed.camp / "campaign.manifest").read_text()  # rewritten: nothing signed it any more
+    code, out = signed.verify()
+    assert code == 1, out
+    assert "campaign.manifest is not signed, but its gates are (by customer, vendor)" in out
+    assert "NOT VERIFIED" in out and "VERIFIED (every gate" not in out
+
+
+def test_campaign_signed_by_fewer_roles_than_its_gates_is_refused(tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    camp = Signed(tmp_path, capsys, sign_set=False)
+    code, out = cli(capsys, "sign", str(camp.camp), "--key", str(camp.vendor), "--signer", "Vera", "--role", "vendor")
+    assert code == 0, out
+    code, out = camp.verify()
+    assert code == 1, out
+    assert "campaign.manifest: role customer has no valid signature by a key trusted for it" in out
+    # a role beyond the required ones: the gates' signers must sign the set too
+    code, out = cli(capsys, "verify", str(camp.camp), "--allowed-signers", str(camp.allowed), "--roles", "vendor")
+    assert code == 1, out
+    assert "role customer has no valid signature by a key trusted for it (a gate of this campaign is signed" in out
+
+
+def test_report_keeps_a_signed_campaign_manifest(signed: Signed) -> None:
+    before = (signed.camp / "campaign.manifest").read_bytes()
+    shutil.rmtree(signed.camp / "G3")
+    assert cli(signed.capsys, "report", str(signed.camp))[0] == 0
+    assert (signed.camp / "campaign.manifest").read_bytes() == before

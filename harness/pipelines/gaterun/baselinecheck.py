@@ -30,7 +30,7 @@ from harness.report.sign import MANIFEST, ROLES, VerifyReport, verify
 from harness.report.trust import Anchor
 from harness.store.campaign import GateDir
 
-__all__ = ["BaselineCheck", "check_baseline"]
+__all__ = ["BaselineCheck", "check_baseline", "check_standing"]
 
 
 @dataclass
@@ -58,19 +58,25 @@ class BaselineCheck:
 def verify_gate_dir(g2: GateDir, where: str, anchors: Optional[Sequence[Anchor]] = None) -> VerifyReport:
     """Refuse a baseline whose files differ from its manifest or whose signatures are bad."""
     rep = verify(g2.path, anchors=anchors, roles=ROLES)
-    bad: list[str] = []
-    if not rep.manifest_present:
-        bad.append(f"it has no {MANIFEST}")
-    bad += rep.problems
-    bad += [f"{p} changed" for p in rep.changed]
-    bad += [f"{p} missing" for p in rep.missing]
+    bad = _verification_problems(rep, "")
     bad += [f"{p} added after the manifest was written" for p in rep.extra]
-    bad += [f"{p} is not a regular file or directory" for p in rep.refused]
-    bad += [f"{s.file}: {s.reason}" for s in rep.signatures if not s.valid]
     if bad:
         raise InputError(f"the G2 baseline of {where} ({g2.path}) failed verification, refusing to compare "
                          f"against it: {'; '.join(bad)}")
     return rep
+
+
+def _verification_problems(rep: VerifyReport, prefix: str) -> list[str]:
+    """What keeps a gate directory from being as its manifest says, each file named as
+    ``prefix`` + its path (extra files are the caller's to judge)."""
+    missing = f"{prefix}{MANIFEST} is missing" if prefix else f"it has no {MANIFEST}"
+    bad: list[str] = [] if rep.manifest_present else [missing]
+    bad += rep.problems
+    bad += [f"{prefix}{p} changed since {MANIFEST} was written" for p in rep.changed]
+    bad += [f"{prefix}{p} missing" for p in rep.missing]
+    bad += [f"{prefix}{p} is not a regular file or directory" for p in rep.refused]
+    bad += [f"{prefix}{s.file}: {s.reason}" for s in rep.signatures if not s.valid]
+    return bad
 
 
 def _unverified_reason(rep: VerifyReport) -> str:
@@ -148,3 +154,20 @@ def check_baseline(g2: GateDir, where: str, current: dict[str, Any], allow: Sequ
 
 def _show(value: Any) -> str:
     return value if value == MISSING else json.dumps(value, default=str)
+
+
+def check_standing(gd: GateDir, where: str, gate: str, campaign_id: Optional[str]) -> None:
+    """Before ``gate`` trusts ``gd`` (G1 for G3; G3 and G1 for G4; issue 51), the directory must be
+    as its manifest says (every signature present valid) and of this campaign (its verdict, now
+    verified, is then checked PASS by the prerequisite checks):
+    the campaign id its result records must be ``campaign_id`` (None: not known yet, the campaign is
+    being created by this run). Otherwise exit 2, naming the file."""
+    bad = _verification_problems(verify(gd.path, anchors=None, roles=ROLES), f"{gd.path}/")
+    if bad:
+        raise InputError(f"{gate} stands on {gd.gate} of {where}, which failed verification: {'; '.join(bad)}")
+    result = gd.load_result()  # its verdict: the prerequisite checks that follow, with their advice
+    recorded = (result.custody or {}).get("campaign_id")
+    if campaign_id is not None and recorded != campaign_id:
+        raise InputError(f"{gate} stands on {gd.gate} of {where}, but {gd.result_path} is of campaign id "
+                         f"{recorded or '(none recorded)'}, not this campaign's {campaign_id}: a gate directory "
+                         "of another campaign (or of a kvgate before campaign ids); run it here")

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import datetime as _dt
 import getpass
+import hashlib
 import json
 import logging
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,13 +30,14 @@ from harness.gates.hardware import inventory_fingerprint
 from harness.gates.result import build_gate_result
 from harness.paths import gates_dir, reports_dir
 from harness.pipelines.gaterun.applicability import expected_leaves, fill_expected, mark_not_applicable, not_applicable
-from harness.pipelines.gaterun.baselinecheck import BaselineCheck, check_baseline
+from harness.pipelines.gaterun.baselinecheck import BaselineCheck, check_baseline, check_standing
 from harness.pipelines.gaterun.fingerprint import recorded_versions, run_fingerprint
 from harness.pipelines.shared.context import GateRun, summary_of
 from harness.pipelines.shared.provisioned import check_enforceable, enforced_rates, provisioned_labels
 from harness.report import render_campaign_report, render_gate_reports, write_manifest
 from harness.report.trust import Anchor, read_allowed_signers
-from harness.store.campaign import Campaign, GateDir, check_campaign_name
+from harness.store import journal
+from harness.store.campaign import Campaign, GateDir, check_campaign_name, result_bytes
 from harness.store.schema import GateResult, Verdict
 
 log = logging.getLogger(__name__)
@@ -51,6 +54,7 @@ class GateOutcome:
     gate_dir: Path
     reports: list[Path]
     result: GateResult
+    journal_head: str = journal.GENESIS  # sha256 of the campaign journal's last record after this run
 
 
 def _now() -> str:
@@ -85,6 +89,7 @@ def run_gate(gate: str, *, inventory_path: Path, profile_path: Path, campaign: s
     root = Path(reports_root) if reports_root else reports_dir()
     # 2. Prerequisites, read-only: a gate refused here creates nothing (no campaign.json, no runs.jsonl).
     check_campaign_name(campaign)
+    _check_standing(gate, spec, root / campaign, campaign, _recorded_campaign_id(root / campaign))
     _check_prerequisites(gate, spec, root / campaign, campaign, root, baseline_campaign)
     _check_g1_first(gate, profile, inventory, root / campaign, campaign)  # its facts are in the fingerprint
     _baseline_check(gate, profile, inventory, root / campaign, campaign, root, baseline_campaign,
@@ -94,6 +99,8 @@ def run_gate(gate: str, *, inventory_path: Path, profile_path: Path, campaign: s
     camp = Campaign.open(root, campaign, inventory_path=Path(inventory_path), profile_path=Path(profile_path),
                          operator=operator or getpass.getuser(), create=True)
     try:
+        # a campaign created by this very run has no gate of its own yet: its id is not compared
+        _check_standing(gate, spec, camp.path, camp.name, camp.id if camp.resumed else None)
         _check_prerequisites(gate, spec, camp.path, camp.name, root, baseline_campaign)
         _check_g1_first(gate, profile, inventory, camp.path, camp.name)
         baseline = _baseline_check(gate, profile, inventory, camp.path, camp.name, root, baseline_campaign,
@@ -106,6 +113,9 @@ def run_gate(gate: str, *, inventory_path: Path, profile_path: Path, campaign: s
         run = GateRun(gate, spec, inventory, profile, camp, gate_dir, accept_new_host_keys=accept_new_host_keys,
                       progress=progress)
         started = _now()
+        run_id = uuid.uuid4().hex  # the journal records the run before it touches a node (issue 51)
+        journal.append(camp.path, "start", gate=gate, run_id=run_id, campaign_id=camp.id, started_at=started,
+                       resumed=bool(resume and gate_dir.steps_done()), kvgate_version=__version__)
         try:
             try:
                 with enforced_rates(run, keep_on=_runs_on(gate)):
@@ -114,7 +124,7 @@ def run_gate(gate: str, *, inventory_path: Path, profile_path: Path, campaign: s
                     measurements["provisioned"] = provisioned_labels(inventory)
             finally:
                 run.close()
-            return _finalize(run, spec, overrides, measured, measurements, started, baseline, gate_files)
+            return _finalize(run, spec, overrides, measured, measurements, started, baseline, gate_files, run_id)
         except StorageFull as exc:
             # A full reports disk is a fault (exit 4), recorded once space is back (bounded wait).
             run.fault("the reports directory is full", exc)
@@ -165,6 +175,29 @@ def _measure(gate: str, run: GateRun, root: Path, baseline_campaign: Optional[st
 
         return run_g4(run, wait=wait, on_window=on_window)
     return _pipeline(gate, run, root, baseline_campaign)
+
+
+def _recorded_campaign_id(camp_path: Path) -> Optional[str]:
+    try:
+        return Campaign.read(camp_path.parent, camp_path.name).id
+    except KvgateError:
+        return None
+
+
+def _check_standing(gate: str, spec: GateSpec, camp_path: Path, camp_name: str,
+                    campaign_id: Optional[str]) -> None:
+    """G3 and G4 check what they stand on before trusting it (issue 51): G1 and, for G4, its
+    prerequisites in this campaign are verified against their manifests and of this campaign
+    (``check_standing``), before the prerequisite checks read their (now verified) verdicts; the
+    hardware and inventory fingerprints G3 then reads from G1 come from evidence verified here.
+    G3's G2 baseline has its own, stricter check."""
+    if gate not in ("G3", "G4"):
+        return
+    needs = ["G1"] + [p for p in spec.prerequisites if gate == "G4" and p != "G1"]
+    for name in needs:  # one that is absent is refused by the prerequisite checks, with their words
+        gd = GateDir(camp_path / name, name, create=False)
+        if gd.result_path.is_file():
+            check_standing(gd, f"campaign {camp_name!r}", gate, campaign_id)
 
 
 def _check_g1_first(gate: str, profile: Profile, inventory: Inventory, camp_path: Path, camp_name: str) -> None:
@@ -286,7 +319,7 @@ def _check_prerequisites(gate: str, spec: GateSpec, camp_path: Path, camp_name: 
 
 def _finalize(run: GateRun, spec: GateSpec, overrides: list[Any], measured: dict[str, Any],
               measurements: dict[str, Any], started: str, baseline: Optional[BaselineCheck],
-              gate_files: list[dict[str, Any]]) -> GateOutcome:
+              gate_files: list[dict[str, Any]], run_id: str) -> GateOutcome:
     run.gate_dir.write_evidence_json("measured.json", measured)
     measured = fill_expected(measured, expected_leaves(run.gate, run.inventory, run.profile))
     checks = evaluate_gate(spec, measured, overrides=overrides, seed=0)
@@ -308,6 +341,9 @@ def _finalize(run: GateRun, spec: GateSpec, overrides: list[Any], measured: dict
     if baseline is not None:
         run.notes.extend(baseline.notes())
     run.notes.extend(gate_file_notes(gate_files))
+    # listed like a non-stock gate file (issue 51): a threshold the profile changed is an allowance
+    run.notes.extend(f"THRESHOLD OVERRIDE {o.gate} {o.check}: {o.threshold} instead of the gate file's, by the "
+                     f"profile ({o.reason})" for o in overrides)
     result = build_gate_result(
         spec, checks, campaign=run.campaign.name, started_at=started, finished_at=_now(),
         campaign_meta={"git_commit": run.campaign.meta.get("git_commit"),
@@ -318,8 +354,37 @@ def _finalize(run: GateRun, spec: GateSpec, overrides: list[Any], measured: dict
         emulated=run.profile.engine.kind == "sim" and run.gate != "G1",
         fingerprint=fingerprint, baseline=baseline.record() if baseline is not None else None,
         gate_files=gate_files)
+    result.custody = _custody(run, run_id)
+    head, paths = _write_journaled(run, result, run_id)
+    return GateOutcome(run.gate, ExitCode(result.exit_code), result.verdict, run.path, paths, result, head)
+
+
+def _custody(run: GateRun, run_id: str) -> dict[str, Any]:
+    """Which run of which campaign this result is, the gate's earlier runs in the journal (a re-run
+    is labelled on the gate's own page, not only on the campaign's), and the tiers declared RAM."""
+    runs = journal.gate_runs(journal.read_journal(run.campaign.path).records).get(run.gate, [])
+    earlier = [e for e in runs if e.run_id != run_id]
+    resumed = any(e.resumed for e in runs if e.run_id == run_id)
+    memory = [{"node": n.name, "target": t.name, "path": t.path, "kind": t.kind}
+              for n in run.inventory.nodes for t in n.storage if t.kind in ("memory", "tmpfs")]
+    return {"campaign_id": run.campaign.id, "run_id": run_id, "resumed": resumed, "memory_tiers": memory,
+            "earlier_runs": [{"run_id": e.run_id, "verdict": e.verdict, "started_at": e.started_at,
+                              "finished_at": e.finished_at, "resumed": e.resumed} for e in earlier]}
+
+
+def _write_journaled(run: GateRun, result: GateResult, run_id: str) -> tuple[str, list[Path]]:
+    """Journal the verdict and the digest of ``result.json`` before writing it, then the gate's
+    manifest, then the campaign's (which covers the journal); return the journal's head and the
+    reports written."""
+    data = result_bytes(result)
+    common = {"gate": run.gate, "run_id": run_id, "campaign_id": run.campaign.id}
+    journal.append(run.campaign.path, "result", **common, verdict=result.verdict.value,
+                   started_at=result.started_at, finished_at=result.finished_at,
+                   result_sha256=hashlib.sha256(data).hexdigest())
     run.gate_dir.write_result(result)
     paths = render_gate_reports(run.path)
-    write_manifest(run.path)
+    manifest = write_manifest(run.path)
+    head = journal.append(run.campaign.path, "sealed", **common,
+                          manifest_sha256=hashlib.sha256(manifest.read_bytes()).hexdigest())
     paths += render_campaign_report(run.campaign.path)
-    return GateOutcome(run.gate, ExitCode(result.exit_code), result.verdict, run.path, paths, result)
+    return head, paths
