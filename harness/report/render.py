@@ -29,6 +29,7 @@ from harness.report.i18n import DEFAULT_LANG, N_, check_lang, language, suffix, 
 from harness.report.junit import junit_xml
 from harness.report.loader import RESULT_FILE, ResultFileError, load_gate_result
 from harness.report.manifest import MANIFEST
+from harness.report.pageone import headline, system_under_test, verdict_why, workload
 from harness.report.phrases import say
 from harness.report.soak import drift_rows, soak_periods
 from harness.report.tables import evidence_files, point_rows, printed_evidence, probe_rows, tier_point_rows
@@ -49,7 +50,8 @@ from harness.store.schema import GateResult, Verdict
 REPORT_HTML = "report.html"
 REPORT_MD = "report.md"
 JUNIT_XML = "junit.xml"
-SIGNOFF_ROLES = (N_("Vendor"), N_("Customer"))  # the rows of the sign-off block (ink or electronic)
+# the rows of the sign-off block (ink or electronic): the role code names the PDF signature field
+SIGNOFF_ROLES = (("vendor", N_("Vendor")), ("customer", N_("Customer")))
 
 
 def _md_cell(value: object) -> str:
@@ -115,6 +117,8 @@ def render_gate_html(result: GateResult, gate_dir: Path | None = None, lang: str
         charts = gate_charts(result.measurements, result.checks) + cliff_charts(result.measurements)
         forest = gate_forest(result.checks)
         soak = soak_charts(result.measurements)
+        page_one = {"why": verdict_why(view.checks), "headline": headline(view.checks),
+                    "sut": system_under_test(result), "workload": workload(result)}
     files, problems = evidence_files(gate_dir)
     return _environment(html=True, lang=lang).get_template("gate.html.j2").render(
         r=result, v=view, charts=charts, forest=forest, points=point_rows(result.measurements, gate_dir),
@@ -123,7 +127,7 @@ def render_gate_html(result: GateResult, gate_dir: Path | None = None, lang: str
         sweep_rows=sweep_rows(result.measurements), fio_rows=fio_rows(result.measurements),
         signoff_roles=SIGNOFF_ROLES, baseline_rows=baseline_rows(result), soak_charts=soak,
         drift_rows=drift_rows(result.checks),
-        periods=soak_periods(result.measurements))
+        periods=soak_periods(result.measurements), **page_one)
 
 
 def render_gate_markdown(result: GateResult, gate_dir: Path | None = None, lang: str = DEFAULT_LANG) -> str:
