@@ -14,6 +14,7 @@ from harness.report.i18n import DEFAULT_LANG, LANGS, suffix
 from harness.report.manifest import SIGNATURES
 from harness.report.pdf import pdf_name, write_pdf
 from harness.report.pdfsign import sign_pdf
+from harness.report.pdfstamp import COMMENT_MAX
 from harness.report.sign import ROLES, is_campaign_dir, sign, sign_campaign
 
 
@@ -48,6 +49,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                      help="sign only this language's PDF (en report.pdf, zh report.zh.pdf); default: every "
                      "language the gate has a report in (report.html, report.zh.html), each PDF rendered "
                      "when absent")
+    pdf.add_argument("--decision", choices=("accept", "reject"),
+                     help="the party's decision, printed in its signature on page one")
+    pdf.add_argument("--comment", metavar="TEXT", help="the party's comment, printed in its signature on page one "
+                     "(at most 300 characters)")
     pdf.add_argument("--p12", type=Path, metavar="FILE", help="PKCS#12 file with key and certificate")
     pdf.add_argument("--key-pem", type=Path, metavar="FILE", help="PEM private key (with --cert)")
     pdf.add_argument("--cert", type=Path, metavar="FILE", help="PEM certificate (with --key-pem)")
@@ -62,7 +67,11 @@ def run(args: argparse.Namespace) -> int:
             raise InputError(f"--passphrase-env: environment variable {args.passphrase_env} is not set")
         passphrase = value.encode("utf-8")
     if args.pdf:
+        if args.comment is not None and len(args.comment) > COMMENT_MAX:
+            raise InputError(f"--comment: {len(args.comment)} characters; at most {COMMENT_MAX} fit the signature")
         return _sign_pdf(args, passphrase)
+    if args.decision is not None or args.comment is not None:
+        raise InputError("--decision and --comment go with --pdf (they are printed in the PDF signature on page one)")
     if args.key is None:
         raise InputError("--key FILE is needed to sign the manifest (or --pdf with --p12 / --key-pem "
                          "and --cert to sign the PDF)")
@@ -111,7 +120,8 @@ def _sign_pdf(args: argparse.Namespace, passphrase: bytes | None) -> int:
             write_pdf(gate_dir, lang)
             print(f"rendered  {pdf}")
         field = sign_pdf(pdf, role=args.role, signer_name=args.signer, p12=args.p12, key_pem=args.key_pem,
-                         cert=args.cert, passphrase=passphrase)
+                         cert=args.cert, passphrase=passphrase, decision=args.decision, comment=args.comment,
+                         lang=lang)
         print(f"signed    {pdf} as {args.role} {args.signer} (signature field {field})")
         print(f"check     pdfsig {pdf}")
     return int(ExitCode.OK)

@@ -15,7 +15,7 @@ from harness.report.view import CheckRow, fmt
 from harness.store.schema import GateResult, Verdict
 
 DECLARED, MEASURED, RECORDED = N_("declared"), N_("measured"), N_("recorded")
-_WHY_CHARS = 240
+_WHY_CHARS = 150
 
 
 def verdict_why(rows: Sequence[CheckRow]) -> str:
@@ -104,6 +104,10 @@ def _software(nodes: Sequence[Mapping[str, Any]], prof: Mapping[str, Any]) -> li
         if prof.get("engine_version"):
             engine += f" ({prof['engine_version']})"
         items.append(Item(N_("Engine"), engine, RECORDED))
+    if "engine_env" in prof:  # a result from before the record makes no claim either way
+        env = prof["engine_env"]
+        text = ", ".join(f"{k}={v}" for k, v in sorted(env.items())) if isinstance(env, Mapping) and env else None
+        items.append(Item(N_("Engine environment"), text or _t("none declared"), DECLARED))
     names: list[str] = []
     for n in nodes:
         versions = n.get("versions")
@@ -145,12 +149,13 @@ def _target_items(nodes: Sequence[Mapping[str, Any]]) -> list[Item]:
             name = str(t.get("name", "?"))
             label = _t("Storage %(name)s") % {"name": name}
             parts = [f"{k} {_scalar(v)}" for k, v in t.items() if k not in ("name", "path")]
-            items.append(Item(label, ", ".join(parts) or "-", DECLARED))
+            text = f"{', '.join(parts) or '-'} ({_t(DECLARED)})"
             found = (measured or {}).get(name) if isinstance(measured, Mapping) else None
             if isinstance(found, Mapping) and found:
                 parts = [f"{k.removesuffix('_bytes')} {fmt(float(v), 'bytes') if k.endswith('_bytes') else _scalar(v)}"
                          for k, v in found.items()]
-                items.append(Item(label, ", ".join(parts), MEASURED))
+                text += f"; {', '.join(parts)} ({_t(MEASURED)})"
+            items.append(Item(label, text))
     return items
 
 
