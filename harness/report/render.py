@@ -8,7 +8,9 @@ its manifest.
 from __future__ import annotations
 
 import hashlib
+import json
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 import jinja2
@@ -28,7 +30,7 @@ from harness.report.forest import gate_forest
 from harness.report.i18n import DEFAULT_LANG, N_, check_lang, language, suffix, translations
 from harness.report.junit import junit_xml
 from harness.report.loader import RESULT_FILE, ResultFileError, load_gate_result
-from harness.report.manifest import MANIFEST
+from harness.report.manifest import MANIFEST, SIGNATURES
 from harness.report.pageone import headline, system_under_test, verdict_why, workload
 from harness.report.phrases import say
 from harness.report.soak import drift_rows, soak_periods
@@ -178,6 +180,42 @@ def _manifest_sha(gate_dir: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+@dataclass(frozen=True)
+class GateSignature:
+    """One OpenSSH signature of a gate's manifest, as its unsigned metadata file names it."""
+
+    signer: str
+    role_label: str
+    date: str
+    fingerprint: str
+
+
+_SIG_META_MAX = 64 << 10
+
+
+def gate_signatures(gate_dir: Path) -> list[GateSignature]:
+    """The OpenSSH signatures present on a gate (``signatures/<role>-<id>.json``: name, role, date,
+    key fingerprint), for the campaign page; ``kvgate verify`` is what checks them."""
+    sig_dir = gate_dir / SIGNATURES
+    if not sig_dir.is_dir() or sig_dir.is_symlink():
+        return []
+    labels = dict(SIGNOFF_ROLES)
+    out = []
+    for meta in sorted(sig_dir.glob("*.json")):
+        if meta.name.endswith(".sig.json") or not meta.is_file() or meta.is_symlink() \
+                or meta.stat().st_size > _SIG_META_MAX or not meta.with_suffix(".sig").is_file():
+            continue
+        try:
+            data = json.loads(meta.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(data, dict):
+            role = str(data.get("role", "?"))
+            out.append(GateSignature(signer=str(data.get("signer", "?"))[:120], role_label=labels.get(role, role),
+                                     date=str(data.get("signed_at", "?"))[:10], fingerprint=str(data.get("fingerprint", "?"))[:80]))
+    return out
+
+
 def campaign_documents(campaign_dir: Path, lang: str = DEFAULT_LANG) -> tuple[str, str, bytes]:
     with language(lang):
         return _campaign_documents(Path(campaign_dir), lang)
@@ -220,6 +258,7 @@ def _campaign_documents(campaign_dir: Path, lang: str) -> tuple[str, str, bytes]
         overrides=[(v.result.gate, c) for v in views for c in v.overrides],
         baselines=[(v.result.gate, b) for v in views for b in baseline_rows(v.result)],
         provenance=campaign_provenance(campaign_dir.name, results), signoff_roles=SIGNOFF_ROLES,
+        signatures={d.name: gate_signatures(d) for d in gate_dirs(campaign_dir)},
         campaign_manifest=CAMPAIGN_MANIFEST, campaign_manifest_sha256=campaign_manifest_sha256(campaign_dir),
         manifest_keyword=KEYWORD)
     html = _environment(html=True, lang=lang).get_template("campaign.html.j2").render(**context)

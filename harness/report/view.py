@@ -613,17 +613,21 @@ def baseline_rows(result: GateResult) -> list[tuple[str, str]]:
     b = result.baseline
     if not isinstance(b, Mapping):
         return []
-    rows = [(N_("Baseline used"), f"{b.get('where', '?')} (fingerprint {str(b.get('digest', '?'))[:16]})")]
+    rows = [(N_("Baseline used"), _t("%(where)s (fingerprint %(digest)s)") % {
+        "where": b.get("where", "?"), "digest": str(b.get("digest", "?"))[:16]})]
     if b.get("manifest_sha256"):  # recorded since issue 27: what pins the baseline
-        rows.append((N_("Baseline manifest (sha256 of MANIFEST.sha256)"),
-                     f"{b.get('gate', 'G2')} of campaign {b.get('campaign', '?')}: {b['manifest_sha256']}"))
+        rows.append((N_("Baseline manifest (sha256 of MANIFEST.sha256)"), _t("%(gate)s of campaign %(campaign)s: %(sha)s") % {
+            "gate": b.get("gate", "G2"), "campaign": b.get("campaign", "?"), "sha": b["manifest_sha256"]}))
         signers = [f"{s.get('role')} {s.get('signer_id')} ({s.get('fingerprint')})"
                    for s in b.get("signers") or [] if isinstance(s, Mapping)]
         rows.append((N_("Baseline signers"), "; ".join(signers) or "-"))
         rows.append((N_("Baseline custody"), "VERIFIED" if b.get("verified") else
-                     f"unsigned baseline (--allow-unsigned-baseline): {b.get('unverified_reason', '?')}"))
+                     _t("unsigned baseline (--allow-unsigned-baseline): %(why)s") % {
+                         "why": say(str(b.get("unverified_reason", "?")), _t)}))
     for a in b.get("accepted_mismatches") or []:
         if isinstance(a, Mapping):
             rows.append((N_("Accepted mismatch (--allow-baseline-mismatch)"),
-                         f"{a.get('field', '?')}: baseline {a.get('baseline')!r}, this run {a.get('this_run')!r}"))
+                         _t("%(field)s: baseline %(baseline)s, this run %(this_run)s") % {
+                             "field": a.get("field", "?"), "baseline": repr(a.get("baseline")),
+                             "this_run": repr(a.get("this_run"))}))
     return rows
