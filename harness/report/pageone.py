@@ -71,6 +71,10 @@ def _distinct(values: Sequence[Any]) -> Optional[str]:
     return "; ".join(seen) or None
 
 
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
 def _declared_accelerators(node: Mapping[str, Any]) -> Optional[str]:
     acc = node.get("accelerators")
     if isinstance(acc, Mapping) and acc.get("model"):
@@ -79,7 +83,7 @@ def _declared_accelerators(node: Mapping[str, Any]) -> Optional[str]:
 
 
 def _hardware(nodes: Sequence[Mapping[str, Any]]) -> list[Item]:
-    measured = [n.get("measured") if isinstance(n.get("measured"), Mapping) else {} for n in nodes]
+    measured: list[Mapping[str, Any]] = [_mapping(n.get("measured")) for n in nodes]
     items: list[Item] = []
     pairs = ((N_("Accelerators"), "accelerators"), (N_("CPU"), "cpu"), (N_("Kernel"), "kernel"), (N_("OS"), "os"))
     for label, key in pairs:
@@ -141,8 +145,8 @@ def _target_items(nodes: Sequence[Mapping[str, Any]]) -> list[Item]:
     firmware), one row each."""
     items: list[Item] = []
     for n in nodes:
-        declared = n.get("declared") if isinstance(n.get("declared"), Mapping) else {}
-        measured = (n.get("measured") or {}).get("storage") if isinstance(n.get("measured"), Mapping) else None
+        declared = _mapping(n.get("declared"))
+        measured = _mapping(n.get("measured")).get("storage")
         for t in declared.get("storage_targets") or []:
             if not isinstance(t, Mapping):
                 continue
@@ -201,7 +205,8 @@ def workload(result: GateResult) -> list[tuple[str, str]]:
         rows.append((N_("Warm-up requests"), load.get("warmup")))
         rows.append((N_("Trace"), load.get("trace") or _t("none (synthetic prompts)")))
         if load.get("hit_ratio") is not None:
-            rows.append((N_("Expected reuse (share of queries that hit a warmed document)"), fmt(float(load["hit_ratio"]), "percent")))
+            rows.append((N_("Expected reuse (share of queries that hit a warmed document)"),
+                         fmt(float(load["hit_ratio"]), "percent")))
         rows.append((N_("Cold restore"), _t("yes") if load.get("cold_restore") else _t("no")))
     for arm in prof.get("arms") or []:
         if isinstance(arm, Mapping) and arm.get("name"):

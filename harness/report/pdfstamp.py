@@ -74,9 +74,10 @@ def add_signature_fields(pdf: bytes, boxes: Mapping[str, Box]) -> bytes:
         first = generic.ByteStringObject(digest[:16])
     writer._document_id = generic.ArrayObject([first, generic.ByteStringObject(digest[16:])])  # noqa: SLF001
     for role, box in boxes.items():
-        fields.append_signature_field(writer, fields.SigFieldSpec(field_name(role), on_page=0, box=box))
+        fields.append_signature_field(writer, fields.SigFieldSpec(field_name(role), on_page=0,
+                                                                  box=box))  # type: ignore[arg-type]  # floats work
     out = io.BytesIO()
-    writer.write(out)
+    writer.write(out)  # type: ignore[no-untyped-call]
     return out.getvalue()
 
 
@@ -99,7 +100,8 @@ def _lines(stamp: Stamp) -> list[str]:
     decision = _t({"accept": N_("accepted"), "reject": N_("rejected")}.get(stamp.decision or "", N_("not stated")))
     comment = (stamp.comment or "").strip()[:COMMENT_MAX] or "-"
     return [
-        _t("Signed by %(name)s (%(role)s)") % {"name": stamp.signer, "role": _t(ROLE_WORDS.get(stamp.role, stamp.role))},
+        _t("Signed by %(name)s (%(role)s)") % {"name": stamp.signer,
+                                                "role": _t(ROLE_WORDS.get(stamp.role, stamp.role))},
         _t("Decision: %(decision)s. Comment: %(comment)s") % {"decision": decision, "comment": comment},
         _t("%(when)s UTC; certificate %(fingerprint)s") % {
             "when": stamp.signed_at.astimezone(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M"),

@@ -212,7 +212,8 @@ def gate_signatures(gate_dir: Path) -> list[GateSignature]:
         if isinstance(data, dict):
             role = str(data.get("role", "?"))
             out.append(GateSignature(signer=str(data.get("signer", "?"))[:120], role_label=labels.get(role, role),
-                                     date=str(data.get("signed_at", "?"))[:10], fingerprint=str(data.get("fingerprint", "?"))[:80]))
+                                     date=str(data.get("signed_at", "?"))[:10],
+                                     fingerprint=str(data.get("fingerprint", "?"))[:80]))
     return out
 
 

@@ -616,8 +616,9 @@ def baseline_rows(result: GateResult) -> list[tuple[str, str]]:
     rows = [(N_("Baseline used"), _t("%(where)s (fingerprint %(digest)s)") % {
         "where": b.get("where", "?"), "digest": str(b.get("digest", "?"))[:16]})]
     if b.get("manifest_sha256"):  # recorded since issue 27: what pins the baseline
-        rows.append((N_("Baseline manifest (sha256 of MANIFEST.sha256)"), _t("%(gate)s of campaign %(campaign)s: %(sha)s") % {
-            "gate": b.get("gate", "G2"), "campaign": b.get("campaign", "?"), "sha": b["manifest_sha256"]}))
+        pinned = _t("%(gate)s of campaign %(campaign)s: %(sha)s") % {
+            "gate": b.get("gate", "G2"), "campaign": b.get("campaign", "?"), "sha": b["manifest_sha256"]}
+        rows.append((N_("Baseline manifest (sha256 of MANIFEST.sha256)"), pinned))
         signers = [f"{s.get('role')} {s.get('signer_id')} ({s.get('fingerprint')})"
                    for s in b.get("signers") or [] if isinstance(s, Mapping)]
         rows.append((N_("Baseline signers"), "; ".join(signers) or "-"))

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import html
 import re
-from html.parser import HTMLParser
 import subprocess
 from dataclasses import dataclass
+from html.parser import HTMLParser
 from pathlib import Path
 
 EDGE_PT = 20.0  # WeasyPrint's A4 margins are 11-12 mm (31-34 pt): no body text comes closer to a side
@@ -39,7 +39,8 @@ def pages(pdf: Path) -> list[Page]:
     out = subprocess.run(["pdftotext", "-bbox", str(pdf), "-"], capture_output=True, text=True,  # noqa: S603, S607
                          timeout=120, check=True).stdout
     result = []
-    for n, (w, h, body) in enumerate(re.findall(r'<page width="([\d.]+)" height="([\d.]+)">(.*?)</page>', out, re.S), 1):
+    found = re.findall(r'<page width="([\d.]+)" height="([\d.]+)">(.*?)</page>', out, re.S)
+    for n, (w, h, body) in enumerate(found, 1):
         words = [Word(n, float(a), float(b), float(c), float(d), html.unescape(t)) for a, b, c, d, t in re.findall(
             r'<word xMin="([\d.]+)" yMin="([\d.]+)" xMax="([\d.]+)" yMax="([\d.]+)">([^<]*)</word>', body)]
         result.append(Page(n, float(w), float(h), words))

@@ -54,6 +54,8 @@ def test_no_text_clipped_or_overlapping(pdfs: _Pdfs, campaign: Path, name: str, 
     pdf = _pdf(name, lang, pdfs, campaign)
     pages = layout.pages(pdf)
     assert pages and all(p.words for p in pages)
+    first = " ".join(w.text for w in pages[0].words)
+    assert ("Sign-off" if lang == "en" else "签字确认") in first  # page one is the sheet the parties sign
     outside = [(w.page, w.text, round(w.x1), round(w.y1)) for p in pages for w in layout.outside_margins(p)]
     assert outside == [], outside[:10]
     overlapping = [(a.page, a.text, b.text, round(a.x1), round(a.y1)) for p in pages for a, b in layout.overlaps(p)]

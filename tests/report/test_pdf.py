@@ -144,7 +144,8 @@ def test_both_parties_sign_the_pdf_then_the_manifest(rendered: dict[str, Path],
     assert run(["sign", str(gate), "--pdf", "--p12", str(vendor["p12"]), "--passphrase-env", "KVGATE_P12_PASS",
                 "--signer", "Jane Doe", "--role", "vendor", "--decision", "accept"]) == 0
     assert run(["sign", str(gate), "--pdf", "--key-pem", str(customer["key"]), "--cert", str(customer["crt"]),
-                "--signer", "张伟", "--role", "customer", "--decision", "reject", "--comment", "复测 read_bandwidth"]) == 0
+                "--signer", "张伟", "--role", "customer", "--decision", "reject",
+                "--comment", "复测 read_bandwidth"]) == 0
     out = capsys.readouterr().out
     assert "p12-secret" not in out
     assert out.count("signed    ") == 4 and "report.zh.pdf as customer 张伟" in out, out

@@ -53,7 +53,8 @@ def test_html_first_page_content(gate_dir: Path) -> None:
     assert "ttft_p50_reduction is INCONCLUSIVE: c8: interval straddles the threshold." in first
     assert "3 more blocker check(s) not passed." in first
     headline = first.split('<table id="headline-table">', 1)[1].split("</table>", 1)[0]
-    for cid in ("ttft_p50_reduction", "throughput_gain", "read_bandwidth", "candidate_failed_requests", "checkpoint_bw"):
+    for cid in ("ttft_p50_reduction", "throughput_gain", "read_bandwidth", "candidate_failed_requests",
+                "checkpoint_bw"):
         assert f"<code>{cid}</code>" in headline, cid
     assert "recompute_speedup" not in headline and "throughput_gain_plausible" not in headline  # advisory
     assert "2.90 GB/s" in headline and "&gt;= 5 GB/s" in headline

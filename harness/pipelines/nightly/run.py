@@ -46,9 +46,9 @@ from harness.gates.regression import (
     what_changed,
 )
 from harness.gates.result import build_gate_result, utc_now, utc_stamp
-from harness.pipelines.nightly import wording
 from harness.gates.stats import percentile
 from harness.paths import gates_dir, reports_dir
+from harness.pipelines.nightly import wording
 from harness.pipelines.nightly.historyrecords import NIGHTLY_GATE, record_from_result, series_key
 from harness.pipelines.shared.context import GateRun, StandaloneOptions, open_standalone_run, summary_of
 from harness.pipelines.shared.sweep import load_sweep, run_arm_sweep
