@@ -13,8 +13,8 @@ from harness.pipelines.shared.systemfacts import add_system_facts
 def _inventory() -> Inventory:
     return Inventory.model_validate({"cluster": "lab", "nodes": [{
         "name": "n1", "host": "10.0.0.1", "platform": "mi308x", "accelerators": {"model": "MI308X", "count": 8},
-        "storage": [{"name": "fx100", "path": "/mnt/fx100", "kind": "nvmeof-raid", "device": "/dev/md0", "raid": "raid0",
-                     "drive_models": ["FX100"], "allow_destructive": False}]}]})
+        "storage": [{"name": "fx100", "path": "/mnt/fx100", "kind": "nvmeof-raid", "device": "/dev/md0",
+                     "raid": "raid0", "drive_models": ["FX100"], "allow_destructive": False}]}]})
 
 
 def _facts() -> NodeFacts:
