@@ -16,6 +16,7 @@ from harness.store.schema import GateResult, Verdict
 
 DECLARED, MEASURED, RECORDED = N_("declared"), N_("measured"), N_("recorded")
 _WHY_CHARS = 150
+_MODES = {"closed": N_("closed loop"), "open": N_("open loop")}
 
 
 def verdict_why(rows: Sequence[CheckRow]) -> str:
@@ -194,7 +195,8 @@ def workload(result: GateResult) -> list[tuple[str, str]]:
         rows.append((N_("Tensor parallel size"), prof.get("tensor_parallel_size")))
     if load:
         kind = load.get("workload")
-        rows.append((N_("Workload"), f"{kind}, {load.get('mode', '?')} loop" if kind else None))
+        mode = _t(_MODES.get(str(load.get("mode")), str(load.get("mode", "?"))))
+        rows.append((N_("Workload"), f"{kind}, {mode}" if kind else None))
         rows.append((N_("Input / output length"),
                      f"{_tokens(load.get('input_len'))} / {_tokens(load.get('output_len'))}"
                      if load.get("input_len") is not None else None))
