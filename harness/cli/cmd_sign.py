@@ -43,8 +43,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                    help="name of an environment variable holding the key's passphrase")
     pdf = p.add_argument_group("PDF signature (sign the PDF first, both parties, then the manifest)")
     pdf.add_argument("--pdf", action="store_true",
-                     help="sign GATE_DIR/report.pdf (rendered from report.html when absent) with an "
-                     "X.509 certificate instead of the manifest, as an incremental update")
+                     help="sign the PDFs of GATE_DIR (report.pdf, report.zh.pdf: see --lang; rendered from "
+                     "their HTML when absent) with an X.509 certificate instead of the manifest, as an "
+                     "incremental update; the signature is drawn in the party's cell on page one")
     pdf.add_argument("--lang", choices=LANGS, default=None,
                      help="sign only this language's PDF (en report.pdf, zh report.zh.pdf); default: every "
                      "language the gate has a report in (report.html, report.zh.html), each PDF rendered "
