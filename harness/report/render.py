@@ -249,6 +249,8 @@ def _campaign_documents(campaign_dir: Path, lang: str) -> tuple[str, str, bytes]
     if not views and not unreadable:
         raise InputError(f"{campaign_dir}: no gate directory with a {RESULT_FILE} (nothing to report)")
     verdicts = [v.verdict for v in views] + [Verdict.ERROR for _ in unreadable]
+    # the system under test and the workload as the latest gate that names its nodes recorded them
+    subject = next((r for r in reversed(results) if r.inventory.get("nodes")), None)
     context = dict(
         name=campaign_dir.name, gates=views, rows=rows, unreadable=unreadable,
         verdict=campaign_verdict(verdicts),
@@ -260,6 +262,8 @@ def _campaign_documents(campaign_dir: Path, lang: str) -> tuple[str, str, bytes]
         baselines=[(v.result.gate, b) for v in views for b in baseline_rows(v.result)],
         provenance=campaign_provenance(campaign_dir.name, results), signoff_roles=SIGNOFF_ROLES,
         signatures={d.name: gate_signatures(d) for d in gate_dirs(campaign_dir)},
+        subject=subject.gate if subject else None, sut=system_under_test(subject) if subject else [],
+        workload=workload(subject) if subject else [],
         campaign_manifest=CAMPAIGN_MANIFEST, campaign_manifest_sha256=campaign_manifest_sha256(campaign_dir),
         manifest_keyword=KEYWORD)
     html = _environment(html=True, lang=lang).get_template("campaign.html.j2").render(**context)

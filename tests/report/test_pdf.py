@@ -121,10 +121,12 @@ def test_campaign_pdf(rendered: dict[str, Path]) -> None:
     pages = _pages(pdf)
     first = pages[0]
     assert "kvgate campaign camp-1" in first and "Sign-off" in first and "G1" in first and "G3" in first
-    assert "Threshold overrides" in first and "Customer contract 2026-11" in first and "Baselines" in first
-    # then one page per gate summary, each with every one of its checks
-    assert len(pages) == 3, len(pages)
-    for page, gate in zip(pages[1:], ("G1", "G3")):
+    assert "Threshold overrides" in first and "Customer contract 2026-11" in first
+    assert "System under test" in first and "Workload" in first and "Qwen/Qwen3-8B" in first  # page one: the sheet
+    # then the baselines and who ran it, and one page per gate summary, each with every one of its checks
+    assert "Baselines" in "".join(pages[:2]) and "When and by whom" in "".join(pages[:2])
+    assert len(pages) == 4, len(pages)
+    for page, gate in zip(pages[2:], ("G1", "G3")):
         assert re.search(rf"^\s*{gate}: Main gate", page, re.M), page[:300]
         assert "ttft_p50_reduction" in page and "throughput_gain_plausible" in page
         assert "kvgate campaign camp-1" not in page
