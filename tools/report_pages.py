@@ -5,8 +5,9 @@ pdftoppm at 60 dpi, reduced to 256 colours.
 
     python tools/report_pages.py [OUT_DIR]      # default: docs/report
 
-Writes g3-{en,zh}-page1.png, g3-{en,zh}-forest.png (the page that opens "Checks at a glance")
-and g4-{en,zh}-page1.png."""
+Writes g3-{en,zh}-page1.png (the sign-off sheet), g3-{en,zh}-forest.png (the page that opens
+"Checks at a glance"), g4-{en,zh}-page1.png and campaign-{en,zh}-page1.png (the campaign page of
+the two gates, their manifests written)."""
 
 from __future__ import annotations
 
@@ -18,8 +19,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from harness.report import render_gate_reports  # noqa: E402
+from harness.report import render_campaign_report, render_gate_reports  # noqa: E402
 from harness.report.pdf import write_pdf  # noqa: E402
+from harness.report.sign import write_manifest  # noqa: E402
 from tests.report.budget import demo_g4_result, demo_result, write_gate_dir, write_soak_dir  # noqa: E402
 
 GLANCE = {"en": "Checks at a glance", "zh": "检查结果一览"}
@@ -44,12 +46,18 @@ def _png(pdf: Path, page: int, out: Path) -> None:
 def main(out_dir: Path) -> int:
     out_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
-        g3 = write_gate_dir(Path(tmp) / "G3", demo_result())
-        g4 = write_soak_dir(Path(tmp) / "G4", demo_g4_result())
+        camp = Path(tmp) / "demo-camp"
+        g3 = write_gate_dir(camp / "G3", demo_result())
+        g4 = write_soak_dir(camp / "G4", demo_g4_result())
         for lang in ("en", "zh"):
             for gate in (g3, g4):
                 render_gate_reports(gate, lang)
+        for gate in (g3, g4):
+            write_manifest(gate)
+        for lang in ("en", "zh"):
             pdf3, pdf4 = write_pdf(g3, lang), write_pdf(g4, lang)
+            render_campaign_report(camp, lang)
+            _png(write_pdf(camp, lang), 1, out_dir / f"campaign-{lang}-page1.png")
             _png(pdf3, 1, out_dir / f"g3-{lang}-page1.png")
             _png(pdf3, _page_with(pdf3, GLANCE[lang]), out_dir / f"g3-{lang}-forest.png")
             _png(pdf4, 1, out_dir / f"g4-{lang}-page1.png")

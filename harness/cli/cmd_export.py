@@ -12,9 +12,11 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser(
         "export", help="tidy tables of a campaign or of the history for analysts (csv, parquet, xlsx)",
         description="Write tidy tables: from a campaign folder one row per request, per repetition, per "
-        "sweep point, per check observation and per nightly metric; from a history database (a .sqlite file "
+        "sweep point, per check observation, per nightly metric, per soak window and per recorded fault; "
+        "from a history database (a .sqlite file "
         "or a sqlite:// / postgresql:// URL) one row per run and per run x metric. csv always works; parquet "
-        "and xlsx need the export extra (pip install 'kvgate[export]').",
+        "and xlsx need the export extra (pip install 'kvgate[export]'). Files get the permissions your umask "
+        "gives a new file.",
         epilog="exit codes:\n" + EXIT_CODE_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("source", help="campaign folder (reports/<campaign>), history file, or history URL")
     p.add_argument("--format", choices=["csv", "parquet", "xlsx"], default="csv", help="output format (default csv)")

@@ -11,7 +11,7 @@ from harness.exitcodes import EXIT_CODE_HELP
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser(
         "gate",
-        help="run a gate (G1 arrival, G2 baseline, G3 candidate vs baseline) of a campaign",
+        help="run a gate (G1 arrival, G2 baseline, G3 candidate vs baseline, G4 72-hour soak) of a campaign",
         description="Run one gate of a campaign: validate the files, run the gate's pipeline on the "
         "inventory's nodes, evaluate the checks of gates/<GATE>.yaml, and write result.json, report.html, "
         "report.md, junit.xml and MANIFEST.sha256 under reports/<campaign>/<GATE>/. G3 needs a passed G2 "

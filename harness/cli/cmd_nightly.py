@@ -60,6 +60,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.baseline_window < 1 or args.min_history < 1 or args.fio_repetitions < 1:
         raise InputError("--baseline-window, --min-history and --fio-repetitions must be at least 1")
+    from harness.pipelines.nightly.wording import summary_line
     from harness.store.historydb import argv_password_warning
 
     warning = argv_password_warning(args.history)
@@ -79,8 +80,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"nightly {out.result.campaign}: {out.verdict.value} (exit {int(out.exit_code)}), "
           f"series {out.series[:12]}, run {out.run_id}")
     for c in out.comparisons:
-        print(f"  {c.metric}: {c.status.value}" + (f" {c.effect:+.1%}" if c.effect is not None else "")
-              + (f" [{c.effect_low:+.1%}, {c.effect_high:+.1%}]" if c.effect_low is not None else ""))
+        print(f"  {summary_line(c)}")
     for r in out.regressions:
         good = r["last_good"]
         print(f"REGRESSION {r['metric']}: {r['effect']:+.1%} [{r['effect_low']:+.1%}, {r['effect_high']:+.1%}]; "

@@ -10,10 +10,11 @@ from pathlib import Path
 from harness.errors import InputError
 from harness.exitcodes import ExitCode
 from harness.report.campaignmanifest import CAMPAIGN_MANIFEST
-from harness.report.i18n import DEFAULT_LANG, LANGS
+from harness.report.i18n import DEFAULT_LANG, LANGS, suffix
 from harness.report.manifest import SIGNATURES
 from harness.report.pdf import pdf_name, write_pdf
 from harness.report.pdfsign import sign_pdf
+from harness.report.pdfstamp import COMMENT_MAX
 from harness.report.sign import ROLES, is_campaign_dir, sign, sign_campaign
 
 
@@ -42,10 +43,17 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                    help="name of an environment variable holding the key's passphrase")
     pdf = p.add_argument_group("PDF signature (sign the PDF first, both parties, then the manifest)")
     pdf.add_argument("--pdf", action="store_true",
-                     help="sign GATE_DIR/report.pdf (rendered from report.html when absent) with an "
-                     "X.509 certificate instead of the manifest, as an incremental update")
-    pdf.add_argument("--lang", choices=LANGS, default=DEFAULT_LANG,
-                     help="which PDF: en report.pdf, zh report.zh.pdf (default: %(default)s)")
+                     help="sign the PDFs of GATE_DIR (report.pdf, report.zh.pdf: see --lang; rendered from "
+                     "their HTML when absent) with an X.509 certificate instead of the manifest, as an "
+                     "incremental update; the signature is drawn in the party's cell on page one")
+    pdf.add_argument("--lang", choices=LANGS, default=None,
+                     help="sign only this language's PDF (en report.pdf, zh report.zh.pdf); default: every "
+                     "language the gate has a report in (report.html, report.zh.html), each PDF rendered "
+                     "when absent")
+    pdf.add_argument("--decision", choices=("accept", "reject"),
+                     help="the party's decision, printed in its signature on page one")
+    pdf.add_argument("--comment", metavar="TEXT", help="the party's comment, printed in its signature on page one "
+                     "(at most 300 characters)")
     pdf.add_argument("--p12", type=Path, metavar="FILE", help="PKCS#12 file with key and certificate")
     pdf.add_argument("--key-pem", type=Path, metavar="FILE", help="PEM private key (with --cert)")
     pdf.add_argument("--cert", type=Path, metavar="FILE", help="PEM certificate (with --key-pem)")
@@ -60,7 +68,11 @@ def run(args: argparse.Namespace) -> int:
             raise InputError(f"--passphrase-env: environment variable {args.passphrase_env} is not set")
         passphrase = value.encode("utf-8")
     if args.pdf:
+        if args.comment is not None and len(args.comment) > COMMENT_MAX:
+            raise InputError(f"--comment: {len(args.comment)} characters; at most {COMMENT_MAX} fit the signature")
         return _sign_pdf(args, passphrase)
+    if args.decision is not None or args.comment is not None:
+        raise InputError("--decision and --comment go with --pdf (they are printed in the PDF signature on page one)")
     if args.key is None:
         raise InputError("--key FILE is needed to sign the manifest (or --pdf with --p12 / --key-pem "
                          "and --cert to sign the PDF)")
@@ -85,6 +97,17 @@ def run(args: argparse.Namespace) -> int:
     return int(ExitCode.OK)
 
 
+def pdf_langs(gate_dir: Path, lang: str | None) -> list[str]:
+    """The languages whose PDF ``kvgate sign --pdf`` signs: ``--lang`` alone, else every language with
+    a PDF or an HTML report in the directory (English when there is neither, rendered then), so the
+    README's one command per party signs the en and the zh PDF alike and verify finds both signed."""
+    if lang is not None:
+        return [lang]
+    present = [code for code in LANGS if (gate_dir / pdf_name(code)).is_file()
+               or (gate_dir / f"report{suffix(code)}.html").is_file()]
+    return present or [DEFAULT_LANG]
+
+
 def _sign_pdf(args: argparse.Namespace, passphrase: bytes | None) -> int:
     gate_dir: Path = args.gate_dir
     sigs = [p.name for p in (gate_dir / SIGNATURES).glob("*.sig*")] if (gate_dir / SIGNATURES).is_dir() else []
@@ -92,12 +115,14 @@ def _sign_pdf(args: argparse.Namespace, passphrase: bytes | None) -> int:
         raise InputError(f"{gate_dir}: the manifest is signed already ({', '.join(sorted(sigs))}); a PDF "
                          "signature now would change report.pdf and break those signatures. Sign the PDF "
                          "first (both parties), then the manifest.")
-    pdf = gate_dir / pdf_name(args.lang)
-    if not pdf.is_file():
-        write_pdf(gate_dir, args.lang)
-        print(f"rendered  {pdf}")
-    field = sign_pdf(pdf, role=args.role, signer_name=args.signer, p12=args.p12, key_pem=args.key_pem,
-                     cert=args.cert, passphrase=passphrase)
-    print(f"signed    {pdf} as {args.role} {args.signer} (signature field {field})")
-    print(f"check     pdfsig {pdf}")
+    for lang in pdf_langs(gate_dir, args.lang):
+        pdf = gate_dir / pdf_name(lang)
+        if not pdf.is_file():
+            write_pdf(gate_dir, lang)
+            print(f"rendered  {pdf}")
+        field = sign_pdf(pdf, role=args.role, signer_name=args.signer, p12=args.p12, key_pem=args.key_pem,
+                         cert=args.cert, passphrase=passphrase, decision=args.decision, comment=args.comment,
+                         lang=lang)
+        print(f"signed    {pdf} as {args.role} {args.signer} (signature field {field})")
+        print(f"check     pdfsig {pdf}")
     return int(ExitCode.OK)

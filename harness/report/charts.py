@@ -386,8 +386,18 @@ def gate_charts(measurements: Mapping[str, Any], checks: Sequence[CheckResult]) 
     """Every chart of a gate report, in display order (charts without data carry a note)."""
     if "soak" in measurements and not measurements.get("sweep") and not measurements.get("fio"):
         return []  # a soak gate: its charts are in its own section (soak_charts), no "no sweep" notes
-    return [ttft_chart(measurements), throughput_chart(measurements), ttft_throughput_chart(measurements),
-            fio_chart(measurements)]
+    curves = [ttft_chart(measurements), throughput_chart(measurements), ttft_throughput_chart(measurements)]
+    if _concurrencies(measurements) == 1:  # one point per arm draws no curve: the sweep table has its figures
+        curves = []
+    return curves + [fio_chart(measurements)]
+
+
+def _concurrencies(measurements: Mapping[str, Any]) -> int:
+    """How many distinct concurrencies the sweep measured (0 without a sweep)."""
+    sweep = measurements.get("sweep")
+    if not isinstance(sweep, Mapping):
+        return 0
+    return len({str(c) for points in sweep.values() if isinstance(points, Mapping) for c in points})
 
 
 # --- G4 soak: per-window time series with the faults marked on the time axis ----------------

@@ -1,5 +1,6 @@
 """The sign-off PDF: ``report.html`` (the same template, with its print CSS: A4, running header,
-page numbers, page 1 = verdict, checks, what was tested and the sign-off block) laid out by
+page numbers, page 1 = the sign-off sheet: verdict, headline, system under test, workload and the
+sign-off block, whose signature cells are empty signature fields: ``pdfstamp``) laid out by
 WeasyPrint into ``report.pdf`` in the gate (or campaign) directory.
 
 WeasyPrint output is deterministic for the same HTML (no creation time is written), so re-rendering
@@ -26,10 +27,14 @@ class PdfError(InputError):
 def html_to_pdf(html: str) -> bytes:
     import weasyprint  # heavy: imported only when a PDF is made
 
+    from harness.report.pdfstamp import add_signature_fields, signature_boxes
+
     fetcher = weasyprint.URLFetcher(allowed_protocols={"data"})
-    out = weasyprint.HTML(string=html, url_fetcher=fetcher, media_type="print").write_pdf()
+    document = weasyprint.HTML(string=html, url_fetcher=fetcher, media_type="print").render()
+    out = document.write_pdf()
     assert isinstance(out, bytes)
-    return out
+    boxes = signature_boxes(document)  # page one's signature cells become (empty) signature fields
+    return add_signature_fields(out, boxes) if boxes else out
 
 
 def pdf_has_signatures(path: Path) -> bool:

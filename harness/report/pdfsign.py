@@ -16,6 +16,7 @@ changes ``report.pdf``, which the manifest lists.
 from __future__ import annotations
 
 import datetime as _dt
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
@@ -52,29 +53,54 @@ def field_name(role: str) -> str:
     return f"kvgate-{role}"
 
 
+def _empty_field_box(reader: Any, name: str) -> Optional[tuple[float, float, float, float]]:
+    """The rectangle of the unsigned signature field ``name`` on page one (placed when the PDF was
+    rendered: ``harness.report.pdfstamp``), or None when the PDF has none."""
+    from pyhanko.sign.fields import enumerate_sig_fields
+
+    for field, value, ref in enumerate_sig_fields(reader, filled_status=False):
+        if field == name and value is None:
+            rect = ref.get_object().get("/Rect")
+            return tuple(float(x) for x in rect) if rect is not None else None  # type: ignore[return-value]
+    return None
+
+
 def sign_pdf(pdf: Path, *, role: str, signer_name: str, p12: Optional[Path] = None,
              key_pem: Optional[Path] = None, cert: Optional[Path] = None,
-             passphrase: Optional[bytes] = None) -> str:
-    """Add ``role``'s signature to ``pdf`` as an incremental update; return the field name."""
+             passphrase: Optional[bytes] = None, decision: Optional[str] = None,
+             comment: Optional[str] = None, lang: str = "en") -> str:
+    """Add ``role``'s signature to ``pdf`` as an incremental update; return the field name. Where
+    page one has the role's empty field, the signature is drawn there: name, role, decision,
+    comment, time and certificate fingerprint (``pdfstamp``)."""
     import io
 
     from pyhanko.pdf_utils.incremental_writer import IncrementalPdfFileWriter
     from pyhanko.sign import fields, signers
+
+    from harness.report.pdfstamp import Stamp, cert_fingerprint, stamp_style
 
     pdf = Path(pdf)
     if not pdf.is_file():
         raise PdfSignError(f"{pdf}: no PDF to sign (kvgate sign --pdf renders it from report.html)")
     name = field_name(role)
     data = read_pdf_bytes(pdf)  # the second party signs a PDF it received: bounded like verify
-    with bounded(pdf):
-        if any(s.field_name == name for s in open_pdf(pdf, data).embedded_signatures):
+    with bounded(pdf), tempfile.TemporaryDirectory() as tmp:
+        reader = open_pdf(pdf, data)
+        if any(s.field_name == name for s in reader.embedded_signatures):
             raise PdfSignError(f"{pdf}: the {role} has signed this PDF already (field {name})")
+        box = _empty_field_box(reader, name)
         signer = _signer(p12=p12, key_pem=key_pem, cert=cert, passphrase=passphrase)
         writer = IncrementalPdfFileWriter(io.BytesIO(data), strict=False, decode_limits=decode_limits())
         meta = signers.PdfSignatureMetadata(field_name=name, reason=f"kvgate sign-off as {role}",
                                             name=signer_name)
         out = io.BytesIO()
-        signers.sign_pdf(writer, meta, signer=signer, new_field_spec=fields.SigFieldSpec(name), output=out)
+        if box is None:  # a PDF rendered before page one had signature cells: an invisible field
+            signers.sign_pdf(writer, meta, signer=signer, new_field_spec=fields.SigFieldSpec(name), output=out)
+        else:
+            stamp = Stamp(signer=signer_name, role=role, fingerprint=cert_fingerprint(signer.signing_cert.dump()),
+                          signed_at=_dt.datetime.now(_dt.timezone.utc), decision=decision, comment=comment)
+            style, _ = stamp_style(stamp, box, lang, Path(tmp))
+            signers.PdfSigner(meta, signer=signer, stamp_style=style).sign_pdf(writer, output=out)
     write_atomic(pdf, out.getvalue())
     return name
 

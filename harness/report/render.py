@@ -8,7 +8,9 @@ its manifest.
 from __future__ import annotations
 
 import hashlib
+import json
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 import jinja2
@@ -29,7 +31,8 @@ from harness.report.i18n import DEFAULT_LANG, N_, check_lang, language, suffix, 
 from harness.report.junit import junit_xml
 from harness.report.labels import NOTICE_KINDS, gate_labels
 from harness.report.loader import RESULT_FILE, ResultFileError, load_gate_result
-from harness.report.manifest import MANIFEST
+from harness.report.manifest import MANIFEST, SIGNATURES
+from harness.report.pageone import headline, system_under_test, verdict_why, workload
 from harness.report.phrases import say
 from harness.report.soak import drift_rows, soak_periods
 from harness.report.tables import evidence_files, point_rows, printed_evidence, probe_rows, tier_point_rows
@@ -51,7 +54,8 @@ from harness.store.schema import GateResult, Verdict
 REPORT_HTML = "report.html"
 REPORT_MD = "report.md"
 JUNIT_XML = "junit.xml"
-SIGNOFF_ROLES = (N_("Vendor"), N_("Customer"))  # the rows of the sign-off block (ink or electronic)
+# the rows of the sign-off block (ink or electronic): the role code names the PDF signature field
+SIGNOFF_ROLES = (("vendor", N_("Vendor")), ("customer", N_("Customer")))
 
 
 def _md_cell(value: object) -> str:
@@ -119,6 +123,8 @@ def render_gate_html(result: GateResult, gate_dir: Path | None = None, lang: str
         charts = gate_charts(result.measurements, result.checks) + cliff_charts(result.measurements)
         forest = gate_forest(result.checks)
         soak = soak_charts(result.measurements)
+        page_one = {"why": verdict_why(view.checks), "headline": headline(view.checks),
+                    "sut": system_under_test(result), "workload": workload(result)}
     files, problems = evidence_files(gate_dir)
     return _environment(html=True, lang=lang).get_template("gate.html.j2").render(
         r=result, v=view, charts=charts, forest=forest, points=point_rows(result.measurements, gate_dir),
@@ -127,7 +133,7 @@ def render_gate_html(result: GateResult, gate_dir: Path | None = None, lang: str
         sweep_rows=sweep_rows(result.measurements), fio_rows=fio_rows(result.measurements),
         signoff_roles=SIGNOFF_ROLES, baseline_rows=baseline_rows(result), soak_charts=soak,
         drift_rows=drift_rows(result.checks),
-        periods=soak_periods(result.measurements))
+        periods=soak_periods(result.measurements), **page_one)
 
 
 def render_gate_markdown(result: GateResult, gate_dir: Path | None = None, lang: str = DEFAULT_LANG) -> str:
@@ -178,6 +184,43 @@ def _manifest_sha(gate_dir: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+@dataclass(frozen=True)
+class GateSignature:
+    """One OpenSSH signature of a gate's manifest, as its unsigned metadata file names it."""
+
+    signer: str
+    role_label: str
+    date: str
+    fingerprint: str
+
+
+_SIG_META_MAX = 64 << 10
+
+
+def gate_signatures(gate_dir: Path) -> list[GateSignature]:
+    """The OpenSSH signatures present on a gate (``signatures/<role>-<id>.json``: name, role, date,
+    key fingerprint), for the campaign page; ``kvgate verify`` is what checks them."""
+    sig_dir = gate_dir / SIGNATURES
+    if not sig_dir.is_dir() or sig_dir.is_symlink():
+        return []
+    labels = dict(SIGNOFF_ROLES)
+    out = []
+    for meta in sorted(sig_dir.glob("*.json")):
+        if meta.name.endswith(".sig.json") or not meta.is_file() or meta.is_symlink() \
+                or meta.stat().st_size > _SIG_META_MAX or not meta.with_suffix(".sig").is_file():
+            continue
+        try:
+            data = json.loads(meta.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(data, dict):
+            role = str(data.get("role", "?"))
+            out.append(GateSignature(signer=str(data.get("signer", "?"))[:120], role_label=labels.get(role, role),
+                                     date=str(data.get("signed_at", "?"))[:10],
+                                     fingerprint=str(data.get("fingerprint", "?"))[:80]))
+    return out
+
+
 def campaign_documents(campaign_dir: Path, lang: str = DEFAULT_LANG) -> tuple[str, str, bytes]:
     with language(lang):
         return _campaign_documents(Path(campaign_dir), lang)
@@ -210,6 +253,8 @@ def _campaign_documents(campaign_dir: Path, lang: str) -> tuple[str, str, bytes]
     if not views and not unreadable:
         raise InputError(f"{campaign_dir}: no gate directory with a {RESULT_FILE} (nothing to report)")
     verdicts = [v.verdict for v in views] + [Verdict.ERROR for _ in unreadable]
+    # the system under test and the workload as the latest gate that names its nodes recorded them
+    subject = next((r for r in reversed(results) if r.inventory.get("nodes")), None)
     context = dict(
         name=campaign_dir.name, gates=views, rows=rows, unreadable=unreadable,
         verdict=campaign_verdict(verdicts),
@@ -220,6 +265,9 @@ def _campaign_documents(campaign_dir: Path, lang: str) -> tuple[str, str, bytes]
         overrides=[(v.result.gate, c) for v in views for c in v.overrides],
         baselines=[(v.result.gate, b) for v in views for b in baseline_rows(v.result)],
         provenance=campaign_provenance(campaign_dir.name, results), signoff_roles=SIGNOFF_ROLES,
+        signatures={d.name: gate_signatures(d) for d in gate_dirs(campaign_dir)},
+        subject=subject.gate if subject else None, sut=system_under_test(subject) if subject else [],
+        workload=workload(subject) if subject else [],
         campaign_manifest=CAMPAIGN_MANIFEST, campaign_manifest_sha256=campaign_manifest_sha256(campaign_dir),
         manifest_keyword=KEYWORD, runs=_journal_runs(campaign_dir))
     html = _environment(html=True, lang=lang).get_template("campaign.html.j2").render(**context)

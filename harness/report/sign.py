@@ -49,6 +49,7 @@ from harness.errors import InputError
 from harness.report import legacy, sshsig
 from harness.report.campaignmanifest import CAMPAIGN_MANIFEST, expected_entries, journal_sha256, write_campaign_manifest
 from harness.report.campaignmanifest import text as campaign_text
+from harness.report.i18n import DEFAULT_LANG, LANGS
 from harness.report.labels import gate_labels
 from harness.report.loader import RESULT_FILE, ResultFileError, load_gate_result
 from harness.report.manifest import (
@@ -62,6 +63,7 @@ from harness.report.manifest import (
     read_regular,
     scan,
 )
+from harness.report.render import render_campaign_report, report_names
 from harness.report.signer import check_id, check_name, check_role, principal, signer_id
 from harness.report.trust import Anchor
 from harness.store.durable import write_atomic
@@ -188,6 +190,7 @@ def sign_campaign(campaign_dir: Path, key_file: Path, signer: str, role: str, *,
         raise SignError(f"{campaign_dir}: cannot be signed: {'; '.join(scan.problems)}")
     if not scan.entries:
         raise SignError(f"{campaign_dir}: no gate to sign (no gate directory with a {RESULT_FILE})")
+    _refresh_campaign_pages(campaign_dir)
     wanted = campaign_text(campaign_dir.resolve().name, scan.entries, journal_sha256(campaign_dir)).encode("utf-8")
     path = campaign_dir / CAMPAIGN_MANIFEST
     if write_campaign_manifest(campaign_dir) is None or read_regular(path) != wanted:
@@ -195,6 +198,16 @@ def sign_campaign(campaign_dir: Path, key_file: Path, signer: str, role: str, *,
                         "refusing to sign (run kvgate verify for details)")
     return sign_file(campaign_dir, CAMPAIGN_MANIFEST, f"{SIGNATURES}/{role}-{sid}.sig", key_file, name, sid,
                      role, passphrase=passphrase, now=now)
+
+
+def _refresh_campaign_pages(campaign_dir: Path) -> None:
+    """The campaign page names each gate's OpenSSH signatures, so the page a gate run rendered before
+    the parties signed their gates is stale: rendered again (each language already rendered, and
+    the default one) from the gates as they are when the set is signed, which is what verify
+    re-renders and compares."""
+    for lang in LANGS:
+        if lang == DEFAULT_LANG or (campaign_dir / report_names(lang)[0]).is_file():
+            render_campaign_report(campaign_dir, lang)
 
 
 def sign_file(base: Path, rel_message: str, rel_sig: str, key_file: Path, name: str, sid: str, role: str, *,

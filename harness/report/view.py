@@ -186,6 +186,28 @@ def _check_reason(check: CheckResult) -> str:
     return "; ".join(f"{obs_label(check, o)}: {obs_reason(o)}" for o in bad[:5])
 
 
+def _duration_text(check: CheckResult) -> str:
+    """The soak's duration sentence from what ran: the measured and the required duration (the gate
+    file's "72 hours" is the requirement, never a statement that the soak lasted that long)."""
+    required = fmt(check.threshold_value, "duration") if check.threshold_value is not None else "-"
+    measured = [o.measured for o in check.observations if o.measured is not None]
+    if not measured:
+        return _t("Soak duration: %(required)s required; no duration was measured") % {"required": required}
+    return _t("Soak duration: ran %(measured)s; %(required)s required") % {
+        "measured": fmt(measured[0], "duration"), "required": required}
+
+
+# checks whose gate-file sentence states an outcome: said from the measured and required figures
+_FROM_THE_RUN: dict[str, Callable[[CheckResult], str]] = {"soak.duration": _duration_text}
+
+
+def requirement_text(check: CheckResult) -> str:
+    """The check's requirement as the report shows it: the gate file's description, except where
+    that sentence would state an outcome the run may not have had (``_FROM_THE_RUN``)."""
+    built = _FROM_THE_RUN.get(check.metric)
+    return built(check) if built is not None else _t(check.description)
+
+
 def check_row(check: CheckResult, find_evidence: Optional[Callable[[str], list[str]]] = None) -> CheckRow:
     measured, interval = _check_measured(check)
     statistic: str = check.statistic
@@ -194,7 +216,7 @@ def check_row(check: CheckResult, find_evidence: Optional[Callable[[str], list[s
     elif check.statistic == "point":
         statistic = _t("point estimate")
     row = CheckRow(
-        id=check.id, description=_t(check.description), metric=check.metric, severity=check.severity,
+        id=check.id, description=requirement_text(check), metric=check.metric, severity=check.severity,
         statistic=statistic, expected=expected_text(check), measured=measured, interval=interval,
         verdict=check.verdict, verdict_text=VERDICT_TEXT[check.verdict], reason=_check_reason(check),
         passed=check.verdict is Verdict.PASS, override_reason=check.override_reason,
@@ -591,17 +613,22 @@ def baseline_rows(result: GateResult) -> list[tuple[str, str]]:
     b = result.baseline
     if not isinstance(b, Mapping):
         return []
-    rows = [(N_("Baseline used"), f"{b.get('where', '?')} (fingerprint {str(b.get('digest', '?'))[:16]})")]
+    rows = [(N_("Baseline used"), _t("%(where)s (fingerprint %(digest)s)") % {
+        "where": b.get("where", "?"), "digest": str(b.get("digest", "?"))[:16]})]
     if b.get("manifest_sha256"):  # recorded since issue 27: what pins the baseline
-        rows.append((N_("Baseline manifest (sha256 of MANIFEST.sha256)"),
-                     f"{b.get('gate', 'G2')} of campaign {b.get('campaign', '?')}: {b['manifest_sha256']}"))
+        pinned = _t("%(gate)s of campaign %(campaign)s: %(sha)s") % {
+            "gate": b.get("gate", "G2"), "campaign": b.get("campaign", "?"), "sha": b["manifest_sha256"]}
+        rows.append((N_("Baseline manifest (sha256 of MANIFEST.sha256)"), pinned))
         signers = [f"{s.get('role')} {s.get('signer_id')} ({s.get('fingerprint')})"
                    for s in b.get("signers") or [] if isinstance(s, Mapping)]
         rows.append((N_("Baseline signers"), "; ".join(signers) or "-"))
         rows.append((N_("Baseline custody"), "VERIFIED" if b.get("verified") else
-                     f"unsigned baseline (--allow-unsigned-baseline): {b.get('unverified_reason', '?')}"))
+                     _t("unsigned baseline (--allow-unsigned-baseline): %(why)s") % {
+                         "why": say(str(b.get("unverified_reason", "?")), _t)}))
     for a in b.get("accepted_mismatches") or []:
         if isinstance(a, Mapping):
             rows.append((N_("Accepted mismatch (--allow-baseline-mismatch)"),
-                         f"{a.get('field', '?')}: baseline {a.get('baseline')!r}, this run {a.get('this_run')!r}"))
+                         _t("%(field)s: baseline %(baseline)s, this run %(this_run)s") % {
+                             "field": a.get("field", "?"), "baseline": repr(a.get("baseline")),
+                             "this_run": repr(a.get("this_run"))}))
     return rows

@@ -9,6 +9,9 @@ Tables (one row per ...):
 * ``points``: arm x concurrency (the report's sweep table);
 * ``checks``: check observation (expected, measured, interval, verdict);
 * ``nightly_metrics``: metric of a nightly run (median, interval, samples);
+* ``soak_windows``: window of a G4 soak (its time, length, requests, failures, TTFT, throughput);
+* ``faults``: fault a gate recorded (``source`` gate: its infrastructure faults; soak: a fault
+  on the soak's time axis, with its time, kind and evidence);
 * from a history database: ``runs`` and ``metrics`` (run x metric).
 
 Every row of a campaign table carries ``campaign`` and ``gate``. Column order is fixed per table
@@ -18,7 +21,8 @@ A campaign may have been received from someone else, so the export is safe for s
 file systems: a text cell (or column name) starting with ``= + - @``, a tab or a carriage return
 is written with a leading ``'`` in CSV and xlsx, so no spreadsheet runs it as a formula; each output
 is written to a temporary file in the output folder and renamed over its name (a symbolic link
-planted there is replaced, never written through); input files are read only when they are
+planted there is replaced, never written through), with the permissions the user's umask gives a
+new file (not the temporary file's 0600); input files are read only when they are
 regular files (not links, FIFOs or devices) within a size limit.
 """
 
@@ -93,7 +97,8 @@ def campaign_tables(campaign: Path) -> dict[str, Table]:
     if not campaign.is_dir():
         raise InputError(f"{campaign} is not a campaign folder")
     name = campaign.name
-    t: dict[str, Table] = {k: [] for k in ("requests", "repetitions", "points", "checks", "nightly_metrics")}
+    t: dict[str, Table] = {k: [] for k in ("requests", "repetitions", "points", "checks", "nightly_metrics",
+                                           "soak_windows", "faults")}
     for gate, d in _gate_dirs(campaign):
         base = {"campaign": name, "gate": gate}
         state = d / "state.jsonl"
@@ -133,12 +138,29 @@ def campaign_tables(campaign: Path) -> dict[str, Table]:
             if not check.observations:
                 t["checks"].append({**base, "check": check.id, "severity": check.severity, "metric": check.metric,
                                     "verdict": check.verdict.value, "reason": check.reason})
+        _soak_and_faults(t, base, result)
         nightly = result.measurements.get("nightly")
         if isinstance(nightly, Mapping):
             for metric, m in sorted((nightly.get("metrics") or {}).items()):
                 t["nightly_metrics"].append({**base, "series": nightly.get("series"), "metric": metric,
                                              **{k: _scalar(v) for k, v in m.items()}})
     return t
+
+
+def _soak_and_faults(t: dict[str, Table], base: dict[str, Any], result: Any) -> None:
+    """A gate's soak windows and every fault it recorded (the gate's and the soak's)."""
+    t["faults"] += [{**base, "source": "gate", "t_s": None, "kind": None, "what": f, "evidence": None}
+                    for f in result.faults]
+    soak = result.measurements.get("soak")
+    if not isinstance(soak, Mapping):
+        return
+    for w in soak.get("windows") or []:
+        if isinstance(w, Mapping):
+            t["soak_windows"].append({**base, **{k: _scalar(v) for k, v in w.items()}})
+    for f in soak.get("faults") or []:
+        if isinstance(f, Mapping):
+            t["faults"].append({**base, "source": "soak", "t_s": f.get("t_s"), "kind": f.get("kind"),
+                                "what": _scalar(f.get("what")), "evidence": _scalar(f.get("evidence"))})
 
 
 def history_tables(db: Any) -> dict[str, Table]:
@@ -233,6 +255,13 @@ def _csv(tmp: Path, rows: Table, cols: list[str]) -> None:
             w.writerow([neutralise(r.get(c)) for c in cols])
 
 
+def _umask() -> int:
+    """The process's umask (read by setting it and setting it back)."""
+    mask = os.umask(0o077)
+    os.umask(mask)
+    return mask
+
+
 def _replace(path: Path, write: Any) -> Path:
     """Write ``path`` through a new temporary file in its folder, then rename it over ``path``."""
     fd, name = tempfile.mkstemp(prefix=".kvgate-export-", suffix=path.suffix, dir=path.parent)
@@ -240,6 +269,7 @@ def _replace(path: Path, write: Any) -> Path:
     tmp = Path(name)
     try:
         write(tmp)
+        os.chmod(tmp, 0o666 & ~_umask())  # what the user's umask gives a new file, as cp or a shell would
         os.replace(tmp, path)
     except BaseException:
         remove_file(tmp, within=path.parent, marker=".kvgate-export-")

@@ -79,6 +79,10 @@ def test_g1_g2_g3_pass_with_real_disk_reads(tmp_path: Path, local_inventory: Pat
     assert g1["verdict"] == "PASS"
     assert check(g1, "accelerators")["verdict"] == "NOT_APPLICABLE"  # a CPU node expects none
     assert g1["emulated"] is False  # G1 runs no engine: its figures are real
+    # page one's system under test: the inventory's targets as declared, the node's facts as measured
+    node = g1["inventory"]["nodes"][0]
+    assert node["declared"]["storage_targets"][0]["name"] == "tier" and node["measured"]["cpu"]
+    assert node["measured"]["memory_bytes"] > 0 and node["measured"]["storage"]["tier"]["filesystem"]
     fio = check(g1, "fio_read")["observations"][0]
     assert fio["verdict"] == "PASS" and fio["measured"] > 1e6
     # the figure reported is the median of the last 5 rounds of one continuous fio run, each round

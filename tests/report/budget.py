@@ -1,6 +1,8 @@
 """Gate directories for the page-budget tests, without running a gate: the demo's G3 as it
 recorded itself (``tests/data/report/demo-G3.result.json``, from ``kvgate demo`` on this
-machine: 2 arms x 1 concurrency x 5 repetitions), and the same result grown to 3 arms x 3
+machine: 2 arms x 1 concurrency x 5 repetitions; its nodes' ``declared`` and ``measured`` blocks,
+which gates record since issue 53, were added from G1's facts collected on this machine with
+``harness.pipelines.shared.systemfacts``, the kernel as the run recorded it), and the same result grown to 3 arms x 3
 concurrencies (each per-concurrency observation, sweep point, tier-hit row and estimate row
 copied per concurrency and arm), each with an ``evidence/`` tree of the size and layout a real
 run writes (8 files per repetition, fio and engine files per arm), so the appendix is as long as

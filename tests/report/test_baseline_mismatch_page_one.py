@@ -39,7 +39,8 @@ def test_accepted_mismatches_are_beside_the_verdict_before_the_checks(tmp_path: 
     render_gate_reports(gate)
     html = (gate / "report.html").read_text(encoding="utf-8")
     notice = html.index('id="baseline-mismatches"')
-    assert notice < html.index('id="checks"') < html.index('class="details"')  # beside the verdict
+    # beside the verdict, before the headline; the checks table is after page one
+    assert notice < html.index('id="headline"') < html.index('class="details"') < html.index('id="checks"')
     block = html[notice:html.index("</p>", notice)]
     assert "accepted with --allow-baseline-mismatch" in block
     assert "workload.input_len: baseline 2048, this run 256" in block

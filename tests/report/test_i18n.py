@@ -54,7 +54,7 @@ def test_zh_gate_and_campaign_reports(tmp_path: Path) -> None:
     assert [p.name for p in paths] == ["result.json", "report.zh.html", "report.zh.md", "junit.xml"]
     html = (gate / "report.zh.html").read_text(encoding="utf-8")
     assert '<html lang="zh">' in html
-    for word in ("检查结果", "测试对象", "时间与人员", "签字确认", "厂商方", "客户方",
+    for word in ("检查结果", "被测系统", "负载", "时间与人员", "签字确认", "厂商方", "客户方",
                  "退出码 1：有阻断性检查未通过或未运行", "计算由 kvgate 的 KV 模拟器模拟",
                  "TTFT 随并发数变化", "阻断项", "点估计", "（约需 160 个才能判定）"):
         assert word in html, word

@@ -22,7 +22,8 @@ from .budget import demo_g4_result, demo_result, grown_result, long_soak_result,
 
 BUDGET = {"demo": 8, "3x3": 12, "G4-demo": 8, "G4-72h": 8}
 # headings that open a section on a new page: the page before each is a section's last page
-SECTION_STARTS = {"en": ("Checks at a glance", "Appendix: evidence files"), "zh": ("检查结果一览", "附录：证据文件")}
+SECTION_STARTS = {"en": ("Checks", "Nightly regression", "Appendix: evidence files"),
+                  "zh": ("检查结果", "夜间回归", "附录：证据文件")}
 MARGIN_PT = 40.0  # running header and page number (WeasyPrint's A4 margins are 11-12 mm)
 
 

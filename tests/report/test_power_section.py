@@ -28,7 +28,7 @@ def test_power_table_lists_every_interval_observation_beside_the_checks(tmp_path
     gate = write_gate(tmp_path / "camp-1" / "G3", result)
     render_gate_reports(gate)
     html = (gate / "report.html").read_text(encoding="utf-8")
-    assert html.index('id="checks"') < html.index('class="details"') < html.index('id="power"')  # after page one
+    assert html.index('class="details"') < html.index('id="checks"') < html.index('id="power"')  # after page one
     rows = _table(html)
     assert rows[0] == ["Check", "Observation", "Repetitions", "Minimum", "Achieved power", "Repetitions for 80% power"]
     body = rows[1:]

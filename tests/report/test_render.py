@@ -34,8 +34,8 @@ def test_html_first_page_content(gate_dir: Path) -> None:
     # verdict, big and coloured, with the meaning of the exit code
     assert re.search(r'class="verdict v-FAIL".*?<div class="big">FAIL</div>', first, re.S)
     assert "Exit code 1: a blocker check failed or was not run." in first
-    # every check in the checks table, with verdicts that are not passes shown as such
-    table = first.split('<table id="checks">', 1)[1].split("</table>", 1)[0]
+    # every check in the checks table (after page one), with verdicts that are not passes shown as such
+    table = html.split('<table id="checks">', 1)[1].split("</table>", 1)[0]
     for cid, verdict in [("ttft_p50_reduction", "INCONCLUSIVE"), ("throughput_gain", "PASS"),
                          ("read_bandwidth", "FAIL"), ("candidate_failed_requests", "NOT_RUN"),
                          ("checkpoint_bw", "ERROR"), ("recompute_speedup", "NOT_RUN")]:
@@ -49,16 +49,24 @@ def test_html_first_page_content(gate_dir: Path) -> None:
     assert "candidate.failed_ratio was not measured" in table
     # user text is escaped, never interpreted
     assert "<script>" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in table
-    # what was tested
-    tested = dict(re.findall(r"<tr><th>([^<]+)</th><td>([^<]*)</td></tr>", first))
-    assert tested["Cluster"] == "lab-mi308x"
-    assert tested["Nodes"] == "node-a (host=10.0.0.11, platform=mi308x)"
-    assert tested["Platforms"] == "mi308x"
-    assert tested["Model"] == "Qwen/Qwen3-8B" and tested["Engine"] == "vllm"
-    assert tested["Engine version"] == "0.11.0" and tested["LMCache version"] == "0.3.9"
-    assert tested["Arms"] == ("baseline (storage=local-nvme, offload=yes); "
-                              "candidate (storage=nvmeof-raid0, offload=yes)")
-    assert tested["Baseline arm"] == "baseline" and "Recompute arm" not in tested
+    # page one: the verdict's why, the headline of blocker checks, the system under test, the workload
+    assert "ttft_p50_reduction is INCONCLUSIVE: c8: interval straddles the threshold." in first
+    assert "3 more blocker check(s) not passed." in first
+    headline = first.split('<table id="headline-table">', 1)[1].split("</table>", 1)[0]
+    for cid in ("ttft_p50_reduction", "throughput_gain", "read_bandwidth", "candidate_failed_requests",
+                "checkpoint_bw"):
+        assert f"<code>{cid}</code>" in headline, cid
+    assert "recompute_speedup" not in headline and "throughput_gain_plausible" not in headline  # advisory
+    assert "2.90 GB/s" in headline and "&gt;= 5 GB/s" in headline
+    items = dict(re.findall(r"<tr><th>([^<]+)</th><td>(.*?)</td></tr>", first))
+    assert items["Nodes"] == "1: node-a"
+    assert items["Accelerators"] == 'MI308X x 8 <span class="src">(declared)</span>'
+    assert items["Engine"] == 'vllm <span class="src">(recorded)</span>'
+    assert items["vllm version"] == '0.11.0 <span class="src">(measured)</span>'
+    assert items["lmcache version"] == '0.3.9 <span class="src">(measured)</span>'
+    assert items["Model"] == "Qwen/Qwen3-8B" and items["Tensor parallel size"] == "4"
+    assert items["Arm baseline"] == "local NVMe (storage local-nvme, offload)"
+    assert "not recorded" not in first
     # who ran it and when: the first thing after page one (the PDF keeps page one for the checks)
     details = html.split(FIRST_PAGE_END, 1)[1]
     assert details.index("When and by whom") < details.index("Charts")
@@ -259,7 +267,7 @@ def test_odd_layouts_render_without_crashing(tmp_path: Path, measurements: dict[
     assert external_references(html) == []
     svgs(html)  # every chart drawn is well-formed
     assert "<b>vllm</b>" not in html
-    assert "<th>LMCache version</th><td>not recorded</td>" in html
+    assert "not recorded" not in _first_page(html)  # a page-one item says what is known, or that it was not collected
     (d / "report.md").read_text()
 
 
@@ -271,9 +279,10 @@ def test_declared_engine_environment_is_on_page_one(tmp_path: Path) -> None:
     gate = write_gate(tmp_path / "c" / "G3", result)
     render_gate_reports(gate)
     first = _first_page((gate / "report.html").read_text())
-    tested = dict(re.findall(r"<tr><th>([^<]+)</th><td>([^<]*)</td></tr>", first))
-    assert tested["Engine environment (declared)"] == "HF_TOKEN=***, VLLM_X=1"
+    tested = dict(re.findall(r"<tr><th>([^<]+)</th><td>(.*?)</td></tr>", first))
+    assert tested["Engine environment"] == 'HF_TOKEN=***, VLLM_X=1 <span class="src">(declared)</span>'
     result.profile = {**result.profile, "engine_env": {}}
     gate = write_gate(tmp_path / "d" / "G3", result)
     render_gate_reports(gate)
-    assert "<th>Engine environment (declared)</th><td>none declared</td>" in (gate / "report.html").read_text()
+    assert ('<th>Engine environment</th><td>none declared <span class="src">(declared)</span></td>'
+            in (gate / "report.html").read_text())

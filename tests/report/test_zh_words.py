@@ -187,3 +187,22 @@ def test_zh_report_of_the_demo_has_no_english_sentence(tmp_path: Path, gate: str
     # the heuristic sees English: the same report in English is full of it
     render_gate_reports(d, "en")
     assert len(english_runs((d / "report.html").read_text(encoding="utf-8"), _user_words(result))) > 30
+
+
+def test_zh_campaign_page_of_the_demo_has_no_english_sentence(tmp_path: Path) -> None:
+    """The campaign page of the demo's G3 and G4 in Chinese: gate titles, baselines, custody
+    notices and the sign-off block are Chinese; the profile's override reasons are the customer's
+    words. (The shipped fixtures hold G3 and G4; G1 and G2 have no recorded demo result here.)"""
+    from harness.report import render_campaign_report
+
+    camp = tmp_path / "demo-camp"
+    results = [demo_result(), demo_g4_result()]
+    write_gate_dir(camp / "G3", results[0])
+    write_soak_dir(camp / "G4", results[1])
+    render_campaign_report(camp, "zh")
+    user = sorted({w for r in results for w in _user_words(r)}, key=len, reverse=True)
+    html = (camp / "report.zh.html").read_text(encoding="utf-8")
+    assert english_runs(html, user) == []
+    assert "72 小时稳定性" in html and "72-hour stability" not in html  # gate titles in Chinese on every page
+    render_campaign_report(camp, "en")
+    assert len(english_runs((camp / "report.html").read_text(encoding="utf-8"), user)) > 10

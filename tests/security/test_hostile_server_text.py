@@ -120,7 +120,7 @@ def test_gate_outcome_prints_a_nodes_fault_text_escaped(capsys: pytest.CaptureFi
     result = _gate_result("c1", "G2", "2026-01-01T01:00:00Z", 0.3)
     result.faults = [f"ray-b: the load generator failed\n  last lines of stderr:\n    {HOSTILE}\r\nVERIFIED"]
     print_outcome(SimpleNamespace(gate="G2", result=result, verdict=result.verdict, exit_code=4,  # type: ignore[arg-type]
-                                  gate_dir=tmp_path))
+                                  gate_dir=tmp_path, journal_head="0" * 64))
     out = capsys.readouterr().out
     assert not [c for c in RAW if c in out]
     assert "fault: ray-b: the load generator failed\n    last lines of stderr:\n      \\x1b[2J" in out

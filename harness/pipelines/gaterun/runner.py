@@ -31,9 +31,10 @@ from harness.gates.result import build_gate_result
 from harness.paths import gates_dir, reports_dir
 from harness.pipelines.gaterun.applicability import expected_leaves, fill_expected, mark_not_applicable, not_applicable
 from harness.pipelines.gaterun.baselinecheck import BaselineCheck, check_baseline, check_standing
-from harness.pipelines.gaterun.fingerprint import recorded_versions, run_fingerprint
+from harness.pipelines.gaterun.fingerprint import g1_facts, recorded_versions, run_fingerprint
 from harness.pipelines.shared.context import GateRun, summary_of
 from harness.pipelines.shared.provisioned import check_enforceable, enforced_rates, provisioned_labels
+from harness.pipelines.shared.systemfacts import add_system_facts
 from harness.report import render_campaign_report, render_gate_reports, write_manifest
 from harness.report.trust import Anchor, read_allowed_signers
 from harness.store import journal
@@ -329,6 +330,7 @@ def _finalize(run: GateRun, spec: GateSpec, overrides: list[Any], measured: dict
     for node in summary["inventory"]["nodes"]:
         if versions.get(node["name"]):
             node["versions"] = versions[node["name"]]
+    add_system_facts(summary["inventory"]["nodes"], run.inventory.nodes, g1_facts(run.inventory, run.campaign.path))
     if run.profile.engine.kind == "sim" and run.gate != "G1":
         summary["profile"]["engine_version"] = f"kvgate KV emulator {__version__}"
     fingerprint = None

@@ -48,6 +48,7 @@ from harness.gates.regression import (
 from harness.gates.result import build_gate_result, utc_now, utc_stamp
 from harness.gates.stats import percentile
 from harness.paths import gates_dir, reports_dir
+from harness.pipelines.nightly import wording
 from harness.pipelines.nightly.historyrecords import NIGHTLY_GATE, record_from_result, series_key
 from harness.pipelines.shared.context import GateRun, StandaloneOptions, open_standalone_run, summary_of
 from harness.pipelines.shared.provisioned import check_enforceable, enforced_rates
@@ -199,15 +200,17 @@ def _check(c: WindowComparison, unit: str) -> CheckResult:
     expected = f"no significant {worse} of {c.min_effect:.0%} or more"
     interval = (Interval(low=c.effect_low, high=c.effect_high, confidence=0.95, method="bootstrap-percentile",
                          resamples=2000) if c.effect_low is not None and c.effect_high is not None else None)
-    measured_text = (f"{c.effect:+.1%} vs the last {c.window_runs} run(s) ({c.status.value})"
-                     if c.effect is not None else c.status.value)
+    measured_text = (f"{c.effect:+.1%} vs the last {c.window_runs} run(s) ({wording.status_word(c)})"
+                     if c.effect is not None else wording.status_word(c))
+    why = wording.reason(c, unit)
     obs = Observation(path=c.metric, measured=c.effect, measured_text=measured_text, expected_text=expected,
-                      interval=interval, n_samples=c.n_current, verdict=verdict, reason=c.reason)
+                      interval=interval, n_samples=c.n_current, verdict=verdict, reason=why)
+    # the effect is a relative change: shown as a percentage (+345.2%), never as a ratio (3.45x)
     return CheckResult(
         id=_check_id(c.metric), description=f"{c.metric} ({unit}, {c.better} is better) against the recent runs",
         metric=c.metric, comparator="<=" if c.better == "lower" else ">=", threshold=f"{c.min_effect:.0%}",
-        threshold_value=c.min_effect, unit_kind="ratio", severity="blocker", statistic="interval", confidence=0.95,
-        verdict=verdict, reason=c.reason, observations=[obs])
+        threshold_value=c.min_effect, unit_kind="percent", severity="blocker", statistic="interval",
+        confidence=0.95, verdict=verdict, reason=why, observations=[obs])
 
 
 def _first_bad(n_history: int, window: int, cps: list[ChangePoint], status: Status) -> int:
@@ -227,7 +230,7 @@ def _describe(c: WindowComparison, history: list[StoredRun], window: int, this: 
     bad_prov = this["provenance"] if first == len(history) else _provenance(runs[first])
     good = runs[first - 1] if first >= 1 else None
     return {
-        "metric": c.metric, "status": c.status.value, "effect": c.effect, "effect_low": c.effect_low,
+        "metric": c.metric, "status": wording.status_word(c), "effect": c.effect, "effect_low": c.effect_low,
         "effect_high": c.effect_high, "p_value": c.p_value, "current_median": c.current_median,
         "window_median": c.window_median, "window_runs": c.window_runs, "min_effect": c.min_effect,
         "last_good": _run_ref(good) if good is not None else None,
