@@ -23,6 +23,7 @@ from typing import Any, Optional
 
 from harness.errors import InputError
 from harness.report.pdfread import bounded, decode_limits, open_pdf, read_pdf_bytes
+from harness.report.pdfstamp import field_name
 from harness.store.durable import write_atomic
 
 
@@ -47,10 +48,6 @@ def _signer(*, p12: Optional[Path], key_pem: Optional[Path], cert: Optional[Path
         raise PdfSignError(f"{what}: cannot load the key and certificate (wrong passphrase, or not a "
                            "PKCS#12 / PEM key and certificate); give a passphrase with --passphrase-env VAR")
     return signer
-
-
-def field_name(role: str) -> str:
-    return f"kvgate-{role}"
 
 
 def _empty_field_box(reader: Any, name: str) -> Optional[tuple[float, float, float, float]]:

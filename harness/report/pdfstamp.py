@@ -55,13 +55,16 @@ def signature_boxes(document: Any) -> dict[str, Box]:
     return found
 
 
+def field_name(role: str) -> str:
+    """The PDF signature field of a party: rendered empty over its sign-off cell, signed by kvgate sign."""
+    return f"kvgate-{role}"
+
+
 def add_signature_fields(pdf: bytes, boxes: Mapping[str, Box]) -> bytes:
     """``pdf`` with an empty signature field ``kvgate-<role>`` over each box on page one."""
     from pyhanko.pdf_utils import generic
     from pyhanko.pdf_utils.incremental_writer import IncrementalPdfFileWriter
     from pyhanko.sign import fields
-
-    from harness.report.pdfsign import field_name
 
     writer = IncrementalPdfFileWriter(io.BytesIO(pdf), strict=False)
     # deterministic: no modification date, and the new revision's id from the bytes it extends
