@@ -13,6 +13,8 @@ import pytest
 
 from harness.cli.main import run
 from harness.ports import free_port
+from harness.report.sign import write_manifest
+from harness.store.campaign import Campaign
 from tests.pipelines.conftest import small_profile
 from tests.support.campaign import PassedBaseline
 
@@ -48,6 +50,7 @@ def test_g2_and_g3_confirm_each_arms_slo_capacity_with_fresh_repetitions(
     cv = next(c for c in g2["checks"] if c["id"] == "ttft_repeatability")["observations"][0]
     assert "per repetition: " in cv["reason"] and cv["reason"].split("per repetition: ")[1].count(",") == 2, cv
 
+    _adopt_g1(reports / "slo")
     _gate("G3", local_inventory, prof, reports, "--allow-unsigned-baseline")
     g3_steps = _steps(reports / "slo" / "G3" / "state.jsonl")
     assert sorted(g3_steps) == [f"sweep/candidate/c2/rep{r}" for r in range(1, 6)]
@@ -62,3 +65,14 @@ def test_g2_and_g3_confirm_each_arms_slo_capacity_with_fresh_repetitions(
     assert obs["measured"] == pytest.approx(mean["candidate"] / mean["baseline"] - 1)
     # two repetitions per arm are below the interval's minimum: said, not decided
     assert check["verdict"] == "INCONCLUSIVE"
+
+
+def _adopt_g1(campaign: Path) -> None:
+    """The copied G1 as a G1 run in this campaign would have left it: G3 refuses a G1 whose result
+    names another campaign (issue 51), and the G2 run above started this one with its own id."""
+    camp_id = Campaign.read(campaign.parent, campaign.name).id
+    path = campaign / "G1" / "result.json"
+    result = json.loads(path.read_text())
+    result["custody"] = {**(result.get("custody") or {}), "campaign_id": camp_id}
+    path.write_text(json.dumps(result))
+    write_manifest(path.parent)
