@@ -29,7 +29,8 @@ def pdf_problems(directory: Path, roles: Sequence[str], trust_roots: Sequence[Pa
     every signature intact and valid; with trust roots, each required role signed by a trusted
     certificate, and at least one PDF present)."""
     from harness.report.pdfread import PdfBombError
-    from harness.report.pdfsign import check_pdf, field_name
+    from harness.report.pdfsign import check_pdf
+    from harness.report.pdfstamp import field_name
 
     pdfs = [Path(directory) / pdf_name(lang) for lang in LANGS if (Path(directory) / pdf_name(lang)).is_file()]
     if not pdfs:
