@@ -18,6 +18,7 @@ import pytest
 from harness.config.inventory import Node
 from harness.probes.blkthrottle import (
     PREFIX,
+    STATE_DIR,
     ThrottleRefused,
     clean_stale,
     create_cgroup,
@@ -345,4 +346,15 @@ def test_kvgate_probe_measures_an_enforced_target_at_its_cap_as_a_gate_would(tmp
     bw = results["results"][0]["job_sets"]["seq-read"]["read_bw_bytes"]
     assert abs(bw / RATE - 1) <= 0.05, bw
     after = {p.name for p in Path(find_io_controller(LocalExecutor()).parent).iterdir() if p.name.startswith(PREFIX)}
-    assert after <= before  # its cgroup is gone (another run's may have gone too)
+    # its cgroup is gone: a kvgate cgroup new since `before` is another test's (the sessions run side by
+    # side), its marker naming another process
+    assert [name for name in after - before if _marker_pid(name) == os.getpid()] == []
+    assert [m for m in Path(STATE_DIR).glob("*.json") if _marker_pid(PREFIX + m.stem) == os.getpid()] == []
+
+
+def _marker_pid(cgroup_name: str) -> int | None:
+    """The pid in the marker of kvgate's cgroup ``cgroup_name`` (None: no marker, or gone meanwhile)."""
+    try:
+        return int(json.loads((Path(STATE_DIR) / f"{cgroup_name[len(PREFIX):]}.json").read_text())["pid"])
+    except (OSError, ValueError, KeyError):
+        return None
