@@ -2,7 +2,9 @@
 
 It is a real HTTP/1.1 server (asyncio streams, keep-alive, chunked transfer) running its own event
 loop in a thread. A test sets ``server.script = fn`` where ``fn(request) -> list[action]`` and an
-action is ``bytes`` (written raw, then drained), ``("sleep", seconds)`` or ``("close",)``; helpers
+action is ``bytes`` (written raw, then drained), ``("sleep", seconds)``, ``("hold", n, timeout)``
+(answer nothing until ``n`` requests have arrived; a timeout is counted in ``hold_timeouts``, so a
+test proves an ordering by events, not by a wall-clock bound) or ``("close",)``; helpers
 build the usual actions, so every SSE edge case (a split at any byte, multi-token chunks, a
 role-only first chunk, an error event, HTTP errors, stalls, drops) is a list of bytes on the wire.
 """
@@ -97,12 +99,14 @@ class ScriptedServer:
         self.script: Callable[[Received], list[Action]] = lambda r: stream(["hello ", "world"])
         self.received: list[Received] = []
         self.connections = 0
+        self.hold_timeouts = 0
         self.port = 0
         self._loop: Optional[asyncio.AbstractEventLoop] = None
         self._server: Optional[asyncio.base_events.Server] = None
         self._thread: Optional[threading.Thread] = None
         self._ready = threading.Event()
         self._writers: set[asyncio.StreamWriter] = set()
+        self._arrived: Optional[asyncio.Condition] = None
 
     @property
     def url(self) -> str:
@@ -126,6 +130,7 @@ class ScriptedServer:
         loop = asyncio.new_event_loop()
         asyncio.set_event_loop(loop)
         self._loop = loop
+        self._arrived = asyncio.Condition()
         self._server = loop.run_until_complete(
             asyncio.start_server(self._handle, "127.0.0.1", 0, backlog=1024, ssl=self.ssl_context))
         self.port = self._server.sockets[0].getsockname()[1]
@@ -163,12 +168,15 @@ class ScriptedServer:
                 body = await reader.readexactly(int(headers.get("content-length", "0")))
                 req = Received(method, path, headers, json.loads(body or b"{}"), cid)
                 self.received.append(req)
+                await self._announce_arrival()
                 for action in self.script(req):
                     if isinstance(action, bytes):
                         writer.write(action)
                         await writer.drain()
                     elif action[0] == "sleep":
                         await asyncio.sleep(action[1])
+                    elif action[0] == "hold":
+                        await self._hold(action[1], action[2])
                     elif action[0] == "close":
                         writer.close()
                         return
@@ -177,6 +185,19 @@ class ScriptedServer:
         finally:
             self._writers.discard(writer)
             writer.close()
+
+    async def _announce_arrival(self) -> None:
+        assert self._arrived is not None
+        async with self._arrived:
+            self._arrived.notify_all()
+
+    async def _hold(self, count: int, timeout: float) -> None:
+        assert self._arrived is not None
+        async with self._arrived:
+            try:
+                await asyncio.wait_for(self._arrived.wait_for(lambda: len(self.received) >= count), timeout)
+            except asyncio.TimeoutError:
+                self.hold_timeouts += 1
 
 
 def chat_stream(texts: list[str], *, prompt_tokens: int = 3) -> list[Action]:
