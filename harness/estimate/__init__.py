@@ -10,6 +10,7 @@ Pure functions over plain inputs (``docs/estimator.md`` derives every formula):
 ``loader`` (reading config.json, choosing a profile's geometry) is the only module doing I/O.
 """
 
+from harness.estimate.calibration import Calibration, calibrate_curve, load_calibration
 from harness.estimate.geometry import (
     DTYPE_BYTES,
     KVSizes,
@@ -36,9 +37,9 @@ from harness.estimate.timing import (
 )
 
 __all__ = [
-    "ACCELERATORS", "DTYPE_BYTES", "Accelerator", "Compute", "Engine", "Estimate", "EstimateInputs", "KVSizes",
+    "ACCELERATORS", "DTYPE_BYTES", "Accelerator", "Calibration", "Compute", "Engine", "Estimate", "EstimateInputs", "KVSizes",
     "ModelConfigError", "ModelGeometry", "PRESET_CONFIGS", "PointPrediction", "Tier", "Workload",
-    "attention_pairs", "bandwidth_for_reduction", "break_even_bandwidth", "capacity_plan", "closed_mva", "dtype_bytes",
-    "estimate_profile", "find_accelerator", "geometry_from_config", "kv_sizes", "predict_point",
+    "attention_pairs", "bandwidth_for_reduction", "break_even_bandwidth", "calibrate_curve", "capacity_plan", "closed_mva", "dtype_bytes",
+    "estimate_profile", "find_accelerator", "geometry_from_config", "kv_sizes", "load_calibration", "predict_point",
     "prefill_flops", "preset_geometry",
 ]
