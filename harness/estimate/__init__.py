@@ -37,9 +37,9 @@ from harness.estimate.timing import (
 )
 
 __all__ = [
-    "ACCELERATORS", "DTYPE_BYTES", "Accelerator", "Calibration", "Compute", "Engine", "Estimate", "EstimateInputs", "KVSizes",
-    "ModelConfigError", "ModelGeometry", "PRESET_CONFIGS", "PointPrediction", "Tier", "Workload",
-    "attention_pairs", "bandwidth_for_reduction", "break_even_bandwidth", "calibrate_curve", "capacity_plan", "closed_mva", "dtype_bytes",
-    "estimate_profile", "find_accelerator", "geometry_from_config", "kv_sizes", "load_calibration", "predict_point",
-    "prefill_flops", "preset_geometry",
+    "ACCELERATORS", "DTYPE_BYTES", "Accelerator", "Calibration", "Compute", "Engine", "Estimate", "EstimateInputs",
+    "KVSizes", "ModelConfigError", "ModelGeometry", "PRESET_CONFIGS", "PointPrediction", "Tier", "Workload",
+    "attention_pairs", "bandwidth_for_reduction", "break_even_bandwidth", "calibrate_curve", "capacity_plan",
+    "closed_mva", "dtype_bytes", "estimate_profile", "find_accelerator", "geometry_from_config", "kv_sizes",
+    "load_calibration", "predict_point", "prefill_flops", "preset_geometry",
 ]
