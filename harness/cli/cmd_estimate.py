@@ -11,7 +11,9 @@ from typing import Any, Optional
 
 from harness.cli.table import render_table
 from harness.config.loader import load_inventory, load_profile
+from harness.config.profile import Profile
 from harness.errors import InputError
+from harness.estimate.calibration import Calibration, load_calibration
 from harness.estimate.compare import expected_vs_measured
 from harness.estimate.hardware import Accelerator, find_accelerator
 from harness.estimate.loader import geometry_for_profile
@@ -35,6 +37,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--profile", required=True, type=Path, help="profile YAML")
     p.add_argument("--inventory", type=Path, help="inventory YAML (accelerator model, count and memory)")
     p.add_argument("--campaign", help="campaign name (under --reports) or directory: use its measured figures")
+    p.add_argument("--calibration", metavar="CAMPAIGN",
+                   help="campaign name (under --reports) or directory whose bandwidth sweep calibrated the "
+                   "storage path's read efficiency: apply it to the offloading arms' read bandwidths")
     p.add_argument("--reports", type=Path, help="reports root (default: reports/)")
     p.add_argument("--model-config", type=Path, help="the model's config.json (overrides the profile's)")
     p.add_argument("--accelerator", help="accelerator model, e.g. H800, MI308X (default: the inventory's)")
@@ -81,14 +86,39 @@ def _accelerator(args: argparse.Namespace, profile_accelerator: Optional[str] = 
     return preset, hbm
 
 
-def _campaign_dir(args: argparse.Namespace) -> Optional[Path]:
-    if not args.campaign:
+def _campaign_dir(args: argparse.Namespace, name: Optional[str] = None) -> Optional[Path]:
+    """The directory of ``name`` (default --campaign): a directory as given, else under --reports."""
+    name = args.campaign if name is None else name
+    if not name:
         return None
-    path = Path(args.campaign)
+    path = Path(name)
     if path.is_dir():
         return path
     root: Path = args.reports or reports_dir()
-    return root / str(args.campaign)
+    return root / str(name)
+
+
+def _apply_calibration(profile: Profile, inp: EstimateInputs, cal: Calibration) -> None:
+    """The engine gets ``value`` x each offloading arm's tier bandwidth (fio or --read-bw)."""
+    for arm in profile.arms:
+        if arm.offload and arm.name in inp.read_bw:
+            inp.read_bw[arm.name] *= cal.value
+            inp.read_bw_source[arm.name] = (f"{inp.read_bw_source.get(arm.name) or 'read bandwidth'} x "
+                                            f"{cal.parameter} {cal.value:.3f}")
+
+
+def _calibration_data(d: dict[str, Any], cal: Calibration) -> None:
+    """The calibration block, and G3's needed bandwidth back in the tier's own (fio) terms."""
+    needed = d.get("g3", {}).get("needed_bw") or {}
+    d["calibration"] = {"parameter": cal.parameter, "value": cal.value, "source": str(cal.source),
+                        "worst_calibrated_rel_error": cal.worst_calibrated_rel_error, "limits": cal.limits,
+                        "needed_tier_bw": {c: None if v is None else v / cal.value for c, v in needed.items()}}
+    d["notes"].append(f"{cal.parameter} {cal.value:.3f} calibrated on the bandwidth curve of {cal.source}: the "
+                      "engine's restores get that share of a tier's fio read bandwidth"
+                      + (f" (worst calibrated error there {cal.worst_calibrated_rel_error:.1%})"
+                         if cal.worst_calibrated_rel_error is not None else ""))
+    if cal.limits:
+        d["notes"].append(f"calibration limits: {cal.limits}")
 
 
 def build(args: argparse.Namespace) -> dict[str, Any]:
@@ -129,7 +159,13 @@ def build(args: argparse.Namespace) -> dict[str, Any]:
             inp.compute_source = (f"compute calibrated from the recompute arm {profile.recompute!r} at c{low} "
                                   f"(measured TTFT p50 {p50 / 1000:.3f} s): {what}; that arm agrees "
                                   "by construction")
+    cal_dir = _campaign_dir(args, args.calibration) if args.calibration else None
+    cal = load_calibration(cal_dir) if cal_dir is not None else None
+    if cal is not None:
+        _apply_calibration(profile, inp, cal)
     data = estimate_profile(profile, inp).as_dict()
+    if cal is not None:
+        _calibration_data(data, cal)
     data["profile"] = profile.name
     data["baseline_offloads"] = profile.arm(profile.baseline).offload
     if figures is not None:
@@ -156,7 +192,8 @@ def _gib(v: Optional[float]) -> str:
 
 def render_text(d: dict[str, Any]) -> str:
     out: list[str] = [f"Estimate for profile {d['profile']} (formulas: docs/estimator.md)", ""]
-    out += _model_lines(d) + _kv_and_capacity_lines(d) + _g3_lines(d) + _arm_tables(d) + _expected_vs_measured(d)
+    out += _model_lines(d) + _kv_and_capacity_lines(d) + _g3_lines(d) + _calibration_lines(d) + _arm_tables(d)
+    out += _expected_vs_measured(d)
     if d["notes"]:
         out += ["", "Notes"] + [f"- {n}" for n in d["notes"]]
     return "\n".join(out)
@@ -235,6 +272,18 @@ def _g3_lines(d: dict[str, Any]) -> list[str]:
     elif "break_even_bw" in d and d.get("baseline_offloads", True):
         out.append("                   in absolute terms per concurrency: give the baseline's read bandwidth "
                    "(--read-bw BASELINE_ARM=BW, or --campaign with its fio figure)")
+    return out
+
+
+def _calibration_lines(d: dict[str, Any]) -> list[str]:
+    """The calibration applied (--calibration) and what G3 needs of the tier in fio terms."""
+    cal = d.get("calibration")
+    if not cal:
+        return []
+    out = [f"Calibrated         {cal['parameter']} {cal['value']:.3f} from {cal['source']}"]
+    if cal["needed_tier_bw"]:
+        out.append("G3 needs (tier)    fio read bandwidth of the candidate's tier, calibrated: " + ", ".join(
+            f"c{c} {_bw(v)}" for c, v in cal["needed_tier_bw"].items()))
     return out
 
 

@@ -114,7 +114,8 @@ def _samples(curve: Mapping[str, Any]) -> tuple[list[_Sample], list[dict[str, An
     for p in curve.get("points") or []:
         if not isinstance(p, Mapping):
             continue
-        verdicts = p.get("verdicts") if isinstance(p.get("verdicts"), Mapping) else {}
+        raw = p.get("verdicts")
+        verdicts: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
         prov, fio, ttft = _num(p.get("provisioned_read_bps")), _num(p.get("fio_read_bps")), _num(p.get("ttft_p50_ms"))
         bad = sorted({str(v) for v in verdicts.values()} & UNFIT_VERDICTS)
         reason = ("the point errored: " + str(p["error"]) if p.get("error") else

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -138,3 +139,66 @@ def test_report_renders_the_expected_section(tmp_path: Path) -> None:
         assert "0.213" in text and "0.206" in text  # baseline measured and predicted
     assert "Measurements: expected" not in html
     shutil.rmtree(camp)
+
+
+def _bandwidth_campaign(tmp_path: Path, estimator: Any) -> Path:
+    """A campaign whose one gate directory holds a bandwidth curve (the sweep's result.json)."""
+    from harness.store.campaign import result_bytes
+    from tests.report.budget import demo_result
+    from tests.support.bandwidthcurve import synthetic_curve
+
+    result = demo_result()
+    curve = synthetic_curve(0.6)
+    curve["estimator"] = estimator(curve) if callable(estimator) else estimator
+    result.measurements["bandwidth_curve"] = curve
+    (tmp_path / "bw-camp" / "BW").mkdir(parents=True)
+    (tmp_path / "bw-camp" / "BW" / "result.json").write_bytes(result_bytes(result))
+    return tmp_path / "bw-camp"
+
+
+def test_calibration_applies_the_campaigns_read_efficiency(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A cluster not measured yet (the demo profile on a 1 GB/s tier) with the efficiency the
+    campaign's curve calibrated: the engine gets 0.6 x 1 GB/s, and G3's need is said in fio terms."""
+    from harness.estimate import calibrate_curve
+    from tests.support.bandwidthcurve import demo_profile
+
+    camp = _bandwidth_campaign(tmp_path, lambda c: calibrate_curve(demo_profile(), None, c))
+    demo = str(ROOT / "profiles" / "demo.yaml")
+    base = ["estimate", "--profile", demo, "--read-bw", "candidate=1GB/s", "--json"]
+    assert run(base) == 0
+    plain = json.loads(capsys.readouterr().out)
+    assert run([*base, "--calibration", str(camp)]) == 0
+    cal = json.loads(capsys.readouterr().out)
+    value = cal["calibration"]["value"]
+    assert value == pytest.approx(0.6, rel=0.03)
+    assert cal["arms"]["candidate"]["read_bw"] == pytest.approx(1e9 * value)
+    assert "read_efficiency" in cal["arms"]["candidate"]["read_bw_source"]
+    assert cal["arms"]["candidate"]["points"]["2"]["ttft_s"] > plain["arms"]["candidate"]["points"]["2"]["ttft_s"]
+    assert cal["calibration"]["source"] == str(camp / "BW" / "result.json")
+    assert run(["estimate", "--profile", demo, "--read-bw", "candidate=1GB/s", "--calibration", str(camp)]) == 0
+    out = capsys.readouterr().out
+    assert f"Calibrated         read_efficiency {value:.3f} from {camp / 'BW' / 'result.json'}" in out
+    assert "G3 needs (tier)    fio read bandwidth of the candidate's tier, calibrated: c2 " in out
+
+
+@pytest.mark.parametrize("case,message", [
+    ("no curve", "has measurements.bandwidth_curve"),
+    ("no estimator", "bandwidth_curve.estimator is missing"),
+    ("uncalibrated", "cannot be calibrated: no point to fit on"),
+])
+def test_calibration_without_a_usable_curve_exits_2_naming_the_file(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], case: str, message: str) -> None:
+    from harness.estimate.calibration import _uncalibrated
+
+    if case == "no curve":
+        camp = tmp_path / "empty-camp"
+        (camp / "G3").mkdir(parents=True)
+        shutil.copy(ROOT / "tests" / "data" / "report" / "demo-G3.result.json", camp / "G3" / "result.json")
+        where = str(camp)
+    else:
+        camp = _bandwidth_campaign(tmp_path, None if case == "no estimator" else _uncalibrated(
+            "no point to fit on (every point errored)"))
+        where = str(camp / "BW" / "result.json")
+    code = run(["estimate", "--profile", str(ROOT / "profiles" / "demo.yaml"), "--calibration", str(camp)])
+    err = capsys.readouterr().err
+    assert code == 2 and message in err and where in err and "Traceback" not in err
