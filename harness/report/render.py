@@ -17,6 +17,8 @@ import jinja2
 import markupsafe
 
 from harness.errors import InputError
+from harness.report.bandwidthchart import bandwidth_charts
+from harness.report.bandwidthtable import bandwidth_section
 from harness.report.campaignmanifest import (
     CAMPAIGN_MANIFEST,
     KEYWORD,
@@ -120,7 +122,9 @@ def _write(path: Path, data: bytes) -> Path:
 def render_gate_html(result: GateResult, gate_dir: Path | None = None, lang: str = DEFAULT_LANG) -> str:
     with language(lang):
         view = gate_view(result, evidence_finder(gate_dir, result))
-        charts = gate_charts(result.measurements, result.checks) + cliff_charts(result.measurements)
+        charts = (gate_charts(result.measurements, result.checks) + cliff_charts(result.measurements)
+                  + bandwidth_charts(result.measurements))
+        bandwidth = bandwidth_section(result.measurements)
         forest = gate_forest(result.checks)
         soak = soak_charts(result.measurements)
         page_one = {"why": verdict_why(view.checks), "headline": headline(view.checks),
@@ -133,14 +137,15 @@ def render_gate_html(result: GateResult, gate_dir: Path | None = None, lang: str
         sweep_rows=sweep_rows(result.measurements), fio_rows=fio_rows(result.measurements),
         signoff_roles=SIGNOFF_ROLES, baseline_rows=baseline_rows(result), soak_charts=soak,
         drift_rows=drift_rows(result.checks),
-        periods=soak_periods(result.measurements), **page_one)
+        periods=soak_periods(result.measurements), bandwidth=bandwidth, **page_one)
 
 
 def render_gate_markdown(result: GateResult, gate_dir: Path | None = None, lang: str = DEFAULT_LANG) -> str:
     with language(lang):
         view = gate_view(result, evidence_finder(gate_dir, result))
+        bandwidth = bandwidth_section(result.measurements)
     return _environment(html=False, lang=lang).get_template("gate.md.j2").render(
-        r=result, v=view, baseline_rows=baseline_rows(result))
+        r=result, v=view, baseline_rows=baseline_rows(result), bandwidth=bandwidth)
 
 
 def report_names(lang: str = DEFAULT_LANG) -> tuple[str, str]:

@@ -57,3 +57,30 @@ def synthetic_curve(efficiency: float = 0.6, *, profile: Optional[Profile] = Non
                                         "highest_not_pass_bps": None, "relative_width": None}},
         "estimator": None,
     }
+
+
+def report_curve() -> dict[str, Any]:
+    """The report fixture: the 0.6 curve calibrated, plus a point in error (the kernel did not
+    deliver its rate) and a bracket between 112.5 and 75 MB/s."""
+    from harness.estimate.calibration import calibrate_curve
+
+    curve = synthetic_curve(0.6)
+    curve["points"].append({
+        "provisioned_read_bps": 30e6, "fraction": 0.2, "fio_read_bps": 12e6, "ttft_p50_ms": None,
+        "ttft_p50_interval_ms": None, "throughput_tok_s": None, "throughput_interval": None,
+        "verdicts": {"ttft_p50_reduction": "ERROR", "throughput_gain": "ERROR"},
+        "error": "fio read 12 MB/s under a provisioned 30 MB/s: the kernel did not deliver the rate"})
+    curve["bracket"]["ttft_p50_reduction"] = {"status": "bracketed", "lowest_pass_bps": 112.5e6,
+                                              "highest_not_pass_bps": 75e6, "relative_width": 0.5}
+    curve["estimator"] = calibrate_curve(demo_profile(), None, curve)
+    return curve
+
+
+def bandwidth_result() -> Any:
+    """The demo's G3 result with a bandwidth curve in its measurements (the page-budget, layout and
+    PDF tests' bandwidth fixture, until the sweep writes results of its own)."""
+    from tests.report.budget import demo_result
+
+    result = demo_result()
+    result.measurements["bandwidth_curve"] = report_curve()
+    return result
