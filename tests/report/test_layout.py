@@ -1,4 +1,5 @@
 """No clipped or overlapping text in any printed report (issue 53 item 3): the demo's G3 and G4,
+the demo's G3 with a bandwidth sweep's chart and table (issue 54),
 the demo's G3 grown to 3 arms x 3 concurrencies, and the campaign page of the demo's G3 and G4, in
 en and zh. Every word of every page (poppler's ``pdftotext -bbox`` on the real WeasyPrint PDF)
 lies inside the page's margins, no two words are drawn over each other, and every 64-hex digest
@@ -49,7 +50,7 @@ def _pdf(name: str, lang: str, pdfs: _Pdfs, campaign: Path) -> Path:
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
-@pytest.mark.parametrize("name", ["demo", "3x3", "G4-demo", "campaign"])
+@pytest.mark.parametrize("name", ["demo", "3x3", "G4-demo", "bandwidth", "campaign"])
 def test_no_text_clipped_or_overlapping(pdfs: _Pdfs, campaign: Path, name: str, lang: str) -> None:
     pdf = _pdf(name, lang, pdfs, campaign)
     pages = layout.pages(pdf)

@@ -16,11 +16,12 @@ import pytest
 
 from harness.report import render_gate_reports
 from harness.report.pdf import pdf_name, write_pdf
+from tests.support.bandwidthcurve import bandwidth_result
 from tests.support.once import build_once, session_dir
 
 from .budget import demo_g4_result, demo_result, grown_result, long_soak_result, write_gate_dir, write_soak_dir
 
-BUDGET = {"demo": 8, "3x3": 12, "G4-demo": 8, "G4-72h": 8}
+BUDGET = {"demo": 8, "3x3": 12, "G4-demo": 8, "G4-72h": 8, "bandwidth": 8}
 # headings that open a section on a new page: the page before each is a section's last page
 SECTION_STARTS = {"en": ("Checks", "Nightly regression", "Appendix: evidence files"),
                   "zh": ("检查结果", "夜间回归", "附录：证据文件")}
@@ -34,7 +35,9 @@ def _run(*argv: str) -> str:
 _WRITERS = {"demo": lambda d: write_gate_dir(d / "G3", demo_result()),
             "3x3": lambda d: write_gate_dir(d / "G3", grown_result()),
             "G4-demo": lambda d: write_soak_dir(d / "G4", demo_g4_result()),
-            "G4-72h": lambda d: write_soak_dir(d / "G4", long_soak_result())}
+            "G4-72h": lambda d: write_soak_dir(d / "G4", long_soak_result()),
+            # the demo's G3 with a bandwidth curve (issue 54): its chart and table on the printed page
+            "bandwidth": lambda d: write_gate_dir(d / "G3", bandwidth_result())}
 
 
 class _Pdfs:
