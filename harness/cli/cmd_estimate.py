@@ -99,7 +99,12 @@ def _campaign_dir(args: argparse.Namespace, name: Optional[str] = None) -> Optio
 
 
 def _apply_calibration(profile: Profile, inp: EstimateInputs, cal: Calibration) -> None:
-    """The engine gets ``value`` x each offloading arm's tier bandwidth (fio or --read-bw)."""
+    """The engine gets ``value`` x each offloading arm's tier bandwidth (fio or --read-bw); a
+    calibration of another engine kind is refused (one engine's restore path is not another's)."""
+    if cal.engine is not None and cal.engine != profile.engine.kind:
+        raise InputError(f"{cal.source}: its bandwidth curve was measured with engine {cal.engine!r}; this "
+                         f"profile's engine is {profile.engine.kind!r}: the read efficiency of one engine's "
+                         "restore path says nothing of another's (calibrate on a campaign of the same engine)")
     for arm in profile.arms:
         if arm.offload and arm.name in inp.read_bw:
             inp.read_bw[arm.name] *= cal.value

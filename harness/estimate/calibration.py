@@ -248,10 +248,12 @@ class Calibration:
     source: Path  # the result.json it came from
     worst_calibrated_rel_error: Optional[float]
     limits: Optional[str]
+    engine: Optional[str] = None  # the engine kind of the profile the curve was measured with
 
 
-def find_curve(campaign_dir: Path) -> tuple[Path, Mapping[str, Any]]:
-    """The first ``<gate>/result.json`` of the campaign with ``measurements.bandwidth_curve``."""
+def find_curve(campaign_dir: Path) -> tuple[Path, Mapping[str, Any], Mapping[str, Any]]:
+    """The first ``<gate>/result.json`` of the campaign with ``measurements.bandwidth_curve``: its
+    path, the curve and the profile the result recorded."""
     from harness.store.campaign import load_result
 
     if not campaign_dir.is_dir():
@@ -263,7 +265,7 @@ def find_curve(campaign_dir: Path) -> tuple[Path, Mapping[str, Any]]:
             raise InputError(f"{path}: cannot read it: {exc}") from None
         curve = result.measurements.get(CURVE_KEY)
         if isinstance(curve, Mapping):
-            return path, curve
+            return path, curve, result.profile
     raise InputError(f"{campaign_dir}: no result.json in it has measurements.{CURVE_KEY} (run kvgate "
                      "bandwidth-sweep in this campaign first)")
 
@@ -271,7 +273,7 @@ def find_curve(campaign_dir: Path) -> tuple[Path, Mapping[str, Any]]:
 def load_calibration(campaign_dir: Path) -> Calibration:
     """The read efficiency the campaign's bandwidth sweep calibrated (its ``estimator`` block);
     InputError names the file when there is no curve or it could not be calibrated."""
-    path, curve = find_curve(campaign_dir)
+    path, curve, profile = find_curve(campaign_dir)
     est = curve.get("estimator")
     if not isinstance(est, Mapping):
         raise InputError(f"{path}: measurements.{CURVE_KEY}.estimator is missing: the curve was not calibrated")
@@ -280,5 +282,6 @@ def load_calibration(campaign_dir: Path) -> Calibration:
         why = est.get("reason") or f"expected parameter {PARAMETER!r} with a positive value"
         raise InputError(f"{path}: the bandwidth curve cannot be calibrated: {why}")
     limits = est.get("limits")
+    engine = profile.get("engine")
     return Calibration(PARAMETER, value, path, _num(est.get("worst_calibrated_rel_error")),
-                       str(limits) if limits else None)
+                       str(limits) if limits else None, str(engine) if engine else None)

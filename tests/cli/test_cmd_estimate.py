@@ -185,10 +185,13 @@ def test_calibration_applies_the_campaigns_read_efficiency(tmp_path: Path, capsy
     ("no curve", "has measurements.bandwidth_curve"),
     ("no estimator", "bandwidth_curve.estimator is missing"),
     ("uncalibrated", "cannot be calibrated: no point to fit on"),
+    ("another engine", "was measured with engine 'sim'; this profile's engine is 'vllm'"),
 ])
 def test_calibration_without_a_usable_curve_exits_2_naming_the_file(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], case: str, message: str) -> None:
+    from harness.estimate import calibrate_curve
     from harness.estimate.calibration import _uncalibrated
+    from tests.support.bandwidthcurve import demo_profile
 
     if case == "no curve":
         camp = tmp_path / "empty-camp"
@@ -197,8 +200,10 @@ def test_calibration_without_a_usable_curve_exits_2_naming_the_file(
         where = str(camp)
     else:
         camp = _bandwidth_campaign(tmp_path, None if case == "no estimator" else _uncalibrated(
-            "no point to fit on (every point errored)"))
+            "no point to fit on (every point errored)") if case == "uncalibrated" else
+            lambda c: calibrate_curve(demo_profile(), None, c))
         where = str(camp / "BW" / "result.json")
-    code = run(["estimate", "--profile", str(ROOT / "profiles" / "demo.yaml"), "--calibration", str(camp)])
+    profile = PROFILE_480B if case == "another engine" else str(ROOT / "profiles" / "demo.yaml")
+    code = run(["estimate", "--profile", profile, "--calibration", str(camp)])
     err = capsys.readouterr().err
     assert code == 2 and message in err and where in err and "Traceback" not in err
