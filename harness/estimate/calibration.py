@@ -173,7 +173,17 @@ def _row(model: CurveModel, s: _Sample, value: Optional[float]) -> dict[str, Any
 
 
 def _gbps(v: Optional[float]) -> str:
-    return "-" if v is None else f"{v / 1e9:.3g} GB/s"
+    return "-" if v is None else f"{v / 1e6:.4g} MB/s" if v < 1e9 else f"{v / 1e9:.4g} GB/s"
+
+
+def _why_off(row: Mapping[str, Any]) -> str:
+    """Why a calibrated point is off, from the sign of its error and what bounds it."""
+    if not row["storage_bound"]:
+        return f"bound by {row['bottleneck']}"
+    if row["calibrated_rel_error"] > 0:
+        return ("measured faster than the model: the restores shared the tier less than its random phases "
+                "assume (a closed loop's clients fall into turns)")
+    return "measured slower than the model: a cost it does not have grows as the rate falls"
 
 
 def limits_sentence(rows: Sequence[Mapping[str, Any]], value: Optional[float]) -> Optional[str]:
@@ -183,17 +193,16 @@ def limits_sentence(rows: Sequence[Mapping[str, Any]], value: Optional[float]) -
     flat = [r for r in rows if r["storage_bound"] is False]
     if off:
         parts.append(f"beyond {GOAL:.0%} at " + ", ".join(
-            f"{_gbps(r['provisioned_read_bps'])} ({r['calibrated_rel_error']:+.0%}, "
-            + ("TTFT predicted bound by the tier" if r["storage_bound"] else f"bound by {r['bottleneck']}") + ")"
-            for r in off))
+            f"{_gbps(r['provisioned_read_bps'])} ({r['calibrated_rel_error']:+.0%}, {_why_off(r)})" for r in off))
     if flat:
         parts.append("at " + ", ".join(_gbps(r["provisioned_read_bps"]) for r in flat)
                      + " the predicted TTFT is bound by " + ", ".join(sorted({str(r["bottleneck"]) for r in flat}))
                      + ", not the read rate (compute- or queue-bound): no storage-path efficiency moves it, and "
                      "the time model's queueing there is an approximation of two limits (docs/estimator.md)")
     if value is not None and value > 1.0:
-        parts.append(f"a read efficiency of {value:.2f} > 1 means restores ran faster than fio measured the tier: "
-                     "check that no read came from the page cache")
+        parts.append(f"a read efficiency of {value:.2f} > 1: the restores took less time than the tier's fio "
+                     "bandwidth allows under the model's sharing, so they overlapped less than it assumes, or reads "
+                     "came from a cache (check the cold-restore counters)")
     if sum(1 for r in rows if r["fitted"]) < 2:
         parts.append("fewer than two fitted points: one point fits any efficiency exactly, so the fit proves nothing")
     if not parts:
