@@ -15,7 +15,8 @@ It cannot be calibrated (``value`` None, ``reason`` says why) when nothing can b
 compute figure, no geometry), when no point can be fitted on, when no fitted point's TTFT depends on
 the read rate (compute- or queue-bound everywhere: any efficiency fits), or when the fit runs to the
 edge of its range. ``within_goal`` (every point within 15% once calibrated) needs two fitted points:
-one point fits any one-parameter model exactly.
+one point fits any one-parameter model exactly; and an efficiency above 1.5 (restores far faster
+than the tier's fio allows: a cache) is never within the goal, however well it fits.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from harness.estimate.timing import Engine, PointPrediction, Tier, Workload, pre
 PARAMETER = "read_efficiency"
 GOAL = 0.15  # issue 54: the calibrated estimator within 15% at every point
 LOW, HIGH = 1e-3, 10.0  # the efficiencies the fit searches (an edge hit: the model cannot follow)
+PLAUSIBLE = 1.5  # an efficiency above it: restores far faster than the tier's fio allows (a cache)
 STORAGE_BOUND = 0.1  # d ln TTFT / d ln bandwidth below this: the point's TTFT ignores the read rate
 UNFIT_VERDICTS = frozenset({"NOT_RUN", "ERROR"})
 CURVE_KEY = "bandwidth_curve"
@@ -199,7 +201,11 @@ def limits_sentence(rows: Sequence[Mapping[str, Any]], value: Optional[float]) -
                      + " the predicted TTFT is bound by " + ", ".join(sorted({str(r["bottleneck"]) for r in flat}))
                      + ", not the read rate (compute- or queue-bound): no storage-path efficiency moves it, and "
                      "the time model's queueing there is an approximation of two limits (docs/estimator.md)")
-    if value is not None and value > 1.0:
+    if value is not None and value > PLAUSIBLE:
+        parts.append(f"a read efficiency of {value:.2f} is not plausible: the restores were far faster than the "
+                     "tier's fio bandwidth allows, so they did not all come from the tier (a page cache or the "
+                     "engine's own cache; check the cold-restore counters): the agreement counts for nothing")
+    elif value is not None and value > 1.0:
         parts.append(f"a read efficiency of {value:.2f} > 1: the restores took less time than the tier's fio "
                      "bandwidth allows under the model's sharing, so they overlapped less than it assumes, or reads "
                      "came from a cache (check the cold-restore counters)")
@@ -244,7 +250,7 @@ def calibrate_curve(profile: Profile, inventory: Optional[Inventory], curve: Map
     return {"parameter": PARAMETER, "value": value, "reason": None, "concurrency": model.concurrency,
             "points": rows, "excluded": excluded, "residuals_ms": [r["residual_ms"] for r in rows if r["fitted"]],
             "worst_rel_error": max(abs(r["rel_error"]) for r in rows), "worst_calibrated_rel_error": worst,
-            "goal": GOAL, "within_goal": worst <= GOAL if len(fit) >= 2 else None,
+            "goal": GOAL, "within_goal": (worst <= GOAL and value <= PLAUSIBLE) if len(fit) >= 2 else None,
             "limits": limits_sentence(rows, value)}
 
 

@@ -134,6 +134,10 @@ def _estimator_lines(curve: Mapping[str, Any]) -> list[str]:
     if flat:
         out.append(_t("Not bound by the read rate (compute or queueing sets TTFT; no efficiency moves it) "
                       "at: %(rates)s.") % {"rates": ", ".join(flat)})
+    if float(est["value"]) > 1.5:
+        out.append(_t("A read efficiency above 1.5 is not plausible: the restores were far faster than the "
+                      "tier's fio bandwidth allows, so they did not all come from the tier; the agreement counts "
+                      "for nothing."))
     if est.get("within_goal") is None:
         out.append(_t("Fewer than two points were fitted: one point fits any efficiency, so the agreement "
                       "proves nothing."))

@@ -91,6 +91,15 @@ def test_one_fitted_point_proves_nothing() -> None:
     assert "fewer than two fitted points" in out["limits"].lower()
 
 
+def test_a_curve_served_from_a_cache_is_never_within_the_goal() -> None:
+    """Wrong-PASS scenario: restores 2.4 times faster than the tier's fio allows (reads from the page
+    cache) fit an efficiency of 2.4 within the noise; the agreement must not read as the estimator's."""
+    out = calibrate_curve(demo_profile(), None, synthetic_curve(2.4))
+    assert out["value"] == pytest.approx(2.4, rel=0.05) and out["worst_calibrated_rel_error"] <= GOAL
+    assert out["within_goal"] is False
+    assert "is not plausible" in out["limits"] and "cold-restore counters" in out["limits"]
+
+
 def test_a_flat_curve_is_not_followed_and_says_where() -> None:
     """A tier whose TTFT does not move with the rate (here: measured flat at the 100% point's
     value, as a compute- or queue-bound engine would be) is beyond 15% somewhere, said so."""

@@ -84,6 +84,9 @@ def test_estimator_sentences_say_what_the_calibration_found() -> None:
             p["calibrated_rel_error"], p["storage_bound"] = 0.3, False
         lines = " ".join(bandwidth_section({"bandwidth_curve": flat}).estimator)  # type: ignore[union-attr]
         assert "Beyond the goal at: 150 MB/s, 112.5 MB/s." in lines and "Not bound by the read rate" in lines
+        cached = copy.deepcopy(curve)
+        cached["estimator"]["value"] = 2.4
+        assert "is not plausible" in " ".join(bandwidth_section({"bandwidth_curve": cached}).estimator)  # type: ignore[union-attr]
         curve["estimator"] = None
         assert bandwidth_section({"bandwidth_curve": curve}).estimator == [  # type: ignore[union-attr]
             "The estimator was not held to this curve (no calibration recorded)."]
