@@ -5,8 +5,10 @@ calibration read back from a campaign for ``kvgate estimate --calibration``.
 The parameter is the storage path's read efficiency ``read_efficiency``: the share of the
 bandwidth fio measured on the tier (under the point's provisioned rate) that the engine's restores
 get. The time model (``timing.predict_point``) then runs with ``read_efficiency x fio`` as the tier's
-read bandwidth. It is fitted by least squares on the logarithm of predicted / measured TTFT p50
-over the points that can carry it: a point with an error, a NOT_RUN or ERROR verdict, no TTFT, or an
+read bandwidth. It is fitted to make the worst |log(predicted / measured TTFT p50)| as small as
+it can be (the goal is a bound at every point, so the fit is the minimax one; the least-squares
+value is reported beside it as ``value_least_squares``) over the points that can carry it: a point
+with an error, a NOT_RUN or ERROR verdict, no TTFT, or an
 INCONCLUSIVE TTFT verdict (its interval straddles the threshold: a noisy figure) is never fitted on.
 An INCONCLUSIVE point is still predicted and counts in the worst error, so a point the fit left out
 cannot hide a miss.
@@ -135,22 +137,24 @@ def _samples(curve: Mapping[str, Any]) -> tuple[list[_Sample], list[dict[str, An
     return samples, excluded
 
 
-def _loss(model: CurveModel, samples: Sequence[_Sample], efficiency: float) -> float:
-    return sum(math.log(model.ttft_ms(s.read_bps, efficiency) / s.measured_ms) ** 2 for s in samples)
+def _loss(model: CurveModel, samples: Sequence[_Sample], efficiency: float, *, minimax: bool = True) -> float:
+    logs = [math.log(model.ttft_ms(s.read_bps, efficiency) / s.measured_ms) for s in samples]
+    return max(abs(x) for x in logs) if minimax else sum(x * x for x in logs)
 
 
-def fit_efficiency(model: CurveModel, samples: Sequence[_Sample]) -> float:
-    """The efficiency minimising the squared log errors: a log grid over [LOW, HIGH], then a golden
-    section around its best cell (each point's TTFT falls monotonically with the efficiency)."""
+def fit_efficiency(model: CurveModel, samples: Sequence[_Sample], *, minimax: bool = True) -> float:
+    """The efficiency minimising the worst (``minimax``) or the summed squared log errors: a log grid
+    over [LOW, HIGH], then a golden section around its best cell (each point's TTFT falls
+    monotonically with the efficiency, so either loss has one minimum)."""
     n = 90
     grid = [math.exp(math.log(LOW) + (math.log(HIGH) - math.log(LOW)) * i / n) for i in range(n + 1)]
-    losses = [_loss(model, samples, e) for e in grid]
+    losses = [_loss(model, samples, e, minimax=minimax) for e in grid]
     best = min(range(len(grid)), key=lambda i: losses[i])
     a, b = math.log(grid[max(0, best - 1)]), math.log(grid[min(n, best + 1)])
     ratio = (math.sqrt(5) - 1) / 2
     for _ in range(50):
         c, d = b - ratio * (b - a), a + ratio * (b - a)
-        if _loss(model, samples, math.exp(c)) <= _loss(model, samples, math.exp(d)):
+        if _loss(model, samples, math.exp(c), minimax=minimax) <= _loss(model, samples, math.exp(d), minimax=minimax):
             b = d
         else:
             a = c
@@ -219,7 +223,8 @@ def limits_sentence(rows: Sequence[Mapping[str, Any]], value: Optional[float]) -
 
 def _uncalibrated(reason: str, model_rows: Optional[list[dict[str, Any]]] = None,
                   excluded: Optional[list[dict[str, Any]]] = None, concurrency: Optional[int] = None) -> dict[str, Any]:
-    return {"parameter": PARAMETER, "value": None, "reason": reason, "concurrency": concurrency,
+    return {"parameter": PARAMETER, "value": None, "fit": "minimax log error", "value_least_squares": None,
+            "reason": reason, "concurrency": concurrency,
             "points": model_rows or [], "excluded": excluded or [], "residuals_ms": [],
             "worst_rel_error": None, "worst_calibrated_rel_error": None, "goal": GOAL, "within_goal": None,
             "limits": f"Cannot be calibrated: {reason}."}
@@ -247,7 +252,9 @@ def calibrate_curve(profile: Profile, inventory: Optional[Inventory], curve: Map
                              "model cannot follow this curve with one efficiency", raw, excluded, model.concurrency)
     rows = [_row(model, s, value) for s in samples]
     worst = max(abs(r["calibrated_rel_error"]) for r in rows)
-    return {"parameter": PARAMETER, "value": value, "reason": None, "concurrency": model.concurrency,
+    return {"parameter": PARAMETER, "value": value, "fit": "minimax log error",
+            "value_least_squares": fit_efficiency(model, fit, minimax=False),
+            "reason": None, "concurrency": model.concurrency,
             "points": rows, "excluded": excluded, "residuals_ms": [r["residual_ms"] for r in rows if r["fitted"]],
             "worst_rel_error": max(abs(r["rel_error"]) for r in rows), "worst_calibrated_rel_error": worst,
             "goal": GOAL, "within_goal": (worst <= GOAL and value <= PLAUSIBLE) if len(fit) >= 2 else None,

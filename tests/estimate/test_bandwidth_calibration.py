@@ -197,16 +197,28 @@ def test_a_curve_measured_on_the_emulator() -> None:
     repetitions of a populate pass over 16 documents of 4,096 tokens then 32 long-doc queries at
     concurrency 2 (``kvgate load run``); the point's TTFT p50 is the median of the 3 repetitions'
     p50s, its interval their range; the baseline is the recompute arm, 3 repetitions. Uncalibrated the
-    estimator is off by up to 40%; calibrated (read efficiency 1.16) four rates are within 15%, and
-    the highest is not: there the two clients' 55 ms restores fall into turns instead of sharing the
-    tier as the model's random phases assume, and the calibration says so instead of a PASS."""
+    estimator is off by up to 40%. The minimax fit (read efficiency 1.20) holds every rate within 15%
+    (worst +13.8% at 150 MB/s); the least-squares one (1.16) leaves 150 MB/s at +19%. The errors
+    change sign with the rate (+13.8% at 150 MB/s, -2% to -12% below it): at the highest rate the
+    two clients' 55 ms restores fall into turns instead of sharing the tier as the model's random
+    phases assume, which one efficiency (above 1) absorbs only in part, and the limits say so."""
     curve = json.loads(EMULATOR_CURVE.read_text(encoding="utf-8"))
     out = calibrate_curve(demo_profile(), None, curve)
-    assert out["value"] == pytest.approx(1.155, abs=0.01)
+    assert out["value"] == pytest.approx(1.20, abs=0.01)
+    assert out["value_least_squares"] == pytest.approx(1.155, abs=0.01)
     assert out["worst_rel_error"] == pytest.approx(0.405, abs=0.01)
     errors = {round(p["provisioned_read_bps"] / 1e6, 1): p["calibrated_rel_error"] for p in out["points"]}
-    assert all(abs(e) <= GOAL for rate, e in errors.items() if rate != 150.0), errors
-    assert errors[150.0] == pytest.approx(0.19, abs=0.01)
-    assert out["worst_calibrated_rel_error"] == pytest.approx(0.19, abs=0.01) and out["within_goal"] is False
-    assert out["limits"].startswith("Beyond 15% at 150 MB/s (+19%, measured faster than the model")
-    assert "read efficiency of 1.16 > 1" in out["limits"]
+    assert errors[150.0] == pytest.approx(0.138, abs=0.01)
+    assert all(-0.15 < e < 0 for r, e in errors.items() if r != 150.0), errors
+    assert out["worst_calibrated_rel_error"] == pytest.approx(0.138, abs=0.01) and out["within_goal"] is True
+    assert out["limits"].startswith("A read efficiency of 1.20 > 1: the restores took less time")
+    # the least-squares efficiency leaves the highest rate beyond the goal, and the limits say why
+    from harness.estimate.calibration import curve_model, limits_sentence
+
+    model = curve_model(demo_profile(), None, curve)
+    ls = out["value_least_squares"]
+    worst = model.ttft_ms(curve["points"][0]["fio_read_bps"], ls) / curve["points"][0]["ttft_p50_ms"] - 1
+    assert worst == pytest.approx(0.19, abs=0.01)
+    rows = [dict(r, calibrated_rel_error=worst) if r["provisioned_read_bps"] == 150e6 else r for r in out["points"]]
+    assert limits_sentence(rows, ls).startswith(  # type: ignore[union-attr]
+        "Beyond 15% at 150 MB/s (+19%, measured faster than the model: the restores shared the tier less")
