@@ -131,15 +131,15 @@ def test_what_cannot_be_calibrated_says_why(case: str) -> None:
 
 
 def test_an_unknown_compute_cannot_be_predicted() -> None:
-    """A real-engine profile with no accelerator peak: no TTFT prediction, hence no calibration."""
+    """A real-engine profile and no inventory: no accelerator peak, so no TTFT prediction and no
+    calibration, and the reason names what is missing."""
     from harness.config.loader import load_profile
 
     profile = load_profile(Path(__file__).resolve().parents[2] / "profiles" / "tp4x2.yaml")
     out = calibrate_curve(profile, None, synthetic_curve(0.6))
-    if out["value"] is None:
-        assert "cannot predict" in out["reason"]
-    else:  # the profile names an accelerator with a published peak: it predicts; then it must fit
-        assert out["points"]
+    assert out["value"] is None and out["points"] == [] and out["within_goal"] is None
+    assert out["reason"].startswith("the estimator cannot predict this profile: no compute figure")
+    assert "--peak-tflops" in out["reason"]
 
 
 def _campaign(tmp_path: Path, curve: Any) -> Path:
