@@ -66,13 +66,14 @@ def fmt_bps(v: Any) -> str:
 
 @dataclass(frozen=True)
 class _Axes:
-    """Bandwidth 0..x_hi (MB/s) across, TTFT 0..y_hi (ms) up."""
+    """Bandwidth 0..x_hi (in ``unit`` B/s: MB/s, or GB/s past 2 GB/s) across, TTFT 0..y_hi (ms) up."""
 
     x_hi: float
     y_hi: float
+    unit: float = 1e6
 
     def px(self, bps: float) -> float:
-        return _LEFT + bps / 1e6 / self.x_hi * _PW
+        return _LEFT + bps / self.unit / self.x_hi * _PW
 
     def py(self, ms: float) -> float:
         return _TOP + _PH - ms / self.y_hi * _PH
@@ -126,11 +127,12 @@ def _frame(ax: _Axes, title: str) -> list[str]:
             out.append(_text(_LEFT - 6, ax.py(t) + 4, _fmt_tick(t), anchor="end"))
     for t in nice_ticks(0.0, ax.x_hi):
         if t <= ax.x_hi:
-            x = ax.px(t * 1e6)
+            x = ax.px(t * ax.unit)
             out.append(f'<line x1="{x:.1f}" y1="{_TOP + _PH}" x2="{x:.1f}" y2="{_TOP + _PH + 5}" stroke="#57606a"/>')
             out.append(_text(x, _TOP + _PH + 18, _fmt_tick(t)))
     out.append(f'<rect x="{_LEFT}" y="{_TOP}" width="{_PW}" height="{_PH}" fill="none" stroke="#57606a"/>')
-    out.append(_text(_LEFT + _PW / 2, _HEIGHT - 10, _t("provisioned read bandwidth (MB/s)")))
+    label = _t("provisioned read bandwidth (GB/s)") if ax.unit == 1e9 else _t("provisioned read bandwidth (MB/s)")
+    out.append(_text(_LEFT + _PW / 2, _HEIGHT - 10, label))
     mid = _TOP + _PH / 2
     out.append(_text(16, mid, _t("TTFT p50 (ms)"), extra=f' transform="rotate(-90 16 {mid:.1f})"'))
     return out
@@ -197,8 +199,9 @@ def bandwidth_charts(measurements: Mapping[str, Any]) -> list[Chart]:
     ys = [float(p["ttft_p50_ms"]) for p in points] + [y for s in estimator for _, y in s.points]
     ys += [iv[1] for p in points if (iv := _interval(p, "ttft_p50_interval_ms"))]
     ys += [v for v in (base, threshold) if v is not None]
-    xs = [float(p["provisioned_read_bps"]) / 1e6 for p in points]
-    ax = _Axes(nice_ticks(0.0, max(xs))[-1], nice_ticks(0.0, max(ys))[-1])
+    top = max(float(p["provisioned_read_bps"]) for p in points)
+    unit = 1e9 if top >= 2e9 else 1e6
+    ax = _Axes(nice_ticks(0.0, top / unit)[-1], nice_ticks(0.0, max(ys))[-1], unit)
     legend = [_Series(_t("measured TTFT p50"), colour=PALETTE[0])]
     out = _frame(ax, chart.title)
     if base is not None:

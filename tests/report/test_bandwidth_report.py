@@ -47,6 +47,19 @@ def test_chart_draws_every_measured_point_the_lines_and_the_estimator() -> None:
     assert "1 point(s) with an error or no TTFT are in the table only." in chart.caption
 
 
+def test_a_tier_of_gigabytes_per_second_is_drawn_in_gb_per_second() -> None:
+    curve = report_curve()
+    for p in curve["points"]:
+        p["provisioned_read_bps"] *= 40  # 6 GB/s down to 1.5 GB/s
+    with language("en"):
+        (chart,) = bandwidth_charts({"bandwidth_curve": curve})
+    assert chart.svg is not None and "provisioned read bandwidth (GB/s)" in chart.svg
+    assert "provisioned read bandwidth (MB/s)" not in chart.svg
+    assert ">6</text>" in chart.svg  # the last tick, in GB/s
+    xs = [float(x) for x in re.findall(r'class="bw-point" data-bps="\d+" data-verdict="\w+" cx="([\d.]+)"', chart.svg)]
+    assert len(xs) == 5 and max(xs) == pytest.approx(72 + (720 - 72 - 190), abs=0.2)  # 6 GB/s at the right edge
+
+
 def test_an_inconclusive_point_is_drawn_and_listed_as_such() -> None:
     """Wrong-PASS scenario for the report: an INCONCLUSIVE point between the passes and the fails is
     never shown as a PASS, in the chart or the table."""
