@@ -84,9 +84,12 @@ def check_block_layer(executor: Executor, target: StorageTarget, *, mountinfo: s
 
 def at_rate(inventory: Inventory, node: str, target: str, read_bps: Optional[float]) -> Inventory:
     """The inventory of one sweep rate: on ``node``, the swept target provisioned at ``read_bps``
-    (None: as the inventory declares it) with its declared write rate, enforced by blk-throttle, and
-    the node's other targets left out (the sweep uses none of them; one sharing the device would be
-    refused by blk-throttle's plan, as its figures would be the cap's)."""
+    with its declared write rate, enforced by blk-throttle, and the node's other targets left out (the
+    candidate's sweep uses none of them; one sharing the device would be refused by blk-throttle's
+    plan, as its figures would be the cap's). ``read_bps`` None: the inventory as declared (the
+    tier's own read and the baseline arm)."""
+    if read_bps is None:
+        return inventory
     nodes = []
     for n in inventory.nodes:
         if n.name != node:
@@ -94,9 +97,8 @@ def at_rate(inventory: Inventory, node: str, target: str, read_bps: Optional[flo
             continue
         t = n.target(target)
         assert t is not None
-        if read_bps is not None:
-            write = t.provisioned.write if t.provisioned else None
-            t = t.model_copy(update={"provisioned": ProvisionedRate(read=read_bps, write=write),
-                                     "enforce": "blk-throttle"})
+        write = t.provisioned.write if t.provisioned else None
+        t = t.model_copy(update={"provisioned": ProvisionedRate(read=read_bps, write=write),
+                                 "enforce": "blk-throttle"})
         nodes.append(n.model_copy(update={"storage": [t]}))
     return inventory.model_copy(update={"nodes": nodes})
