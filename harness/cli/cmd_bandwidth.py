@@ -54,7 +54,8 @@ def print_curve(curve: dict[str, Any]) -> None:
     print(f"\ntier read (fio, as provisioned): {_bps(curve.get('tier_fio_read_bps')).strip()}; baseline TTFT p50 "
           f"{_num(base.get('ttft_p50_ms'), '{:.1f}')} ms {_interval(base.get('ttft_p50_interval_ms'), '{:.1f}')}, "
           f"{_num(base.get('throughput_tok_s'), '{:.1f}')} tok/s; G3 thresholds: TTFT p50 reduction >= "
-          f"{_num(thr.get('ttft_p50_reduction'), '{:.0%}')}, throughput gain >= {_num(thr.get('throughput_gain'), '{:.0%}')}")
+          f"{_num(thr.get('ttft_p50_reduction'), '{:.0%}')}, throughput gain >= "
+          f"{_num(thr.get('throughput_gain'), '{:.0%}')}")
     print("  provisioned  share    fio read     TTFT p50 ms [95% interval]    tok/s [interval]        "
           "TTFT verdict  throughput verdict")
     for p in curve.get("points") or []:
@@ -67,8 +68,9 @@ def print_curve(curve: dict[str, Any]) -> None:
             print(f"      error: {p['error']}")
     for cid, b in (curve.get("bracket") or {}).items():
         width = b.get("relative_width")
-        print(f"least bandwidth passing {cid}: {b.get('status')}; lowest PASS {_bps(b.get('lowest_pass_bps')).strip()}, "
-              f"highest not PASS {_bps(b.get('highest_not_pass_bps')).strip()}"
+        print(f"least bandwidth passing {cid}: {b.get('status')}; lowest PASS "
+              f"{_bps(b.get('lowest_pass_bps')).strip()}, highest not PASS "
+              f"{_bps(b.get('highest_not_pass_bps')).strip()}"
               + (f" (bracket {width:.0%} of its lower end)" if isinstance(width, float) else ""))
 
 

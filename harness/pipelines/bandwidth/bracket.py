@@ -68,7 +68,7 @@ def next_rate(points: Sequence[Mapping[str, Any]], check: str, width: float) -> 
     hi, lo = b["lowest_pass_bps"], b["highest_not_pass_bps"]
     if hi is None or lo is None or b["relative_width"] is None or b["relative_width"] <= width:
         return None
-    mid = (hi + lo) / 2
+    mid = (float(hi) + float(lo)) / 2
     if any(abs(float(p["provisioned_read_bps"]) - mid) <= 0.01 * mid for p in points):
         return None
     return mid

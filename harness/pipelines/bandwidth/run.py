@@ -38,7 +38,7 @@ from harness.gates.evaluate import check_overrides
 from harness.gates.gatefile import gate_file_record
 from harness.gates.result import build_gate_result, utc_now, utc_stamp
 from harness.paths import reports_dir
-from harness.pipelines.bandwidth.bracket import bracket, next_rate
+from harness.pipelines.bandwidth.bracket import next_rate
 from harness.pipelines.bandwidth.curve import curve, result_checks
 from harness.pipelines.bandwidth.points import (
     PointOutcome,

@@ -15,7 +15,7 @@ was not in effect): anything but PASS makes the point an error, not a point."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Optional
+from typing import Any, Literal, Optional
 
 from harness.config.gatespec import GateSpec
 from harness.config.inventory import StorageTarget
@@ -90,7 +90,8 @@ def _worst(verdicts: Sequence[Verdict]) -> Verdict:
     return Verdict.NOT_APPLICABLE
 
 
-def merged(check_id: str, per_point: Sequence[tuple[str, Optional[CheckResult]]], *, severity: str,
+def merged(check_id: str, per_point: Sequence[tuple[str, Optional[CheckResult]]], *,
+           severity: Literal["blocker", "advisory"],
            missing: str = "") -> CheckResult:
     """One check of the sweep's result: every point's observations of ``check_id`` under the point's
     label (``per_point``: (label, the point's evaluated check or None when the point did not decide it));
