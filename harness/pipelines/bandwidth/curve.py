@@ -68,7 +68,10 @@ def result_checks(outcomes: Sequence[PointOutcome]) -> list[CheckResult]:
     labels = [f"{o.record['label']} ({o.record['fraction']:.0%})" for o in outcomes]
     out = [merged(RATE_CHECK, [(lab, o.rate) for lab, o in zip(labels, outcomes)], severity="blocker",
                   missing="no rate of the sweep was measured")]
+    decided = {c.id for o in outcomes for c in o.checks}
     for cid in (*VALIDITY, *CURVE):
+        if decided and cid not in decided:  # left out of the sweep's G3 checks (no recompute arm measured)
+            continue
         per = [(lab, next((c for c in o.checks if c.id == cid), None)) for lab, o in zip(labels, outcomes)]
         out.append(merged(cid, per, severity="advisory" if cid in CURVE else "blocker",
                           missing=f"no delivered rate measured {cid}"))

@@ -83,6 +83,7 @@ def measure_point(ctx: SweepContext, index: int, rate_bps: float, fraction: floa
                                                                         "throughput_gain": "NOT_RUN"},
                               "error": None, "arm": prof.candidate, "label": f"{rate_text(rate_bps)}"}
     checks: list[CheckResult] = []
+    rate: Optional[CheckResult] = None
     try:
         with enforced_rates(pr):
             fio = fio_step(pr, inv.node(ctx.node.name), target, job_sets=["seq-read"], key=f"fio/bw{index}")
@@ -99,7 +100,7 @@ def measure_point(ctx: SweepContext, index: int, rate_bps: float, fraction: floa
         pr.close()
     if record["error"] is not None:
         record["verdicts"] = {"ttft_p50_reduction": "ERROR", "throughput_gain": "ERROR"}
-    return PointOutcome(record, rate if "rate" in locals() else _no_rate(ctx, target), checks)
+    return PointOutcome(record, rate or _no_rate(ctx, target), checks)
 
 
 def _no_rate(ctx: SweepContext, target: StorageTarget) -> CheckResult:

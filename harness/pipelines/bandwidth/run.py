@@ -214,7 +214,12 @@ def _measure(run: GateRun, inp: _Inputs) -> tuple[list[PointOutcome], dict[str, 
             why = leaf.get("inconclusive") or leaf.get("detail") or "no figure"
             run.fault(f"bandwidth-sweep: the tier's read was not measured ({why}): no rate to take fractions of")
         else:
-            ctx = SweepContext(run, node, target, inp.concurrency, inp.g3, inp.g1,
+            g3 = inp.g3
+            if not recompute:  # the baseline stores KV (storage against storage): no recompute arm measured
+                g3 = g3.model_copy(update={"checks": [c for c in g3.checks if c.id != "recompute_offload_hits"]})
+                run.notes.append("the baseline arm is not the recompute arm: recompute_offload_hits is not "
+                                 "decided (the sweep compares with the baseline and measures no recompute arm)")
+            ctx = SweepContext(run, node, target, inp.concurrency, g3, inp.g1,
                                [o for o in inp.profile.overrides if o.gate == "G3"], base, recompute)
             outcomes = _sweep(ctx, inp, tier_bps)
         data["curve"] = curve(tier_bps, leaf, baseline_figures(base, inp.concurrency), inp.g3, outcomes,
