@@ -14,7 +14,7 @@ KVGATE_FLAGS ?=
 quote = '$(subst ','\'',$(1))'
 
 .PHONY: help install system-deps test i18n real-engine-env test-real-engine lint docs-reference validate demo \
-        gate-G1 gate-G2 gate-G3 gate-G4 bench bench-fanout bench-fio-parse bench-emulator bench-ttft \
+        demo-bandwidth gate-G1 gate-G2 gate-G3 gate-G4 bench bench-fanout bench-fio-parse bench-emulator bench-ttft \
         bench-estimate nightly bench-history bench-coverage mutation bench-soak clean fuzz
 
 help:  ## list the targets
@@ -76,6 +76,9 @@ validate: install  ## validate every shipped inventory, profile and gate file
 
 demo: install system-deps  ## G1 -> G2 -> G3 -> G4 on localhost with the KV emulator and real fio
 	$(KVGATE) demo --campaign $(call quote,demo-$(CAMPAIGN))
+
+demo-bandwidth: install system-deps  ## the bandwidth sweep on localhost: G3 at 5+ provisioned read rates of the demo disk, the least-passing-bandwidth bracket
+	$(KVGATE) bandwidth-sweep --demo --campaign $(call quote,demo-bandwidth-$(CAMPAIGN))
 
 gate-G1 gate-G2 gate-G3 gate-G4: gate-%: install  ## run one gate: INVENTORY=... PROFILE=... CAMPAIGN=... [KVGATE_FLAGS=--resume]
 	$(KVGATE) gate $* --inventory $(call quote,$(INVENTORY)) --profile $(call quote,$(PROFILE)) \

@@ -24,6 +24,7 @@ COMMANDS: tuple[str, ...] = (
     "soak",
     "plan",
     "cliff",
+    "bandwidth",
 )
 
 

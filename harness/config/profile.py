@@ -500,6 +500,39 @@ class CliffSpec(StrictModel):
         return v
 
 
+class BandwidthSpec(StrictModel):
+    """Bandwidth sweep (``kvgate bandwidth-sweep``): the candidate arm under G3's cold-restore protocol at
+    provisioned read rates that are fractions of its tier's measured fio read bandwidth, enforced by
+    blk-throttle, plus bisection points where the TTFT-reduction verdict changes."""
+
+    fractions: list[Fraction] = Field(default_factory=lambda: [1.0, 0.75, 0.5, 0.35, 0.25], min_length=2,
+                                      description="Read rates to measure, as fractions of the tier's measured fio "
+                                      "read bandwidth (decreasing, each above 0 and at most 100%)")
+    bracket_width: Fraction = Field(default=0.15, description="Bisect until the least-passing-bandwidth bracket "
+                                    "(highest rate that did not pass .. lowest that did) is within this share of "
+                                    "its lower end")
+    max_points: PositiveInt = Field(default=9, description="Most rates measured in all (the fractions first, "
+                                    "then bisection points)")
+    concurrency: Optional[PositiveInt] = Field(default=None, description="The one concurrency of load.concurrency "
+                                               "the sweep measures (default: load.concurrency when it has one "
+                                               "value)")
+
+    @field_validator("fractions")
+    @classmethod
+    def _decreasing(cls, v: list[float]) -> list[float]:
+        if any(not 0 < f <= 1 for f in v):
+            raise ValueError(f"fractions must be above 0 and at most 100%: {v}")
+        if any(b >= a for a, b in zip(v, v[1:])):
+            raise ValueError(f"fractions must decrease: {v}")
+        return v
+
+    @model_validator(mode="after")
+    def _room(self) -> BandwidthSpec:
+        if self.max_points < len(self.fractions):
+            raise ValueError(f"max_points {self.max_points} is below the {len(self.fractions)} fractions")
+        return self
+
+
 class ThresholdOverride(StrictModel):
     """A profile's change of one gate threshold; reports list it with its reason."""
 
@@ -524,6 +557,8 @@ class Profile(StrictModel):
     probes: ProbesSpec = Field(default_factory=ProbesSpec)
     soak: SoakSpec = Field(default_factory=SoakSpec)
     cliff: Optional[CliffSpec] = Field(default=None, description="Capacity-cliff sweep (kvgate cliff)")
+    bandwidth: Optional[BandwidthSpec] = Field(default=None, description="Bandwidth sweep (kvgate bandwidth-sweep; "
+                                               "without it the sweep takes its defaults)")
     overrides: list[ThresholdOverride] = Field(default_factory=list, description="Threshold overrides")
 
     @model_validator(mode="after")
