@@ -46,10 +46,11 @@ def thresholds(g3: GateSpec, overrides: Sequence[ThresholdOverride]) -> dict[str
 
 def curve(tier_bps: Optional[float], tier_leaf: dict[str, Any], baseline: dict[str, Any], g3: GateSpec,
           outcomes: Sequence[PointOutcome], overrides: Sequence[ThresholdOverride],
-          spec: BandwidthSpec) -> dict[str, Any]:
+          spec: BandwidthSpec, concurrency: int) -> dict[str, Any]:
     points = [o.record for o in outcomes]
     return {
         "tier_fio_read_bps": tier_bps,
+        "concurrency": concurrency,
         "tier_fio": {k: tier_leaf.get(k) for k in ("text", "detail", "evidence", "inconclusive") if k in tier_leaf},
         "baseline": {k: baseline.get(k) for k in ("ttft_p50_ms", "ttft_p50_interval_ms", "throughput_tok_s",
                                                   "throughput_interval", "repetitions")},

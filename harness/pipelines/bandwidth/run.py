@@ -31,6 +31,7 @@ from harness.config.crosscheck import check_profile
 from harness.config.gatespec import GateSpec
 from harness.config.loader import load_gate, load_inventory, load_profile
 from harness.config.profile import BandwidthSpec, Profile
+from harness.estimate.calibration import calibrate_curve
 from harness.config.yamlsource import load_yaml
 from harness.errors import ConfigErrors, InfraError, InputError
 from harness.exitcodes import ExitCode
@@ -203,6 +204,16 @@ def run_bandwidth_sweep(*, inventory_path: Path, profile_path: Path, reports_roo
         camp.close()
 
 
+def _calibrated(run: GateRun, inp: _Inputs, data: dict[str, Any]) -> Optional[dict[str, Any]]:
+    """The estimator held to the measured curve (advisory). A fault in it is recorded, never allowed
+    to lose the points already measured."""
+    try:
+        return calibrate_curve(inp.profile, inp.inventory, data)
+    except Exception as exc:  # noqa: BLE001 - the curve outlives a bug in its advisory calibration
+        run.fault("bandwidth-sweep: the estimator's calibration failed; the curve is kept", exc)
+        return None
+
+
 def _measure(run: GateRun, inp: _Inputs) -> tuple[list[PointOutcome], dict[str, Any]]:
     node, target = swept_target(inp.profile, inp.inventory)
     outcomes: list[PointOutcome] = []
@@ -223,10 +234,12 @@ def _measure(run: GateRun, inp: _Inputs) -> tuple[list[PointOutcome], dict[str, 
                                [o for o in inp.profile.overrides if o.gate == "G3"], base, recompute)
             outcomes = _sweep(ctx, inp, tier_bps)
         data["curve"] = curve(tier_bps, leaf, baseline_figures(base, inp.concurrency), inp.g3, outcomes,
-                              [o for o in inp.profile.overrides if o.gate == "G3"], inp.spec)
+                              [o for o in inp.profile.overrides if o.gate == "G3"], inp.spec, inp.concurrency)
+        data["curve"]["estimator"] = _calibrated(run, inp, data["curve"])
     except InfraError as exc:
         run.fault("bandwidth-sweep: stopped", exc)
-        data["curve"] = curve(None, {}, baseline_figures({}, inp.concurrency), inp.g3, outcomes, [], inp.spec)
+        data["curve"] = curve(None, {}, baseline_figures({}, inp.concurrency), inp.g3, outcomes, [], inp.spec,
+                              inp.concurrency)
     finally:
         run.close()
     return outcomes, data
