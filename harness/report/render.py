@@ -139,8 +139,9 @@ def render_gate_html(result: GateResult, gate_dir: Path | None = None, lang: str
 def render_gate_markdown(result: GateResult, gate_dir: Path | None = None, lang: str = DEFAULT_LANG) -> str:
     with language(lang):
         view = gate_view(result, evidence_finder(gate_dir, result))
+        sut, load = system_under_test(result), workload(result)
     return _environment(html=False, lang=lang).get_template("gate.md.j2").render(
-        r=result, v=view, baseline_rows=baseline_rows(result))
+        r=result, v=view, baseline_rows=baseline_rows(result), sut=sut, workload=load)
 
 
 def report_names(lang: str = DEFAULT_LANG) -> tuple[str, str]:

@@ -316,123 +316,6 @@ def flatten(data: Any, prefix: str = "", limit: int = 200) -> list[tuple[str, st
     return rows
 
 
-def _names(value: Any) -> str:
-    if isinstance(value, Mapping):
-        return ", ".join(str(k) for k in value)
-    if isinstance(value, (list, tuple)):
-        out = []
-        for x in value:
-            if isinstance(x, Mapping):
-                out.append(str(x.get("name") or x.get("host") or x))
-            else:
-                out.append(str(x))
-        return ", ".join(out)
-    return _scalar(value)
-
-
-def _pick(d: Mapping[str, Any], *keys: str) -> Any:
-    for k in keys:
-        if k in d and d[k] not in (None, "", [], {}):
-            return d[k]
-    return None
-
-
-def _described(value: Any, skip: tuple[str, ...] = ("name", "description")) -> str:
-    """A list of named dicts as "name (k=v, k=v)" items; anything else via ``_names``."""
-    if isinstance(value, (list, tuple)) and value and all(isinstance(x, Mapping) for x in value):
-        items = []
-        for x in value:
-            attrs = ", ".join(f"{k}={_scalar(v)}" for k, v in x.items() if k not in skip
-                              and v is not None and not isinstance(v, (Mapping, list, tuple)))
-            name = str(x.get("name") or x.get("host") or "?")
-            items.append(f"{name} ({attrs})" if attrs else name)
-        return "; ".join(items)
-    if isinstance(value, Mapping) and value and all(isinstance(x, Mapping) for x in value.values()):
-        return _described([{"name": k, **dict(v)} for k, v in value.items()], skip)
-    return _names(value)
-
-
-def _node_list(inv: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    nodes = inv.get("nodes")
-    if isinstance(nodes, Mapping):
-        return [v if isinstance(v, Mapping) else {} for v in nodes.values()]
-    if isinstance(nodes, (list, tuple)):
-        return [n for n in nodes if isinstance(n, Mapping)]
-    return []
-
-
-def _versions(result: GateResult, *names: str) -> Optional[str]:
-    """A software version from the profile (``<name>_version``) or from the nodes' recorded
-    ``versions`` / ``software`` dicts (distinct values joined)."""
-    for n in names:
-        v = result.profile.get(f"{n}_version")
-        if v not in (None, ""):
-            return str(v)
-    found: list[str] = []
-    for node in _node_list(result.inventory):
-        for key in ("versions", "software"):
-            table = node.get(key)
-            if isinstance(table, Mapping):
-                for n in names:
-                    if table.get(n) not in (None, "") and str(table[n]) not in found:
-                        found.append(str(table[n]))
-    return ", ".join(found) or None
-
-
-_ARM_LABELS = {"baseline": N_("Baseline arm"), "candidate": N_("Candidate arm"),
-               "recompute": N_("Recompute arm")}
-
-
-def tested_summary(result: GateResult) -> list[tuple[str, str]]:
-    """The "what was tested" block: the usual keys first, whatever layout the pipeline used.
-    Engine and LMCache versions say "not recorded" rather than disappear."""
-    inv, prof = result.inventory, result.profile
-    nodes = _pick(inv, "nodes")
-    platforms = _pick(inv, "platforms", "platform")
-    if platforms is None:
-        seen = [str(n["platform"]) for n in _node_list(inv) if n.get("platform")]
-        platforms = sorted(set(seen)) or None
-    node_text = None
-    if nodes is not None:
-        node_text = _described(nodes, skip=("name", "description", "accelerators", "storage", "roles",
-                                            "versions", "software"))
-    rows: list[tuple[str, Any]] = [
-        (N_("Cluster"), _pick(inv, "cluster", "name")),
-        (N_("Nodes"), node_text),
-        (N_("Platforms"), _names(platforms) if platforms is not None else None),
-        (N_("Profile"), _pick(prof, "name")),
-        (N_("Model"), _pick(prof, "model")),
-        (N_("Engine"), _pick(prof, "engine")),
-        # declared variables are, besides kvgate's own settings, all that reaches the engine (values as
-        # stored: secrets masked)
-        (N_("Engine environment (declared)"), _declared_env(prof)),
-        (N_("Engine version"), _versions(result, "engine", "vllm", "vllm_ascend") or _t("not recorded")),
-        (N_("LMCache version"), _versions(result, "lmcache") or _t("not recorded")),
-        (N_("Arms"), _described(_pick(prof, "arms"), skip=("name", "description", "lmcache"))
-         if _pick(prof, "arms") is not None else None),
-    ]
-    for role in ("baseline", "candidate", "recompute"):
-        if isinstance(prof.get(role), str):
-            rows.append((_ARM_LABELS[role], prof[role]))
-    out = []
-    for k, v in rows:
-        if v is None:
-            continue
-        if isinstance(v, Mapping):
-            v = ", ".join(f"{a}={_scalar(b)}" for a, b in v.items() if not isinstance(b, (Mapping, list)))
-        out.append((k, _scalar(v) if not isinstance(v, str) else v))
-    return out
-
-
-def _declared_env(prof: Mapping[str, Any]) -> Optional[str]:
-    if "engine_env" not in prof:  # a result from before the record: no claim either way
-        return None
-    env = prof["engine_env"]
-    if not isinstance(env, Mapping) or not env:
-        return _t("none declared")
-    return ", ".join(f"{k}={_scalar(v)}" for k, v in sorted(env.items()))
-
-
 def provenance(result: GateResult) -> list[tuple[str, str]]:
     return [
         (N_("Operator"), result.operator or _t("not recorded")),
@@ -496,7 +379,6 @@ class GateView:
     checks: list[CheckRow]
     counts: dict[str, int]
     blockers_not_passed: list[str]
-    tested: list[tuple[str, str]]
     provenance: list[tuple[str, str]]
     overrides: list[CheckRow]
     emulated: bool
@@ -529,7 +411,7 @@ def gate_view(result: GateResult, find_evidence: Optional[Callable[[str], list[s
         checks=rows, counts=counts,
         blockers_not_passed=[r.id for r in rows if r.severity == "blocker" and not r.passed
                              and r.verdict is not Verdict.NOT_APPLICABLE],
-        tested=tested_summary(result), provenance=provenance(result),
+        provenance=provenance(result),
         overrides=[r for r in rows if r.override_reason], emulated=result.emulated,
         emulation_notice=EMULATION_NOTICE, inventory_rows=flatten(result.inventory),
         profile_rows=flatten(result.profile), extra_measurements=extra,
