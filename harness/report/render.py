@@ -123,7 +123,7 @@ def render_gate_html(result: GateResult, gate_dir: Path | None = None, lang: str
         charts = gate_charts(result.measurements, result.checks) + cliff_charts(result.measurements)
         forest = gate_forest(result.checks)
         soak = soak_charts(result.measurements)
-        page_one = {"why": verdict_why(view.checks), "headline": headline(view.checks),
+        page_one = {"why": verdict_why(view.checks, bool(view.power)), "headline": headline(view.checks),
                     "sut": system_under_test(result), "workload": workload(result)}
     files, problems = evidence_files(gate_dir)
     return _environment(html=True, lang=lang).get_template("gate.html.j2").render(
