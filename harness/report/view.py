@@ -122,6 +122,11 @@ class ObsRow:
     interval_bare: str = "-"  # without its confidence level (a table whose check states the level)
     note: str = ""  # the reason without what the check's own row already says (observations table)
 
+    @property
+    def interval_stated(self) -> bool:
+        """The measured text already gives the interval (a table shows it once)."""
+        return self.interval_bare != "-" and self.interval_bare in self.measured
+
 
 @dataclass
 class CheckRow:
@@ -140,6 +145,12 @@ class CheckRow:
     override_reason: Optional[str]
     observations: list[ObsRow] = field(default_factory=list)
     recorded_reason: str = ""  # the check's own reason as recorded (``reason`` may be built from observations)
+
+    @property
+    def intervals_stated(self) -> bool:
+        """Every interval the check has is in its measured text already."""
+        return any(o.interval_stated for o in self.observations) and \
+            all(o.interval_stated or o.interval_bare == "-" for o in self.observations)
 
 
 def _check_measured(check: CheckResult) -> tuple[str, str]:
