@@ -210,10 +210,10 @@ def say(text: str, gettext: Callable[[str], str]) -> str:
     whole = _clause(text, gettext)
     if whole != text or "; " not in text:
         return whole
-    return "; ".join(_clause(part, gettext) for part in _clauses(text))
+    return "; ".join(_clause(part, gettext) for part in clauses(text))
 
 
-def _clauses(text: str) -> list[str]:
+def clauses(text: str) -> list[str]:
     """``text`` split at each ``"; "`` outside parentheses."""
     out, depth, start = [], 0, 0
     for i, ch in enumerate(text):

@@ -15,6 +15,7 @@ from urllib.parse import quote
 
 from harness.gates import messages as M
 from harness.gates.outcome import Message
+from harness.report.details import split_messages, split_text
 from harness.report.i18n import N_, _t
 from harness.report.phrases import say
 from harness.report.textutil import concurrency_of
@@ -120,6 +121,7 @@ class ObsRow:
     reason: str
     evidence: list[tuple[str, Optional[str]]]  # (text, href or None when not a safe relative path)
     interval_bare: str = "-"  # without its confidence level (a table whose check states the level)
+    details: list[str] = field(default_factory=list)  # rounds, paths, tunables: the appendix's rows (``details``)
     note: str = ""  # the reason without what the check's own row already says (observations table)
 
     @property
@@ -187,6 +189,10 @@ def _joined(check: CheckResult, reason: Callable[[Observation], str], gettext: C
 def _check_reason(check: CheckResult) -> str:
     if check.reason_msgs:
         return compose(check.reason_msgs, _t)
+    if check.reason and check.reason == _joined(check, lambda o: o.reason, str) and \
+            any(_note(check, o)[1] for o in check.observations):
+        # composed from the observations' reasons: said without their details (the appendix has them)
+        return _joined(check, lambda o: _note(check, o)[0], _t, lambda o: obs_label(check, o))
     if check.reason and any(o.reason_msgs for o in check.observations) and \
             check.reason == _joined(check, lambda o: o.reason, str):
         # composed from messages, so it can be said in any language (observations by their label)
@@ -233,22 +239,28 @@ def check_row(check: CheckResult, find_evidence: Optional[Callable[[str], list[s
         passed=check.verdict is Verdict.PASS, override_reason=check.override_reason,
         recorded_reason=check.reason or "")
     for o in check.observations:
+        note, details = _note(check, o)
         row.observations.append(ObsRow(
             label=obs_label(check, o), path=o.path, measured=obs_measured(o, check.unit_kind),
             expected=o.expected_text or row.expected, interval=fmt_interval(o.interval, check.unit_kind),
-            interval_bare=fmt_interval(o.interval, check.unit_kind, confidence=False), note=_note(check, o),
+            interval_bare=fmt_interval(o.interval, check.unit_kind, confidence=False), note=note,
+            details=details,
             samples=_samples(o), verdict=o.verdict, reason=obs_reason(o),
             evidence=[(e, evidence_href(e)) for e in (o.evidence or (find_evidence(o.path) if find_evidence
                                                                       else []))]))
     return row
 
 
-def _note(check: CheckResult, o: Observation) -> str:
-    """An observation's reason without the sentence every point observation carries (its check's
-    row says "point estimate" once)."""
-    if check.statistic == "point" and o.reason_msgs:
-        return compose([m for m in o.reason_msgs if m.id != M.POINT_REASON], _t)
-    return obs_reason(o)
+def _note(check: CheckResult, o: Observation) -> tuple[str, list[str]]:
+    """An observation's reason as its cell shows it, and the detail clauses the appendix lists
+    (``details``): without the sentence every point observation carries (its check's row says
+    "point estimate" once), and without rounds, paths and tunables."""
+    if o.reason_msgs:
+        msgs = [m for m in o.reason_msgs if not (check.statistic == "point" and m.id == M.POINT_REASON)]
+        kept, found = split_messages(msgs)
+        return compose(kept, _t), [say(d, _t) for d in found]
+    kept_text, found = split_text(o.reason)
+    return say(kept_text, _t), [say(d, _t) for d in found]
 
 
 def evidence_href(path: str) -> Optional[str]:
