@@ -418,7 +418,7 @@ class GateView:
 # measurements with a table or section of their own (tables.py, _g4_soak, _cliff, _tier_hits, ...);
 # any other key is shown as rows of text
 OWN_SECTIONS = ("sweep", "fio", "expected", "soak", "checkpoint", "modelload", "tier_hits", "expected_reuse",
-                "cliff", "nightly")
+                "cliff", "nightly", "provisioned")  # provisioned: page one's notice per target
 
 
 def gate_view(result: GateResult, find_evidence: Optional[Callable[[str], list[str]]] = None) -> GateView:
