@@ -71,3 +71,18 @@ def test_nothing_is_lost_and_the_checks_table_and_page_one_say_it_without_detail
     assert _text(obs).count("steady state NOT reached") == 1
     for detail in details:
         assert detail in _text(appendix), detail
+
+
+def test_the_markdown_report_moves_them_too(tmp_path: object) -> None:
+    from pathlib import Path
+
+    from harness.report import render_gate_reports
+
+    from .budget import write_gate_dir
+
+    gate = write_gate_dir(Path(str(tmp_path)) / "G3", demo_result())
+    md = render_gate_reports(gate)[2].read_text(encoding="utf-8")
+    observations, appendix = md.split("## Appendix: details of the checks")
+    row = next(line for line in observations.splitlines() if line.startswith("| `candidate.fio.seq_read_bw`"))
+    assert FIO_PATH not in row and "(details in the appendix)" in row and "steady state reached" in row
+    assert FIO_PATH in appendix and "963.18 MB/s" in appendix
