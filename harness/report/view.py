@@ -102,10 +102,18 @@ def obs_reason(obs: Observation) -> str:
 
 
 def obs_label(check: CheckResult, obs: Observation) -> str:
-    """The part of the observation path that the check's ``*`` matched, or the whole path."""
+    """The part of the observation path that the check's ``*`` matched (``c8``; for a metric with
+    several, each part: ``local/fast-disk`` for ``nodes.*.storage.*.fio.seq_read_bw``), or the whole
+    path (the full path stays on hover and in result.json)."""
     prefix = check.metric.rstrip("*")
-    if check.metric.endswith("*") and obs.path.startswith(prefix) and len(obs.path) > len(prefix):
+    if check.metric.endswith("*") and check.metric.count("*") == 1 and obs.path.startswith(prefix) \
+            and len(obs.path) > len(prefix):
         return obs.path[len(prefix):]
+    if "*" in check.metric:
+        pattern = r"\.".join("([^.]+)" if part == "*" else re.escape(part) for part in check.metric.split("."))
+        m = re.fullmatch(pattern, obs.path)
+        if m:
+            return "/".join(m.groups())
     return obs.path
 
 

@@ -52,3 +52,15 @@ def test_an_interval_stated_in_the_measured_text_is_not_repeated() -> None:
     advisory = observations[observations.index('id="obs-throughput_gain_per_point"'):]
     advisory = advisory[:advisory.index('class="o-head"')]
     assert advisory.count("[292.23%, 319.24%]") == 1  # in "126.5 -> 512.8 tok/s [292.23%, 319.24%] (95% CI, n=5)"
+
+
+def test_a_metric_with_several_wildcards_is_labelled_by_what_they_matched() -> None:
+    """G1's checks (``nodes.*.storage.*.fio.seq_read_bw``) name each observation by node and target
+    on page one, not by its raw metric path (the full path stays on hover)."""
+    from .budget import demo_early_result
+
+    html = render_gate_html(demo_early_result("G1"))
+    headline = _section(html, 'id="headline-table"', "</table>")
+    assert "local/local-disk: " in headline and "local/fast-disk: " in headline
+    assert "nodes.local.storage" not in headline
+    assert 'title="nodes.local.storage.local-disk.fio.seq_read_bw"' in html
