@@ -89,7 +89,8 @@ def _cover(gate: Path) -> None:
     """The files just rendered (a PDF, another language) are the gate's own: an unsigned gate's
     manifest is rewritten to cover them, so verify does not call them EXTRA (issue 53), but only
     when nothing else differs from it (report never launders a changed evidence file). A signed
-    gate's manifest is what the parties signed: it is kept, and the new files are named."""
+    gate's manifest is what the parties signed: it is kept, and the new files are named (verify
+    accepts a report PDF printed from the signed HTML: ``sign._derived_pdfs``)."""
     if not (gate / MANIFEST).is_file():
         return
     tree = scan(gate)
@@ -97,8 +98,9 @@ def _cover(gate: Path) -> None:
     new = [f for f in tree.files if f not in listed]
     if [f for f in tree.signature_files if f.endswith(".sig")]:
         if new:
-            print(f"note: {gate} is signed; {', '.join(new)} not in its {MANIFEST}: render before signing, "
-                  "or kvgate verify names them EXTRA until both parties sign again", file=sys.stderr)
+            print(f"note: {gate} is signed; {', '.join(new)} not in its {MANIFEST}: kvgate verify accepts a "
+                  "PDF that is byte for byte what the signed HTML prints to (DERIVED) and names anything "
+                  "else EXTRA", file=sys.stderr)
         return
     current = compute(gate, tree.files)
     others = [f for f in set(listed) | set(current) if not _RENDERED.match(f) and f != SIGNOFF

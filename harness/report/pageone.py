@@ -19,9 +19,10 @@ _WHY_CHARS = 150
 _MODES = {"closed": N_("closed loop"), "open": N_("open loop")}
 
 
-def verdict_why(rows: Sequence[CheckRow]) -> str:
+def verdict_why(rows: Sequence[CheckRow], power_table: bool = False) -> str:
     """One sentence: every blocker passed (how many), or the first blocker that did not, with its
-    reason, and how many more did not."""
+    reason, and how many more did not; when a blocker is INCONCLUSIVE, what that means and (with
+    a power table after the checks) where the repetitions that would decide it are."""
     blockers = [r for r in rows if r.severity == "blocker" and r.verdict is not Verdict.NOT_APPLICABLE]
     bad = [r for r in blockers if not r.passed]
     if not bad:
@@ -32,6 +33,10 @@ def verdict_why(rows: Sequence[CheckRow]) -> str:
                                                          "reason": reason.rstrip(".") or "-"}
     if len(bad) > 1:
         text += " " + _t("%(n)s more blocker check(s) not passed.") % {"n": len(bad) - 1}
+    if any(r.verdict is Verdict.INCONCLUSIVE for r in bad):
+        text += " " + (_t("INCONCLUSIVE: the repetitions run could not tell PASS from FAIL; the power table "
+                          "after the checks gives the repetitions that would decide it 8 times in 10.")
+                       if power_table else _t("INCONCLUSIVE: the repetitions run could not tell PASS from FAIL."))
     return text
 
 

@@ -47,7 +47,20 @@ def _signer(*, p12: Optional[Path], key_pem: Optional[Path], cert: Optional[Path
     if signer is None:
         raise PdfSignError(f"{what}: cannot load the key and certificate (wrong passphrase, or not a "
                            "PKCS#12 / PEM key and certificate); give a passphrase with --passphrase-env VAR")
+    if not _key_matches_cert(signer):
+        raise PdfSignError(f"{what}: the private key is not the key of the certificate (a signature made "
+                           "with it would name a certificate that did not sign; no PDF validator accepts it)")
     return signer
+
+
+def _key_matches_cert(signer: Any) -> bool:
+    """The signing key's public half is the certificate's public key."""
+    from cryptography.hazmat.primitives import serialization
+
+    key = serialization.load_der_private_key(signer.signing_key.dump(), password=None)
+    public = key.public_key().public_bytes(serialization.Encoding.DER,
+                                           serialization.PublicFormat.SubjectPublicKeyInfo)
+    return bool(public == signer.signing_cert.public_key.dump())
 
 
 def _empty_field_box(reader: Any, name: str) -> Optional[tuple[float, float, float, float]]:

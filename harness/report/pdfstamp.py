@@ -15,6 +15,7 @@ import datetime as _dt
 import hashlib
 import io
 import tempfile
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +31,22 @@ COMMENT_MAX = 300  # characters of a party's comment on the stamp
 
 ROLE_WORDS = {"vendor": N_("Vendor"), "customer": N_("Customer")}
 Box = tuple[float, float, float, float]  # x1, y1, x2, y2 in PDF points, origin bottom-left
+DSA_IMPORT_WARNING = r"DSA is deprecated"
+
+
+def quiet_expected_warnings() -> None:
+    """Silence the one warning every pyHanko import prints: pyHanko imports cryptography's DSA key
+    types (to read DSA signatures) and cryptography warns on that import that DSA support will go,
+    a note to pyHanko's authors, not to the person signing, and printed whatever key is used.
+    Only that message, only when a pyHanko module triggers it, is silenced: any other warning,
+    and every error, still reaches the user."""
+    from cryptography.utils import CryptographyDeprecationWarning
+
+    warnings.filterwarnings("ignore", message=DSA_IMPORT_WARNING, category=CryptographyDeprecationWarning,
+                            module=r"pyhanko(\.|$)")
+
+
+quiet_expected_warnings()  # before any pyHanko import (they are lazy, in the functions below)
 
 
 def signature_boxes(document: Any) -> dict[str, Box]:

@@ -96,6 +96,30 @@ PATTERNS = (
     _p(r"candidate (?P<values>[\d., ]+)", N_("candidate %(values)s")),
     _p(r"fio (?P<job>\S+) read on (?P<target>\S+), engine (?P<engine>\S+), (?P<direct>O_DIRECT|direct=\d), "
        r"(?P<version>\S+)", N_("fio %(job)s read on %(target)s, engine %(engine)s, %(direct)s, %(version)s")),
+    _p(r"fio (?P<job>\S+) write on (?P<target>\S+), engine (?P<engine>\S+), (?P<direct>O_DIRECT|direct=\d), "
+       r"(?P<version>\S+)", N_("fio %(job)s write on %(target)s, engine %(engine)s, %(direct)s, %(version)s")),
+    _p(r"fio sequential read (?P<bw>\S+ \S+) against the declared read rate (?P<rate>\S+ \S+) \(enforced by "
+       r"(?P<enforce>\S+)\)", N_("fio sequential read %(bw)s against the declared read rate %(rate)s (enforced by "
+                                 "%(enforce)s)")),
+    _p(r"fio sequential read (?P<bw>\S+ \S+) against the declared read rate (?P<rate>\S+ \S+) \(not enforced by "
+       r"kvgate\)", N_("fio sequential read %(bw)s against the declared read rate %(rate)s (not enforced by kvgate)")),
+    _p(r"(?P<target>[\w.-]+): reads and writes provisioned at (?P<rate>\S+ \S+) by (?P<enforce>\S+)",
+       N_("%(target)s: reads and writes provisioned at %(rate)s by %(enforce)s")),
+    _p(r"(?P<target>[\w.-]+): reads provisioned at (?P<rate>\S+ \S+) by (?P<enforce>\S+)",
+       N_("%(target)s: reads provisioned at %(rate)s by %(enforce)s")),
+    _p(r"(?P<target>[\w.-]+): writes provisioned at (?P<rate>\S+ \S+) by (?P<enforce>\S+)",
+       N_("%(target)s: writes provisioned at %(rate)s by %(enforce)s")),
+    _p(r"(?P<target>[\w.-]+): reads provisioned at (?P<read>\S+ \S+), writes provisioned at (?P<write>\S+ \S+) by "
+       r"(?P<enforce>\S+)", N_("%(target)s: reads provisioned at %(read)s, writes provisioned at %(write)s by %(enforce)s")),
+    _p(r"(?P<label>.+) \(cgroup (?P<cgroup>\S+), devices (?P<devices>[^()]+)\)",
+       N_("%(label)s (cgroup %(cgroup)s, devices %(devices)s)"), "label"),
+    _p(r"expected (?P<path>\S+) to exist and be writable", N_("expected %(path)s to exist and be writable")),
+    _p(r"the baseline arm '(?P<arm>[^']+)' has no storage target \(no KV offload\)",
+       N_("the baseline arm '%(arm)s' has no storage target (no KV offload)")),
+    _p(r"the baseline arm '(?P<arm>[^']+)' has no storage target \(CPU or remote tier\)",
+       N_("the baseline arm '%(arm)s' has no storage target (CPU or remote tier)")),
+    _p(r"the baseline arm '(?P<arm>[^']+)' offloads no KV \(offload: false\)",
+       N_("the baseline arm '%(arm)s' offloads no KV (offload: false)")),
     _p(r"median of the last (?P<n>\d+) of (?P<m>\d+) rounds of (?P<s>\S+ s) \((?P<values>[^()]+)\)",
        N_("median of the last %(n)s of %(m)s rounds of %(s)s (%(values)s)")),
     _p(r"preconditioned: one sequential direct write pass over the (?P<size>\S+ \S+) working set in (?P<s>\S+ s) "
@@ -210,10 +234,10 @@ def say(text: str, gettext: Callable[[str], str]) -> str:
     whole = _clause(text, gettext)
     if whole != text or "; " not in text:
         return whole
-    return "; ".join(_clause(part, gettext) for part in _clauses(text))
+    return "; ".join(_clause(part, gettext) for part in clauses(text))
 
 
-def _clauses(text: str) -> list[str]:
+def clauses(text: str) -> list[str]:
     """``text`` split at each ``"; "`` outside parentheses."""
     out, depth, start = [], 0, 0
     for i, ch in enumerate(text):

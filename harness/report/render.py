@@ -127,7 +127,7 @@ def render_gate_html(result: GateResult, gate_dir: Path | None = None, lang: str
         bandwidth = bandwidth_section(result.measurements)
         forest = gate_forest(result.checks)
         soak = soak_charts(result.measurements)
-        page_one = {"why": verdict_why(view.checks), "headline": headline(view.checks),
+        page_one = {"why": verdict_why(view.checks, bool(view.power)), "headline": headline(view.checks),
                     "sut": system_under_test(result), "workload": workload(result)}
     files, problems = evidence_files(gate_dir)
     return _environment(html=True, lang=lang).get_template("gate.html.j2").render(
@@ -144,8 +144,9 @@ def render_gate_markdown(result: GateResult, gate_dir: Path | None = None, lang:
     with language(lang):
         view = gate_view(result, evidence_finder(gate_dir, result))
         bandwidth = bandwidth_section(result.measurements)
+        sut, load = system_under_test(result), workload(result)
     return _environment(html=False, lang=lang).get_template("gate.md.j2").render(
-        r=result, v=view, baseline_rows=baseline_rows(result), bandwidth=bandwidth)
+        r=result, v=view, baseline_rows=baseline_rows(result), bandwidth=bandwidth, sut=sut, workload=load)
 
 
 def report_names(lang: str = DEFAULT_LANG) -> tuple[str, str]:

@@ -46,6 +46,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from harness.errors import InputError
+from harness.progress import Progress
 from harness.report import legacy, sshsig
 from harness.report.campaignmanifest import CAMPAIGN_MANIFEST, expected_entries, journal_sha256, write_campaign_manifest
 from harness.report.campaignmanifest import text as campaign_text
@@ -294,6 +295,7 @@ class VerifyReport:
     changed: list[str] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
     extra: list[str] = field(default_factory=list)
+    derived: list[str] = field(default_factory=list)  # PDFs printed after signing from a signed HTML, byte for byte
     refused: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     signatures: list[SignatureCheck] = field(default_factory=list)
@@ -346,6 +348,9 @@ class VerifyReport:
         out += [f"CHANGED  {p}" for p in self.changed]
         out += [f"MISSING  {p}" for p in self.missing]
         out += [f"EXTRA    {p} (not in the manifest)" for p in self.extra]
+        out += [f"DERIVED  {p}: not in the manifest, but byte for byte what kvgate prints from the signed "
+                f"{p[:-len('.pdf')]}.html (rendered after signing), so the signatures cover what it shows"
+                for p in self.derived]
         if self.files_ok:
             out.append(f"ok       {MANIFEST}: every file matches, nothing else is present")
         if self.manifest_present and not self.signatures:
@@ -467,6 +472,7 @@ def verify(gate_dir: Path, *, anchors: Optional[Sequence[Anchor]] = None,
         report.changed = sorted(k for k in recorded if k in actual and recorded[k] != actual[k])
         report.missing = sorted(k for k in recorded if k not in actual)
         report.extra += sorted(k for k in actual if k not in recorded)
+        _derived_pdfs(gate_dir, recorded, actual, report, progress=progress)
     sig_files = [f for f in tree.signature_files if f.endswith((".sig", legacy.SUFFIX))]
     for f in tree.signature_files:
         if f not in sig_files and not (f.endswith(".json") and f[:-5] + ".sig" in sig_files):
@@ -479,6 +485,35 @@ def verify(gate_dir: Path, *, anchors: Optional[Sequence[Anchor]] = None,
         report.roles_satisfied = _trust(report.signatures, anchors, roles,
                                         now or _dt.datetime.now(_dt.timezone.utc))
     return report
+
+
+_REPORT_PDF = re.compile(r"^report(\.[a-z]{2})?\.pdf$")
+
+
+def _derived_pdfs(gate_dir: Path, recorded: dict[str, str], actual: dict[str, str], report: VerifyReport, *,
+                  progress: bool) -> None:
+    """A report PDF the manifest does not list (``kvgate report --pdf`` after the parties signed) is
+    the gate's own only when it is, byte for byte, what kvgate prints from the HTML report of its
+    language as signed (rendering is deterministic): then it shows nothing the signatures do not
+    cover. Anything else (another text, another HTML, an HTML that changed) stays EXTRA."""
+    from harness.report.pdf import html_to_pdf  # WeasyPrint: loaded only when such a PDF is present
+
+    for rel in [r for r in report.extra if _REPORT_PDF.match(r)]:
+        html_rel = rel[:-len(".pdf")] + ".html"
+        if html_rel not in recorded or actual.get(html_rel) != recorded[html_rel]:
+            continue  # no signed HTML to print it from: EXTRA
+        with Progress(f"printing the signed {html_rel} to compare with {rel}", enabled=progress):
+            html = read_regular(gate_dir / html_rel)  # these bytes are hashed and printed: no swap between
+            try:
+                same = hashlib.sha256(html).hexdigest() == recorded[html_rel] and \
+                    hashlib.sha256(html_to_pdf(html.decode("utf-8"))).hexdigest() == actual[rel]
+            except UnicodeDecodeError:
+                same = False
+        if same:
+            report.extra.remove(rel)
+            report.derived.append(rel)
+        else:
+            report.extra[report.extra.index(rel)] = f"{rel}: not what the signed {html_rel} prints to"
 
 
 def _statement_problems(gate_dir: Path, report: VerifyReport, empty_dirs: list[str], *,

@@ -15,6 +15,7 @@ from urllib.parse import quote
 
 from harness.gates import messages as M
 from harness.gates.outcome import Message
+from harness.report.details import split_messages, split_text
 from harness.report.i18n import N_, _t
 from harness.report.phrases import say
 from harness.report.textutil import concurrency_of
@@ -101,10 +102,18 @@ def obs_reason(obs: Observation) -> str:
 
 
 def obs_label(check: CheckResult, obs: Observation) -> str:
-    """The part of the observation path that the check's ``*`` matched, or the whole path."""
+    """The part of the observation path that the check's ``*`` matched (``c8``; for a metric with
+    several, each part: ``local/fast-disk`` for ``nodes.*.storage.*.fio.seq_read_bw``), or the whole
+    path (the full path stays on hover and in result.json)."""
     prefix = check.metric.rstrip("*")
-    if check.metric.endswith("*") and obs.path.startswith(prefix) and len(obs.path) > len(prefix):
+    if check.metric.endswith("*") and check.metric.count("*") == 1 and obs.path.startswith(prefix) \
+            and len(obs.path) > len(prefix):
         return obs.path[len(prefix):]
+    if "*" in check.metric:
+        pattern = r"\.".join("([^.]+)" if part == "*" else re.escape(part) for part in check.metric.split("."))
+        m = re.fullmatch(pattern, obs.path)
+        if m:
+            return "/".join(m.groups())
     return obs.path
 
 
@@ -120,7 +129,13 @@ class ObsRow:
     reason: str
     evidence: list[tuple[str, Optional[str]]]  # (text, href or None when not a safe relative path)
     interval_bare: str = "-"  # without its confidence level (a table whose check states the level)
+    details: list[str] = field(default_factory=list)  # rounds, paths, tunables: the appendix's rows (``details``)
     note: str = ""  # the reason without what the check's own row already says (observations table)
+
+    @property
+    def interval_stated(self) -> bool:
+        """The measured text already gives the interval (a table shows it once)."""
+        return self.interval_bare != "-" and self.interval_bare in self.measured
 
 
 @dataclass
@@ -140,6 +155,12 @@ class CheckRow:
     override_reason: Optional[str]
     observations: list[ObsRow] = field(default_factory=list)
     recorded_reason: str = ""  # the check's own reason as recorded (``reason`` may be built from observations)
+
+    @property
+    def intervals_stated(self) -> bool:
+        """Every interval the check has is in its measured text already."""
+        return any(o.interval_stated for o in self.observations) and \
+            all(o.interval_stated or o.interval_bare == "-" for o in self.observations)
 
 
 def _check_measured(check: CheckResult) -> tuple[str, str]:
@@ -176,6 +197,10 @@ def _joined(check: CheckResult, reason: Callable[[Observation], str], gettext: C
 def _check_reason(check: CheckResult) -> str:
     if check.reason_msgs:
         return compose(check.reason_msgs, _t)
+    if check.reason and check.reason == _joined(check, lambda o: o.reason, str) and \
+            any(_note(check, o)[1] for o in check.observations):
+        # composed from the observations' reasons: said without their details (the appendix has them)
+        return _joined(check, lambda o: _note(check, o)[0], _t, lambda o: obs_label(check, o))
     if check.reason and any(o.reason_msgs for o in check.observations) and \
             check.reason == _joined(check, lambda o: o.reason, str):
         # composed from messages, so it can be said in any language (observations by their label)
@@ -222,22 +247,28 @@ def check_row(check: CheckResult, find_evidence: Optional[Callable[[str], list[s
         passed=check.verdict is Verdict.PASS, override_reason=check.override_reason,
         recorded_reason=check.reason or "")
     for o in check.observations:
+        note, details = _note(check, o)
         row.observations.append(ObsRow(
             label=obs_label(check, o), path=o.path, measured=obs_measured(o, check.unit_kind),
             expected=o.expected_text or row.expected, interval=fmt_interval(o.interval, check.unit_kind),
-            interval_bare=fmt_interval(o.interval, check.unit_kind, confidence=False), note=_note(check, o),
+            interval_bare=fmt_interval(o.interval, check.unit_kind, confidence=False), note=note,
+            details=details,
             samples=_samples(o), verdict=o.verdict, reason=obs_reason(o),
             evidence=[(e, evidence_href(e)) for e in (o.evidence or (find_evidence(o.path) if find_evidence
                                                                       else []))]))
     return row
 
 
-def _note(check: CheckResult, o: Observation) -> str:
-    """An observation's reason without the sentence every point observation carries (its check's
-    row says "point estimate" once)."""
-    if check.statistic == "point" and o.reason_msgs:
-        return compose([m for m in o.reason_msgs if m.id != M.POINT_REASON], _t)
-    return obs_reason(o)
+def _note(check: CheckResult, o: Observation) -> tuple[str, list[str]]:
+    """An observation's reason as its cell shows it, and the detail clauses the appendix lists
+    (``details``): without the sentence every point observation carries (its check's row says
+    "point estimate" once), and without rounds, paths and tunables."""
+    if o.reason_msgs:
+        msgs = [m for m in o.reason_msgs if not (check.statistic == "point" and m.id == M.POINT_REASON)]
+        kept, found = split_messages(msgs)
+        return compose(kept, _t), [say(d, _t) for d in found]
+    kept_text, found = split_text(o.reason)
+    return say(kept_text, _t), [say(d, _t) for d in found]
 
 
 def evidence_href(path: str) -> Optional[str]:
@@ -316,123 +347,6 @@ def flatten(data: Any, prefix: str = "", limit: int = 200) -> list[tuple[str, st
     return rows
 
 
-def _names(value: Any) -> str:
-    if isinstance(value, Mapping):
-        return ", ".join(str(k) for k in value)
-    if isinstance(value, (list, tuple)):
-        out = []
-        for x in value:
-            if isinstance(x, Mapping):
-                out.append(str(x.get("name") or x.get("host") or x))
-            else:
-                out.append(str(x))
-        return ", ".join(out)
-    return _scalar(value)
-
-
-def _pick(d: Mapping[str, Any], *keys: str) -> Any:
-    for k in keys:
-        if k in d and d[k] not in (None, "", [], {}):
-            return d[k]
-    return None
-
-
-def _described(value: Any, skip: tuple[str, ...] = ("name", "description")) -> str:
-    """A list of named dicts as "name (k=v, k=v)" items; anything else via ``_names``."""
-    if isinstance(value, (list, tuple)) and value and all(isinstance(x, Mapping) for x in value):
-        items = []
-        for x in value:
-            attrs = ", ".join(f"{k}={_scalar(v)}" for k, v in x.items() if k not in skip
-                              and v is not None and not isinstance(v, (Mapping, list, tuple)))
-            name = str(x.get("name") or x.get("host") or "?")
-            items.append(f"{name} ({attrs})" if attrs else name)
-        return "; ".join(items)
-    if isinstance(value, Mapping) and value and all(isinstance(x, Mapping) for x in value.values()):
-        return _described([{"name": k, **dict(v)} for k, v in value.items()], skip)
-    return _names(value)
-
-
-def _node_list(inv: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    nodes = inv.get("nodes")
-    if isinstance(nodes, Mapping):
-        return [v if isinstance(v, Mapping) else {} for v in nodes.values()]
-    if isinstance(nodes, (list, tuple)):
-        return [n for n in nodes if isinstance(n, Mapping)]
-    return []
-
-
-def _versions(result: GateResult, *names: str) -> Optional[str]:
-    """A software version from the profile (``<name>_version``) or from the nodes' recorded
-    ``versions`` / ``software`` dicts (distinct values joined)."""
-    for n in names:
-        v = result.profile.get(f"{n}_version")
-        if v not in (None, ""):
-            return str(v)
-    found: list[str] = []
-    for node in _node_list(result.inventory):
-        for key in ("versions", "software"):
-            table = node.get(key)
-            if isinstance(table, Mapping):
-                for n in names:
-                    if table.get(n) not in (None, "") and str(table[n]) not in found:
-                        found.append(str(table[n]))
-    return ", ".join(found) or None
-
-
-_ARM_LABELS = {"baseline": N_("Baseline arm"), "candidate": N_("Candidate arm"),
-               "recompute": N_("Recompute arm")}
-
-
-def tested_summary(result: GateResult) -> list[tuple[str, str]]:
-    """The "what was tested" block: the usual keys first, whatever layout the pipeline used.
-    Engine and LMCache versions say "not recorded" rather than disappear."""
-    inv, prof = result.inventory, result.profile
-    nodes = _pick(inv, "nodes")
-    platforms = _pick(inv, "platforms", "platform")
-    if platforms is None:
-        seen = [str(n["platform"]) for n in _node_list(inv) if n.get("platform")]
-        platforms = sorted(set(seen)) or None
-    node_text = None
-    if nodes is not None:
-        node_text = _described(nodes, skip=("name", "description", "accelerators", "storage", "roles",
-                                            "versions", "software"))
-    rows: list[tuple[str, Any]] = [
-        (N_("Cluster"), _pick(inv, "cluster", "name")),
-        (N_("Nodes"), node_text),
-        (N_("Platforms"), _names(platforms) if platforms is not None else None),
-        (N_("Profile"), _pick(prof, "name")),
-        (N_("Model"), _pick(prof, "model")),
-        (N_("Engine"), _pick(prof, "engine")),
-        # declared variables are, besides kvgate's own settings, all that reaches the engine (values as
-        # stored: secrets masked)
-        (N_("Engine environment (declared)"), _declared_env(prof)),
-        (N_("Engine version"), _versions(result, "engine", "vllm", "vllm_ascend") or _t("not recorded")),
-        (N_("LMCache version"), _versions(result, "lmcache") or _t("not recorded")),
-        (N_("Arms"), _described(_pick(prof, "arms"), skip=("name", "description", "lmcache"))
-         if _pick(prof, "arms") is not None else None),
-    ]
-    for role in ("baseline", "candidate", "recompute"):
-        if isinstance(prof.get(role), str):
-            rows.append((_ARM_LABELS[role], prof[role]))
-    out = []
-    for k, v in rows:
-        if v is None:
-            continue
-        if isinstance(v, Mapping):
-            v = ", ".join(f"{a}={_scalar(b)}" for a, b in v.items() if not isinstance(b, (Mapping, list)))
-        out.append((k, _scalar(v) if not isinstance(v, str) else v))
-    return out
-
-
-def _declared_env(prof: Mapping[str, Any]) -> Optional[str]:
-    if "engine_env" not in prof:  # a result from before the record: no claim either way
-        return None
-    env = prof["engine_env"]
-    if not isinstance(env, Mapping) or not env:
-        return _t("none declared")
-    return ", ".join(f"{k}={_scalar(v)}" for k, v in sorted(env.items()))
-
-
 def provenance(result: GateResult) -> list[tuple[str, str]]:
     return [
         (N_("Operator"), result.operator or _t("not recorded")),
@@ -496,7 +410,6 @@ class GateView:
     checks: list[CheckRow]
     counts: dict[str, int]
     blockers_not_passed: list[str]
-    tested: list[tuple[str, str]]
     provenance: list[tuple[str, str]]
     overrides: list[CheckRow]
     emulated: bool
@@ -513,7 +426,8 @@ class GateView:
 # measurements with a table or section of their own (tables.py, _g4_soak, _cliff, _tier_hits, ...);
 # any other key is shown as rows of text
 OWN_SECTIONS = ("sweep", "fio", "expected", "soak", "checkpoint", "modelload", "tier_hits", "expected_reuse",
-                "cliff", "nightly", "bandwidth_curve")
+                "cliff", "nightly", "bandwidth_curve",
+                "provisioned")  # provisioned: page one's notice per target
 
 
 def gate_view(result: GateResult, find_evidence: Optional[Callable[[str], list[str]]] = None) -> GateView:
@@ -529,7 +443,7 @@ def gate_view(result: GateResult, find_evidence: Optional[Callable[[str], list[s
         checks=rows, counts=counts,
         blockers_not_passed=[r.id for r in rows if r.severity == "blocker" and not r.passed
                              and r.verdict is not Verdict.NOT_APPLICABLE],
-        tested=tested_summary(result), provenance=provenance(result),
+        provenance=provenance(result),
         overrides=[r for r in rows if r.override_reason], emulated=result.emulated,
         emulation_notice=EMULATION_NOTICE, inventory_rows=flatten(result.inventory),
         profile_rows=flatten(result.profile), extra_measurements=extra,

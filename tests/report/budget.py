@@ -28,6 +28,13 @@ def demo_result() -> GateResult:
     return GateResult.model_validate_json(STORED.read_text(encoding="utf-8"))
 
 
+def demo_early_result(gate: str) -> GateResult:
+    """The demo's G1 or G2 as they recorded themselves (``tests/data/report/demo-G1.result.json``,
+    ``demo-G2.result.json``: ``kvgate demo --until G2`` on this machine, the disk provisioned at
+    150 MB/s by blk-throttle)."""
+    return GateResult.model_validate_json(STORED.with_name(f"demo-{gate}.result.json").read_text(encoding="utf-8"))
+
+
 def _per_point(path: str) -> bool:
     return bool(re.search(r"\.c2$|-c2$", path))
 

@@ -114,3 +114,25 @@ def test_recorded_values_cannot_break_the_markdown(tmp_path: Path) -> None:
     # a recorded newline cannot start a heading: the notice stays one list item
     assert [line for line in block.splitlines() if line.startswith("> - ")] == [
         '> - a\\|b\\<i>: baseline "x\\\\n## Verdict: PASS", this run "\\<script>y\\</script>"']
+
+
+def test_what_was_tested_prints_what_page_one_prints(tmp_path: Path) -> None:
+    """report.md's "What was tested" holds the facts of page one's system under test and workload
+    (recorded versions, declared and measured hardware, the load), never a "not recorded" for what
+    the result recorded."""
+    from tests.report.budget import demo_result, write_gate_dir
+
+    gate = write_gate_dir(tmp_path / "camp" / "G3", demo_result())
+    for lang, not_recorded, heading in (("en", "not recorded", "## What was tested"),
+                                        ("zh", "未记录", "## 测试对象")):
+        _, html_path, md_path, _ = render_gate_reports(gate, lang=lang)
+        md, html = md_path.read_text(encoding="utf-8"), html_path.read_text(encoding="utf-8")
+        section = md[md.index(heading):]
+        section = section[:section.index("\n## ", 1)]
+        assert not_recorded not in section
+        page_one = html[html.index('id="system-under-test"'):html.index('id="signoff"')]
+        cells = [re.sub(r"<[^>]+>", "", c).strip() for c in re.findall(r"<td>(.*?)</td>", page_one, re.S)]
+        assert len(cells) > 20
+        for cell in cells:  # every value page one shows is in the Markdown too
+            assert cell.replace("|", "\\|") in section, cell
+    assert "| CPU | AMD EPYC (measured) |" in md_path.with_name("report.md").read_text(encoding="utf-8")

@@ -19,7 +19,16 @@ from harness.report.pdf import pdf_name, write_pdf
 from tests.support.bandwidthcurve import bandwidth_result
 from tests.support.once import build_once, session_dir
 
-from .budget import demo_g4_result, demo_result, grown_result, long_soak_result, write_gate_dir, write_soak_dir
+from .budget import (
+    demo_early_result,
+    demo_g4_result,
+    demo_result,
+    grown_result,
+    long_soak_result,
+    write_gate_dir,
+    write_soak_dir,
+)
+from .conftest import write_gate
 
 BUDGET = {"demo": 8, "3x3": 12, "G4-demo": 8, "G4-72h": 8, "bandwidth": 8}
 # headings that open a section on a new page: the page before each is a section's last page
@@ -37,7 +46,9 @@ _WRITERS = {"demo": lambda d: write_gate_dir(d / "G3", demo_result()),
             "G4-demo": lambda d: write_soak_dir(d / "G4", demo_g4_result()),
             "G4-72h": lambda d: write_soak_dir(d / "G4", long_soak_result()),
             # the demo's G3 with a bandwidth curve (issue 54): its chart and table on the printed page
-            "bandwidth": lambda d: write_gate_dir(d / "G3", bandwidth_result())}
+            "bandwidth": lambda d: write_gate_dir(d / "G3", bandwidth_result()),
+            "G1-demo": lambda d: write_gate(d / "G1", demo_early_result("G1")),
+            "G2-demo": lambda d: write_gate(d / "G2", demo_early_result("G2"))}
 
 
 class _Pdfs:

@@ -8,6 +8,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -201,6 +202,26 @@ def test_both_parties_sign_the_pdf_then_the_manifest(rendered: dict[str, Path],
     assert not any(s.intact for s in check_pdf(bad, [vendor["crt"], customer["crt"]]))
     out = _run(["pdfsig", str(bad)]).stdout
     assert "Signature is Valid." not in out and out.count("Signature Validation:") == 2, out
+
+
+def test_sign_prints_no_library_warning_and_still_reports_errors(rendered: dict[str, Path]) -> None:
+    """`kvgate sign --pdf` as a user runs it (its own process, warnings as Python prints them):
+    nothing but kvgate's own lines; a bad key still fails with its reason on stderr."""
+    gate = rendered["root"] / "quiet" / "G3"
+    shutil.copytree(rendered["gate"], gate)
+    tmp = rendered["root"] / "quiet-certs"
+    tmp.mkdir()
+    cert = _lab_cert(tmp, "v", "Jane Doe", p12_pass=None)
+    other = _lab_cert(tmp, "o", "Other", p12_pass=None)
+    kvgate = str(Path(sys.executable).with_name("kvgate"))
+    done = _run([kvgate, "sign", str(gate), "--pdf", "--key-pem", str(cert["key"]), "--cert", str(cert["crt"]),
+                 "--signer", "Jane Doe", "--role", "vendor"])
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    assert "signed    " in done.stdout
+    bad = _run([kvgate, "sign", str(gate), "--pdf", "--key-pem", str(other["key"]), "--cert", str(cert["crt"]),
+                "--signer", "Jane Doe", "--role", "customer"])
+    assert bad.returncode == 2 and bad.stderr.startswith("kvgate: error:"), bad.stderr
+    assert "Warning" not in bad.stderr and "Traceback" not in bad.stderr
 
 
 def test_zh_pdf_embeds_a_cjk_font(rendered: dict[str, Path]) -> None:

@@ -66,3 +66,25 @@ def test_rendered_pdf_has_empty_fields_on_the_sign_off_cells_and_is_deterministi
     vendor, customer = found["kvgate-vendor"], found["kvgate-customer"]
     assert vendor[0] == customer[0] and vendor[1] > customer[3]  # same column, vendor's row above
     assert 180 < vendor[2] - vendor[0] < 250 and 30 < vendor[3] - vendor[1] < 50  # a 38% x 14 mm cell
+
+
+def test_only_pyhankos_dsa_import_warning_is_silenced() -> None:
+    """The DSA deprecation cryptography prints when pyHanko imports it is silenced; the same
+    category with another message, or that message from another module, still reaches the user."""
+    import warnings
+
+    from cryptography.utils import CryptographyDeprecationWarning
+
+    from harness.report.pdfstamp import quiet_expected_warnings
+
+    def shown(message: str, module: str) -> bool:
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")  # every warning shown, then kvgate's one exception before it
+            quiet_expected_warnings()
+            warnings.warn_explicit(message, CryptographyDeprecationWarning, "x.py", 1, module=module, registry={})
+        return bool(seen)
+
+    dsa = "DSA is deprecated and support will be removed in a future release."
+    assert not shown(dsa, "pyhanko.sign.signers.pdf_cms")
+    assert shown("TripleDES has been moved", "pyhanko.sign.signers.pdf_cms")
+    assert shown(dsa, "harness.report.sshsig")

@@ -53,3 +53,23 @@ def test_power_table_in_chinese(tmp_path: Path) -> None:
     gate = write_gate(tmp_path / "camp-1" / "G3", result)
     html = render_gate_reports(gate, lang="zh")[1].read_text(encoding="utf-8")
     assert "重复次数与实际检验功效" in html and "达到 80% 功效所需重复次数" in html and "50%" in html
+
+
+def test_power_says_in_one_sentence_what_it_means(tmp_path: Path) -> None:
+    """Beside the table and on page one: an INCONCLUSIVE is a check the repetitions run did not
+    decide, and the table's last column is what would decide it 8 times in 10."""
+    result = make_result()
+    ttft = next(c for c in result.checks if c.id == "ttft_p50_reduction")
+    ttft.observations[1].n_samples, ttft.observations[1].power, ttft.observations[1].power_repetitions = 40, 0.41, 160
+    gate = write_gate(tmp_path / "camp-1" / "G3", result)
+    render_gate_reports(gate)
+    html = (gate / "report.html").read_text(encoding="utf-8")
+    note = re.sub(r"<[^>]+>", "", html[html.index('id="power-note"'):].split("</p>")[0])
+    first = note[note.index(">") + 1:note.index(" How:")]
+    assert first.count(". ") == 0 and first.endswith("would decide it 8 times in 10.")
+    assert "an INCONCLUSIVE check is one they did not decide" in first
+    why = html[html.index('id="verdict-why"'):].split("</span>")[0]
+    assert "ttft_p50_reduction is INCONCLUSIVE" in why
+    assert "could not tell PASS from FAIL; the power table after the checks gives the repetitions" in why
+    md = (gate / "report.md").read_text(encoding="utf-8")
+    assert first in md

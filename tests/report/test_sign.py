@@ -376,3 +376,39 @@ def test_pem_ed25519_key_signs_in_process_and_openssh_verifies(gate: Path, tmp_p
     ssh = key.public_key().public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH).decode()
     allowed = _allowed(tmp_path, [f"jane-doe@vendor {ssh}"])
     assert _stock_check(gate, allowed, sig, "jane-doe@vendor").returncode == 0
+
+
+def test_a_pdf_printed_after_signing_is_derived_and_a_changed_one_is_not(gate: Path, keys: dict[str, Path],
+                                                                           tmp_path: Path) -> None:
+    """`kvgate report --pdf` after both parties signed: the PDF is not in the manifest, but it is
+    what kvgate prints from the signed report.html, so verify calls it DERIVED and the gate stays
+    VERIFIED. The wrong PASS this must not allow: a PDF that says something else (printed from an
+    edited HTML while the signed HTML stays untouched), a PDF in a language whose HTML was never
+    signed, and a PDF whose signed HTML has since changed are EXTRA, and the gate NOT VERIFIED."""
+    from harness.cli.main import run
+    from harness.report.pdf import html_to_pdf
+
+    _both_signed(gate, keys)
+    anchors = read_allowed_signers(_anchors_for(tmp_path, keys))
+    assert run(["report", str(gate), "--pdf"]) == 0
+    report = verify(gate, anchors=anchors)
+    assert report.status == "VERIFIED" and report.extra == [] and report.derived == ["report.pdf"], report.lines()
+    assert any(line.startswith("DERIVED  report.pdf") for line in report.lines())
+
+    signed_html = (gate / "report.html").read_text(encoding="utf-8")
+    assert ">FAIL<" in signed_html
+    (gate / "report.pdf").write_bytes(html_to_pdf(signed_html.replace(">FAIL<", ">PASS<")))
+    report = verify(gate, anchors=anchors)
+    assert report.status == "NOT VERIFIED" and report.derived == [], report.lines()
+    assert "EXTRA    report.pdf: not what the signed report.html prints to (not in the manifest)" in report.lines()
+
+    (gate / "report.pdf").unlink()
+    (gate / "report.zh.pdf").write_bytes(html_to_pdf(signed_html))  # no zh HTML was signed
+    report = verify(gate, anchors=anchors)
+    assert report.extra == ["report.zh.pdf"] and report.status == "NOT VERIFIED"
+
+    (gate / "report.zh.pdf").unlink()
+    (gate / "report.pdf").write_bytes(html_to_pdf(signed_html + "<!-- edited -->"))
+    (gate / "report.html").write_text(signed_html + "<!-- edited -->", encoding="utf-8")
+    report = verify(gate, anchors=anchors)
+    assert report.changed == ["report.html"] and report.extra == ["report.pdf"] and report.derived == []

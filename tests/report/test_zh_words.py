@@ -19,7 +19,7 @@ from harness.config.gatespec import Check
 from harness.gates.evaluate import evaluate_check
 from harness.report import render_gate_reports
 
-from .budget import demo_g4_result, demo_result, write_gate_dir, write_soak_dir
+from .budget import demo_early_result, demo_g4_result, demo_result, write_gate_dir, write_soak_dir
 from .conftest import make_result, write_gate
 
 # terms a zh report keeps as they are: verdict codes, units, statistics and tool names; the check
@@ -174,13 +174,21 @@ def english_runs(html: str, user: list[str]) -> list[str]:
     return sorted(set(runs))
 
 
-@pytest.mark.parametrize("gate", ["G3", "G4"])
+def _demo_gate(root: Path, gate: str) -> tuple[Path, Any]:
+    """The demo's recorded gate ``gate`` written as a gate directory (G1-G4)."""
+    if gate == "G4":
+        result = demo_g4_result()
+        return write_soak_dir(root / gate, result), result
+    result = demo_result() if gate == "G3" else demo_early_result(gate)
+    return (write_gate_dir(root / gate, result) if gate == "G3" else write_gate(root / gate, result)), result
+
+
+@pytest.mark.parametrize("gate", ["G1", "G2", "G3", "G4"])
 def test_zh_report_of_the_demo_has_no_english_sentence(tmp_path: Path, gate: str) -> None:
-    """The demo's G3 and G4 in Chinese: every heading, table, section (soak, cliff, estimate),
+    """The demo's G1-G4 in Chinese: every heading, table, section (soak, cliff, estimate),
     gate-file description and pipeline-recorded text is Chinese; what stays Latin is identifiers
     (check ids, metric paths, evidence files), units, tool names and the customer's own words."""
-    result = demo_result() if gate == "G3" else demo_g4_result()
-    d = write_gate_dir(tmp_path / gate, result) if gate == "G3" else write_soak_dir(tmp_path / gate, result)
+    d, result = _demo_gate(tmp_path, gate)
     render_gate_reports(d, "zh")
     runs = english_runs((d / "report.zh.html").read_text(encoding="utf-8"), _user_words(result))
     assert runs == [], runs
@@ -190,15 +198,12 @@ def test_zh_report_of_the_demo_has_no_english_sentence(tmp_path: Path, gate: str
 
 
 def test_zh_campaign_page_of_the_demo_has_no_english_sentence(tmp_path: Path) -> None:
-    """The campaign page of the demo's G3 and G4 in Chinese: gate titles, baselines, custody
-    notices and the sign-off block are Chinese; the profile's override reasons are the customer's
-    words. (The shipped fixtures hold G3 and G4; G1 and G2 have no recorded demo result here.)"""
+    """The campaign page of the demo's G1-G4 in Chinese: gate titles, baselines, custody notices
+    and the sign-off block are Chinese; the profile's override reasons are the customer's words."""
     from harness.report import render_campaign_report
 
     camp = tmp_path / "demo-camp"
-    results = [demo_result(), demo_g4_result()]
-    write_gate_dir(camp / "G3", results[0])
-    write_soak_dir(camp / "G4", results[1])
+    results = [_demo_gate(camp, g)[1] for g in ("G1", "G2", "G3", "G4")]
     render_campaign_report(camp, "zh")
     user = sorted({w for r in results for w in _user_words(r)}, key=len, reverse=True)
     html = (camp / "report.zh.html").read_text(encoding="utf-8")
