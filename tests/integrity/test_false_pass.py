@@ -98,7 +98,8 @@ def base(tmp_path: Path, passed_baseline: PassedBaseline) -> Base:
 def test_cross_campaign_workload_mismatch_is_refused(base: Base, capsys: pytest.CaptureFixture[str]) -> None:
     load = {**base.profile_data["load"], "input_len": 256}
     prof = base.profile("short", load=load)
-    code, out = kvgate(capsys, *gate_argv("G3", base.inv, prof, base.reports, base.campaign("mismatch", prof), *FROM_BASE))
+    camp = base.campaign("mismatch", prof)
+    code, out = kvgate(capsys, *gate_argv("G3", base.inv, prof, base.reports, camp, *FROM_BASE))
     assert code == 2, out
     assert "load.input_len: baseline 2048, this run 256" in out
     assert not (base.reports / "mismatch" / "G3" / "result.json").exists()  # nothing was measured
@@ -108,7 +109,8 @@ def test_storage_less_candidate_is_an_input_error_with_file_and_line(
         base: Base, capsys: pytest.CaptureFixture[str]) -> None:
     arms = [base.profile_data["arms"][0], {"name": "candidate", "offload": False}]
     prof = base.profile("nostorage", arms=arms)
-    code, out = kvgate(capsys, *gate_argv("G3", base.inv, prof, base.reports, base.campaign("nostorage", prof), *FROM_BASE))
+    camp = base.campaign("nostorage", prof)
+    code, out = kvgate(capsys, *gate_argv("G3", base.inv, prof, base.reports, camp, *FROM_BASE))
     assert code == 2, out
     lines = prof.read_text().splitlines()
     cand_line = next(i for i, line in enumerate(lines, 1) if "name: candidate" in line)
@@ -134,7 +136,8 @@ def test_candidate_with_no_offload_hits_fails_naming_the_check(
     arms = [base.profile_data["arms"][0],
             {"name": "candidate", "storage": "tier", "lmcache": {"max_local_disk_size": 0.0001}}]
     prof = base.profile("nohits", arms=arms)
-    code, out = kvgate(capsys, *gate_argv("G3", base.inv, prof, base.reports, base.campaign("nohits", prof), *FROM_BASE))
+    camp = base.campaign("nohits", prof)
+    code, out = kvgate(capsys, *gate_argv("G3", base.inv, prof, base.reports, camp, *FROM_BASE))
     res = result(base.reports, "nohits", "G3")
     assert code == 1 and res["verdict"] == "FAIL", out
     hits = check(res, "candidate_offload_hits")
