@@ -88,7 +88,8 @@ def _passed_g1(campaign: Path) -> None:
                             fingerprint=fingerprint_record(inventory_fingerprint(load_inventory(Path(ARGS[1])))))
     assert res.verdict == Verdict.PASS
     # as a G1 run in this campaign leaves it: of its id (G3 refuses a G1 of another campaign, issue 51)
-    with Campaign.open(campaign.parent, campaign.name, inventory_path=Path(ARGS[1]), profile_path=Path(ARGS[3])) as camp:
+    with Campaign.open(campaign.parent, campaign.name, inventory_path=Path(ARGS[1]),
+                       profile_path=Path(ARGS[3])) as camp:
         res.custody = {"campaign_id": camp.id}
     GateDir(campaign / "G1", "G1").write_result(res)
     write_manifest(campaign / "G1")  # as a G1 run leaves it: G3 verifies G1 against its manifest
