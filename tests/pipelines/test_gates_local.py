@@ -171,7 +171,8 @@ def test_candidate_that_cannot_meet_the_threshold_fails(tmp_path: Path, local_in
                                    "reason": "a bar no real storage can clear, to see the FAIL path"})
     prof = write_yaml("profile.yaml", prof_data)
     reports = tmp_path / "reports"
-    passed_baseline.copy_into(reports, "f", started_with=(local_inventory, prof))  # a passed G1 and G2 (thresholds are not in the workload)
+    # a passed G1 and G2 (thresholds are not in the workload)
+    passed_baseline.copy_into(reports, "f", started_with=(local_inventory, prof))
     assert gate("G3", local_inventory, prof, reports, "f", "--allow-unsigned-baseline") == 1
     g3 = result(reports, "f", "G3")
     assert g3["verdict"] == "FAIL"
