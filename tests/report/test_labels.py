@@ -14,6 +14,7 @@ from harness.report import render_campaign_report, render_gate_reports
 from harness.report.i18n import language
 from harness.report.labels import gate_labels
 from harness.report.loader import load_gate_result
+from harness.store import journal
 from harness.store.schema import Verdict
 from tests.report.conftest import make_result, write_gate
 from tests.support.signing import cli, sign_both
@@ -87,8 +88,12 @@ def test_labels_are_in_the_report_language_and_english_in_verify(tmp_path: Path,
     same labels as English LABEL lines whatever reports were rendered (stable, greppable)."""
     camp = tmp_path / "camp-1"
     gate = _labelled(camp)
+    for run_id, verdict in (("r1", "FAIL"), ("r2", "PASS")):  # the campaign page's runs line, from the journal
+        journal.append(camp, "start", gate="G3", run_id=run_id, campaign_id="c1")
+        journal.append(camp, "result", gate="G3", run_id=run_id, campaign_id="c1", verdict=verdict)
     render_gate_reports(gate, "zh")
     render_campaign_report(camp, "zh")
+    assert "G3：2 次运行：FAIL " in (camp / "report.zh.html").read_text(encoding="utf-8")
     for page in (gate / "report.zh.html", gate / "report.zh.md", camp / "report.zh.html", camp / "report.zh.md"):
         text = page.read_text(encoding="utf-8")
         assert "内存层：n1:shm（/dev/shm/kv）声明为 kind: memory：其数值是内存的，而非存储设备的" in text, page
