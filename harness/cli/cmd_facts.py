@@ -18,6 +18,7 @@ from harness.facts.fanout import (
     storage_problems,
 )
 from harness.progress import Progress
+from harness.terminaltext import for_terminal
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -48,18 +49,20 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(facts_json(inventory, results, raw=args.raw), indent=2, sort_keys=True))
     else:
-        print(render_table(FACTS_HEADERS, facts_rows(results)))
+        # what a node's commands printed (its OS name, versions, errors) is shown inert, a line each
+        rows = [[for_terminal(c) for c in row] for row in facts_rows(results)]
+        print(render_table(FACTS_HEADERS, rows))
         for name, r in results.items():
             if not isinstance(r, NodeUnreachable) and r.errors:
                 print(f"\n{name}: facts not collected", file=sys.stderr)
                 for cmd, why in r.errors.items():
-                    print(f"  {cmd}: {why}", file=sys.stderr)
+                    print(f"  {for_terminal(cmd)}: {for_terminal(why)}", file=sys.stderr)
     unreachable = [n for n, r in results.items() if isinstance(r, NodeUnreachable)]
     for n in unreachable:
-        print(f"kvgate: {n} unreachable: {results[n].error}", file=sys.stderr)  # type: ignore[union-attr]
+        print(f"kvgate: {n} unreachable: {for_terminal(results[n].error)}", file=sys.stderr)  # type: ignore[union-attr]
     storage = storage_problems(inventory, results)
     for line in storage:
-        print(f"kvgate: {line}", file=sys.stderr)
+        print(f"kvgate: {for_terminal(line)}", file=sys.stderr)
     if unreachable or storage:
         return int(ExitCode.INFRA_FAULT)
     return int(ExitCode.OK)

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 
 from harness.cli.table import render_table
 from harness.config.loader import load_inventory
 from harness.remote.ping import PingResult, ping_inventory, raise_for_unreachable, ray_mapping, unclaimed_lines
+from harness.terminaltext import for_terminal
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -47,8 +49,10 @@ def _table(results: list[PingResult]) -> str:
         rows.append([r.node, "yes" if r.reachable else "NO", _fmt(r.rtt_ms), r.user, r.os, r.python,
                      (r.fio or "absent") if r.reachable else None, clock, *([r.ray_node] if ray else []),
                      r.error or None])
+    # every cell but the first two came from the node (or its error): shown inert, on one line
+    safe = [[None if c is None else for_terminal(c) for c in row] for row in rows]
     return render_table(["node", "reachable", "rtt ms", "user", "os", "python", "fio", "clock offset",
-                         *(["ray node"] if ray else []), "error"], rows)
+                         *(["ray node"] if ray else []), "error"], safe)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -61,6 +65,6 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(_table(results))
     for line in unclaimed_lines(ray_mapping(inventory)):
-        print(f"note: {line}", file=sys.stderr)
-    raise_for_unreachable(results)
+        print(f"note: {for_terminal(line)}", file=sys.stderr)
+    raise_for_unreachable([dataclasses.replace(r, error=for_terminal(r.error)) for r in results])
     return 0

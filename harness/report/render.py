@@ -29,9 +29,9 @@ from harness.report.charts import gate_charts, soak_charts
 from harness.report.cliffchart import cliff_charts
 from harness.report.evidence import finder as evidence_finder
 from harness.report.forest import gate_forest
-from harness.report.i18n import DEFAULT_LANG, N_, check_lang, language, suffix, translations
+from harness.report.i18n import DEFAULT_LANG, N_, _t, check_lang, language, suffix, translations
 from harness.report.junit import junit_xml
-from harness.report.labels import NOTICE_KINDS, gate_labels
+from harness.report.labels import NOTICE_KINDS, labels_in
 from harness.report.loader import RESULT_FILE, ResultFileError, load_gate_result
 from harness.report.manifest import MANIFEST, SIGNATURES
 from harness.report.pageone import headline, system_under_test, verdict_why, workload
@@ -108,7 +108,7 @@ def _environment(*, html: bool, lang: str = DEFAULT_LANG) -> jinja2.Environment:
     env.globals["tr"] = (lambda m: markupsafe.escape(say(str(m), trans.gettext))) if html else (
         lambda m: say(str(m), trans.gettext))
     env.globals["lang"] = lang
-    env.globals["labels_of"] = gate_labels  # page one's labels block (issue 51)
+    env.globals["labels_of"] = labels_in(lang)  # page one's labels block (issue 51), in the report's language
     env.globals["notice_kinds"] = NOTICE_KINDS
     return env
 
@@ -284,7 +284,7 @@ def _campaign_documents(campaign_dir: Path, lang: str) -> tuple[str, str, bytes]
 def _journal_runs(campaign_dir: Path) -> list[str]:
     """Every run of every gate as the campaign's journal lists them ("G2: 2 runs: FAIL 10:02, PASS 10:19")."""
     read = read_journal(campaign_dir)
-    return [runs_line(g, entries) for g, entries in sorted(gate_runs(read.records).items())]
+    return [runs_line(g, entries, _t) for g, entries in sorted(gate_runs(read.records).items())]
 
 
 def render_campaign_report(campaign_dir: Path, lang: str = DEFAULT_LANG) -> list[Path]:

@@ -26,7 +26,7 @@ import hashlib
 import json
 import os
 import stat
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
@@ -192,10 +192,14 @@ def _hhmm(stamp: Optional[str]) -> str:
     return when.astimezone(_dt.timezone.utc).strftime("%H:%M")
 
 
-def runs_line(gate: str, entries: list[GateRunEntry]) -> str:
-    """'G2: 2 runs: FAIL 10:02, PASS 10:19' (UTC; a run without a result says so)."""
+def runs_line(gate: str, entries: list[GateRunEntry], say: Callable[[str], str] = str) -> str:
+    """'G2: 2 runs: FAIL 10:02, PASS 10:19' (UTC; a run without a result says so). ``say``
+    translates its fixed words (a report's language; marked for the catalog in
+    ``harness.report.labels``): English, the default, is what ``kvgate verify`` prints."""
     parts = []
     for e in entries:
-        what = f"{e.verdict} {_hhmm(e.finished_at)}" if e.verdict else f"no result (started {_hhmm(e.started_at)})"
-        parts.append(what + (" (resumed)" if e.resumed else ""))
-    return f"{gate}: {len(entries)} run{'s' if len(entries) != 1 else ''}: {', '.join(parts)}"
+        what = (f"{e.verdict} {_hhmm(e.finished_at)}" if e.verdict
+                else say("no result (started %(time)s)") % {"time": _hhmm(e.started_at)})
+        parts.append(what + (say(" (resumed)") if e.resumed else ""))
+    line = "%(gate)s: %(n)d run: %(runs)s" if len(entries) == 1 else "%(gate)s: %(n)d runs: %(runs)s"
+    return say(line) % {"gate": gate, "n": len(entries), "runs": ", ".join(parts)}

@@ -59,11 +59,14 @@ def test_an_unlike_baseline_exits_2_and_creates_nothing(tmp_path: Path, capsys: 
     g2.write_result(res)
     write_manifest(g2.path)
     _passed_g1(reports / "cand")  # G3's own prerequisite: its G1 is checked first (issue 27)
+    before = sorted(p.name for p in (reports / "cand").iterdir())
+    runs = (reports / "cand" / "runs.jsonl").read_bytes()
     code = run(["gate", "G3", *ARGS, "--campaign", "cand", "--baseline", "base", "--reports", str(reports),
                 "--allow-unsigned-baseline"])
     assert code == 2
     assert "load.input_len" in capsys.readouterr().err
-    assert sorted(p.name for p in (reports / "cand").iterdir()) == ["G1"]  # no campaign.json, no G3
+    assert sorted(p.name for p in (reports / "cand").iterdir()) == before  # no G3, no journal
+    assert (reports / "cand" / "runs.jsonl").read_bytes() == runs  # not even a run recorded
 
 
 def _passed_g1(campaign: Path) -> None:
@@ -73,7 +76,7 @@ def _passed_g1(campaign: Path) -> None:
     from harness.gates.hardware import inventory_fingerprint
     from harness.gates.result import build_gate_result
     from harness.report.sign import write_manifest
-    from harness.store.campaign import GateDir
+    from harness.store.campaign import Campaign, GateDir
     from harness.store.schema import CheckResult, Observation, Verdict
 
     profile = load_profile(Path(ARGS[3]))
@@ -84,5 +87,9 @@ def _passed_g1(campaign: Path) -> None:
     res = build_gate_result(load_gate(REPO / "gates" / "G1.yaml"), [fio], campaign=campaign.name, started_at="s",
                             fingerprint=fingerprint_record(inventory_fingerprint(load_inventory(Path(ARGS[1])))))
     assert res.verdict == Verdict.PASS
+    # as a G1 run in this campaign leaves it: of its id (G3 refuses a G1 of another campaign, issue 51)
+    with Campaign.open(campaign.parent, campaign.name, inventory_path=Path(ARGS[1]),
+                       profile_path=Path(ARGS[3])) as camp:
+        res.custody = {"campaign_id": camp.id}
     GateDir(campaign / "G1", "G1").write_result(res)
     write_manifest(campaign / "G1")  # as a G1 run leaves it: G3 verifies G1 against its manifest

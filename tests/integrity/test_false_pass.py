@@ -76,10 +76,11 @@ class Base:
         self.reports = root / "reports"
         shared.copy_into(self.reports, "base", whole=True)
 
-    def campaign(self, name: str) -> str:
-        """A scenario's campaign, with the passed G1 every campaign that runs G3 needs (issue 27)."""
+    def campaign(self, name: str, prof: Path | None = None) -> str:
+        """A scenario's campaign, started with this inventory and ``prof`` (default: the base
+        profile), with the passed G1 every campaign that runs G3 needs (issue 27), of its own id."""
         if not (self.reports / name / "G1").exists():
-            self.shared.copy_into(self.reports, name, gates=("G1",))
+            self.shared.copy_into(self.reports, name, gates=("G1",), started_with=(self.inv, prof or self.prof))
         return name
 
     def profile(self, name: str, **changes: Any) -> Path:
@@ -97,7 +98,8 @@ def base(tmp_path: Path, passed_baseline: PassedBaseline) -> Base:
 def test_cross_campaign_workload_mismatch_is_refused(base: Base, capsys: pytest.CaptureFixture[str]) -> None:
     load = {**base.profile_data["load"], "input_len": 256}
     prof = base.profile("short", load=load)
-    code, out = kvgate(capsys, *gate_argv("G3", base.inv, prof, base.reports, base.campaign("mismatch"), *FROM_BASE))
+    camp = base.campaign("mismatch", prof)
+    code, out = kvgate(capsys, *gate_argv("G3", base.inv, prof, base.reports, camp, *FROM_BASE))
     assert code == 2, out
     assert "load.input_len: baseline 2048, this run 256" in out
     assert not (base.reports / "mismatch" / "G3" / "result.json").exists()  # nothing was measured
@@ -107,7 +109,8 @@ def test_storage_less_candidate_is_an_input_error_with_file_and_line(
         base: Base, capsys: pytest.CaptureFixture[str]) -> None:
     arms = [base.profile_data["arms"][0], {"name": "candidate", "offload": False}]
     prof = base.profile("nostorage", arms=arms)
-    code, out = kvgate(capsys, *gate_argv("G3", base.inv, prof, base.reports, base.campaign("nostorage"), *FROM_BASE))
+    camp = base.campaign("nostorage", prof)
+    code, out = kvgate(capsys, *gate_argv("G3", base.inv, prof, base.reports, camp, *FROM_BASE))
     assert code == 2, out
     lines = prof.read_text().splitlines()
     cand_line = next(i for i, line in enumerate(lines, 1) if "name: candidate" in line)
@@ -133,7 +136,8 @@ def test_candidate_with_no_offload_hits_fails_naming_the_check(
     arms = [base.profile_data["arms"][0],
             {"name": "candidate", "storage": "tier", "lmcache": {"max_local_disk_size": 0.0001}}]
     prof = base.profile("nohits", arms=arms)
-    code, out = kvgate(capsys, *gate_argv("G3", base.inv, prof, base.reports, base.campaign("nohits"), *FROM_BASE))
+    camp = base.campaign("nohits", prof)
+    code, out = kvgate(capsys, *gate_argv("G3", base.inv, prof, base.reports, camp, *FROM_BASE))
     res = result(base.reports, "nohits", "G3")
     assert code == 1 and res["verdict"] == "FAIL", out
     hits = check(res, "candidate_offload_hits")
@@ -148,7 +152,7 @@ def test_prompt_kept_in_the_engine_prefix_cache_fails(base: Base, capsys: pytest
     engine["sim"]["hbm_tokens"] = 65536
     prof = base.profile("warm", load=load, engine=engine)
     code, out = kvgate(capsys, *gate_argv(
-        "G3", base.inv, prof, base.reports, base.campaign("warm"), *FROM_BASE,
+        "G3", base.inv, prof, base.reports, base.campaign("warm", prof), *FROM_BASE,
         "--allow-baseline-mismatch", "load.cold_restore", "load.warmup", "engine.sim.hbm_tokens"))
     res = result(base.reports, "warm", "G3")
     assert code == 1, out

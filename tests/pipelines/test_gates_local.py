@@ -74,7 +74,7 @@ def test_g1_g2_g3_pass_with_real_disk_reads(tmp_path: Path, local_inventory: Pat
     assert gate("G3", local_inventory, prof, reports, "c1") == 2  # G3 before G2: refused, nothing run
     assert "G3 needs a passed G2" in capsys.readouterr().err
     assert not (reports / "c1" / "G3").exists()
-    passed_baseline.copy_into(reports, "c1")
+    passed_baseline.copy_into(reports, "c1", started_with=(local_inventory, prof))
     g1 = result(reports, "c1", "G1")
     assert g1["verdict"] == "PASS"
     assert check(g1, "accelerators")["verdict"] == "NOT_APPLICABLE"  # a CPU node expects none
@@ -152,7 +152,7 @@ def test_g1_g2_g3_pass_with_real_disk_reads(tmp_path: Path, local_inventory: Pat
     assert (reports / "c1" / "report.html").is_file()  # the campaign page
 
     # a later campaign compares against this one's G2 (--baseline), and says so; its own G1 came first
-    passed_baseline.copy_into(reports, "c2", gates=("G1",))
+    passed_baseline.copy_into(reports, "c2", gates=("G1",), started_with=(local_inventory, prof))
     code_b = gate("G3", local_inventory, prof, reports, "c2", "--baseline", "c1", "--allow-unsigned-baseline")
     g3b = result(reports, "c2", "G3")
     assert code_b == 0 and g3b["verdict"] == "PASS", [(c["id"], c["verdict"]) for c in g3b["checks"]]
@@ -171,7 +171,8 @@ def test_candidate_that_cannot_meet_the_threshold_fails(tmp_path: Path, local_in
                                    "reason": "a bar no real storage can clear, to see the FAIL path"})
     prof = write_yaml("profile.yaml", prof_data)
     reports = tmp_path / "reports"
-    passed_baseline.copy_into(reports, "f")  # a passed G1 and G2 (thresholds are not in the workload)
+    # a passed G1 and G2 (thresholds are not in the workload)
+    passed_baseline.copy_into(reports, "f", started_with=(local_inventory, prof))
     assert gate("G3", local_inventory, prof, reports, "f", "--allow-unsigned-baseline") == 1
     g3 = result(reports, "f", "G3")
     assert g3["verdict"] == "FAIL"

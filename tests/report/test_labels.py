@@ -10,8 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from harness.report import render_campaign_report, render_gate_reports
+from harness.report.i18n import language
 from harness.report.labels import gate_labels
 from harness.report.loader import load_gate_result
+from harness.store import journal
 from harness.store.schema import Verdict
 from tests.report.conftest import make_result, write_gate
 from tests.support.signing import cli, sign_both
@@ -77,3 +80,32 @@ def test_a_resumed_run_is_no_rerun(tmp_path: Path) -> None:
     r.custody["resumed"] = False  # started afresh after a run that wrote no result: a re-run
     (label,) = gate_labels(r)
     assert label.kind == "re-run" and "G4: 2 runs: no result (started 10:00), PASS" in label.text
+
+
+def test_labels_are_in_the_report_language_and_english_in_verify(tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """Page one in zh carries every label in Chinese (the catalog); ``kvgate verify`` prints the
+    same labels as English LABEL lines whatever reports were rendered (stable, greppable)."""
+    camp = tmp_path / "camp-1"
+    gate = _labelled(camp)
+    for run_id, verdict in (("r1", "FAIL"), ("r2", "PASS")):  # the campaign page's runs line, from the journal
+        journal.append(camp, "start", gate="G3", run_id=run_id, campaign_id="c1")
+        journal.append(camp, "result", gate="G3", run_id=run_id, campaign_id="c1", verdict=verdict)
+    render_gate_reports(gate, "zh")
+    render_campaign_report(camp, "zh")
+    assert "G3：2 次运行：FAIL " in (camp / "report.zh.html").read_text(encoding="utf-8")
+    for page in (gate / "report.zh.html", gate / "report.zh.md", camp / "report.zh.html", camp / "report.zh.md"):
+        text = page.read_text(encoding="utf-8")
+        assert "内存层：n1:shm（/dev/shm/kv）声明为 kind: memory：其数值是内存的，而非存储设备的" in text, page
+        assert "重新运行：G3：2 次运行：FAIL 10:02, PASS" in text and "在 FAIL 之后再次运行" in text, page
+        for english in ("memory tier:", "re-run:", "its figures are RAM's", "2 runs"):
+            assert english not in text, (page, english)
+    result = load_gate_result(gate)
+    with language("zh"):
+        shown = [label.text for label in gate_labels(result)]
+    assert shown[0].startswith("允许的基线差异：load.input_len 在基线中为 4096"), shown
+    assert shown[1].startswith("阈值修改：G3 "), shown
+    code, out = cli(capsys, "verify", str(gate))
+    assert "LABEL    baseline mismatch allowed: load.input_len was 4096 in the baseline and 1024 in this run" in out
+    assert "LABEL    threshold override: G3 " in out and "LABEL    memory tier: n1:shm (/dev/shm/kv)" in out
+    assert "LABEL    re-run: G3: 2 runs: FAIL 10:02, PASS" in out and "允许" not in out, out

@@ -21,6 +21,8 @@ import yaml
 
 from harness.cli.main import run
 from harness.ports import free_port
+from harness.store.campaign import Campaign
+from harness.store.journal import JOURNAL
 from tests.pipelines.conftest import small_profile
 from tests.support.once import build_once
 
@@ -80,12 +82,16 @@ class PassedBaseline:
         return dict(json.loads((self.reports / self.name / gate / "result.json").read_text()))
 
     def copy_into(self, reports: Path, campaign: str | None = None, *, whole: bool = False,
-                  gates: tuple[str, ...] = ("G1", "G2")) -> Path:
+                  gates: tuple[str, ...] = ("G1", "G2"), started_with: tuple[Path, Path] | None = None) -> Path:
         """Copy the campaign into ``reports/<campaign>`` (default: the same name) and return it.
 
         ``whole=False``: the ``gates`` directories only (G1 alone for a G2 test), for a test that
         goes on in that campaign with its own inventory and profile (a campaign.json records the
-        files a campaign was started with and refuses others, so the test's next gate starts it).
+        files a campaign was started with and refuses others, so the test's next gate starts it; a
+        G3 or G4 refuses gates copied in so, as they are of another campaign: see ``started_with``).
+        ``started_with=(inventory, profile)``: the gates, the journal, and a campaign.json of the same
+        campaign id recording the test's own files, as if the campaign had been started with them
+        (equal to the shared ones in every fingerprinted field): G3 then stands on them.
         ``whole=True``: the campaign as it is, campaign.json included, for ``--baseline <campaign>``."""
         dest = reports / (campaign or self.name)
         src = self.reports / self.name
@@ -95,4 +101,13 @@ class PassedBaseline:
         dest.mkdir(parents=True, exist_ok=True)
         for gate in gates:
             shutil.copytree(src / gate, dest / gate, symlinks=True)
+        if started_with is not None:
+            self._restart(dest, *started_with)
         return dest
+
+    def _restart(self, dest: Path, inventory: Path, profile: Path) -> None:
+        Campaign.open(dest.parent, dest.name, inventory_path=inventory, profile_path=profile, create=True).close()
+        meta = json.loads((dest / "campaign.json").read_text())
+        meta["id"] = Campaign.read(self.reports, self.name).id
+        (dest / "campaign.json").write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
+        shutil.copyfile(self.reports / self.name / JOURNAL, dest / JOURNAL)

@@ -30,7 +30,7 @@ from harness.report.sign import MANIFEST, ROLES, VerifyReport, verify
 from harness.report.trust import Anchor
 from harness.store.campaign import GateDir
 
-__all__ = ["BaselineCheck", "check_baseline", "check_standing"]
+__all__ = ["BaselineCheck", "check_baseline", "check_campaign_id", "check_standing"]
 
 
 @dataclass
@@ -157,17 +157,27 @@ def _show(value: Any) -> str:
 
 
 def check_standing(gd: GateDir, where: str, gate: str, campaign_id: Optional[str]) -> None:
-    """Before ``gate`` trusts ``gd`` (G1 for G3; G3 and G1 for G4; issue 51), the directory must be
-    as its manifest says (every signature present valid) and of this campaign (its verdict, now
-    verified, is then checked PASS by the prerequisite checks):
-    the campaign id its result records must be ``campaign_id`` (None: not known yet, the campaign is
-    being created by this run). Otherwise exit 2, naming the file."""
+    """Before ``gate`` trusts ``gd`` (G1 and G2 for G3; G3 and G1 for G4; issue 51), the directory
+    must be as its manifest says (every signature present valid) and of this campaign (its verdict,
+    now verified, is then checked PASS by the prerequisite checks): the campaign id its result
+    records must be ``campaign_id``, the id of the campaign it is read from. ``None``: that campaign
+    has no campaign.json, so no gate ran there (every gate run writes one before its result) and the
+    directory was put there from elsewhere. Otherwise exit 2, naming the file."""
     bad = _verification_problems(verify(gd.path, anchors=None, roles=ROLES), f"{gd.path}/")
     if bad:
         raise InputError(f"{gate} stands on {gd.gate} of {where}, which failed verification: {'; '.join(bad)}")
+    check_campaign_id(gd, where, gate, campaign_id)
+
+
+def check_campaign_id(gd: GateDir, where: str, gate: str, campaign_id: Optional[str]) -> None:
+    """``gd``'s result must record ``campaign_id`` (see ``check_standing``)."""
     result = gd.load_result()  # its verdict: the prerequisite checks that follow, with their advice
     recorded = (result.custody or {}).get("campaign_id")
-    if campaign_id is not None and recorded != campaign_id:
+    if campaign_id is None:
+        raise InputError(f"{gate} stands on {gd.gate} of {where}, but {gd.result_path} is of campaign id "
+                         f"{recorded or '(none recorded)'} and {gd.path.parent / 'campaign.json'} does not exist: "
+                         "no gate ran in this campaign, so the directory came from another one; run it here")
+    if recorded != campaign_id:
         raise InputError(f"{gate} stands on {gd.gate} of {where}, but {gd.result_path} is of campaign id "
                          f"{recorded or '(none recorded)'}, not this campaign's {campaign_id}: a gate directory "
                          "of another campaign (or of a kvgate before campaign ids); run it here")

@@ -30,7 +30,7 @@ from harness.gates.hardware import inventory_fingerprint
 from harness.gates.result import build_gate_result
 from harness.paths import gates_dir, reports_dir
 from harness.pipelines.gaterun.applicability import expected_leaves, fill_expected, mark_not_applicable, not_applicable
-from harness.pipelines.gaterun.baselinecheck import BaselineCheck, check_baseline, check_standing
+from harness.pipelines.gaterun.baselinecheck import BaselineCheck, check_baseline, check_campaign_id, check_standing
 from harness.pipelines.gaterun.fingerprint import g1_facts, recorded_versions, run_fingerprint
 from harness.pipelines.shared.context import GateRun, summary_of
 from harness.pipelines.shared.provisioned import check_enforceable, enforced_rates, provisioned_labels
@@ -100,8 +100,8 @@ def run_gate(gate: str, *, inventory_path: Path, profile_path: Path, campaign: s
     camp = Campaign.open(root, campaign, inventory_path=Path(inventory_path), profile_path=Path(profile_path),
                          operator=operator or getpass.getuser(), create=True)
     try:
-        # a campaign created by this very run has no gate of its own yet: its id is not compared
-        _check_standing(gate, spec, camp.path, camp.name, camp.id if camp.resumed else None)
+        # again under the lock; a campaign this run created has a new id, which no gate there records
+        _check_standing(gate, spec, camp.path, camp.name, camp.id)
         _check_prerequisites(gate, spec, camp.path, camp.name, root, baseline_campaign)
         _check_g1_first(gate, profile, inventory, camp.path, camp.name)
         baseline = _baseline_check(gate, profile, inventory, camp.path, camp.name, root, baseline_campaign,
@@ -179,10 +179,10 @@ def _measure(gate: str, run: GateRun, root: Path, baseline_campaign: Optional[st
 
 
 def _recorded_campaign_id(camp_path: Path) -> Optional[str]:
-    try:
-        return Campaign.read(camp_path.parent, camp_path.name).id
-    except KvgateError:
+    """The campaign's id; None when it has no campaign.json (no gate ran there)."""
+    if not (camp_path / "campaign.json").exists():
         return None
+    return Campaign.read(camp_path.parent, camp_path.name).id
 
 
 def _check_standing(gate: str, spec: GateSpec, camp_path: Path, camp_name: str,
@@ -283,8 +283,11 @@ def _baseline_check(gate: str, profile: Profile, inventory: Inventory, camp_path
         return None
     g2, where = _baseline_dir(camp_path, camp_name, root, baseline_campaign)
     current = run_fingerprint(profile, arm=profile.baseline, inventory=inventory, campaign_path=camp_path)
-    return check_baseline(g2, where, current, allow, campaign=baseline_campaign or camp_name,
-                          anchors=trust.anchors, allow_unsigned=trust.allow_unsigned)
+    checked = check_baseline(g2, where, current, allow, campaign=baseline_campaign or camp_name,
+                             anchors=trust.anchors, allow_unsigned=trust.allow_unsigned)
+    # the baseline is of the campaign it is read from (issue 51): not a G2 copied in from another
+    check_campaign_id(g2, where, gate, _recorded_campaign_id(g2.path.parent))
+    return checked
 
 
 def _pipeline(gate: str, run: GateRun, root: Path, baseline_campaign: Optional[str]
