@@ -31,9 +31,9 @@ from harness.config.crosscheck import check_profile
 from harness.config.gatespec import GateSpec
 from harness.config.loader import load_gate, load_inventory, load_profile
 from harness.config.profile import BandwidthSpec, Profile
-from harness.estimate.calibration import calibrate_curve
 from harness.config.yamlsource import load_yaml
 from harness.errors import ConfigErrors, InfraError, InputError
+from harness.estimate.calibration import calibrate_curve
 from harness.exitcodes import ExitCode
 from harness.gates.evaluate import check_overrides
 from harness.gates.gatefile import gate_file_record
