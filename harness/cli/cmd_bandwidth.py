@@ -8,6 +8,7 @@ from typing import Any, Optional
 
 from harness.cli.runoptions import add_campaign_run_options
 from harness.exitcodes import EXIT_CODE_HELP
+from harness.terminaltext import for_terminal
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -56,22 +57,55 @@ def print_curve(curve: dict[str, Any]) -> None:
           f"{_num(base.get('throughput_tok_s'), '{:.1f}')} tok/s; G3 thresholds: TTFT p50 reduction >= "
           f"{_num(thr.get('ttft_p50_reduction'), '{:.0%}')}, throughput gain >= "
           f"{_num(thr.get('throughput_gain'), '{:.0%}')}")
+    errors = _estimator_errors(curve.get("estimator"))
     print("  provisioned  share    fio read     TTFT p50 ms [95% interval]    tok/s [interval]        "
-          "TTFT verdict  throughput verdict")
+          "TTFT verdict  throughput verdict  estimator error  slices")
     for p in curve.get("points") or []:
         v = p.get("verdicts") or {}
+        est = errors.get(p.get("provisioned_read_bps"), "-")
         ttft = f"{_num(p.get('ttft_p50_ms'), '{:7.1f}')} {_interval(p.get('ttft_p50_interval_ms'), '{:.1f}')}"
         tok = f"{_num(p.get('throughput_tok_s'), '{:6.1f}')} {_interval(p.get('throughput_interval'), '{:.1f}')}"
         print(f"  {_bps(p.get('provisioned_read_bps'))} {p.get('fraction', 0):6.1%} {_bps(p.get('fio_read_bps'))}  "
-              f"{ttft:<29} {tok:<23} {v.get('ttft_p50_reduction', '-'):<13} {v.get('throughput_gain', '-')}")
+              f"{ttft:<29} {tok:<23} {v.get('ttft_p50_reduction', '-'):<13} {v.get('throughput_gain', '-'):<19}"
+              f"{est:<16} {_num(p.get('throttle_slices'), '{:.1f}')}")
         if p.get("error"):
-            print(f"      error: {p['error']}")
+            print(f"      error: {for_terminal(str(p['error']))}")
     for cid, b in (curve.get("bracket") or {}).items():
         width = b.get("relative_width")
         print(f"least bandwidth passing {cid}: {b.get('status')}; lowest PASS "
               f"{_bps(b.get('lowest_pass_bps')).strip()}, highest not PASS "
               f"{_bps(b.get('highest_not_pass_bps')).strip()}"
               + (f" (bracket {width:.0%} of its lower end)" if isinstance(width, float) else ""))
+    _print_estimator(curve.get("estimator"))
+    quant = curve.get("throttle_quantization")
+    if quant:
+        print(f"note: {quant['text']}")
+
+
+def _estimator_errors(est: Any) -> dict[Any, str]:
+    """Per rate, the calibrated estimator's relative error (the uncalibrated one beside it)."""
+    out: dict[Any, str] = {}
+    for q in (est or {}).get("points") or []:
+        cal, raw = q.get("calibrated_rel_error"), q.get("rel_error")
+        if isinstance(cal, (int, float)):
+            out[q.get("provisioned_read_bps")] = f"{cal:+.0%} ({_num(raw, '{:+.0%}')})"
+    return out
+
+
+def _print_estimator(est: Any) -> None:
+    if not est:
+        print("estimator: not held to this curve")
+        return
+    if not isinstance(est.get("value"), (int, float)):
+        print(f"estimator: not calibrated ({est.get('reason') or 'no reason recorded'})")
+        return
+    print(f"estimator: {est.get('parameter')} {est['value']:.3f} fitted; worst error "
+          f"{_num(est.get('worst_calibrated_rel_error'), '{:.0%}')} calibrated "
+          f"({_num(est.get('worst_rel_error'), '{:.0%}')} uncalibrated), goal "
+          f"{_num(est.get('goal'), '{:.0%}')} at every point"
+          + {True: "", False: ": not met"}.get(est.get("within_goal"), ": undecided (too few points)"))
+    if est.get("limits"):
+        print(f"  limits: {for_terminal(str(est['limits']))}")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -258,7 +258,18 @@ def calibrate_curve(profile: Profile, inventory: Optional[Inventory], curve: Map
             "points": rows, "excluded": excluded, "residuals_ms": [r["residual_ms"] for r in rows if r["fitted"]],
             "worst_rel_error": max(abs(r["rel_error"]) for r in rows), "worst_calibrated_rel_error": worst,
             "goal": GOAL, "within_goal": (worst <= GOAL and value <= PLAUSIBLE) if len(fit) >= 2 else None,
-            "limits": limits_sentence(rows, value)}
+            "limits": _with_throttle(limits_sentence(rows, value), curve)}
+
+
+def _with_throttle(limits: Optional[str], curve: Mapping[str, Any]) -> Optional[str]:
+    """The sweep's throttle label first when it has one: a model of an even rate cannot follow a curve
+    that steps with blk-throttle's slice, whatever its efficiency."""
+    q = curve.get("throttle_quantization")
+    text = q.get("text") if isinstance(q, Mapping) else None
+    if not text:
+        return limits
+    lead = f"The curve is stepped: {text}; the estimator models a device delivering its rate evenly."
+    return lead if not limits else f"{lead} {limits}"
 
 
 @dataclass(frozen=True)

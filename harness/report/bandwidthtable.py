@@ -144,6 +144,19 @@ def _estimator_lines(curve: Mapping[str, Any]) -> list[str]:
     return out
 
 
+def _quantization(curve: Mapping[str, Any]) -> list[str]:
+    """The curve's label when its restores span few of blk-throttle's slices (pipelines/bandwidth/throttleslice.py)."""
+    q = curve.get("throttle_quantization")
+    span = q.get("slices_range") if isinstance(q, Mapping) else None
+    if not isinstance(q, Mapping) or not isinstance(span, Sequence) or len(span) != 2:
+        return []
+    return [_t("At %(n)s of %(of)s rates one request's restore spans %(lo)s-%(hi)s of blk-throttle's %(slice)s ms "
+               "slices (fewer than %(min)s): TTFT there steps by the slice as the rate falls, so the curve and its "
+               "brackets are this throttled volume's, not those of a device that delivers the rate evenly.") % {
+        "n": q.get("points"), "of": q.get("of"), "lo": f"{_num(span[0]) or 0:.1f}", "hi": f"{_num(span[1]) or 0:.1f}",
+        "slice": f"{(_num(q.get('slice_s')) or 0) * 1000:.0f}", "min": f"{_num(q.get('min_slices')) or 0:.0f}"}]
+
+
 def bandwidth_section(measurements: Mapping[str, Any]) -> Optional[BandwidthSection]:
     """The section's words and rows, or None when the gate has no bandwidth curve."""
     curve = curve_of(measurements)
@@ -155,7 +168,8 @@ def bandwidth_section(measurements: Mapping[str, Any]) -> Optional[BandwidthSect
     assert isinstance(bracket, Mapping)
     return BandwidthSection(
         intro=_intro(curve),
-        brackets=[_bracket(k, bracket[k]) for k in BLOCKERS if isinstance(bracket.get(k), Mapping)],
+        brackets=[_bracket(k, bracket[k]) for k in BLOCKERS if isinstance(bracket.get(k), Mapping)]
+        + _quantization(curve),
         rows=[_row(p, est) for p in points],
         errors=[f"{fmt_bps(p.get('provisioned_read_bps'))}: {p['error']}" for p in points if p.get("error")],
         estimator=_estimator_lines(curve))

@@ -222,3 +222,12 @@ def test_a_curve_measured_on_the_emulator() -> None:
     rows = [dict(r, calibrated_rel_error=worst) if r["provisioned_read_bps"] == 150e6 else r for r in out["points"]]
     assert limits_sentence(rows, ls).startswith(  # type: ignore[union-attr]
         "Beyond 15% at 150 MB/s (+19%, measured faster than the model: the restores shared the tier less")
+
+
+def test_a_curve_stepped_by_the_throttle_leads_the_limits() -> None:
+    curve = synthetic_curve(0.6)
+    curve["throttle_quantization"] = {"text": "at 5 of 5 rates one request's restore spans 0.6-2.2 slices"}
+    est = calibrate_curve(demo_profile(), None, curve)
+    assert est["limits"].startswith("The curve is stepped: at 5 of 5 rates one request's restore spans")
+    del curve["throttle_quantization"]
+    assert not (calibrate_curve(demo_profile(), None, curve)["limits"] or "").startswith("The curve is stepped")

@@ -153,3 +153,20 @@ def test_the_report_signs_and_verifies_like_any_gate_report(gate: Path, tmp_path
     assert report.ok and report.status == "VERIFIED", report.lines()
     manifest = (gate / "MANIFEST.sha256").read_text(encoding="utf-8")
     assert "report.html" in manifest and "report.zh.html" in manifest and "result.json" in manifest
+
+
+def test_a_curve_stepped_by_the_throttle_slice_says_so_in_both_languages() -> None:
+    curve = report_curve()
+    curve["throttle_quantization"] = {"points": 5, "of": 5, "slices_range": [0.6, 2.2], "slice_s": 0.1,
+                                      "min_slices": 10.0, "text": "..."}
+    with language("en"):
+        en = bandwidth_section({"bandwidth_curve": curve})
+    with language("zh"):
+        zh = bandwidth_section({"bandwidth_curve": curve})
+    assert en is not None and zh is not None
+    assert any("spans 0.6-2.2 of blk-throttle's 100 ms slices" in b for b in en.brackets)
+    assert any("0.6-2.2 个 100 ms" in b and "时间片" in b for b in zh.brackets)
+    del curve["throttle_quantization"]
+    with language("en"):
+        plain = bandwidth_section({"bandwidth_curve": curve})
+    assert plain is not None and not any("blk-throttle" in b for b in plain.brackets)

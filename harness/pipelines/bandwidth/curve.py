@@ -8,9 +8,12 @@
      "baseline": {"ttft_p50_ms", "ttft_p50_interval_ms": [lo, hi], "throughput_tok_s", "throughput_interval"},
      "thresholds": {"ttft_p50_reduction": float, "throughput_gain": float},   # G3's, after the profile's overrides
      "points": [{"provisioned_read_bps", "fraction", "fio_read_bps", "ttft_p50_ms", "ttft_p50_interval_ms",
-                 "throughput_tok_s", "throughput_interval", "verdicts": {check: verdict}, "error", ...}],
+                 "throughput_tok_s", "throughput_interval", "verdicts": {check: verdict}, "error",
+                 "restore_bytes_per_request", "throttle_slices", ...}],
      "bracket": {"ttft_p50_reduction": {"status", "lowest_pass_bps", "highest_not_pass_bps", "relative_width"},
                  "throughput_gain": {...}},
+     "throttle_quantization": None | {"text", "slices_range", ...},   # restores within a few of
+                                        # blk-throttle's slices (throttleslice.py)
      "protocol": {"fractions", "bracket_width", "max_points"},
      "estimator": None}                 # filled by the estimator's calibration
 
@@ -29,6 +32,7 @@ from harness.config.profile import BandwidthSpec, ThresholdOverride
 from harness.gates.evaluate import check_overrides
 from harness.pipelines.bandwidth.bracket import bracket
 from harness.pipelines.bandwidth.points import PointOutcome
+from harness.pipelines.bandwidth.throttleslice import quantization
 from harness.pipelines.bandwidth.verdicts import CURVE, RATE_CHECK, VALIDITY, merged
 from harness.records.outcome import CheckResult
 from harness.units import parse_quantity
@@ -57,6 +61,7 @@ def curve(tier_bps: Optional[float], tier_leaf: dict[str, Any], baseline: dict[s
         "thresholds": thresholds(g3, overrides),
         "points": points,
         "bracket": {cid: bracket(points, cid) for cid in CURVE},
+        "throttle_quantization": quantization(points),
         "protocol": {"fractions": list(spec.fractions), "bracket_width": spec.bracket_width,
                      "max_points": spec.max_points},
         "estimator": None,

@@ -12,11 +12,13 @@ from harness.config.inventory import Node, StorageTarget
 from harness.config.profile import Profile, ThresholdOverride
 from harness.errors import InfraError
 from harness.pipelines.bandwidth.targets import at_rate
+from harness.pipelines.bandwidth.throttleslice import restore_slices
 from harness.pipelines.bandwidth.verdicts import evaluate_point, rate_check, rate_error, unfiltered
 from harness.pipelines.shared.armsteps import arm_cold_restore
 from harness.pipelines.shared.context import GateRun
 from harness.pipelines.shared.probesteps import fio_step
 from harness.pipelines.shared.provisioned import enforced_rates
+from harness.pipelines.shared.restoreprobe import kv_bytes_per_token
 from harness.pipelines.shared.sweep import run_arm_sweep
 from harness.pipelines.shared.sweepdata import Sweep, compare_measured, failed_ratio, sweep_table
 from harness.probes.blkthrottle import rate_text
@@ -119,6 +121,9 @@ def _candidate(ctx: SweepContext, pr: GateRun, record: dict[str, Any]) -> list[C
     pr.gate_dir.write_evidence_json(f"bandwidth/{arm}-measured.json", measured)
     checks, verdicts = evaluate_point(ctx.g3, measured, ctx.overrides, seed=pr.profile.load.seed)
     record.update({k: v for k, v in _figures(sweep, ctx.concurrency).items()})
+    record.update(restore_slices(measured["candidate"]["cold_restore"], ctx.concurrency,
+                                 pr.profile.load.prompts_per_point, kv_bytes_per_token(pr.profile)[0],
+                                 record["provisioned_read_bps"]))
     record["verdicts"] = verdicts
     return checks
 
