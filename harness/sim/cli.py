@@ -277,7 +277,7 @@ def _memory_restore_bps(environ: Mapping[str, str]) -> float:
     except ValueError:
         raise _UsageError(f"{MEMORY_RESTORE_ENV}={raw!r} is not a number of bytes per second") from None
     if not 0 <= bps < float("inf"):
-        raise _UsageError(f"{MEMORY_RESTORE_ENV}={raw!r} must be a positive number of bytes per second")
+        raise _UsageError(f"{MEMORY_RESTORE_ENV}={raw!r} must be a finite number of bytes per second, >= 0 (0: off)")
     return bps
 
 

@@ -68,7 +68,8 @@ class StoreSettings:
     tier_write_delay_s: float = 0.0  # KVGATE_SIM_TIER_WRITE_DELAY_MS: a slow disk's write backlog
     # KVGATE_SIM_MEMORY_RESTORE_BPS, a dishonest engine: directory-tier chunks are served from memory
     # (never read) while reported as that tier's hits, each retrieval timed as if read at this rate
-    # (bytes/s). Only the engine-timed restore plausibility check can tell (restoreprobe).
+    # (bytes/s): what a check on the engine's own retrieval timing must catch (bench-restore); the
+    # TTFT-implied restore plausibility check sees it only far above the storage's speed.
     memory_restore_bps: float = 0.0
     # LMCache multiprocess mode (LMCacheMPConnector): the tiers live in the LMCache server
     mp: Optional[MPClient] = None

@@ -57,7 +57,7 @@ WORKERS = 8  # parallel chunk reads (the emulator's CHUNK_IO_WORKERS; LMCache's 
 ROUNDS = 3
 MAX_FILES = 2048
 # Retrieval-shaped timed reads (timed_retrievals; measured by bench/restore_plausibility.py, not yet
-# a verdict's figure: docs/ARCHITECTURE.md, "Restore plausibility"). Idle before each read longer
+# a verdict's figure: docs/ARCHITECTURE.md, "Restores timed by the engine"). Idle before each read longer
 # than blk-throttle's 100 ms slice, so each starts a fresh slice and runs at the storage's burst,
 # the fastest an honest retrieval of that size can run in the cgroup.
 RETRIEVAL_GAP_S = 0.25
