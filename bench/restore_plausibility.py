@@ -96,10 +96,11 @@ def _figures(bws: list[float]) -> dict[str, float]:
     return {"p25": q[4], "p50": q[9], "p75": q[14], "p90": q[17], "mean": mean_time}
 
 
-def one_run(base: Path, ndocs: int, samples: int, fault: float) -> tuple[float, dict[str, float], float]:
+def one_run(base: Path, ndocs: int, samples: int, fault: float) -> tuple[float, dict[str, float], float, float]:
     """Store, probe (the reference, which also warms what caches the storage has for both arms),
     restore (honest, or at ``fault`` x the reference's median), probe again (what the check would
-    compare with): the engine-timed bandwidth, the second probe's figures, the fault's rate."""
+    compare with): the engine-timed bandwidth, the second probe's figures, the fault's rate, the
+    first probe's median."""
     tier = Path(tempfile.mkdtemp(prefix="restore-bench-", dir=base))
     try:
         docs = [[hash((d, i)) & 0xFFFFFFFF for i in range(CHUNK * CHUNKS + 1)] for d in range(ndocs)]
@@ -107,12 +108,13 @@ def one_run(base: Path, ndocs: int, samples: int, fault: float) -> tuple[float, 
         try:
             for doc in docs:
                 store.store_now(chunk_hashes("bench", doc, CHUNK))
-            rate = fault * _figures(_probe(tier, samples))["p50"]
+            before = _figures(_probe(tier, samples))["p50"]
+            rate = fault * before
             store.s.memory_restore_bps = rate
             engine = _engine_bps(store, docs)
         finally:
             store.close()
-        return engine, _figures(_probe(tier, samples)), rate
+        return engine, _figures(_probe(tier, samples)), rate, before
     finally:
         shutil.rmtree(tier, ignore_errors=True)
 
@@ -137,12 +139,13 @@ def main() -> int:
     ratios: dict[str, dict[str, list[float]]] = {"honest": {s: [] for s in STATS}, "fault": {s: [] for s in STATS}}
     for mode, fault in (("honest", 0.0), ("fault", FAULT)):
         for k in range(args.runs):
-            engine, fig, rate = one_run(args.dir, args.docs, args.samples, fault)
+            engine, fig, rate, before = one_run(args.dir, args.docs, args.samples, fault)
             for s in STATS:
                 ratios[mode][s].append(engine / fig[s])
             print(f"{mode} {k + 1}: engine {engine / 1e9:.3f} GB/s" + (f" (set {rate / 1e9:.3f})" if rate else "")
                   + "; probe " + " ".join(f"{s} {fig[s] / 1e9:.3f}" for s in STATS)
-                  + "; engine/probe " + " ".join(f"{s} {engine / fig[s]:.2f}" for s in STATS), flush=True)
+                  + "; engine/probe " + " ".join(f"{s} {engine / fig[s]:.2f}" for s in STATS)
+                  + f"; probe median after/before {fig['p50'] / before:.2f}", flush=True)
     print("statistic: highest honest ratio / lowest fault ratio (separates only when the first is lower)")
     for s in STATS:
         hi, lo = max(ratios["honest"][s]), min(ratios["fault"][s])
