@@ -84,7 +84,7 @@ gate-G1 gate-G2 gate-G3 gate-G4: gate-%: install  ## run one gate: INVENTORY=...
 	$(KVGATE) gate $* --inventory $(call quote,$(INVENTORY)) --profile $(call quote,$(PROFILE)) \
 		--campaign $(call quote,$(CAMPAIGN)) $(KVGATE_FLAGS)
 
-bench: bench-fanout bench-fio-parse bench-ttft bench-estimate bench-soak bench-emulator bench-history bench-coverage  ## every benchmark, printing figures
+bench: bench-fanout bench-fio-parse bench-ttft bench-estimate bench-soak bench-emulator bench-history bench-coverage bench-restore  ## every benchmark, printing figures
 
 bench-fanout: install system-deps  ## SSH fan-out to 16 loopback nodes vs one, vs OpenSSH's ssh; `kvgate facts` over 8 and 32 nodes, SSH vs Ray
 	$(BIN)/python bench/fanout.py
@@ -94,6 +94,9 @@ bench-fio-parse: install  ## parse a 50 MB fio json+ document
 
 bench-emulator: install system-deps  ## emulator disk-tier restore vs fio sequential read, same target (DIR=...)
 	$(BIN)/python bench/emulator.py $(if $(DIR),--dir $(DIR),)
+
+bench-restore: install  ## engine-timed restores (honest, and served from memory at 1.5x) vs the tier's files read per retrieval, timed (DIR=..., run it in the cgroup to measure)
+	$(BIN)/python bench/restore_plausibility.py $(if $(DIR),--dir $(DIR),)
 
 bench-ttft: install  ## TTFT accuracy and ingest rate of the load client vs an aiohttp reference
 	$(BIN)/python bench/ttft_accuracy.py

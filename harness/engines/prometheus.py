@@ -277,6 +277,9 @@ MP_L2_HIT = "lmcache_mp_lookup_hit_l2_tokens"
 MP_HIT_COUNTERS = (MP_L1_HIT, MP_L2_HIT)
 KEY_GAUGES = ("vllm:num_requests_running", "vllm:num_requests_waiting")
 KEY_HISTOGRAMS = ("vllm:time_to_first_token_seconds", "lmcache:retrieve_speed", "lmcache:store_speed")
+# In-process LMCache's own timing of each retrieve (seconds, lookup hit to tokens loaded): with
+# lmcache:num_hit_tokens, the bandwidth of the engine's own retrievals (restoreprobe).
+RETRIEVE_TIME = "lmcache:time_to_retrieve"
 
 
 @dataclass
@@ -291,6 +294,8 @@ class MetricsDelta:
     histograms: dict[str, HistogramValue] = field(default_factory=dict)
     resets: list[str] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)  # key metrics the engine does not expose
+    # Seconds the engine spent in its retrievals (RETRIEVE_TIME's sum; the slowest TP rank's)
+    retrieve_seconds: Optional[float] = None
 
     def ratio(self, hits: str, queries: str) -> Optional[float]:
         q = self.counters.get(queries)
@@ -320,6 +325,9 @@ class MetricsDelta:
             "engine_prefix_hit_tokens": self.counters.get("vllm:prefix_cache_hits"),
             "prompt_tokens_queried": self.counters.get("vllm:prefix_cache_queries"),
             "lmcache_mp_l2_hit_tokens": self.counters.get(MP_L2_HIT),
+            # the engine's own restore timing: tokens it retrieved, seconds its retrievals took
+            "offload_retrieved_tokens": self.counters.get("lmcache:num_hit_tokens"),
+            "offload_retrieve_seconds": self.retrieve_seconds,
         }
 
     def offload_hit_tokens(self) -> Optional[float]:
@@ -384,6 +392,7 @@ def delta(
                 out.histograms[fam.name] = ha
                 if hb is not None:
                     out.resets.append(fam.name)
+    out.retrieve_seconds = _slowest_rank_sum(before, after, RETRIEVE_TIME)
     for name in (*KEY_COUNTERS, *KEY_GAUGES, *KEY_HISTOGRAMS):
         if (
             (wanted is None or name in wanted)
@@ -393,3 +402,26 @@ def delta(
         ):
             out.missing.append(name)
     return out
+
+
+def _slowest_rank_sum(before: MetricsSnapshot, after: MetricsSnapshot, name: str) -> Optional[float]:
+    """The growth of a histogram's ``_sum`` over the scrapes, label sets summed except TP ranks,
+    of which the largest counts: the ranks retrieve their shares of the same tokens side by side,
+    so the instance's retrieval lasted as long as its slowest rank's (summing would read TP x the
+    time). None when the engine exposes no such histogram."""
+    def by_rank(snap: MetricsSnapshot) -> dict[Labels, dict[Labels, float]]:
+        out: dict[Labels, dict[Labels, float]] = {}
+        for s in snap.samples(name + "_sum"):
+            rest = tuple((k, v) for k, v in s.labels if k not in RANK_LABELS)
+            rank = tuple((k, v) for k, v in s.labels if k in RANK_LABELS)
+            out.setdefault(rest, {})[rank] = out.get(rest, {}).get(rank, 0.0) + s.value
+        return out
+
+    now, then = by_rank(after), by_rank(before)
+    if not now:
+        return None
+    total = 0.0
+    for rest, ranks in now.items():
+        old = then.get(rest, {})
+        total += max(v - old.get(r, 0.0) if v >= old.get(r, 0.0) else v for r, v in ranks.items())
+    return total

@@ -218,6 +218,7 @@ def _serve_command(args: argparse.Namespace, unknown: Sequence[str], env: Mappin
         connector, connector_name, lmcache, mp = _tiers(args, env)
         args.tier_read_delay_s = _read_delay(env)
         args.tier_write_delay_s = _read_delay(env, WRITE_DELAY_ENV)
+        args.memory_restore_bps = _memory_restore_bps(env)
     except _ServerNotUp as exc:
         print(f"kvgate sim: error: {exc} (start the LMCache server first)", file=sys.stderr)
         return int(ExitCode.INFRA_FAULT)
@@ -227,6 +228,9 @@ def _serve_command(args: argparse.Namespace, unknown: Sequence[str], env: Mappin
     if args.tier_read_delay_s:
         log.warning("%s is set: every directory-tier chunk read is delayed by %g ms (injected fault)",
                     READ_DELAY_ENV, args.tier_read_delay_s * 1000)
+    if args.memory_restore_bps:
+        log.warning("%s is set: directory-tier restores are served from memory, reported as tier hits and "
+                    "timed at %g B/s (injected fault)", MEMORY_RESTORE_ENV, args.memory_restore_bps)
     if unknown:
         log.info("ignoring vLLM arguments the emulator does not model: %s", " ".join(unknown))
     if not connector and env.get("LMCACHE_CONFIG_FILE"):
@@ -262,6 +266,19 @@ def _serve_command(args: argparse.Namespace, unknown: Sequence[str], env: Mappin
 
 READ_DELAY_ENV = "KVGATE_SIM_TIER_READ_DELAY_MS"
 WRITE_DELAY_ENV = "KVGATE_SIM_TIER_WRITE_DELAY_MS"
+MEMORY_RESTORE_ENV = "KVGATE_SIM_MEMORY_RESTORE_BPS"
+
+
+def _memory_restore_bps(environ: Mapping[str, str]) -> float:
+    """The memory-serving fault mode's timed rate in bytes/s (kvstore.StoreSettings); 0 when unset."""
+    raw = environ.get(MEMORY_RESTORE_ENV, "").strip()
+    try:
+        bps = float(raw) if raw else 0.0
+    except ValueError:
+        raise _UsageError(f"{MEMORY_RESTORE_ENV}={raw!r} is not a number of bytes per second") from None
+    if not 0 <= bps < float("inf"):
+        raise _UsageError(f"{MEMORY_RESTORE_ENV}={raw!r} must be a finite number of bytes per second, >= 0 (0: off)")
+    return bps
 
 
 def per_instance(cfg: LMCacheConfig, tp: int) -> LMCacheConfig:
@@ -332,6 +349,7 @@ async def _serve(
             connector=connector,
             lmcache=lmcache,
             tier_read_delay_s=args.tier_read_delay_s,
+            memory_restore_bps=args.memory_restore_bps,
             tier_write_delay_s=args.tier_write_delay_s,
             mp=mp,
         ),

@@ -66,6 +66,11 @@ class StoreSettings:
     # without changing the profile, so the run keeps its workload fingerprint.
     tier_read_delay_s: float = 0.0
     tier_write_delay_s: float = 0.0  # KVGATE_SIM_TIER_WRITE_DELAY_MS: a slow disk's write backlog
+    # KVGATE_SIM_MEMORY_RESTORE_BPS, a dishonest engine: directory-tier chunks are served from memory
+    # (never read) while reported as that tier's hits, each retrieval timed as if read at this rate
+    # (bytes/s): what a check on the engine's own retrieval timing must catch (bench-restore); the
+    # TTFT-implied restore plausibility check sees it only far above the storage's speed.
+    memory_restore_bps: float = 0.0
     # LMCache multiprocess mode (LMCacheMPConnector): the tiers live in the LMCache server
     mp: Optional[MPClient] = None
 
@@ -174,6 +179,8 @@ class KVStore:
             if tier is None:
                 break
             where.append(tier)
+        if self.s.memory_restore_bps > 0:
+            return self._serve_from_memory(digests, where, start)
         # one CRC pass over the bytes read, as a real engine copies them once more to the device:
         # cheap, and it makes what was read decide the output
         crcs = {i: ChunkCrc() for i, t in enumerate(where) if t is not None}
@@ -294,9 +301,26 @@ class KVStore:
             if self.s.connector and self.s.mp is None:  # in-process LMCache's own counters
                 m.lmc_requested.inc(m.lmc_labels, ext_q)
                 m.lmc_hit.inc(m.lmc_labels, loaded * cs)
-                if loaded:
+                if loaded:  # LMCache times each retrieve (lookup hit to tokens loaded), as here
                     m.lmc_retrieve_speed.observe(m.lmc_labels, loaded * cs / max(res.read_seconds, 1e-9))
+                    m.lmc_time_to_retrieve.observe(m.lmc_labels, res.read_seconds)
         return res
+
+    def _serve_from_memory(self, digests: list[bytes], where: list[Optional[DirTier]],
+                           start: float) -> tuple[list[str], float]:
+        """The memory-serving fault mode (``StoreSettings.memory_restore_bps``): no chunk is read; the
+        retrieval lasts as long as reading its bytes at that rate would, and reports the tiers. Its
+        timing is exactly that rate's: the sleep's wake-up lag on a loaded machine (measured: a 5.7 ms
+        retrieval timed 6.7-11.7 ms at load 6) would make the fault slower than it says."""
+        nbytes = len(where) * self.s.chunk_bytes
+        seconds = nbytes / self.s.memory_restore_bps
+        time.sleep(max(0.0, start + seconds - time.perf_counter()))
+        served = []
+        for d, tier in zip(digests, where):
+            if tier is None and self.cpu is not None:
+                self.cpu.touch(d)
+            served.append("local_cpu" if tier is None else tier.name)
+        return served, seconds
 
     # --- write-behind --------------------------------------------------------------------------------
     def _store(self, digests: list[bytes]) -> None:

@@ -40,6 +40,10 @@ TTFT_BUCKETS: tuple[float, ...] = (
     640.0,
     2560.0,
 )
+# LMCache 0.5.6's buckets for time_to_retrieve (seconds per retrieve, lmcache/observability.py)
+RETRIEVE_TIME_BUCKETS: tuple[float, ...] = (
+    0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
+)
 # LMCache's buckets for retrieve_speed / store_speed (tokens per second)
 SPEED_BUCKETS: tuple[float, ...] = (
     1,
@@ -168,6 +172,7 @@ class SimMetrics:
             self.lmc_hit,
             self.lmc_stored,
             self.lmc_retrieve_speed,
+            self.lmc_time_to_retrieve,
             self.lmc_store_speed,
             self.sim_read_bytes,
             self.sim_write_bytes,
@@ -207,6 +212,7 @@ class SimMetrics:
         for hist, labels in (
             (self.ttft, self.vllm_labels),
             (self.lmc_retrieve_speed, self.lmc_labels),
+            (self.lmc_time_to_retrieve, self.lmc_labels),
             (self.lmc_store_speed, self.lmc_labels),
         ):
             hist.values.setdefault(labels, ([0] * (len(hist.buckets) + 1), [0.0]))
@@ -243,6 +249,9 @@ class SimMetrics:
         self.lmc_stored = Counter("lmcache:num_stored_tokens", "Total number of tokens stored in lmcache")
         self.lmc_retrieve_speed = Histogram(
             "lmcache:retrieve_speed", "Retrieve speed of lmcache (tokens per second)", SPEED_BUCKETS
+        )
+        self.lmc_time_to_retrieve = Histogram(
+            "lmcache:time_to_retrieve", "Time to retrieve from lmcache (seconds)", RETRIEVE_TIME_BUCKETS
         )
         self.lmc_store_speed = Histogram(
             "lmcache:store_speed", "Store speed of lmcache (tokens per second)", SPEED_BUCKETS

@@ -236,3 +236,24 @@ def test_key_figures_for_both_lmcache_modes_and_none_when_not_exposed() -> None:
     fig = delta(bare, bare).key_figures()
     assert fig["offload_hit_tokens"] is None
     assert fig["engine_prefix_hit_tokens"] is None and fig["prompt_tokens_queried"] is None
+
+
+def _retrieve_time(sums: dict[str, float]) -> MetricsSnapshot:
+    lines = ["# HELP lmcache:time_to_retrieve Time to retrieve from lmcache (seconds)",
+             "# TYPE lmcache:time_to_retrieve histogram"]
+    for rank, total in sums.items():
+        labels = f'model_name="m",worker_id="{rank}"'
+        lines += [f'lmcache:time_to_retrieve_bucket{{le="+Inf",{labels}}} 4.0',
+                  f"lmcache:time_to_retrieve_count{{{labels}}} 4.0",
+                  f"lmcache:time_to_retrieve_sum{{{labels}}} {total}"]
+    return MetricsSnapshot.from_text("\n".join(lines) + "\n")
+
+
+def test_retrieve_seconds_are_the_slowest_ranks_not_their_sum() -> None:
+    # two TP ranks retrieve their shares of the same tokens side by side: the instance took 0.5 s
+    d = delta(_retrieve_time({"0": 1.0, "1": 2.0}), _retrieve_time({"0": 1.4, "1": 2.5}))
+    assert d.retrieve_seconds == pytest.approx(0.5)
+    assert d.key_figures()["offload_retrieve_seconds"] == pytest.approx(0.5)
+    # an engine without the histogram gives no timing (the plausibility check's fallback)
+    assert delta(MetricsSnapshot.from_text(""), MetricsSnapshot.from_text("")).key_figures()[
+        "offload_retrieve_seconds"] is None

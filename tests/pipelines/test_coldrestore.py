@@ -67,8 +67,13 @@ def test_leaves_take_the_worst_repetition_and_name_missing_counters() -> None:
 def test_point_counters_sum_instances_and_never_turn_missing_into_zero() -> None:
     a = {"key_figures": {"offload_hit_tokens": 10.0, "engine_prefix_hit_tokens": 0.0, "prompt_tokens_queried": 20.0}}
     b = {"key_figures": {"offload_hit_tokens": 5.0, "engine_prefix_hit_tokens": None, "prompt_tokens_queried": 7.0}}
+    # an engine without retrieval timing (offload_retrieve_seconds): None, never 0 seconds
     assert point_counters([a, a]) == {"offload_hit_tokens": 20.0, "engine_prefix_hit_tokens": 0.0,
-                                      "prompt_tokens_queried": 40.0}
+                                      "prompt_tokens_queried": 40.0, "offload_retrieved_tokens": None,
+                                      "offload_retrieve_seconds": None}
+    timed = {"key_figures": {**a["key_figures"], "offload_retrieved_tokens": 512.0, "offload_retrieve_seconds": 0.25}}
+    both = point_counters([timed, timed])
+    assert both["offload_retrieved_tokens"] == 1024.0 and both["offload_retrieve_seconds"] == 0.5
     got = point_counters([a, b])
     assert got["engine_prefix_hit_tokens"] is None and got["offload_hit_tokens"] == 15.0
     assert point_counters([a, None]) == dict.fromkeys(got)

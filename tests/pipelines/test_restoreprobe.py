@@ -14,6 +14,7 @@ import time
 import uuid
 from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -23,7 +24,13 @@ from harness.engines.base import EngineInstance, EngineStartError
 from harness.engines.lifecycle import http_request
 from harness.gates.stats import percentile
 from harness.pipelines.shared.drain import cold_evict
-from harness.pipelines.shared.restoreprobe import probe_tier_files, restore_bandwidth_measured
+from harness.pipelines.shared.restoreprobe import (
+    RETRIEVAL_GAP_S,
+    probe_tier_files,
+    restore_bandwidth_measured,
+    retrieval_groups,
+    timed_retrievals,
+)
 from harness.pipelines.shared.sweepdata import Repetition
 from harness.ports import free_ports
 from harness.remote.local import LocalExecutor
@@ -102,3 +109,43 @@ def test_a_restore_faster_than_its_storage_fails_naming_both_figures() -> None:
     assert restore_bandwidth_measured({1: [rep]}, [1], None, 1024, "g")["c1"]["value"] is None
     empty = {"rounds_bps": [], "reason": "x"}
     assert restore_bandwidth_measured({1: [rep]}, [1], empty, 1024, "g")["c1"]["value"] is None
+
+
+def test_retrieval_groups_are_one_retrievals_bytes_taken_again_in_turn() -> None:
+    files = [(3, f"/t/{c}") for c in "abcde"]
+    assert retrieval_groups(files, 5, 4) == [["/t/a", "/t/b"], ["/t/c", "/t/d"]] * 2
+    assert retrieval_groups(files, 100, 3) == [] and retrieval_groups([], 5, 3) == []
+
+
+def _node(tier: Path) -> Any:
+    # what timed_retrievals uses of an engine instance: the node, its python, the tier directories
+    return SimpleNamespace(plan=SimpleNamespace(python=sys.executable, kv_dirs=(str(tier),)),
+                           executor=LocalExecutor("local"))
+
+
+def _chunk_files(tier: Path, n: int, size: int) -> list[tuple[int, str]]:
+    tier.mkdir(parents=True, exist_ok=True)
+    for k in range(n):
+        (tier / f"c{k:03d}.kv").write_bytes(bytes([k]) * size)
+    return [(size, str(tier / f"c{k:03d}.kv")) for k in range(n)]
+
+
+def test_timed_retrievals_time_each_retrieval_of_the_tiers_files_after_idle(tmp_path: Path) -> None:
+    files = _chunk_files(tmp_path / "tier", 16, 512 << 10)
+    groups = retrieval_groups(files, 4 << 20, 5)
+    start = time.perf_counter()
+    samples, why = timed_retrievals(_node(tmp_path / "tier"), groups)
+    assert why == "" and len(samples) == 5, why
+    assert all(b == 4 << 20 and ns > 0 for b, ns in samples), samples
+    assert time.perf_counter() - start >= 5 * RETRIEVAL_GAP_S  # each read after its idle gap
+
+
+def test_timed_retrievals_on_a_ram_file_system_give_no_figure_and_say_why() -> None:
+    # tmpfs accepts O_DIRECT since Linux 6.6 (this VM: it read these files): refused by type
+    shm = Path("/dev/shm") / f"kvgate-test-{uuid.uuid4().hex[:8]}"
+    try:
+        files = _chunk_files(shm, 2, 8192)
+        samples, why = timed_retrievals(_node(shm), retrieval_groups(files, 8192, 2))
+        assert samples == [] and "RAM file system (tmpfs)" in why and str(shm) in why, why
+    finally:
+        shutil.rmtree(shm, ignore_errors=True)

@@ -35,6 +35,9 @@ COUNTERS = {
     "offload_hit_tokens": "vllm:external_prefix_cache_hits (or lmcache:num_hit_tokens)",
     "engine_prefix_hit_tokens": "vllm:prefix_cache_hits",
     "prompt_tokens_queried": "vllm:prefix_cache_queries",
+    # the engine's own restore timing (harness.pipelines.shared.restoreprobe)
+    "offload_retrieved_tokens": "lmcache:num_hit_tokens",
+    "offload_retrieve_seconds": "lmcache:time_to_retrieve",
 }
 ENGINE_BLOCK = 16  # the default of expectation(); callers pass the engine's (harness.engines.platforms)
 

@@ -18,16 +18,25 @@ interval of the rounds' aggregate bandwidths.
 The check ``restore_within_storage_bandwidth`` compares implied / upper end of that interval with
 the margin in the gate file. No chunk file in the declared directories (the engine wrote its KV
 elsewhere: an ``LMCACHE_LOCAL_DISK`` pointing at /dev/shm, say), a read that fails (O_DIRECT
-refused: a RAM file system), or a point without hit tokens leaves the value None (NOT_RUN), never
-a PASS.
+refused), or a point without hit tokens leaves the value None (NOT_RUN), never a PASS. (tmpfs
+accepts O_DIRECT since Linux 6.6: a RAM-backed target is refused by its file system type, in
+``harness.probes.fio_jobs``, not by a failing read.)
+
+``timed_retrievals`` (issue 52 item 5) times the tier's files read the way one retrieval reads
+them, per retrieval at ns resolution, for the engine's own retrieval timing
+(``lmcache:time_to_retrieve``) to be compared with; ``make bench-restore`` measures both. It
+decides no verdict yet: on the VM it was measured on, the storage's own figure moved more between
+runs than the 1.5x a memory-serving engine must be caught at (docs/ARCHITECTURE.md).
 """
 
 from __future__ import annotations
 
+import json
 import posixpath
 import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Optional
 
 from harness.config.profile import Profile
@@ -36,15 +45,23 @@ from harness.engines.base import EngineInstance
 from harness.errors import InputError, KvgateError
 from harness.estimate.loader import geometry_for_profile
 from harness.gates.stats import percentile
+from harness.pipelines.shared import timedreads
 from harness.pipelines.shared.drain import node_writeback
 from harness.pipelines.shared.sweepdata import Sweep, measurement, point_key
 from harness.probes.fio_parse import parse_fio_output
 
-__all__ = ["WORKERS", "ROUNDS", "kv_bytes_per_token", "probe_tier_files", "restore_bandwidth_measured"]
+__all__ = ["WORKERS", "ROUNDS", "kv_bytes_per_token", "probe_tier_files", "restore_bandwidth_measured",
+           "retrieval_groups", "timed_retrievals"]
 
 WORKERS = 8  # parallel chunk reads (the emulator's CHUNK_IO_WORKERS; LMCache's parallel retrieval)
 ROUNDS = 3
 MAX_FILES = 2048
+# Retrieval-shaped timed reads (timed_retrievals; measured by bench/restore_plausibility.py, not yet
+# a verdict's figure: docs/ARCHITECTURE.md, "Restores timed by the engine"). Idle before each read longer
+# than blk-throttle's 100 ms slice, so each starts a fresh slice and runs at the storage's burst,
+# the fastest an honest retrieval of that size can run in the cgroup.
+RETRIEVAL_GAP_S = 0.25
+_TIMED_READS_SOURCE = Path(timedreads.__file__).read_text()
 MAX_BS = 16 << 20
 FIO_MAX_FILENAME = 4000  # fio refuses an option value over 4096 characters
 
@@ -104,6 +121,43 @@ def _fio_argv(fio: str, files: Sequence[tuple[int, str]]) -> tuple[list[str], in
             argv += [f"--name=restore{i}", f"--filename={':'.join(names)}", f"--size={size}"]
             nfiles, nbytes = nfiles + len(names), nbytes + size
     return argv, nfiles, nbytes
+
+
+def retrieval_groups(files: Sequence[tuple[int, str]], nbytes: int, count: int) -> list[list[str]]:
+    """``count`` groups of consecutive chunk files of at least ``nbytes`` each (one retrieval's
+    worth), disjoint while the tier holds enough, then taken again in turn (every read is O_DIRECT,
+    so a file read twice is read from the storage twice)."""
+    distinct: list[list[str]] = []
+    current: list[str] = []
+    size = 0
+    for s, path in files:
+        current.append(path)
+        size += s
+        if size >= nbytes:
+            distinct.append(current)
+            current, size = [], 0
+            if len(distinct) == count:
+                break
+    return [distinct[k % len(distinct)] for k in range(count)] if distinct else []
+
+
+def timed_retrievals(inst: EngineInstance, groups: list[list[str]]) -> tuple[list[list[int]], str]:
+    """The node reads each group as one retrieval (``timedreads``: ``WORKERS`` threads, O_DIRECT,
+    ``RETRIEVAL_GAP_S`` idle before each), timed per retrieval in ns: ``[[bytes, ns], ...]``, or
+    ``[]`` and why not."""
+    argv = [inst.plan.python, "-I", "-S", "-c", _TIMED_READS_SOURCE, str(WORKERS), str(RETRIEVAL_GAP_S)]
+    node_writeback(inst)  # the same drained state as before the restores
+    drop_page_cache(inst.executor)
+    timeout = 120.0 + len(groups) * (RETRIEVAL_GAP_S + 5.0)
+    res = inst.executor.run(argv, timeout=timeout, check=False, stdin=json.dumps(groups).encode())
+    try:
+        samples = json.loads(res.stdout[:1 << 20])["samples"] if res.exit_code == 0 else None
+        if not samples or any(len(x) != 2 or int(x[0]) <= 0 or int(x[1]) <= 0 for x in samples):
+            raise ValueError(f"exit {res.exit_code}")
+        return [[int(b), int(ns)] for b, ns in samples], ""
+    except (ValueError, KeyError, TypeError) as exc:
+        tail = (res.stderr or res.stdout).strip().splitlines()[-3:]
+        return [], f"the timed retrieval-sized reads failed ({exc}): {' | '.join(tail)}"
 
 
 def probe_tier_files(inst: EngineInstance) -> TierProbe:
