@@ -8,7 +8,8 @@ from harness.terminaltext import for_terminal, json_for_terminal
 
 
 def render_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
-    cells = [[str(h) for h in headers]] + [["-" if c is None else str(c) for c in r] for r in rows]
+    """Aligned columns; every cell through the one sanitiser (a cell may hold what a node said)."""
+    cells = [[for_terminal(h) for h in headers]] + [["-" if c is None else for_terminal(c) for c in r] for r in rows]
     widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
     lines = []
     for n, row in enumerate(cells):

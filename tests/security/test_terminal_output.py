@@ -55,3 +55,11 @@ def test_soak_status_prints_node_strings_clean(monkeypatch: pytest.MonkeyPatch,
     out = capsys.readouterr().out
     assert not [c for c in RAW if c in out]
     assert not [line for line in out.splitlines() if line.startswith("VERIFIED")]
+
+
+def test_every_table_cell_is_printed_inert() -> None:
+    from harness.cli.table import render_table
+
+    out = render_table(["node", "tool"], [["n1", "fio-3.36\x1b]52;c;cGF3bmVk\x07"], ["n2\u202e", None]])
+    assert "\x1b" not in out and "\x07" not in out and "\u202e" not in out
+    assert out.splitlines()[2].startswith("n1") and out.splitlines()[3].rstrip().endswith("-")
