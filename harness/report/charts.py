@@ -389,7 +389,9 @@ def gate_charts(measurements: Mapping[str, Any], checks: Sequence[CheckResult]) 
     curves = [ttft_chart(measurements), throughput_chart(measurements), ttft_throughput_chart(measurements)]
     if _concurrencies(measurements) == 1:  # one point per arm draws no curve: the sweep table has its figures
         curves = []
-    return curves + [fio_chart(measurements)]
+    # No fio bar chart: one bar per figure of the "fio bandwidth" table draws nothing a table does not
+    # show, and each number is printed once (issue 53 item 2); fio_chart stays for callers that want it.
+    return curves
 
 
 def _concurrencies(measurements: Mapping[str, Any]) -> int:
