@@ -22,7 +22,7 @@ from harness.pipelines.shared.restoreprobe import kv_bytes_per_token
 from harness.pipelines.shared.sweep import run_arm_sweep
 from harness.pipelines.shared.sweepdata import Sweep, compare_measured, failed_ratio, sweep_table
 from harness.probes.blkthrottle import rate_text
-from harness.records.outcome import CheckResult
+from harness.records.outcome import CheckResult, Verdict
 
 
 @dataclass
@@ -88,13 +88,11 @@ def measure_point(ctx: SweepContext, index: int, rate_bps: float, fraction: floa
     rate: Optional[CheckResult] = None
     try:
         with enforced_rates(pr):
-            fio = fio_step(pr, inv.node(ctx.node.name), target, job_sets=["seq-read"], key=f"fio/bw{index}")
-            leaf = fio.get("seq_read_bw") or {}
+            leaf, rate = _verified_rate(ctx, pr, target, index, rate_bps)
             record["fio_read_bps"] = leaf.get("value")
-            rate = rate_check(ctx.g1, target, ctx.node.name, leaf)
             record["error"] = rate_error(rate)
             if record["error"] is None:
-                checks = _candidate(ctx, pr, record)
+                checks = _candidate(ctx, pr, record, leaf)
     except InfraError as exc:
         run.fault(f"bandwidth-sweep: the point at {rate_text(rate_bps)} stopped", exc)
         record["error"] = record["error"] or f"the point did not finish: {exc}"
@@ -105,16 +103,36 @@ def measure_point(ctx: SweepContext, index: int, rate_bps: float, fraction: floa
     return PointOutcome(record, rate or _no_rate(ctx, target), checks)
 
 
+def _verified_rate(ctx: SweepContext, pr: GateRun, target: StorageTarget, index: int,
+                   rate_bps: float) -> tuple[dict[str, Any], CheckResult]:
+    """fio's read under the point's cgroup and G1's check of the rate on it. An INCONCLUSIVE check
+    (rounds that never settled: a busy machine starves fio) is measured once more and the second
+    decides; a FAIL is not retried (the kernel did not deliver the rate)."""
+    leaf, rate = _fio_rate(ctx, pr, target, f"fio/bw{index}")
+    if rate.verdict is Verdict.INCONCLUSIVE:
+        pr.notes.append(f"bandwidth-sweep: the rate check at {rate_text(rate_bps)} was INCONCLUSIVE "
+                        f"({rate.reason or 'not decided'}): fio measured it again")
+        leaf, rate = _fio_rate(ctx, pr, target, f"fio/bw{index}-again")
+    return leaf, rate
+
+
+def _fio_rate(ctx: SweepContext, pr: GateRun, target: StorageTarget, key: str) -> tuple[dict[str, Any], CheckResult]:
+    leaf = fio_step(pr, pr.inventory.node(ctx.node.name), target, job_sets=["seq-read"], key=key).get("seq_read_bw")
+    leaf = leaf or {}
+    return leaf, rate_check(ctx.g1, target, ctx.node.name, leaf)
+
+
 def _no_rate(ctx: SweepContext, target: StorageTarget) -> CheckResult:
     return rate_check(ctx.g1, target, ctx.node.name, {"value": None, "detail": "fio did not run"})
 
 
-def _candidate(ctx: SweepContext, pr: GateRun, record: dict[str, Any]) -> list[CheckResult]:
-    """The candidate's sweep at the point's rate, its G3 measured tree and checks (into ``record``)."""
+def _candidate(ctx: SweepContext, pr: GateRun, record: dict[str, Any], fio: dict[str, Any]) -> list[CheckResult]:
+    """The candidate's sweep at the point's rate, its G3 measured tree and checks (into ``record``);
+    ``fio``: the point's read under its cgroup, a storage figure its restores are held to."""
     arm = pr.profile.candidate
     sweep = run_arm_sweep(pr, arm, label=f"{arm} at {record['label']}")
     measured = {
-        "candidate": {"failed_ratio": failed_ratio(sweep), "cold_restore": arm_cold_restore(pr, arm, sweep)},
+        "candidate": {"failed_ratio": failed_ratio(sweep), "cold_restore": arm_cold_restore(pr, arm, sweep, fio)},
         "compare": unfiltered(compare_measured(sweep, ctx.baseline, ctx.baseline)),
         **ctx.recompute_tree,
     }

@@ -32,7 +32,7 @@ def run_g2(run: GateRun) -> tuple[dict[str, Any], dict[str, Any]]:
 
         confirm_slo_capacity(run, arm, sweep)  # recorded in the state; G3 reads them (capacity_gain_at_slo)
     measured_baseline.update(baseline_measured(sweep, profile.load.concurrency, profile.load.repetitions))
-    cold = arm_cold_restore(run, arm, sweep)
+    cold = arm_cold_restore(run, arm, sweep, (measured_baseline.get("fio") or {}).get("seq_read_bw"))
     if not profile.arm(arm).offload:
         cold.pop("offload_hit_tokens")  # nothing to serve from: NOT_APPLICABLE (applicability.py)
     measured_baseline["cold_restore"] = cold

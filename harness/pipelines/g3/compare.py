@@ -128,7 +128,8 @@ def run_g3(run: GateRun, g2: GateDir) -> tuple[dict[str, Any], dict[str, Any]]:
     cand = sweeps[profile.candidate]
     measured: dict[str, Any] = {
         "candidate": {"fio": cand_measured.get("fio", {}), "failed_ratio": failed_ratio(cand),
-                      "cold_restore": arm_cold_restore(run, profile.candidate, cand)},
+                      "cold_restore": arm_cold_restore(run, profile.candidate, cand,
+                                                       (cand_measured.get("fio") or {}).get("seq_read_bw"))},
         "compare": compare_measured(cand, base, recompute),
     }
     if recompute is not None and profile.recompute is not None:

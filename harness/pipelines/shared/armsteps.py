@@ -3,7 +3,8 @@ storage target, and an arm's ``cold_restore`` subtree (moved out of G2 so G3 nee
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, Optional
 
 from harness.engines.platforms import engine_block_size
 from harness.pipelines.shared.coldrestore import cold_restore_measured, expectation
@@ -44,8 +45,11 @@ def arm_storage_probes(run: GateRun, arm_name: str, prefix: str) -> tuple[dict[s
     return measured, charts
 
 
-def arm_cold_restore(run: GateRun, arm_name: str, sweep: Sweep) -> dict[str, Any]:
-    """The ``cold_restore`` subtree of an arm (harness.pipelines.shared.coldrestore)."""
+def arm_cold_restore(run: GateRun, arm_name: str, sweep: Sweep,
+                     storage_fio: Optional[Mapping[str, Any]] = None) -> dict[str, Any]:
+    """The ``cold_restore`` subtree of an arm (harness.pipelines.shared.coldrestore); ``storage_fio``:
+    the arm's target's ``fio.seq_read_bw`` leaf measured in this run, one of the storage figures a
+    restore is held to (``restoreprobe.restore_bandwidth_measured``)."""
     arm = run.profile.arm(arm_name)
     workload = point_workload(run.profile)
     platform = next((n.platform for n in run.inventory.nodes_with_role("server")), "cpu")
@@ -55,5 +59,6 @@ def arm_cold_restore(run: GateRun, arm_name: str, sweep: Sweep) -> dict[str, Any
     if arm.offload and run.profile.load.cold_restore:
         bpt, how = kv_bytes_per_token(run.profile)
         out["restore_bandwidth_ratio"] = restore_bandwidth_measured(
-            sweep, run.profile.load.concurrency, run.gate_dir.step_done(probe_key(arm.name)), bpt, how)
+            sweep, run.profile.load.concurrency, run.gate_dir.step_done(probe_key(arm.name)), bpt, how,
+            storage_fio=storage_fio)
     return out

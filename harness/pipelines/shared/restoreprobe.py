@@ -34,7 +34,7 @@ from __future__ import annotations
 import json
 import posixpath
 import shlex
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
@@ -50,7 +50,7 @@ from harness.pipelines.shared.drain import node_writeback
 from harness.pipelines.shared.sweepdata import Sweep, measurement, point_key
 from harness.probes.fio_parse import parse_fio_output
 
-__all__ = ["WORKERS", "ROUNDS", "kv_bytes_per_token", "probe_tier_files", "restore_bandwidth_measured",
+__all__ = ["WORKERS", "ROUNDS", "fio_best", "kv_bytes_per_token", "probe_tier_files", "restore_bandwidth_measured",
            "retrieval_groups", "timed_retrievals"]
 
 WORKERS = 8  # parallel chunk reads (the emulator's CHUNK_IO_WORKERS; LMCache's parallel retrieval)
@@ -204,9 +204,29 @@ def kv_bytes_per_token(profile: Profile) -> tuple[Optional[float], str]:
     return float(geom.bytes_per_token), f"{geom.bytes_per_token} B/token ({geom.source})"
 
 
+def fio_best(leaf: Optional[Mapping[str, Any]]) -> Optional[float]:
+    """The best steady round of a fio read leaf (its judged samples; else its value), bytes/s."""
+    if not isinstance(leaf, Mapping):
+        return None
+    xs = [float(x) for x in ((leaf.get("samples") or {}).get("x") or []) if isinstance(x, (int, float)) and x > 0]
+    value = leaf.get("value")
+    if xs:
+        return max(xs)
+    return float(value) if isinstance(value, (int, float)) and value > 0 else None
+
+
 def restore_bandwidth_measured(sweep: Sweep, concurrencies: Sequence[int], probe: Optional[dict[str, Any]],
-                               bytes_per_token: Optional[float], how: str) -> dict[str, Any]:
-    """Per concurrency, the highest implied/storage ratio of any repetition (None: see module)."""
+                               bytes_per_token: Optional[float], how: str,
+                               storage_fio: Optional[Mapping[str, Any]] = None) -> dict[str, Any]:
+    """Per concurrency, the highest implied/storage ratio of any repetition (None: see module).
+
+    The storage's figure is the best it was measured to deliver in this run: the probe's best round
+    over the tier's own chunk files, or fio's best steady sequential-read round on the same target
+    (``storage_fio``, the arm's ``fio.seq_read_bw`` leaf) when that is higher. The probe alone is
+    not enough: on a loaded machine its many small reads are CPU-bound, and an honest restore then
+    beat it by 1.2-1.4x in a CI run (0.14 GB/s against files read at 0.07-0.10 GB/s, fio 0.15 GB/s
+    under a 150 MB/s cap), a false FAIL; a restore above what the storage showed by either measure
+    stays a FAIL."""
     out: dict[str, Any] = {}
     rounds = [float(x) for x in (probe or {}).get("rounds_bps") or []]
     why_probe = None
@@ -214,7 +234,8 @@ def restore_bandwidth_measured(sweep: Sweep, concurrencies: Sequence[int], probe
         why_probe = "the tier's chunk files were not probed (run interrupted before the probe)"
     elif not rounds:
         why_probe = str(probe.get("reason") or "the restore probe measured nothing")
-    upper = max(rounds) if rounds else None
+    seq = fio_best(storage_fio)
+    upper = max(rounds + ([seq] if seq else [])) if rounds else None
     for conc in concurrencies:
         key = point_key(conc)
         reps = sweep.get(conc, [])
@@ -232,7 +253,8 @@ def restore_bandwidth_measured(sweep: Sweep, concurrencies: Sequence[int], probe
             why = f"no repetition measured at concurrency {conc}"
         worst = max(ratios) if ratios and why is None else None
         text = (f"implied restore {worst[1] / 1e9:.2f} GB/s (restored KV per request / TTFT p50) vs the tier's "
-                f"own files read at {min(rounds) / 1e9:.2f}-{max(rounds) / 1e9:.2f} GB/s") if worst else ""
+                f"own files read at {min(rounds) / 1e9:.2f}-{max(rounds) / 1e9:.2f} GB/s"
+                + (f", fio's sequential read at {seq / 1e9:.2f} GB/s" if seq else "")) if worst else ""
         out[key] = measurement(worst[0] if worst else None, text=text,
                                detail=why or f"{how}; per repetition implied/storage upper: "
                                + ", ".join(f"{x:.2f}" for x, _ in ratios))
