@@ -117,8 +117,9 @@ def test_html_is_self_contained_and_svg_well_formed(gate_dir: Path) -> None:
     assert '<a href="ok/file.json">' in html
     assert "<code>https://evil.example/x</code>" in html  # shown as text, not linked
     charts = svgs(html)
-    # TTFT, throughput, fio, and one forest plot for the whole gate (not one per check)
-    assert len(charts) == 4
+    # TTFT, throughput, and one forest plot for the whole gate (not one per check); no fio bar chart:
+    # its figures are the fio table's
+    assert len(charts) == 3
     assert all(c.tag == "svg" for c in charts)
 
 
@@ -146,7 +147,7 @@ def test_no_data_renders_with_sentences(tmp_path: Path) -> None:
     html = (d / "report.html").read_text()
     assert svgs(html) == []
     assert "No TTFT measurements in this gate" in html
-    assert "No fio bandwidth in this gate" in html
+    assert "No fio bandwidth in this gate" not in html  # no fio chart, so no note that it is missing
     assert "No observation recorded" in html
     assert '<div class="big">PASS</div>' in html and "Exit code 0: every blocker check passed" in html
 
